@@ -1,0 +1,554 @@
+/* Context: adapter choice, device creation, error routing, waiting, and the recorder that
+   batches ops into one command encoder per context. */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* A batch is submitted when it reaches this many dispatches; small enough that the GPU
+   starts early in long op sequences, large enough to amortise a submit. */
+#define BATCH_MAX_DISPATCHES 256u
+/* Uniform arena per batch: BATCH_MAX_DISPATCHES slots of up to 256 bytes. */
+#define UNIFORM_ARENA_BYTES (BATCH_MAX_DISPATCHES * 256u)
+#define DEFAULT_TIMEOUT_MS 60000u
+
+static _Thread_local char tls_error[WGML_ERROR_MAX];
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+wgml_status wgml__fail(wgml_context *ctx, wgml_status status, const char *fmt, ...)
+{
+    char *dst = ctx ? ctx->error : tls_error;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, WGML_ERROR_MAX, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *wgml_last_error(const wgml_context *ctx) { return ctx ? ctx->error : tls_error; }
+
+const char *wgml_status_string(wgml_status s)
+{
+    switch (s) {
+    case WGML_OK: return "WGML_OK";
+    case WGML_ERROR_INVALID_ARGUMENT: return "WGML_ERROR_INVALID_ARGUMENT";
+    case WGML_ERROR_SHAPE: return "WGML_ERROR_SHAPE";
+    case WGML_ERROR_DTYPE: return "WGML_ERROR_DTYPE";
+    case WGML_ERROR_LIMIT: return "WGML_ERROR_LIMIT";
+    case WGML_ERROR_ALIAS: return "WGML_ERROR_ALIAS";
+    case WGML_ERROR_CONTEXT: return "WGML_ERROR_CONTEXT";
+    case WGML_ERROR_NO_ADAPTER: return "WGML_ERROR_NO_ADAPTER";
+    case WGML_ERROR_DEVICE: return "WGML_ERROR_DEVICE";
+    case WGML_ERROR_OUT_OF_MEMORY: return "WGML_ERROR_OUT_OF_MEMORY";
+    case WGML_ERROR_TIMEOUT: return "WGML_ERROR_TIMEOUT";
+    case WGML_ERROR_UNSUPPORTED: return "WGML_ERROR_UNSUPPORTED";
+    case WGML_ERROR_FORMAT: return "WGML_ERROR_FORMAT";
+    case WGML_ERROR_IO: return "WGML_ERROR_IO";
+    }
+    return "WGML_ERROR_UNKNOWN";
+}
+
+const char *wgml_version(void) { return "0.1.0"; }
+
+static void copy_sv(char *dst, size_t cap, WGPUStringView sv)
+{
+    size_t n = 0;
+    if (sv.data) n = sv.length == WGPU_STRLEN ? strlen(sv.data) : sv.length;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, sv.data, n);
+    dst[n] = 0;
+}
+
+static void on_uncaptured_error(WGPUDevice const *device, WGPUErrorType type, WGPUStringView msg,
+                                void *u1, void *u2)
+{
+    (void)device; (void)u2;
+    wgml_context *ctx = u1;
+    if (ctx->pending_status != WGML_OK) return;   /* keep the first error */
+    ctx->pending_status = type == WGPUErrorType_OutOfMemory ? WGML_ERROR_OUT_OF_MEMORY : WGML_ERROR_DEVICE;
+    char m[WGML_ERROR_MAX - 64];
+    copy_sv(m, sizeof m, msg);
+    snprintf(ctx->pending_error, sizeof ctx->pending_error, "device error: %s", m);
+}
+
+static void on_device_lost(WGPUDevice const *device, WGPUDeviceLostReason reason, WGPUStringView msg,
+                           void *u1, void *u2)
+{
+    (void)device; (void)u2;
+    wgml_context *ctx = u1;
+    ctx->lost = true;
+    if (reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    char m[WGML_ERROR_MAX - 64];
+    copy_sv(m, sizeof m, msg);
+    ctx->pending_status = WGML_ERROR_DEVICE;
+    snprintf(ctx->pending_error, sizeof ctx->pending_error, "device lost (reason %d): %s", (int)reason, m);
+}
+
+wgml_status wgml__check_device(wgml_context *ctx)
+{
+    if (ctx->pending_status != WGML_OK) {
+        wgml_status s = ctx->pending_status;
+        snprintf(ctx->error, sizeof ctx->error, "%s", ctx->pending_error);
+        if (!ctx->lost) ctx->pending_status = WGML_OK;   /* loss stays reported */
+        return s;
+    }
+    if (ctx->lost) return wgml__fail(ctx, WGML_ERROR_DEVICE, "the device was lost");
+    return WGML_OK;
+}
+
+wgml_status wgml__wait(wgml_context *ctx, WGPUFuture future, const char *what)
+{
+    WGPUFutureWaitInfo info = { .future = future };
+    WGPUWaitStatus ws = wgpuInstanceWaitAny(ctx->instance, 1, &info, (uint64_t)ctx->timeout_ms * 1000000ull);
+    if (ws == WGPUWaitStatus_TimedOut)
+        return wgml__fail(ctx, WGML_ERROR_TIMEOUT, "%s: no answer from the device within %u ms", what, ctx->timeout_ms);
+    if (ws != WGPUWaitStatus_Success || !info.completed)
+        return wgml__fail(ctx, WGML_ERROR_DEVICE, "%s: waiting for the device failed (status %d)", what, (int)ws);
+    return WGML_OK;
+}
+
+/* ---- adapter choice ----------------------------------------------------------------- */
+
+typedef struct adapter_slot {
+    WGPUAdapter adapter;
+    WGPUStatus status;
+} adapter_slot;
+
+static void on_adapter(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView msg,
+                       void *u1, void *u2)
+{
+    (void)msg; (void)u2;
+    adapter_slot *slot = u1;
+    slot->adapter = status == WGPURequestAdapterStatus_Success ? adapter : NULL;
+}
+
+static const struct { const char *name; WGPUBackendType type; } backend_names[] = {
+    { "vulkan", WGPUBackendType_Vulkan }, { "metal", WGPUBackendType_Metal },
+    { "d3d12", WGPUBackendType_D3D12 },   { "d3d11", WGPUBackendType_D3D11 },
+    { "opengl", WGPUBackendType_OpenGL }, { "opengles", WGPUBackendType_OpenGLES },
+    { "null", WGPUBackendType_Null },
+};
+
+static const char *backend_name(WGPUBackendType t)
+{
+    for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++)
+        if (backend_names[i].type == t) return backend_names[i].name;
+    return "unknown";
+}
+
+static const char *adapter_type_name(WGPUAdapterType t)
+{
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+    }
+}
+
+static int type_rank(WGPUAdapterType t)
+{
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return 0;
+    case WGPUAdapterType_IntegratedGPU: return 1;
+    case WGPUAdapterType_CPU: return 2;
+    default: return 3;
+    }
+}
+
+static int backend_rank(WGPUBackendType t)
+{
+    return (t == WGPUBackendType_Vulkan || t == WGPUBackendType_Metal || t == WGPUBackendType_D3D12) ? 0 : 1;
+}
+
+static bool contains_icase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    if (n == 0) return true;
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0) return true;
+    return false;
+}
+
+#define MAX_CANDIDATES 8
+
+typedef struct candidate {
+    WGPUAdapter adapter;
+    char name[256];
+    char description[256];
+    WGPUAdapterType type;
+    WGPUBackendType backend;
+    uint32_t vendor_id, device_id;
+} candidate;
+
+/* Asks for adapters with every power preference, with and without the fallback (CPU)
+   adapter, and keeps the distinct ones: the C API has no enumeration. */
+static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, candidate *c, int *count)
+{
+    *count = 0;
+    const WGPUPowerPreference prefs[] = { WGPUPowerPreference_HighPerformance, WGPUPowerPreference_LowPower };
+    for (int fb = 0; fb < 2; fb++) {
+        for (size_t p = 0; p < 2; p++) {
+            adapter_slot slot = { 0 };
+            WGPURequestAdapterOptions opt = {
+                .featureLevel = WGPUFeatureLevel_Core,
+                .powerPreference = prefs[p],
+                .forceFallbackAdapter = fb,
+                .backendType = backend,
+            };
+            WGPUFuture f = wgpuInstanceRequestAdapter(ctx->instance, &opt,
+                (WGPURequestAdapterCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_adapter, .userdata1 = &slot });
+            wgml_status s = wgml__wait(ctx, f, "requesting an adapter");
+            if (s != WGML_OK) return s;
+            if (!slot.adapter) continue;
+            WGPUAdapterInfo ai = { 0 };
+            if (wgpuAdapterGetInfo(slot.adapter, &ai) != WGPUStatus_Success) { wgpuAdapterRelease(slot.adapter); continue; }
+            candidate cand = { .adapter = slot.adapter, .type = ai.adapterType, .backend = ai.backendType,
+                               .vendor_id = ai.vendorID, .device_id = ai.deviceID };
+            copy_sv(cand.name, sizeof cand.name, ai.device);
+            copy_sv(cand.description, sizeof cand.description, ai.description);
+            wgpuAdapterInfoFreeMembers(ai);
+            bool dup = false;
+            for (int i = 0; i < *count; i++)
+                if (c[i].vendor_id == cand.vendor_id && c[i].device_id == cand.device_id && c[i].backend == cand.backend &&
+                    strcmp(c[i].name, cand.name) == 0)
+                    dup = true;
+            if (dup || *count == MAX_CANDIDATES) { wgpuAdapterRelease(slot.adapter); continue; }
+            c[(*count)++] = cand;
+        }
+    }
+    return WGML_OK;
+}
+
+static wgml_status choose_adapter(wgml_context *ctx, const char *want_name, const char *want_backend)
+{
+    WGPUBackendType backend = WGPUBackendType_Undefined;
+    if (want_backend && *want_backend) {
+        bool found = false;
+        for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++)
+            if (strcasecmp(want_backend, backend_names[i].name) == 0) { backend = backend_names[i].type; found = true; }
+        if (!found)
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT,
+                              "wgml_context_create: backend \"%s\" is not one of vulkan, metal, d3d12, d3d11, opengl, opengles, null",
+                              want_backend);
+    }
+    candidate c[MAX_CANDIDATES];
+    int n = 0;
+    wgml_status s = collect_adapters(ctx, backend, c, &n);
+    if (s != WGML_OK) { snprintf(tls_error, sizeof tls_error, "%s", ctx->error); return s; }
+
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        if (want_name && *want_name && !contains_icase(c[i].name, want_name) && !contains_icase(c[i].description, want_name))
+            continue;
+        if (best < 0 || type_rank(c[i].type) < type_rank(c[best].type) ||
+            (type_rank(c[i].type) == type_rank(c[best].type) && backend_rank(c[i].backend) < backend_rank(c[best].backend)))
+            best = i;
+    }
+    if (best < 0) {
+        char seen[WGML_ERROR_MAX / 2] = "";
+        for (int i = 0; i < n; i++) {
+            size_t used = strlen(seen);
+            snprintf(seen + used, sizeof seen - used, "%s\"%s\" (%s, %s)", i ? ", " : "", c[i].name,
+                     backend_name(c[i].backend), adapter_type_name(c[i].type));
+        }
+        for (int i = 0; i < n; i++) wgpuAdapterRelease(c[i].adapter);
+        return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER, "wgml_context_create: no WebGPU adapter%s%s%s%s; adapters found: %s",
+                          want_name && *want_name ? " matching adapter \"" : "", want_name && *want_name ? want_name : "",
+                          want_name && *want_name ? "\"" : "", backend != WGPUBackendType_Undefined ? " on that backend" : "",
+                          n ? seen : "none (is a Vulkan driver installed? see README: requirements)");
+    }
+    for (int i = 0; i < n; i++)
+        if (i != best) wgpuAdapterRelease(c[i].adapter);
+    ctx->adapter = c[best].adapter;
+    return WGML_OK;
+}
+
+/* ---- device ------------------------------------------------------------------------- */
+
+typedef struct device_slot {
+    WGPUDevice device;
+    char message[512];
+} device_slot;
+
+static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView msg, void *u1, void *u2)
+{
+    (void)u2;
+    device_slot *slot = u1;
+    slot->device = status == WGPURequestDeviceStatus_Success ? device : NULL;
+    copy_sv(slot->message, sizeof slot->message, msg);
+}
+
+static wgml_status create_device(wgml_context *ctx, bool fast_unsafe)
+{
+    WGPULimits limits = { 0 };
+    if (wgpuAdapterGetLimits(ctx->adapter, &limits) != WGPUStatus_Success)
+        return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the adapter did not report its limits");
+
+    WGPUFeatureName want[] = { WGML_FEATURE_SHADER_F16, WGML_FEATURE_SUBGROUPS, WGML_FEATURE_TIMESTAMP_QUERY };
+    WGPUFeatureName feats[3];
+    size_t nfeat = 0;
+    for (size_t i = 0; i < 3; i++)
+        if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
+
+    const char *enabled[2] = { "disable_robustness", "disable_workgroup_init" };
+    const char *disabled[1] = { "timestamp_quantization" };
+    WGPUDawnTogglesDescriptor toggles = {
+        .chain = { .sType = WGPUSType_DawnTogglesDescriptor },
+        .enabledToggleCount = fast_unsafe ? 2 : 0,
+        .enabledToggles = enabled,
+        .disabledToggleCount = 1,
+        .disabledToggles = disabled,
+    };
+    WGPUDeviceDescriptor dd = {
+        .nextInChain = &toggles.chain,
+        .label = { "wgml", WGPU_STRLEN },
+        .requiredFeatureCount = nfeat,
+        .requiredFeatures = feats,
+        .requiredLimits = &limits,
+        .deviceLostCallbackInfo = { .mode = WGPUCallbackMode_AllowSpontaneous, .callback = on_device_lost, .userdata1 = ctx },
+        .uncapturedErrorCallbackInfo = { .callback = on_uncaptured_error, .userdata1 = ctx },
+    };
+    device_slot slot = { 0 };
+    WGPUFuture f = wgpuAdapterRequestDevice(ctx->adapter, &dd,
+        (WGPURequestDeviceCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_device, .userdata1 = &slot });
+    wgml_status s = wgml__wait(ctx, f, "requesting a device");
+    if (s != WGML_OK) { snprintf(tls_error, sizeof tls_error, "%s", ctx->error); return s; }
+    if (!slot.device)
+        return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the adapter refused to create a device: %s", slot.message);
+    ctx->device = slot.device;
+    ctx->queue = wgpuDeviceGetQueue(ctx->device);
+    if (wgpuDeviceGetLimits(ctx->device, &ctx->limits) != WGPUStatus_Success) ctx->limits = limits;
+
+    wgml_adapter_info *in = &ctx->info;
+    WGPUAdapterInfo ai = { 0 };
+    if (wgpuAdapterGetInfo(ctx->adapter, &ai) == WGPUStatus_Success) {
+        copy_sv(in->name, sizeof in->name, ai.device);
+        copy_sv(in->vendor, sizeof in->vendor, ai.vendor);
+        copy_sv(in->architecture, sizeof in->architecture, ai.architecture);
+        copy_sv(in->driver, sizeof in->driver, ai.description);
+        in->backend = backend_name(ai.backendType);
+        in->type = adapter_type_name(ai.adapterType);
+        in->vendor_id = ai.vendorID;
+        in->device_id = ai.deviceID;
+        in->subgroup_min_size = ai.subgroupMinSize;
+        in->subgroup_max_size = ai.subgroupMaxSize;
+        wgpuAdapterInfoFreeMembers(ai);
+    }
+    in->max_buffer_size = ctx->limits.maxBufferSize;
+    in->max_storage_buffer_binding_size = ctx->limits.maxStorageBufferBindingSize;
+    in->max_storage_buffers_per_stage = ctx->limits.maxStorageBuffersPerShaderStage;
+    in->max_workgroup_storage_size = ctx->limits.maxComputeWorkgroupStorageSize;
+    in->max_invocations_per_workgroup = ctx->limits.maxComputeInvocationsPerWorkgroup;
+    in->max_workgroup_size_x = ctx->limits.maxComputeWorkgroupSizeX;
+    in->max_workgroups_per_dimension = ctx->limits.maxComputeWorkgroupsPerDimension;
+    in->shader_f16 = wgpuDeviceHasFeature(ctx->device, WGML_FEATURE_SHADER_F16);
+    in->subgroups = wgpuDeviceHasFeature(ctx->device, WGML_FEATURE_SUBGROUPS);
+    in->timestamp_query = wgpuDeviceHasFeature(ctx->device, WGML_FEATURE_TIMESTAMP_QUERY);
+    in->fast_unsafe = fast_unsafe;
+
+    /* A runtime whose structs drifted from the header shows up here first: subgroup sizes
+       are powers of two between 1 and 128 on every adapter that reports them. */
+    uint32_t lo = in->subgroup_min_size, hi = in->subgroup_max_size;
+    if (in->subgroups && (lo == 0 || hi > 128 || lo > hi || (lo & (lo - 1)) || (hi & (hi - 1))))
+        return wgml__fail(NULL, WGML_ERROR_DEVICE,
+                          "wgml_context_create: the runtime reports subgroup sizes %u..%u; its WGPUAdapterInfo "
+                          "layout does not match webgpu.h (see src/webgpu_abi.h)", lo, hi);
+    return WGML_OK;
+}
+
+wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **out)
+{
+    if (!out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: out is NULL");
+    *out = NULL;
+    wgml_context_desc d = desc ? *desc : (wgml_context_desc){ 0 };
+    if (!d.adapter) d.adapter = getenv("WGML_ADAPTER");
+    if (!d.backend) d.backend = getenv("WGML_BACKEND");
+
+    wgml_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_context_create: out of host memory");
+    ctx->timeout_ms = d.timeout_ms ? d.timeout_ms : DEFAULT_TIMEOUT_MS;
+    ctx->submit_every_op = d.submit_every_op;
+    ctx->instance = wgml__create_instance();
+    if (!ctx->instance) {
+        free(ctx);
+        return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the WebGPU runtime could not create an instance");
+    }
+    wgml_status s = choose_adapter(ctx, d.adapter, d.backend);
+    if (s == WGML_OK) s = create_device(ctx, d.fast_unsafe);
+    if (s != WGML_OK) {
+        wgml_context_destroy(ctx);
+        return s;
+    }
+    uint32_t align = ctx->limits.minUniformBufferOffsetAlignment;
+    ctx->uniform_stride = align > 256 ? align : 256;
+    *out = ctx;
+    return WGML_OK;
+}
+
+void wgml_context_destroy(wgml_context *ctx)
+{
+    if (!ctx) return;
+    if (ctx->device && !ctx->lost) {
+        wgml__submit(ctx);
+        wgml_context_sync(ctx);
+    }
+    if (ctx->pass) wgpuComputePassEncoderRelease(ctx->pass);
+    if (ctx->encoder) wgpuCommandEncoderRelease(ctx->encoder);
+    if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);
+    if (ctx->queue) wgpuQueueRelease(ctx->queue);
+    if (ctx->device) {
+        wgpuDeviceDestroy(ctx->device);   /* fires the lost callback while ctx is alive */
+        wgpuDeviceRelease(ctx->device);
+    }
+    if (ctx->adapter) wgpuAdapterRelease(ctx->adapter);
+    if (ctx->instance) {
+        wgpuInstanceProcessEvents(ctx->instance);
+        wgpuInstanceRelease(ctx->instance);
+    }
+    free(ctx);
+}
+
+wgml_status wgml_context_info(const wgml_context *ctx, wgml_adapter_info *info)
+{
+    if (!ctx || !info) return wgml__fail((wgml_context *)ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_info: %s is NULL", ctx ? "info" : "ctx");
+    *info = ctx->info;
+    return WGML_OK;
+}
+
+wgml_status wgml_context_stats_get(const wgml_context *ctx, wgml_context_stats *stats)
+{
+    if (!ctx || !stats)
+        return wgml__fail((wgml_context *)ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_stats_get: %s is NULL", ctx ? "stats" : "ctx");
+    *stats = (wgml_context_stats){ .commands = ctx->commands, .submits = ctx->submits,
+                                   .live_tensors = ctx->live_tensors, .live_engines = ctx->live_engines };
+    return WGML_OK;
+}
+
+/* ---- the recorder ------------------------------------------------------------------- */
+
+static void ensure_encoder(wgml_context *ctx)
+{
+    if (!ctx->encoder)
+        ctx->encoder = wgpuDeviceCreateCommandEncoder(ctx->device, &(WGPUCommandEncoderDescriptor){ .label = { "wgml batch", WGPU_STRLEN } });
+}
+
+WGPUComputePassEncoder wgml__pass(wgml_context *ctx)
+{
+    ensure_encoder(ctx);
+    if (!ctx->pass)
+        ctx->pass = wgpuCommandEncoderBeginComputePass(ctx->encoder, &(WGPUComputePassDescriptor){ 0 });
+    return ctx->pass;
+}
+
+WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx)
+{
+    if (ctx->pass) {
+        wgpuComputePassEncoderEnd(ctx->pass);
+        wgpuComputePassEncoderRelease(ctx->pass);
+        ctx->pass = NULL;
+    }
+    ensure_encoder(ctx);
+    return ctx->encoder;
+}
+
+wgml_status wgml__submit(wgml_context *ctx)
+{
+    if (!ctx->encoder) return WGML_OK;
+    wgml__encoder_outside_pass(ctx);
+    if (ctx->uniforms) wgpuBufferUnmap(ctx->uniforms);
+    WGPUCommandBuffer cb = wgpuCommandEncoderFinish(ctx->encoder, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cb);
+    ctx->submits++;
+    wgpuCommandBufferRelease(cb);
+    wgpuCommandEncoderRelease(ctx->encoder);
+    ctx->encoder = NULL;
+    if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);   /* kept alive by the submit */
+    ctx->uniforms = NULL;
+    ctx->uniforms_ptr = NULL;
+    ctx->uniforms_used = 0;
+    ctx->batch_dispatches = 0;
+    return wgml__check_device(ctx);
+}
+
+wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t size, WGPUBuffer *buffer, uint32_t *offset)
+{
+    if (size > ctx->uniform_stride) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: uniform block of %u bytes", size);
+    if (ctx->uniforms && ctx->uniforms_used + ctx->uniform_stride > UNIFORM_ARENA_BYTES) {
+        wgml_status s = wgml__submit(ctx);
+        if (s != WGML_OK) return s;
+    }
+    if (!ctx->uniforms) {
+        ctx->uniforms = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
+            .label = { "wgml uniforms", WGPU_STRLEN }, .usage = WGPUBufferUsage_Uniform,
+            .size = UNIFORM_ARENA_BYTES, .mappedAtCreation = 1 });
+        ctx->uniforms_ptr = ctx->uniforms ? wgpuBufferGetMappedRange(ctx->uniforms, 0, UNIFORM_ARENA_BYTES) : NULL;
+        if (!ctx->uniforms_ptr) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "could not map the uniform arena");
+        ctx->uniforms_used = 0;
+        ensure_encoder(ctx);
+    }
+    memcpy(ctx->uniforms_ptr + ctx->uniforms_used, data, size);
+    *buffer = ctx->uniforms;
+    *offset = ctx->uniforms_used;
+    ctx->uniforms_used += ctx->uniform_stride;
+    return WGML_OK;
+}
+
+wgml_status wgml__after_record(wgml_context *ctx)
+{
+    ctx->commands++;
+    ctx->batch_dispatches++;
+    if (ctx->submit_every_op || ctx->batch_dispatches >= BATCH_MAX_DISPATCHES) return wgml__submit(ctx);
+    return WGML_OK;
+}
+
+wgml_status wgml_context_flush(wgml_context *ctx)
+{
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_flush: ctx is NULL");
+    WGML_CHECK(wgml__check_device(ctx));
+    return wgml__submit(ctx);
+}
+
+static void on_map(WGPUMapAsyncStatus status, WGPUStringView msg, void *u1, void *u2)
+{
+    (void)msg; (void)u2;
+    *(WGPUMapAsyncStatus *)u1 = status;
+}
+
+/* Maps buffer for reading, waiting for all work submitted before. */
+wgml_status wgml__map_read(wgml_context *ctx, WGPUBuffer buffer, uint64_t size, const char *what)
+{
+    WGPUMapAsyncStatus ms = 0;
+    WGPUFuture f = wgpuBufferMapAsync(buffer, WGPUMapMode_Read, 0, size,
+        (WGPUBufferMapCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_map, .userdata1 = &ms });
+    WGML_CHECK(wgml__wait(ctx, f, what));
+    if (ms != WGPUMapAsyncStatus_Success) {
+        WGML_CHECK(wgml__check_device(ctx));
+        return wgml__fail(ctx, WGML_ERROR_DEVICE, "%s: mapping the read-back buffer failed (status %d)", what, (int)ms);
+    }
+    return WGML_OK;
+}
+
+wgml_status wgml_context_sync(wgml_context *ctx)
+{
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_sync: ctx is NULL");
+    WGML_CHECK(wgml__check_device(ctx));
+    WGML_CHECK(wgml__submit(ctx));
+    /* A mapping completes only after everything submitted before it. */
+    WGPUBuffer b = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
+        .label = { "wgml sync", WGPU_STRLEN }, .usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, .size = 4 });
+    WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx->device, NULL);
+    WGPUCommandBuffer cb = wgpuCommandEncoderFinish(enc, NULL);
+    wgpuQueueSubmit(ctx->queue, 1, &cb);
+    wgpuCommandBufferRelease(cb);
+    wgpuCommandEncoderRelease(enc);
+    wgml_status s = wgml__map_read(ctx, b, 4, "wgml_context_sync");
+    if (s == WGML_OK) wgpuBufferUnmap(b);
+    wgpuBufferRelease(b);
+    if (s != WGML_OK) return s;
+    return wgml__check_device(ctx);
+}

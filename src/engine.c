@@ -1,0 +1,230 @@
+/* Engine: the pipeline cache and the one dispatch helper every op uses. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wgml__pipeline {
+    const char *file, *entry, *layout;
+    uint32_t nconst;
+    const char *const_names[6];
+    double const_values[6];
+    WGPUComputePipeline pipeline;
+    WGPUBindGroupLayout bgl;
+};
+
+wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out)
+{
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_engine_create: ctx is NULL");
+    if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_engine_create: out is NULL");
+    *out = NULL;
+    WGML_CHECK(wgml__check_device(ctx));
+    wgml_engine *e = calloc(1, sizeof *e);
+    if (e) e->modules = calloc(wgml__wgsl_count ? wgml__wgsl_count : 1, sizeof *e->modules);
+    if (!e || !e->modules) {
+        free(e);
+        return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_engine_create: out of host memory");
+    }
+    e->ctx = ctx;
+    ctx->live_engines++;
+    *out = e;
+    return WGML_OK;
+}
+
+void wgml_engine_destroy(wgml_engine *e)
+{
+    if (!e) return;
+    for (uint32_t i = 0; i < e->npipelines; i++) {
+        wgpuComputePipelineRelease(e->pipelines[i].pipeline);
+        wgpuBindGroupLayoutRelease(e->pipelines[i].bgl);
+    }
+    for (size_t i = 0; i < wgml__wgsl_count; i++)
+        if (e->modules[i]) wgpuShaderModuleRelease(e->modules[i]);
+    e->ctx->live_engines--;
+    free(e->pipelines);
+    free(e->modules);
+    free(e);
+}
+
+/* ---- compilation -------------------------------------------------------------------- */
+
+typedef struct scope_msg { WGPUErrorType type; char text[WGML_ERROR_MAX - 128]; } scope_msg;
+
+static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView msg, void *u1, void *u2)
+{
+    (void)u2;
+    scope_msg *m = u1;
+    m->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_Unknown;
+    size_t n = msg.data ? (msg.length == WGPU_STRLEN ? strlen(msg.data) : msg.length) : 0;
+    if (n >= sizeof m->text) n = sizeof m->text - 1;
+    if (n) memcpy(m->text, msg.data, n);
+    m->text[n] = 0;
+}
+
+static wgml_status pop_scope(wgml_context *ctx, const char *what)
+{
+    scope_msg m = { 0 };
+    WGPUFuture f = wgpuDevicePopErrorScope(ctx->device,
+        (WGPUPopErrorScopeCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_pop, .userdata1 = &m });
+    WGML_CHECK(wgml__wait(ctx, f, what));
+    if (m.type != WGPUErrorType_NoError)
+        return wgml__fail(ctx, WGML_ERROR_DEVICE, "%s failed: %s", what, m.text);
+    return WGML_OK;
+}
+
+static wgml_status get_module(wgml_engine *e, const char *file, WGPUShaderModule *out)
+{
+    for (size_t i = 0; i < wgml__wgsl_count; i++) {
+        if (strcmp(wgml__wgsl_sources[i].name, file) != 0) continue;
+        if (!e->modules[i]) {
+            WGPUShaderSourceWGSL src = { .chain = { .sType = WGPUSType_ShaderSourceWGSL },
+                                         .code = { wgml__wgsl_sources[i].code, wgml__wgsl_sources[i].size } };
+            wgpuDevicePushErrorScope(e->ctx->device, WGPUErrorFilter_Validation);
+            WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
+                .nextInChain = &src.chain, .label = { file, WGPU_STRLEN } });
+            char what[160];
+            snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl", file);
+            wgml_status s = pop_scope(e->ctx, what);
+            if (s != WGML_OK) {
+                if (m) wgpuShaderModuleRelease(m);
+                return s;
+            }
+            e->modules[i] = m;
+        }
+        *out = e->modules[i];
+        return WGML_OK;
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", file);
+}
+
+static bool same_kernel(const wgml__pipeline *p, const wgml__kernel *k)
+{
+    if (strcmp(p->file, k->file) || strcmp(p->entry, k->entry) || strcmp(p->layout, k->layout) || p->nconst != k->nconst)
+        return false;
+    for (uint32_t i = 0; i < k->nconst; i++)
+        if (strcmp(p->const_names[i], k->constants[i].name) || p->const_values[i] != k->constants[i].value) return false;
+    return true;
+}
+
+static WGPUBindGroupLayout make_layout(wgml_context *ctx, const char *layout)
+{
+    WGPUBindGroupLayoutEntry entries[16];
+    size_t n = strlen(layout);
+    for (size_t i = 0; i < n; i++) {
+        WGPUBufferBindingType type = layout[i] == 'u' ? WGPUBufferBindingType_Uniform
+                                   : layout[i] == 'r' ? WGPUBufferBindingType_ReadOnlyStorage
+                                                      : WGPUBufferBindingType_Storage;
+        entries[i] = (WGPUBindGroupLayoutEntry){ .binding = (uint32_t)i, .visibility = WGPUShaderStage_Compute,
+                                                 .buffer = { .type = type } };
+    }
+    return wgpuDeviceCreateBindGroupLayout(ctx->device, &(WGPUBindGroupLayoutDescriptor){ .entryCount = n, .entries = entries });
+}
+
+wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComputePipeline *out, WGPUBindGroupLayout *bgl_out)
+{
+    for (uint32_t i = 0; i < e->npipelines; i++)
+        if (same_kernel(&e->pipelines[i], k)) {
+            *out = e->pipelines[i].pipeline;
+            *bgl_out = e->pipelines[i].bgl;
+            return WGML_OK;
+        }
+    wgml_context *ctx = e->ctx;
+    size_t nb = strlen(k->layout);
+    if (nb == 0 || nb > 16 || k->nconst > 6) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s has a bad layout", k->entry);
+    WGPUShaderModule module = NULL;
+    WGML_CHECK(get_module(e, k->file, &module));
+
+    wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
+    WGPUBindGroupLayout bgl = make_layout(ctx, k->layout);
+    WGPUPipelineLayout pl = wgpuDeviceCreatePipelineLayout(ctx->device, &(WGPUPipelineLayoutDescriptor){
+        .bindGroupLayoutCount = 1, .bindGroupLayouts = &bgl });
+    WGPUConstantEntry consts[6];
+    for (uint32_t i = 0; i < k->nconst; i++)
+        consts[i] = (WGPUConstantEntry){ .key = { k->constants[i].name, WGPU_STRLEN }, .value = k->constants[i].value };
+    WGPUComputePipeline p = wgpuDeviceCreateComputePipeline(ctx->device, &(WGPUComputePipelineDescriptor){
+        .label = { k->entry, WGPU_STRLEN },
+        .layout = pl,
+        .compute = { .module = module, .entryPoint = { k->entry, WGPU_STRLEN }, .constantCount = k->nconst, .constants = consts } });
+    wgpuPipelineLayoutRelease(pl);
+    char what[200];
+    snprintf(what, sizeof what, "building kernel %s of src/kernels/%s.wgsl", k->entry, k->file);
+    wgml_status s = pop_scope(ctx, what);
+    if (s != WGML_OK) {
+        if (p) wgpuComputePipelineRelease(p);
+        if (bgl) wgpuBindGroupLayoutRelease(bgl);
+        return s;
+    }
+    if (e->npipelines == e->cap_pipelines) {
+        uint32_t cap = e->cap_pipelines ? 2 * e->cap_pipelines : 32;
+        wgml__pipeline *np = realloc(e->pipelines, cap * sizeof *np);
+        if (!np) {
+            wgpuComputePipelineRelease(p);
+            wgpuBindGroupLayoutRelease(bgl);
+            return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+        e->pipelines = np;
+        e->cap_pipelines = cap;
+    }
+    wgml__pipeline *slot = &e->pipelines[e->npipelines++];
+    *slot = (wgml__pipeline){ .file = k->file, .entry = k->entry, .layout = k->layout, .nconst = k->nconst,
+                              .pipeline = p, .bgl = bgl };
+    for (uint32_t i = 0; i < k->nconst; i++) {
+        slot->const_names[i] = k->constants[i].name;
+        slot->const_values[i] = k->constants[i].value;
+    }
+    *out = p;
+    *bgl_out = bgl;
+    return WGML_OK;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+wgml_status wgml__grid(wgml_context *ctx, uint64_t workgroups, uint32_t *gx, uint32_t *gy)
+{
+    uint64_t max = ctx->limits.maxComputeWorkgroupsPerDimension;
+    if (workgroups == 0) workgroups = 1;
+    if (workgroups <= max) {
+        *gx = (uint32_t)workgroups;
+        *gy = 1;
+        return WGML_OK;
+    }
+    uint64_t y = (workgroups + max - 1) / max;
+    if (y > max) return wgml__fail(ctx, WGML_ERROR_LIMIT, "%llu workgroups exceed the device's grid", (unsigned long long)workgroups);
+    *gy = (uint32_t)y;
+    *gx = (uint32_t)((workgroups + y - 1) / y);
+    return WGML_OK;
+}
+
+wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *params, uint32_t params_size,
+                           const wgml__arg *args, uint32_t nargs, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    wgml_context *ctx = e->ctx;
+    WGPUComputePipeline pipeline;
+    WGPUBindGroupLayout bgl;
+    WGML_CHECK(wgml__pipeline_get(e, k, &pipeline, &bgl));
+    size_t nb = strlen(k->layout);
+    WGPUBindGroupEntry entries[16];
+    uint32_t a = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (k->layout[i] == 'u') {
+            WGPUBuffer ub;
+            uint32_t off;
+            WGML_CHECK(wgml__uniform_alloc(ctx, params, params_size, &ub, &off));
+            entries[i] = (WGPUBindGroupEntry){ .binding = (uint32_t)i, .buffer = ub, .offset = off, .size = ctx->uniform_stride };
+        } else {
+            if (a >= nargs) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s needs more arguments", k->entry);
+            entries[i] = (WGPUBindGroupEntry){ .binding = (uint32_t)i, .buffer = args[a].buffer, .offset = 0, .size = args[a].size };
+            a++;
+        }
+    }
+    if (gx == 0 || gy == 0 || gz == 0) return WGML_OK;   /* nothing to do */
+    WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx->device, &(WGPUBindGroupDescriptor){
+        .layout = bgl, .entryCount = nb, .entries = entries });
+    WGPUComputePassEncoder pass = wgml__pass(ctx);
+    wgpuComputePassEncoderSetPipeline(pass, pipeline);
+    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, 0, NULL);
+    wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
+    wgpuBindGroupRelease(bg);
+    return wgml__after_record(ctx);
+}

@@ -1,0 +1,166 @@
+/* Private declarations shared by the library's source files. Nothing here is public API. */
+#ifndef WGML_INTERNAL_H
+#define WGML_INTERNAL_H
+
+#include "wgml.h"
+#include "webgpu_abi.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WGML_ERROR_MAX 1024
+
+/* ---- context ------------------------------------------------------------------------ */
+
+struct wgml_context {
+    WGPUInstance instance;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    WGPULimits limits;
+    wgml_adapter_info info;
+    uint32_t timeout_ms;
+    bool submit_every_op;
+
+    /* Errors raised by the device asynchronously, reported by the next call. */
+    wgml_status pending_status;
+    bool lost;
+    char error[WGML_ERROR_MAX];
+    char pending_error[WGML_ERROR_MAX];
+
+    /* The recorder: one encoder, one open compute pass, one uniform arena per batch. */
+    WGPUCommandEncoder encoder;
+    WGPUComputePassEncoder pass;
+    WGPUBuffer uniforms;       /* mapped at creation while the batch records */
+    uint8_t *uniforms_ptr;
+    uint32_t uniforms_used;
+    uint32_t uniform_stride;   /* minUniformBufferOffsetAlignment, at least 256 */
+    uint32_t batch_dispatches;
+
+    uint64_t commands;
+    uint64_t submits;
+    long live_tensors;
+    long live_engines;
+};
+
+/* Records a message for ctx (or the thread's context-less slot when ctx is NULL) and
+   returns status, so validation reads `return wgml__fail(ctx, WGML_ERROR_SHAPE, ...)`. */
+wgml_status wgml__fail(wgml_context *ctx, wgml_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Returns (and clears) an error the device raised since the last call, or WGML_OK. Every
+   public entry point calls this first so asynchronous errors surface promptly. */
+wgml_status wgml__check_device(wgml_context *ctx);
+
+/* Waits for a future with the context's timeout. */
+wgml_status wgml__wait(wgml_context *ctx, WGPUFuture future, const char *what);
+
+/* Maps buffer (MapRead usage) for reading, after all work submitted before; the caller
+   unmaps it. */
+wgml_status wgml__map_read(wgml_context *ctx, WGPUBuffer buffer, uint64_t size, const char *what);
+
+/* The recorder (src/context.c). */
+WGPUComputePassEncoder wgml__pass(wgml_context *ctx);        /* opens one if needed */
+WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx);
+wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t size,
+                                WGPUBuffer *buffer, uint32_t *offset);
+wgml_status wgml__after_record(wgml_context *ctx);           /* counts, maybe submits */
+wgml_status wgml__submit(wgml_context *ctx);                 /* submits what is recorded */
+
+/* ---- tensors ------------------------------------------------------------------------ */
+
+struct wgml_tensor {
+    wgml_context *ctx;
+    WGPUBuffer buffer;
+    uint64_t capacity;         /* bytes allocated: nbytes rounded up to 16 (vec4 access) */
+    wgml_dtype dtype;
+    uint32_t ndim;
+    size_t shape[WGML_MAX_DIMS];
+};
+
+/* Byte size the tensor's elements occupy (without the vec4 padding). */
+size_t wgml__nbytes(const wgml_tensor *t);
+
+/* ---- engine, kernels, dispatch ------------------------------------------------------ */
+
+/* One compiled kernel variant: a WGSL file, an entry point and override constants. */
+typedef struct wgml__kernel {
+    const char *file;            /* name of src/kernels/<file>.wgsl */
+    const char *entry;           /* entry point */
+    /* One character per binding, in binding order starting at 0:
+       'u' uniform (the op's parameters), 'r' read-only storage, 'w' read-write storage. */
+    const char *layout;
+    uint32_t nconst;
+    struct { const char *name; double value; } constants[6];
+} wgml__kernel;
+
+/* A storage binding: a tensor's whole buffer. */
+typedef struct wgml__arg {
+    WGPUBuffer buffer;
+    uint64_t size;
+} wgml__arg;
+
+static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->buffer, t->capacity }; }
+
+typedef struct wgml__pipeline wgml__pipeline;
+
+struct wgml_engine {
+    wgml_context *ctx;
+    wgml__pipeline *pipelines;   /* cache, searched linearly (tens of entries) */
+    uint32_t npipelines, cap_pipelines;
+    WGPUShaderModule *modules;   /* one per WGSL file, compiled on first use */
+};
+
+/* Embedded WGSL sources (generated at build time from the .wgsl files in src/kernels). */
+typedef struct wgml__wgsl_source { const char *name; const char *code; size_t size; } wgml__wgsl_source;
+extern const wgml__wgsl_source wgml__wgsl_sources[];
+extern const size_t wgml__wgsl_count;
+
+/* Records one dispatch of kernel k over groups[0] x groups[1] x groups[2] workgroups.
+   params (params_size bytes, may be 0) becomes the 'u' binding; args fill the storage
+   bindings in order. Nothing is recorded when it fails. */
+wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *params,
+                           uint32_t params_size, const wgml__arg *args, uint32_t nargs,
+                           uint32_t gx, uint32_t gy, uint32_t gz);
+
+/* Splits a 1-D workgroup count into x, y within maxComputeWorkgroupsPerDimension; kernels
+   recover the linear index as wid.x + wid.y * num_workgroups.x and skip past the end. */
+wgml_status wgml__grid(wgml_context *ctx, uint64_t workgroups, uint32_t *gx, uint32_t *gy);
+
+/* Compiles (or finds) the pipeline of k; used by dispatch and warmup. */
+wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComputePipeline *out,
+                               WGPUBindGroupLayout *layout);
+
+/* ---- validation helpers (src/validate.c): each returns WGML_OK or records a message
+        naming the argument of function fn. ------------------------------------------- */
+
+wgml_status wgml__check_engine(wgml_engine *e, const char *fn);
+/* t is non-NULL, of e's context, of dtype (or any dtype if dtype < 0). */
+wgml_status wgml__check_tensor(wgml_engine *e, const char *fn, const char *name,
+                               const wgml_tensor *t, int dtype);
+/* a and b have the same element count. */
+wgml_status wgml__check_same_numel(wgml_engine *e, const char *fn, const char *name_a,
+                                   const wgml_tensor *a, const char *name_b,
+                                   const wgml_tensor *b);
+/* out shares no memory with in. */
+wgml_status wgml__check_no_alias(wgml_engine *e, const char *fn, const char *out_name,
+                                 const wgml_tensor *out, const char *in_name,
+                                 const wgml_tensor *in);
+/* numel fits the 32-bit indexing of the kernels */
+wgml_status wgml__check_u32_numel(wgml_engine *e, const char *fn, const char *name,
+                                  const wgml_tensor *t);
+
+static inline bool wgml__same(const wgml_tensor *a, const wgml_tensor *b) { return a->buffer == b->buffer; }
+static inline uint32_t wgml__ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+
+/* Shared spelling of the entry check of every op: engine valid, no pending device error. */
+#define WGML_CHECK(expr)                  \
+    do {                                  \
+        wgml_status wgml__s_ = (expr);    \
+        if (wgml__s_ != WGML_OK)          \
+            return wgml__s_;              \
+    } while (0)
+
+#endif

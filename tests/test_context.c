@@ -1,0 +1,145 @@
+/* Context creation, adapter choice, info, flush/sync, counters, and error routing. */
+#include "harness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_info(void)
+{
+    wgml_adapter_info in;
+    TH_EXPECT(wgml_context_info(th_ctx, &in), WGML_OK);
+    TH_CHECK(in.name[0] != 0, "adapter name is empty");
+    TH_CHECK(in.backend && strcmp(in.backend, "unknown") != 0, "backend unknown");
+    TH_CHECK(in.max_storage_buffer_binding_size >= 128u << 20, "binding size %llu below WebGPU's minimum",
+             (unsigned long long)in.max_storage_buffer_binding_size);
+    TH_CHECK(in.max_workgroups_per_dimension >= 65535, "grid limit %u", in.max_workgroups_per_dimension);
+    if (in.subgroups)
+        TH_CHECK(in.subgroup_min_size >= 4 && in.subgroup_max_size <= 128 && in.subgroup_min_size <= in.subgroup_max_size,
+                 "subgroup sizes %u..%u", in.subgroup_min_size, in.subgroup_max_size);
+    TH_EXPECT_ERR(wgml_context_info(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT, "info is NULL");
+    TH_EXPECT(wgml_context_info(NULL, &in), WGML_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_create_bad_arguments(void)
+{
+    TH_EXPECT(wgml_context_create(NULL, NULL), WGML_ERROR_INVALID_ARGUMENT);
+    TH_CHECK(strstr(wgml_last_error(NULL), "out is NULL") != NULL, "message: %s", wgml_last_error(NULL));
+    wgml_context *c = (wgml_context *)&c;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .backend = "glide" }, &c), WGML_ERROR_INVALID_ARGUMENT);
+    TH_CHECK(c == NULL, "out not cleared on failure");
+    TH_CHECK(strstr(wgml_last_error(NULL), "glide") != NULL, "message: %s", wgml_last_error(NULL));
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .adapter = "no such adapter 3dfx" }, &c), WGML_ERROR_NO_ADAPTER);
+    TH_CHECK(strstr(wgml_last_error(NULL), "adapters found") != NULL, "message: %s", wgml_last_error(NULL));
+}
+
+static void test_choose_by_name(void)
+{
+    wgml_adapter_info in;
+    wgml_context_info(th_ctx, &in);
+    char part[8] = { 0 };
+    memcpy(part, in.name, strlen(in.name) < 5 ? strlen(in.name) : 5);
+    wgml_context *c;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .adapter = part, .backend = in.backend }, &c), WGML_OK);
+    wgml_adapter_info in2;
+    wgml_context_info(c, &in2);
+    TH_CHECK(strstr(in2.name, part) != NULL, "asked for \"%s\", got \"%s\"", part, in2.name);
+    wgml_context_destroy(c);
+}
+
+static void test_env_override(void)
+{
+    setenv("WGML_ADAPTER", "no such adapter 3dfx", 1);
+    wgml_context *c;
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_ERROR_NO_ADAPTER);
+    wgml_adapter_info in;
+    wgml_context_info(th_ctx, &in);
+    /* the descriptor wins over the environment */
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .adapter = in.name }, &c), WGML_OK);
+    wgml_context_destroy(c);
+    unsetenv("WGML_ADAPTER");
+}
+
+static void test_fast_unsafe_and_submit_every_op(void)
+{
+    wgml_context *c;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true, .submit_every_op = true }, &c), WGML_OK);
+    wgml_adapter_info in;
+    wgml_context_info(c, &in);
+    TH_CHECK(in.fast_unsafe, "fast_unsafe not reported");
+    wgml_engine *e;
+    TH_EXPECT(wgml_engine_create(c, &e), WGML_OK);
+    float x[5] = { 1, 2, 3, 4, 5 }, y[5];
+    wgml_tensor *t;
+    TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 5 }, x, &t), WGML_OK);
+    wgml_context_stats s0, s1;
+    wgml_context_stats_get(c, &s0);
+    TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);
+    TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);
+    wgml_context_stats_get(c, &s1);
+    TH_CHECK(s1.submits - s0.submits == 2, "submit_every_op: %llu submits for 2 ops", (unsigned long long)(s1.submits - s0.submits));
+    TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
+    for (int i = 0; i < 5; i++) TH_CHECK(y[i] == 4 * x[i], "y[%d] = %g", i, y[i]);
+    wgml_tensor_release(t);
+    wgml_engine_destroy(e);
+    wgml_context_destroy(c);
+}
+
+static void test_batching_and_sync(void)
+{
+    float x[4] = { 1, 2, 3, 4 };
+    wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(4));
+    TH_EXPECT(wgml_context_sync(th_ctx), WGML_OK);
+    wgml_context_stats s0, s1;
+    wgml_context_stats_get(th_ctx, &s0);
+    for (int i = 0; i < 10; i++) TH_EXPECT(wgml_add(th_eng, t, t, t), WGML_OK);
+    wgml_context_stats_get(th_ctx, &s1);
+    TH_CHECK(s1.commands - s0.commands == 10, "10 ops recorded %llu commands", (unsigned long long)(s1.commands - s0.commands));
+    TH_CHECK(s1.submits == s0.submits, "batched ops submitted early");
+    TH_EXPECT(wgml_context_flush(th_ctx), WGML_OK);
+    wgml_context_stats_get(th_ctx, &s1);
+    TH_CHECK(s1.submits == s0.submits + 1, "flush did not submit once");
+    TH_EXPECT(wgml_context_sync(th_ctx), WGML_OK);
+    TH_EXPECT(wgml_context_flush(NULL), WGML_ERROR_INVALID_ARGUMENT);
+    TH_EXPECT(wgml_context_sync(NULL), WGML_ERROR_INVALID_ARGUMENT);
+    float y[4];
+    TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
+    for (int i = 0; i < 4; i++) TH_CHECK(y[i] == x[i] * 1024, "y[%d] = %g", i, y[i]);
+    wgml_tensor_release(t);
+}
+
+static void test_create_destroy_loop(void)
+{
+    for (int i = 0; i < 3; i++) {
+        wgml_context *c;
+        wgml_engine *e;
+        TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+        TH_EXPECT(wgml_engine_create(c, &e), WGML_OK);
+        TH_EXPECT(wgml_engine_warmup(e), WGML_OK);
+        wgml_engine_destroy(e);
+        wgml_context_destroy(c);
+    }
+    wgml_context_destroy(NULL);
+    wgml_engine_destroy(NULL);
+    TH_EXPECT(wgml_engine_create(NULL, NULL), WGML_ERROR_INVALID_ARGUMENT);
+    TH_EXPECT_ERR(wgml_engine_create(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT, "out is NULL");
+    TH_EXPECT(wgml_engine_warmup(NULL), WGML_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_status_strings(void)
+{
+    TH_CHECK(strcmp(wgml_status_string(WGML_ERROR_SHAPE), "WGML_ERROR_SHAPE") == 0, "status string");
+    TH_CHECK(strcmp(wgml_status_string((wgml_status)999), "WGML_ERROR_UNKNOWN") == 0, "unknown status string");
+    TH_CHECK(strcmp(wgml_version(), "0.1.0") == 0, "version %s", wgml_version());
+}
+
+static const th_case cases[] = {
+    { "info", test_info },
+    { "create_bad_arguments", test_create_bad_arguments },
+    { "choose_by_name", test_choose_by_name },
+    { "env_override", test_env_override },
+    { "fast_unsafe_and_submit_every_op", test_fast_unsafe_and_submit_every_op },
+    { "batching_and_sync", test_batching_and_sync },
+    { "create_destroy_loop", test_create_destroy_loop },
+    { "status_strings", test_status_strings },
+};
+TH_MAIN(cases)

@@ -1,0 +1,8 @@
+/* Subcommands of the wgml program: each takes argc/argv starting at its own name and
+   returns the process exit status. */
+#ifndef WGML_TOOLS_COMMANDS_H
+#define WGML_TOOLS_COMMANDS_H
+
+int cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,27 @@
+/* wgml: the command-line program. Each subcommand lives in its own tools/cmd_<name>.c. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
+    { "info", cmd_info, "show the chosen adapter, its limits and features, and run a self-check" },
+};
+
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: wgml <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nenvironment: WGML_ADAPTER=<substring> and WGML_BACKEND=<vulkan|metal|d3d12|...> choose the adapter\n");
+    return f == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) return usage(stderr);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) return usage(stdout);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "wgml: unknown command \"%s\"\n\n", argv[1]);
+    return usage(stderr);
+}
