@@ -301,6 +301,219 @@ WGML_API wgml_status wgml_sub(wgml_engine *e, const wgml_tensor *a, const wgml_t
 WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst,
                                       size_t dst_offset);
 
+/* ---- activations and element-wise gradients (src/ops/activation.c) ----------------- */
+
+/* Gradients of a + b: grad_a = grad_b = grad_out. */
+WGML_API wgml_status wgml_add_backward(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_a,
+                                       wgml_tensor *grad_b);
+/* Gradients of a - b: grad_a = grad_out, grad_b = -grad_out. */
+WGML_API wgml_status wgml_sub_backward(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_a,
+                                       wgml_tensor *grad_b);
+/* Gradients of a * b: grad_a = grad_out * b, grad_b = grad_out * a. */
+WGML_API wgml_status wgml_mul_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *a,
+                                       const wgml_tensor *b, wgml_tensor *grad_a, wgml_tensor *grad_b);
+/* out = x * sigmoid(x). */
+WGML_API wgml_status wgml_silu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
+/* grad_in = grad_out * s * (1 + x * (1 - s)), s = sigmoid(input). */
+WGML_API wgml_status wgml_silu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                        wgml_tensor *grad_in);
+/* out = max(x, 0). */
+WGML_API wgml_status wgml_relu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
+/* grad_in = grad_out where input > 0, else 0. */
+WGML_API wgml_status wgml_relu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                        wgml_tensor *grad_in);
+/* out = SiLU(up) * gate. */
+WGML_API wgml_status wgml_silu_gate_fused(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
+                                          wgml_tensor *out);
+/* Gradients of out = SiLU(up) * gate: grad_up = grad_out * gate * SiLU'(up),
+   grad_gate = grad_out * SiLU(up). */
+WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
+                                             const wgml_tensor *grad_out, wgml_tensor *grad_up,
+                                             wgml_tensor *grad_gate);
+
+/* ---- selection, convolution (src/ops/select.c, src/ops/conv.c) ---------------------- */
+
+/* Writes the indices (u32) of the k largest values of input (f32, numel n) into out_idx
+   (u32, numel >= k), largest first. */
+WGML_API wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out_idx, uint32_t k);
+/* Depthwise conv, kernel 3, padding 1: out[d, s] = bias[d] + sum_j weight[d, j] * input[d, s + j - 1];
+   input/out [dim, seq_len], weight [dim, 3], bias [dim]. */
+WGML_API wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                 const wgml_tensor *bias, wgml_tensor *out);
+
+/* ---- quantization (src/ops/quant.c) -------------------------------------------------- */
+
+/* out[i] = (float)byte i of input (u32 or u8 tensor, bytes in little-endian order). */
+WGML_API wgml_status wgml_dequantize(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
+/* 8-bit affine, groups of 64 (MLX layout): out[i] = byte(weight, i) * scales[i/64] + biases[i/64]. */
+WGML_API wgml_status wgml_affine_dequantize(wgml_engine *e, const wgml_tensor *weight, const wgml_tensor *scales,
+                                            const wgml_tensor *biases, wgml_tensor *out);
+/* As wgml_affine_dequantize with bits 4 or 8 and group_size 32, 64 or 128. */
+WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tensor *weight,
+                                                 const wgml_tensor *scales, const wgml_tensor *biases,
+                                                 wgml_tensor *out, uint32_t bits, uint32_t group_size);
+
+/* ---- matrix products (src/ops/matmul.c) ---------------------------------------------- */
+
+/* out[M, N] = a[M, K] @ b[K, N]. */
+WGML_API wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
+/* out[M, N] = a[M, K] @ b[N, K]^T. */
+WGML_API wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
+/* out[M, N] = a[K, M]^T @ b[K, N]. */
+WGML_API wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
+
+/* ---- normalisation and softmax (src/ops/norm.c, src/ops/softmax.c) ------------------- */
+
+/* out = x / sqrt(mean(x^2) + 1e-5) * weight over the last dimension. */
+WGML_API wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                   wgml_tensor *out);
+WGML_API wgml_status wgml_rms_norm_eps(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                       wgml_tensor *out, float eps);
+/* out = RMSNorm(x + residual) * weight (eps 1e-5). */
+WGML_API wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
+                                            const wgml_tensor *weight, wgml_tensor *out);
+/* As wgml_rms_norm_residual with a caller's eps; also writes x + residual into sum_out
+   when sum_out is not NULL. */
+WGML_API wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x,
+                                                 const wgml_tensor *residual, const wgml_tensor *weight,
+                                                 wgml_tensor *out, wgml_tensor *sum_out, float eps);
+/* Gradients of out = RMSNorm(input) * weight: grad_in (shape of input) and grad_weight
+   (shape of weight, summed over rows, written not accumulated; may be NULL). */
+WGML_API wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                            const wgml_tensor *weight, wgml_tensor *grad_in,
+                                            wgml_tensor *grad_weight, float eps);
+/* Softmax over the last dimension. */
+WGML_API wgml_status wgml_softmax(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
+/* grad_in = s * (grad_out - sum(grad_out * s)), s = final_out. */
+WGML_API wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *final_out,
+                                           wgml_tensor *grad_in);
+
+/* ---- rotary embeddings (src/ops/rope.c) ---------------------------------------------- */
+
+/* Rotate-half RoPE, theta 10000, in place. tensor is [batch, seq, ...], [seq, hidden] or
+   [hidden]; every head vector of token s gets position pos + s. */
+WGML_API wgml_status wgml_rope(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos);
+WGML_API wgml_status wgml_rope_theta(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos,
+                                     float theta);
+
+typedef enum wgml_rope_pairing {
+    WGML_ROPE_ROTATE_HALF = 0,  /* pairs (i, i + head_dim/2): Llama, NeoX */
+    WGML_ROPE_INTERLEAVED = 1   /* pairs (2i, 2i + 1): GPT-J */
+} wgml_rope_pairing;
+
+typedef struct wgml_rope_options {
+    uint32_t head_dim;            /* required: even, 2..256 */
+    uint32_t pos;                 /* position of the first token */
+    float theta;                  /* 0 means 10000 */
+    wgml_rope_pairing pairing;
+    const wgml_tensor *inv_freq;  /* optional f32 [head_dim/2]; replaces theta^(-2i/head_dim) */
+    bool inverse;                 /* rotate by -angle: the gradient of rope */
+} wgml_rope_options;
+
+WGML_API wgml_status wgml_rope_with(wgml_engine *e, wgml_tensor *tensor, const wgml_rope_options *opts);
+/* The gradient of wgml_rope_theta: the inverse rotation of grad, in place. */
+WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint32_t head_dim, uint32_t pos,
+                                        float theta);
+
+/* ---- attention (src/ops/attention.c) -------------------------------------------------- */
+
+typedef struct wgml_attention_options {
+    bool causal;              /* key j visible to query i only when j <= i + causal_offset */
+    uint32_t causal_offset;   /* absolute position of query 0 (e.g. tokens already cached) */
+    uint32_t window;          /* 0: unlimited; else |i + causal_offset - j| < window */
+    float dropout_prob;       /* 0: no dropout */
+    uint64_t seed;            /* dropout decisions are a pure function of this and the indices */
+    float scale;              /* 0 means 1/sqrt(head_dim) */
+} wgml_attention_options;
+
+/* Single head: q, k, v, out [seq_len, head_dim]. */
+WGML_API wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                          const wgml_tensor *v, wgml_tensor *out, bool causal);
+/* q, out [batch, seq_q, num_heads, head_dim]; k, v [batch, seq_k, num_kv_heads, head_dim];
+   mask (may be NULL) additive [batch|1, heads|1, seq_q|1, seq_k]. */
+WGML_API wgml_status wgml_flash_attention_v2(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                             const wgml_tensor *v, wgml_tensor *out, bool causal,
+                                             float dropout_prob, uint64_t seed, const wgml_tensor *mask);
+WGML_API wgml_status wgml_flash_attention_v2_with(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                                  const wgml_tensor *v, wgml_tensor *out,
+                                                  const wgml_attention_options *opts, const wgml_tensor *mask);
+WGML_API wgml_status wgml_flash_attention_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                                   const wgml_tensor *v, const wgml_tensor *out,
+                                                   const wgml_tensor *grad_out, wgml_tensor *grad_q,
+                                                   wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal);
+WGML_API wgml_status wgml_flash_attention_v2_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                                      const wgml_tensor *v, const wgml_tensor *out,
+                                                      const wgml_tensor *grad_out, wgml_tensor *grad_q,
+                                                      wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal);
+WGML_API wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_tensor *q,
+                                                           const wgml_tensor *k, const wgml_tensor *v,
+                                                           const wgml_tensor *out, const wgml_tensor *grad_out,
+                                                           wgml_tensor *grad_q, wgml_tensor *grad_k,
+                                                           wgml_tensor *grad_v,
+                                                           const wgml_attention_options *opts,
+                                                           const wgml_tensor *mask);
+
+/* ---- optimizers, losses, gradient utilities (src/ops/optim.c, loss.c, grad.c) -------- */
+
+typedef struct wgml_adam_params {
+    float lr, beta1, beta2, eps, weight_decay;
+    uint32_t t;               /* 1-based step; 0 is an error */
+} wgml_adam_params;
+
+/* weight -= lr * grad. */
+WGML_API wgml_status wgml_sgd_update(wgml_engine *e, wgml_tensor *weight, const wgml_tensor *grad, float lr);
+/* AdamW as torch.optim.AdamW: weight, m, v updated in place. */
+WGML_API wgml_status wgml_adamw_update(wgml_engine *e, wgml_tensor *weight, const wgml_tensor *grad, wgml_tensor *m,
+                                       wgml_tensor *v, const wgml_adam_params *params);
+/* AdamW over count parameter tensors in few dispatches. */
+WGML_API wgml_status wgml_adamw_update_multi(wgml_engine *e, wgml_tensor *const *weights,
+                                             const wgml_tensor *const *grads, wgml_tensor *const *m,
+                                             wgml_tensor *const *v, size_t count,
+                                             const wgml_adam_params *params);
+/* out = 0.5 * (pred - target)^2, element-wise. */
+WGML_API wgml_status wgml_mse_loss(wgml_engine *e, const wgml_tensor *pred, const wgml_tensor *target,
+                                   wgml_tensor *out);
+/* grad_in = pred - target. */
+WGML_API wgml_status wgml_mse_loss_backward(wgml_engine *e, const wgml_tensor *pred, const wgml_tensor *target,
+                                            wgml_tensor *grad_in);
+/* loss_out[0] = -log(softmax(logits)[target]) for one logits vector. */
+WGML_API wgml_status wgml_cross_entropy_loss(wgml_engine *e, const wgml_tensor *logits, uint32_t target,
+                                             wgml_tensor *loss_out);
+/* grad_out = softmax(logits) - one_hot(target). */
+WGML_API wgml_status wgml_cross_entropy_backward(wgml_engine *e, const wgml_tensor *logits, uint32_t target,
+                                                 wgml_tensor *grad_out);
+/* Batched, fused cross-entropy: logits [N, V], targets u32 [N]; rows whose target equals
+   ignore_index are skipped. Writes (each may be NULL): losses [N] (0 for ignored rows),
+   mean_loss [1] (mean over counted rows; 0 if none), grad_logits [N, V] = d mean_loss /
+   d logits (may be the logits tensor itself). */
+WGML_API wgml_status wgml_cross_entropy_batched(wgml_engine *e, const wgml_tensor *logits,
+                                                const wgml_tensor *targets, uint32_t ignore_index,
+                                                wgml_tensor *losses, wgml_tensor *mean_loss,
+                                                wgml_tensor *grad_logits);
+/* out = input^2, element-wise. */
+WGML_API wgml_status wgml_gradient_norm_squared(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
+/* grad *= scale. */
+WGML_API wgml_status wgml_clip_grad_by_norm(wgml_engine *e, wgml_tensor *grad, float scale);
+/* accum += new_grad. */
+WGML_API wgml_status wgml_gradient_accumulate(wgml_engine *e, wgml_tensor *accum_grad, const wgml_tensor *new_grad);
+/* grad *= scale. */
+WGML_API wgml_status wgml_gradient_scale(wgml_engine *e, wgml_tensor *grad, float scale);
+/* norm_out[0] = sqrt(sum of squares of every element of the count tensors), on the GPU. */
+WGML_API wgml_status wgml_global_norm(wgml_engine *e, const wgml_tensor *const *tensors, size_t count,
+                                      wgml_tensor *norm_out);
+/* Scales every grads[i] by min(1, max_norm / (norm[0] + 1e-6)), reading norm on the GPU. */
+WGML_API wgml_status wgml_clip_grad_by_global_norm(wgml_engine *e, wgml_tensor *const *grads, size_t count,
+                                                   const wgml_tensor *norm, float max_norm);
+
+/* ---- embeddings (src/ops/embedding.c) ------------------------------------------------ */
+
+/* out[i, :] = table[ids[i], :]; table [V, D], ids u32 [N], out [N, D]. */
+WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, const wgml_tensor *ids,
+                                    wgml_tensor *out);
+/* grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v (written, deterministic). */
+WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,
+                                             wgml_tensor *grad_table);
+
 #ifdef __cplusplus
 }
 #endif
