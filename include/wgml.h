@@ -189,6 +189,15 @@ typedef struct wgml_context_stats {
 
 WGML_API wgml_status wgml_context_stats_get(const wgml_context *ctx, wgml_context_stats *stats);
 
+/* Timing on the GPU's own clock, for benchmarks: everything recorded between
+   wgml_context_timer_begin and wgml_context_timer_end is measured from the moment the
+   device starts it to the moment it finishes, through timestamp queries where the device
+   offers them (wgml_adapter_info.timestamp_query), else by the host clock around a full
+   sync at both ends. timer_end waits for the work. Timers do not nest.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, end without begin, begin twice). */
+WGML_API wgml_status wgml_context_timer_begin(wgml_context *ctx);
+WGML_API wgml_status wgml_context_timer_end(wgml_context *ctx, double *seconds);
+
 /* ------------------------------------------------------------------------------------ */
 /* Tensors                                                                               */
 /* ------------------------------------------------------------------------------------ */

@@ -400,6 +400,9 @@ void wgml_context_destroy(wgml_context *ctx)
     if (ctx->pass) wgpuComputePassEncoderRelease(ctx->pass);
     if (ctx->encoder) wgpuCommandEncoderRelease(ctx->encoder);
     if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);
+    if (ctx->timer_queries) wgpuQuerySetRelease(ctx->timer_queries);
+    if (ctx->timer_resolve) wgpuBufferRelease(ctx->timer_resolve);
+    if (ctx->timer_readback) wgpuBufferRelease(ctx->timer_readback);
     if (ctx->queue) wgpuQueueRelease(ctx->queue);
     if (ctx->device) {
         wgpuDeviceDestroy(ctx->device);   /* fires the lost callback while ctx is alive */

@@ -41,6 +41,12 @@ struct wgml_context {
 
     uint64_t commands;
     uint64_t submits;
+
+    /* wgml_context_timer_*: a 2-entry timestamp query set, or the host clock */
+    bool timing;
+    WGPUQuerySet timer_queries;
+    WGPUBuffer timer_resolve, timer_readback;
+    double timer_host_start;
     long live_tensors;
     long live_engines;
 };

@@ -132,7 +132,32 @@ static void test_status_strings(void)
     TH_CHECK(strcmp(wgml_version(), "0.1.0") == 0, "version %s", wgml_version());
 }
 
+/* The timer measures the work between begin and end: more work takes longer, and misuse
+   is refused. */
+static void test_timer(void)
+{
+    size_t n = 1 << 20;
+    float *x = th_random(n, -1, 1);
+    wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(n));
+    double one = 0, many = 0;
+    TH_EXPECT(wgml_context_timer_begin(th_ctx), WGML_OK);
+    TH_EXPECT_ERR(wgml_context_timer_begin(th_ctx), WGML_ERROR_INVALID_ARGUMENT, "already running");
+    TH_EXPECT(wgml_add(th_eng, t, t, t), WGML_OK);
+    TH_EXPECT(wgml_context_timer_end(th_ctx, &one), WGML_OK);
+    TH_EXPECT(wgml_context_timer_begin(th_ctx), WGML_OK);
+    for (int i = 0; i < 20; i++) TH_EXPECT(wgml_mul(th_eng, t, t, t), WGML_OK);
+    TH_EXPECT(wgml_context_timer_end(th_ctx, &many), WGML_OK);
+    TH_CHECK(one > 0 && many > 0, "timer gave %g and %g seconds", one, many);
+    TH_CHECK(many > 3 * one, "20 muls took %g s, one add %g s", many, one);
+    TH_EXPECT_ERR(wgml_context_timer_end(th_ctx, &one), WGML_ERROR_INVALID_ARGUMENT, "no timer is running");
+    TH_EXPECT(wgml_context_timer_begin(NULL), WGML_ERROR_INVALID_ARGUMENT);
+    TH_EXPECT(wgml_context_timer_end(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT);
+    free(x);
+    wgml_tensor_release(t);
+}
+
 static const th_case cases[] = {
+    { "timer", test_timer },
     { "info", test_info },
     { "create_bad_arguments", test_create_bad_arguments },
     { "choose_by_name", test_choose_by_name },
