@@ -4,5 +4,6 @@
 #define WGML_TOOLS_COMMANDS_H
 
 int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

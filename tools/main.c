@@ -6,6 +6,7 @@
 
 static const struct { const char *name; int (*run)(int, char **); const char *help; } commands[] = {
     { "info", cmd_info, "show the chosen adapter, its limits and features, and run a self-check" },
+    { "bench", cmd_bench, "time every op on representative shapes (see tools/cmd_bench.c)" },
 };
 
 static int usage(FILE *f)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds wgml on the GPU machine and runs, in one go: `wgml info`, the test suite on the
+# GPU, `wgml bench` and the PyTorch suite, and joins them into $OUT/h200.md.
+# Expects the fetched runtime in deps/dawn + deps/webgpu and the Vulkan loader packages in
+# .gl/ (see README: running on a GPU machine without packages). Usage:
+#   bash bench/device_run.sh [bench filter] [--no-tests]
+set -uo pipefail
+out=${OUT:-/tmp/wgml-out}
+mkdir -p "$out"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+filter=${1:-}
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release ${WGML_CMAKE_FLAGS:-} >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }
+build-device/wgml info | tee "$out/info.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$out/info.txt"
+if [ "${2:-}" != "--no-tests" ]; then
+    (cd build-device && ctest --output-on-failure -j 4 >"$out/ctest.log" 2>&1; tail -25 "$out/ctest.log")
+fi
+args=(); [ -n "$filter" ] && args=(--filter "$filter")
+build-device/wgml bench --json "$out/wgml.jsonl" "${args[@]}" | tee "$out/wgml_bench.md"
+PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/torch.jsonl" "${args[@]}"
+python3 bench/compare.py "$out/wgml.jsonl" "$out/torch.jsonl" --title "wgml vs PyTorch on the H200" \
+    --date "$(date -u +%Y-%m-%d)" --command "bash bench/device_run.sh ${filter}" > "$out/h200.md"
+cat "$out/h200.md"

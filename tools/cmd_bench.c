@@ -1,0 +1,233 @@
+/* wgml bench: times every case of tools/bench_cases.c on the chosen adapter.
+ *
+ *   wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS]
+ *              [--peak-tflops X]
+ *
+ * For each case: setup, two warm-up calls and a sync, then N samples. A sample times a
+ * batch of `inner` back-to-back calls on the GPU clock (wgml_context_timer_*, timestamp
+ * queries where offered) and divides by inner; inner grows until a sample lasts at least
+ * --min-ms, so tiny ops are not measured at the timer's resolution. The median sample is
+ * reported with the bytes and FLOPs the case declares, as GB/s, TFLOP/s and percent of the
+ * peaks: copy bandwidth measured in the same run (a 1 GiB copy_tensor, or the largest the
+ * adapter allows) and the f32 FMA rate given by --peak-tflops (default 67, the H200's
+ * datasheet f32 rate). The "overhead" group is timed by the host clock instead: a chain of
+ * dependent tiny ops from the first call to the end of a sync, which is what a user waits.
+ */
+#include "bench.h"
+#include "commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_u64(void)
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static size_t numel(uint32_t ndim, const size_t *shape)
+{
+    size_t n = 1;
+    for (uint32_t i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+wgml_tensor *bench_empty(bench_state *b, wgml_dtype dtype, uint32_t ndim, const size_t *shape)
+{
+    wgml_tensor *t;
+    if (wgml_tensor_create(b->ctx, dtype, ndim, shape, &t) != WGML_OK) return NULL;
+    return t;
+}
+
+/* Fills in chunks so a multi-GiB tensor needs no multi-GiB host buffer. */
+static wgml_tensor *random_tensor(bench_state *b, wgml_dtype dtype, double lo, double hi, uint32_t below, uint32_t ndim,
+                                  const size_t *shape)
+{
+    wgml_tensor *t = bench_empty(b, dtype, ndim, shape);
+    if (!t) return NULL;
+    size_t n = numel(ndim, shape), chunk = (size_t)1 << 22;
+    uint32_t *buf = malloc(chunk * 4);
+    if (!buf) { wgml_tensor_release(t); return NULL; }
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        for (size_t i = 0; i < m; i++) {
+            uint64_t r = next_u64();
+            if (dtype == WGML_F32) {
+                float f = (float)(lo + (hi - lo) * ((r >> 11) * (1.0 / 9007199254740992.0)));
+                memcpy(&buf[i], &f, 4);
+            } else {
+                buf[i] = (uint32_t)((r >> 32) % below);
+            }
+        }
+        if (wgml_tensor_write(t, off * 4, buf, m * 4) != WGML_OK) { free(buf); wgml_tensor_release(t); return NULL; }
+    }
+    free(buf);
+    return t;
+}
+
+wgml_tensor *bench_random_f32(bench_state *b, double lo, double hi, uint32_t ndim, const size_t *shape)
+{
+    return random_tensor(b, WGML_F32, lo, hi, 0, ndim, shape);
+}
+
+wgml_tensor *bench_random_u32(bench_state *b, uint32_t below, uint32_t ndim, const size_t *shape)
+{
+    return random_tensor(b, WGML_U32, 0, 0, below ? below : 1, ndim, shape);
+}
+
+static double host_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void release_all(bench_state *b)
+{
+    for (int i = 0; i < BENCH_MAX_TENSORS; i++) {
+        wgml_tensor_release(b->t[i]);
+        b->t[i] = NULL;
+    }
+}
+
+/* Median seconds per call of case c, or a negative value on failure. */
+static double time_case(bench_state *b, const bench_case *c, int samples, double min_s, int *inner_out)
+{
+    for (int w = 0; w < 2; w++)
+        if (c->run(b) != WGML_OK) return -1;
+    if (wgml_context_sync(b->ctx) != WGML_OK) return -1;
+    double *t = malloc(sizeof(double) * (size_t)samples);
+    if (!t) return -1;
+    bool host = c->group && !strcmp(c->group, "overhead");
+    int inner = host ? 1000 : 1;   /* overhead: a chain of 1000 dependent calls */
+    for (int s = 0; s < samples; s++) {
+        double sec;
+        for (;;) {
+            double h0 = 0;
+            if (host) {
+                if (wgml_context_sync(b->ctx) != WGML_OK) { free(t); return -1; }
+                h0 = host_now();
+            } else if (wgml_context_timer_begin(b->ctx) != WGML_OK) { free(t); return -1; }
+            for (int i = 0; i < inner; i++)
+                if (c->run(b) != WGML_OK) { free(t); return -1; }
+            if (host) {
+                if (wgml_context_sync(b->ctx) != WGML_OK) { free(t); return -1; }
+                sec = host_now() - h0;
+            } else if (wgml_context_timer_end(b->ctx, &sec) != WGML_OK) { free(t); return -1; }
+            if (sec >= min_s || inner >= 4096 || host) break;
+            inner = sec > 0 ? (int)(inner * (min_s / sec) * 1.2) + 1 : inner * 8;
+            if (inner > 4096) inner = 4096;
+        }
+        t[s] = sec / inner;
+    }
+    qsort(t, (size_t)samples, sizeof *t, cmp_double);
+    double med = t[samples / 2];
+    free(t);
+    *inner_out = inner;
+    return med;
+}
+
+static double measure_copy_bandwidth(bench_state *b, wgml_adapter_info *in)
+{
+    size_t bytes = (size_t)1 << 30;
+    if (bytes > in->max_storage_buffer_binding_size) bytes = (size_t)(in->max_storage_buffer_binding_size / 2) & ~(size_t)15;
+    size_t n = bytes / 4;
+    wgml_tensor *src = bench_random_f32(b, -1, 1, 1, &n), *dst = bench_empty(b, WGML_F32, 1, &n);
+    double best = 0;
+    if (src && dst) {
+        for (int i = 0; i < 7; i++) {
+            double s;
+            if (wgml_context_timer_begin(b->ctx) || wgml_copy_tensor(b->eng, src, dst, 0) || wgml_context_timer_end(b->ctx, &s)) break;
+            double bw = 2.0 * (double)bytes / s;
+            if (i > 0 && bw > best) best = bw;
+        }
+    }
+    wgml_tensor_release(src);
+    wgml_tensor_release(dst);
+    return best;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *filter = NULL, *group = NULL, *json = NULL;
+    int samples = 15;
+    double min_ms = 2.0, peak_tflops = 67.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--filter") && v) filter = v, i++;
+        else if (!strcmp(a, "--group") && v) group = v, i++;
+        else if (!strcmp(a, "--json") && v) json = v, i++;
+        else if (!strcmp(a, "--samples") && v) samples = atoi(v), i++;
+        else if (!strcmp(a, "--min-ms") && v) min_ms = atof(v), i++;
+        else if (!strcmp(a, "--peak-tflops") && v) peak_tflops = atof(v), i++;
+        else {
+            fprintf(stderr, "usage: wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS] [--peak-tflops X]\n");
+            return 2;
+        }
+    }
+    if (samples < 1) samples = 1;
+    bench_state b = { 0 };
+    if (wgml_context_create(&(wgml_context_desc){ .fast_unsafe = getenv("WGML_BENCH_SAFE") == NULL }, &b.ctx) != WGML_OK) {
+        fprintf(stderr, "wgml bench: %s\n", wgml_last_error(NULL));
+        return 1;
+    }
+    if (wgml_engine_create(b.ctx, &b.eng) != WGML_OK) {
+        fprintf(stderr, "wgml bench: %s\n", wgml_last_error(b.ctx));
+        return 1;
+    }
+    wgml_adapter_info in;
+    wgml_context_info(b.ctx, &in);
+    FILE *jf = json ? fopen(json, "w") : NULL;
+    if (json && !jf) { perror(json); return 1; }
+    double copy_bw = measure_copy_bandwidth(&b, &in);
+    printf("# wgml bench on \"%s\" (%s, %s), timestamps %s, fast_unsafe %s\n", in.name, in.backend, in.driver,
+           in.timestamp_query ? "yes" : "no (host clock)", in.fast_unsafe ? "on" : "off");
+    printf("# peaks: copy %.0f GB/s (measured, read+write), f32 FMA %.1f TFLOP/s (given)\n\n", copy_bw * 1e-9, peak_tflops);
+    printf("| op | shape | time (us) | GB/s | TFLOP/s | %% of peak | inner |\n|---|---|---:|---:|---:|---:|---:|\n");
+    if (jf) fprintf(jf, "{\"kind\":\"meta\",\"adapter\":\"%s\",\"driver\":\"%s\",\"copy_bw\":%.6g,\"peak_tflops\":%g}\n", in.name,
+                    in.driver, copy_bw, peak_tflops);
+    int failures = 0;
+    for (size_t i = 0; i < bench_case_count; i++) {
+        const bench_case *c = &bench_cases[i];
+        if (filter && !strstr(c->op, filter) && !strstr(c->shape, filter)) continue;
+        if (group && (!c->group || strcmp(c->group, group))) continue;
+        memset(b.t, 0, sizeof b.t);
+        memset(b.u, 0, sizeof b.u);
+        memset(b.f, 0, sizeof b.f);
+        memset(&b.attn, 0, sizeof b.attn);
+        int inner = 0;
+        double sec = -1;
+        if (c->setup(&b, c) == 0) sec = time_case(&b, c, samples, min_ms * 1e-3, &inner);
+        if (sec < 0) {
+            printf("| %s | %s | failed: %s | | | | |\n", c->op, c->shape, wgml_last_error(b.ctx));
+            failures++;
+        } else {
+            double gbs = c->bytes / sec * 1e-9, tfl = c->flops / sec * 1e-12;
+            double pct = c->flops > 0 ? 100.0 * tfl / peak_tflops : (copy_bw > 0 ? 100.0 * c->bytes / sec / copy_bw : 0);
+            printf("| %s | %s | %.2f | %.0f | %.2f | %.0f | %d |\n", c->op, c->shape, sec * 1e6, gbs, tfl, pct, inner);
+            if (jf)
+                fprintf(jf, "{\"kind\":\"case\",\"op\":\"%s\",\"shape\":\"%s\",\"group\":\"%s\",\"seconds\":%.9g,\"bytes\":%.6g,\"flops\":%.6g}\n",
+                        c->op, c->shape, c->group ? c->group : "", sec, c->bytes, c->flops);
+        }
+        fflush(stdout);
+        release_all(&b);
+        wgml_context_sync(b.ctx);
+    }
+    if (jf) fclose(jf);
+    wgml_engine_destroy(b.eng);
+    wgml_context_destroy(b.ctx);
+    return failures ? 1 : 0;
+}
