@@ -302,6 +302,8 @@ WGML_API wgml_status wgml_mul(wgml_engine *e, const wgml_tensor *a, const wgml_t
 WGML_API wgml_status wgml_sub(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out);
 
+/* ---- copies (src/ops/copy.c) -------------------------------------------------------- */
+
 /* Copies all of src (any dtype) into dst (any dtype) starting at byte offset dst_offset:
    bytes [dst_offset, dst_offset + nbytes(src)) of dst become src's bytes.
    Errors: WGML_ERROR_SHAPE (the copy would run past the end of dst),

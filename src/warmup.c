@@ -5,7 +5,7 @@
 #include "internal.h"
 
 #define FAMILIES(X) \
-    X(elementwise) X(activation) X(select) X(conv) X(quant) X(matmul) X(norm) X(softmax) \
+    X(elementwise) X(copy) X(activation) X(select) X(conv) X(quant) X(matmul) X(norm) X(softmax) \
     X(rope) X(attention) X(optim) X(loss) X(grad) X(embedding)
 
 #define DECLARE(name)                                                          \

@@ -167,7 +167,31 @@ static void test_copy_tensor(void)
     wgml_tensor_release(odd); wgml_tensor_release(s); wgml_tensor_release(d);
 }
 
+/* The 16-byte path (offset and size multiples of 16) over a large tensor, and the word
+   path over an odd word count, both leaving the bytes outside the range alone. */
+static void test_copy_tensor_large(void)
+{
+    const size_t n_src[] = { (1u << 20) + 4, 4097 };
+    const size_t offsets[] = { 64, 12 };
+    for (int c = 0; c < 2; c++) {
+        size_t n = n_src[c], off = offsets[c], m = n + off / 4 + 5;
+        float *s = th_random(n, -1, 1), *d0 = th_random(m, -1, 1);
+        wgml_tensor *ts = th_tensor(WGML_F32, s, TH_SHAPE(n)), *td = th_tensor(WGML_F32, d0, TH_SHAPE(m));
+        TH_EXPECT(wgml_copy_tensor(th_eng, ts, td, off), WGML_OK);
+        float *got = th_read(td);
+        size_t bad = 0;
+        for (size_t i = 0; i < m; i++) {
+            float want = (i >= off / 4 && i < off / 4 + n) ? s[i - off / 4] : d0[i];
+            if (memcmp(&got[i], &want, 4)) bad++;
+        }
+        TH_CHECK(bad == 0, "copy of %zu floats to byte %zu: %zu words wrong", n, off, bad);
+        free(s); free(d0); free(got);
+        wgml_tensor_release(ts); wgml_tensor_release(td);
+    }
+}
+
 static const th_case cases[] = {
+    { "copy_tensor_large", test_copy_tensor_large },
     { "binary_awkward_sizes", test_binary_awkward_sizes },
     { "binary_in_place", test_binary_in_place },
     { "dependent_chain", test_dependent_chain },

@@ -3,7 +3,7 @@
  *   wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS]
  *              [--peak-tflops X]
  *
- * For each case: setup, two warm-up calls and a sync, then N samples. A sample times a
+ * For each case: setup, 0.2 s of warm-up calls, then N samples. A sample times a
  * batch of `inner` back-to-back calls on the GPU clock (wgml_context_timer_*, timestamp
  * queries where offered) and divides by inner; inner grows until a sample lasts at least
  * --min-ms, so tiny ops are not measured at the timer's resolution. The median sample is
@@ -45,26 +45,28 @@ wgml_tensor *bench_empty(bench_state *b, wgml_dtype dtype, uint32_t ndim, const 
     return t;
 }
 
-/* Fills in chunks so a multi-GiB tensor needs no multi-GiB host buffer. */
+/* Random contents without a multi-GiB host buffer or minutes of host RNG: one chunk of
+   4 Mi random words, written repeatedly across the tensor (each write at a new offset). */
 static wgml_tensor *random_tensor(bench_state *b, wgml_dtype dtype, double lo, double hi, uint32_t below, uint32_t ndim,
                                   const size_t *shape)
 {
     wgml_tensor *t = bench_empty(b, dtype, ndim, shape);
     if (!t) return NULL;
     size_t n = numel(ndim, shape), chunk = (size_t)1 << 22;
+    if (chunk > n) chunk = n;
     uint32_t *buf = malloc(chunk * 4);
     if (!buf) { wgml_tensor_release(t); return NULL; }
+    for (size_t i = 0; i < chunk; i++) {
+        uint64_t r = next_u64();
+        if (dtype == WGML_F32) {
+            float f = (float)(lo + (hi - lo) * ((r >> 11) * (1.0 / 9007199254740992.0)));
+            memcpy(&buf[i], &f, 4);
+        } else {
+            buf[i] = (uint32_t)((r >> 32) % below);
+        }
+    }
     for (size_t off = 0; off < n; off += chunk) {
         size_t m = n - off < chunk ? n - off : chunk;
-        for (size_t i = 0; i < m; i++) {
-            uint64_t r = next_u64();
-            if (dtype == WGML_F32) {
-                float f = (float)(lo + (hi - lo) * ((r >> 11) * (1.0 / 9007199254740992.0)));
-                memcpy(&buf[i], &f, 4);
-            } else {
-                buf[i] = (uint32_t)((r >> 32) % below);
-            }
-        }
         if (wgml_tensor_write(t, off * 4, buf, m * 4) != WGML_OK) { free(buf); wgml_tensor_release(t); return NULL; }
     }
     free(buf);
@@ -105,9 +107,13 @@ static void release_all(bench_state *b)
 /* Median seconds per call of case c, or a negative value on failure. */
 static double time_case(bench_state *b, const bench_case *c, int samples, double min_s, int *inner_out)
 {
-    for (int w = 0; w < 2; w++)
+    /* Warm-up by time, not count: compiles the pipelines, touches every buffer once, and
+       brings the GPU's clocks up from idle (seen: an H200 idles at 345 MHz). */
+    double w0 = host_now();
+    do {
         if (c->run(b) != WGML_OK) return -1;
-    if (wgml_context_sync(b->ctx) != WGML_OK) return -1;
+        if (wgml_context_sync(b->ctx) != WGML_OK) return -1;
+    } while (host_now() - w0 < 0.2);
     double *t = malloc(sizeof(double) * (size_t)samples);
     if (!t) return -1;
     bool host = c->group && !strcmp(c->group, "overhead");

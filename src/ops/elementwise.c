@@ -1,4 +1,4 @@
-/* Element-wise arithmetic (add, sub, mul) and copy_tensor. Kernels: src/kernels/elementwise.wgsl. */
+/* Element-wise arithmetic: add, sub, mul. Kernels: src/kernels/elementwise.wgsl. */
 #include "internal.h"
 
 #define WG 256
@@ -63,24 +63,6 @@ wgml_status wgml_sub(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b,
 wgml_status wgml_mul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
 {
     return binary(e, "wgml_mul", OP_MUL, a, b, out);
-}
-
-wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst, size_t dst_offset)
-{
-    const char *fn = "wgml_copy_tensor";
-    WGML_CHECK(wgml__check_engine(e, fn));
-    WGML_CHECK(wgml__check_tensor(e, fn, "src", src, -1));
-    WGML_CHECK(wgml__check_tensor(e, fn, "dst", dst, -1));
-    WGML_CHECK(wgml__check_no_alias(e, fn, "dst", dst, "src", src));
-    size_t n = wgml__nbytes(src), cap = wgml__nbytes(dst);
-    if (dst_offset > cap || n > cap - dst_offset)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: copying %zu bytes to dst_offset %zu runs past dst's %zu bytes", fn, n,
-                          dst_offset, cap);
-    if (dst_offset % 4 || n % 4)
-        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: dst_offset (%zu) and src's byte size (%zu) must be multiples of 4", fn, dst_offset, n);
-    wgpuCommandEncoderCopyBufferToBuffer(wgml__encoder_outside_pass(e->ctx), src->buffer, 0, dst->buffer, dst_offset, n);
-    return wgml__after_record(e->ctx);
 }
 
 const wgml__kernel wgml__elementwise_kernels[] = {
