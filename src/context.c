@@ -399,7 +399,9 @@ void wgml_context_destroy(wgml_context *ctx)
     }
     if (ctx->pass) wgpuComputePassEncoderRelease(ctx->pass);
     if (ctx->encoder) wgpuCommandEncoderRelease(ctx->encoder);
+    wgml__bind_cache_free(ctx);
     if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);
+    free(ctx->uniforms_host);
     if (ctx->timer_queries) wgpuQuerySetRelease(ctx->timer_queries);
     if (ctx->timer_resolve) wgpuBufferRelease(ctx->timer_resolve);
     if (ctx->timer_readback) wgpuBufferRelease(ctx->timer_readback);
@@ -463,16 +465,14 @@ wgml_status wgml__submit(wgml_context *ctx)
 {
     if (!ctx->encoder) return WGML_OK;
     wgml__encoder_outside_pass(ctx);
-    if (ctx->uniforms) wgpuBufferUnmap(ctx->uniforms);
+    /* The batch's parameters land just before its commands, after every earlier batch. */
+    if (ctx->uniforms_used) wgpuQueueWriteBuffer(ctx->queue, ctx->uniforms, 0, ctx->uniforms_host, ctx->uniforms_used);
     WGPUCommandBuffer cb = wgpuCommandEncoderFinish(ctx->encoder, NULL);
     wgpuQueueSubmit(ctx->queue, 1, &cb);
     ctx->submits++;
     wgpuCommandBufferRelease(cb);
     wgpuCommandEncoderRelease(ctx->encoder);
     ctx->encoder = NULL;
-    if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);   /* kept alive by the submit */
-    ctx->uniforms = NULL;
-    ctx->uniforms_ptr = NULL;
     ctx->uniforms_used = 0;
     ctx->batch_dispatches = 0;
     return wgml__check_device(ctx);
@@ -481,20 +481,15 @@ wgml_status wgml__submit(wgml_context *ctx)
 wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t size, WGPUBuffer *buffer, uint32_t *offset)
 {
     if (size > ctx->uniform_stride) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: uniform block of %u bytes", size);
-    if (ctx->uniforms && ctx->uniforms_used + ctx->uniform_stride > UNIFORM_ARENA_BYTES) {
-        wgml_status s = wgml__submit(ctx);
-        if (s != WGML_OK) return s;
-    }
     if (!ctx->uniforms) {
         ctx->uniforms = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
-            .label = { "wgml uniforms", WGPU_STRLEN }, .usage = WGPUBufferUsage_Uniform,
-            .size = UNIFORM_ARENA_BYTES, .mappedAtCreation = 1 });
-        ctx->uniforms_ptr = ctx->uniforms ? wgpuBufferGetMappedRange(ctx->uniforms, 0, UNIFORM_ARENA_BYTES) : NULL;
-        if (!ctx->uniforms_ptr) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "could not map the uniform arena");
-        ctx->uniforms_used = 0;
-        ensure_encoder(ctx);
+            .label = { "wgml uniforms", WGPU_STRLEN }, .usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst,
+            .size = UNIFORM_ARENA_BYTES });
+        ctx->uniforms_host = calloc(1, UNIFORM_ARENA_BYTES);
+        if (!ctx->uniforms || !ctx->uniforms_host) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "no memory for the uniform arena");
     }
-    memcpy(ctx->uniforms_ptr + ctx->uniforms_used, data, size);
+    if (ctx->uniforms_used + ctx->uniform_stride > UNIFORM_ARENA_BYTES) WGML_CHECK(wgml__submit(ctx));
+    memcpy(ctx->uniforms_host + ctx->uniforms_used, data, size);
     *buffer = ctx->uniforms;
     *offset = ctx->uniforms_used;
     ctx->uniforms_used += ctx->uniform_stride;

@@ -35,6 +35,7 @@ wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out)
 void wgml_engine_destroy(wgml_engine *e)
 {
     if (!e) return;
+    wgml__bind_cache_forget_engine(e->ctx, e);
     for (uint32_t i = 0; i < e->npipelines; i++) {
         wgpuComputePipelineRelease(e->pipelines[i].pipeline);
         wgpuBindGroupLayoutRelease(e->pipelines[i].bgl);
@@ -116,7 +117,7 @@ static WGPUBindGroupLayout make_layout(wgml_context *ctx, const char *layout)
                                    : layout[i] == 'r' ? WGPUBufferBindingType_ReadOnlyStorage
                                                       : WGPUBufferBindingType_Storage;
         entries[i] = (WGPUBindGroupLayoutEntry){ .binding = (uint32_t)i, .visibility = WGPUShaderStage_Compute,
-                                                 .buffer = { .type = type } };
+                                                 .buffer = { .type = type, .hasDynamicOffset = layout[i] == 'u' } };
     }
     return wgpuDeviceCreateBindGroupLayout(ctx->device, &(WGPUBindGroupLayoutDescriptor){ .entryCount = n, .entries = entries });
 }
@@ -205,26 +206,28 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
     WGML_CHECK(wgml__pipeline_get(e, k, &pipeline, &bgl));
     size_t nb = strlen(k->layout);
     WGPUBindGroupEntry entries[16];
-    uint32_t a = 0;
+    wgml__bind_key key = { .engine = e, .layout = bgl, .nbuffers = (uint32_t)nb };
+    uint32_t dyn_offset = 0, ndyn = 0, a = 0;
     for (size_t i = 0; i < nb; i++) {
         if (k->layout[i] == 'u') {
             WGPUBuffer ub;
-            uint32_t off;
-            WGML_CHECK(wgml__uniform_alloc(ctx, params, params_size, &ub, &off));
-            entries[i] = (WGPUBindGroupEntry){ .binding = (uint32_t)i, .buffer = ub, .offset = off, .size = ctx->uniform_stride };
+            WGML_CHECK(wgml__uniform_alloc(ctx, params, params_size, &ub, &dyn_offset));
+            ndyn = 1;
+            entries[i] = (WGPUBindGroupEntry){ .binding = (uint32_t)i, .buffer = ub, .offset = 0, .size = ctx->uniform_stride };
         } else {
             if (a >= nargs) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s needs more arguments", k->entry);
             entries[i] = (WGPUBindGroupEntry){ .binding = (uint32_t)i, .buffer = args[a].buffer, .offset = 0, .size = args[a].size };
             a++;
         }
+        key.buffers[i] = entries[i].buffer;
+        key.sizes[i] = entries[i].size;
     }
     if (gx == 0 || gy == 0 || gz == 0) return WGML_OK;   /* nothing to do */
-    WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx->device, &(WGPUBindGroupDescriptor){
-        .layout = bgl, .entryCount = nb, .entries = entries });
+    WGPUBindGroup bg = wgml__bind_cache_get(ctx, &key, entries, (uint32_t)nb);
+    if (!bg) return wgml__fail(ctx, WGML_ERROR_DEVICE, "could not create a bind group for kernel %s", k->entry);
     WGPUComputePassEncoder pass = wgml__pass(ctx);
     wgpuComputePassEncoderSetPipeline(pass, pipeline);
-    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, 0, NULL);
+    wgpuComputePassEncoderSetBindGroup(pass, 0, bg, ndyn, &dyn_offset);
     wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
-    wgpuBindGroupRelease(bg);
     return wgml__after_record(ctx);
 }

@@ -30,14 +30,23 @@ struct wgml_context {
     char error[WGML_ERROR_MAX];
     char pending_error[WGML_ERROR_MAX];
 
-    /* The recorder: one encoder, one open compute pass, one uniform arena per batch. */
+    /* The recorder: one encoder and one open compute pass per batch. The ops' parameters
+       go to a host copy of one persistent uniform buffer, uploaded by one writeBuffer just
+       before the batch is submitted (queue order makes reuse safe), and reach each
+       dispatch as a dynamic offset, so bind groups do not change between calls. */
     WGPUCommandEncoder encoder;
     WGPUComputePassEncoder pass;
-    WGPUBuffer uniforms;       /* mapped at creation while the batch records */
-    uint8_t *uniforms_ptr;
+    WGPUBuffer uniforms;
+    uint8_t *uniforms_host;
     uint32_t uniforms_used;
     uint32_t uniform_stride;   /* minUniformBufferOffsetAlignment, at least 256 */
     uint32_t batch_dispatches;
+
+    /* Bind groups by (engine, layout, buffers): built once, reused by every later call
+       with the same tensors. Entries naming a released tensor or a destroyed engine are
+       dropped at that moment, so a recycled buffer handle can never hit a stale entry. */
+    struct wgml__bind_cache_entry *bind_cache;
+    uint32_t bind_cache_cap;
 
     uint64_t commands;
     uint64_t submits;
@@ -85,6 +94,20 @@ struct wgml_tensor {
     uint32_t ndim;
     size_t shape[WGML_MAX_DIMS];
 };
+
+/* The bind group cache (src/bind_cache.c). */
+typedef struct wgml__bind_key {
+    const void *engine;
+    WGPUBindGroupLayout layout;
+    uint32_t nbuffers;
+    WGPUBuffer buffers[16];
+    uint64_t sizes[16];
+} wgml__bind_key;
+WGPUBindGroup wgml__bind_cache_get(wgml_context *ctx, const wgml__bind_key *key, const WGPUBindGroupEntry *entries,
+                                   uint32_t nentries);
+void wgml__bind_cache_forget_buffer(wgml_context *ctx, WGPUBuffer buffer);
+void wgml__bind_cache_forget_engine(wgml_context *ctx, const void *engine);
+void wgml__bind_cache_free(wgml_context *ctx);
 
 /* Byte size the tensor's elements occupy (without the vec4 padding). */
 size_t wgml__nbytes(const wgml_tensor *t);

@@ -233,6 +233,7 @@ wgml_status wgml_tensor_reshape(wgml_tensor *t, uint32_t ndim, const size_t *sha
 void wgml_tensor_release(wgml_tensor *t)
 {
     if (!t) return;
+    wgml__bind_cache_forget_buffer(t->ctx, t->buffer);
     wgpuBufferRelease(t->buffer);
     t->ctx->live_tensors--;
     free(t);

@@ -190,7 +190,30 @@ static void test_copy_tensor_large(void)
     }
 }
 
+/* Tensors released and created again (buffer handles get recycled) are bound afresh:
+   the bind group cache never hands a new tensor an old buffer. */
+static void test_recycled_tensors(void)
+{
+    for (int round = 0; round < 60; round++) {
+        size_t n = 5 + (size_t)round % 7;
+        float *a = th_random(n, -1, 1), *b = th_random(n, -1, 1);
+        double *ref = th_alloc_d(n);
+        ref_add(a, b, ref, n);
+        wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(n));
+        wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n));
+        TH_EXPECT(wgml_add(th_eng, ta, tb, out), WGML_OK);
+        if (round % 3 == 0) TH_EXPECT(wgml_add(th_eng, ta, tb, out), WGML_OK);   /* a cache hit */
+        float *got = th_read(out);
+        th_compare("add on recycled tensors", got, ref, n, ATOL, RTOL);
+        free(a); free(b); free(ref); free(got);
+        wgml_tensor_release(round % 2 ? ta : tb);
+        wgml_tensor_release(out);
+        wgml_tensor_release(round % 2 ? tb : ta);
+    }
+}
+
 static const th_case cases[] = {
+    { "recycled_tensors", test_recycled_tensors },
     { "copy_tensor_large", test_copy_tensor_large },
     { "binary_awkward_sizes", test_binary_awkward_sizes },
     { "binary_in_place", test_binary_in_place },
