@@ -71,25 +71,269 @@ def case(op, shape):
     return reg
 
 
-N = 1 << 28
+N28, N26 = 1 << 28, 1 << 26
 
 
 @case("add", "2^28")
 def _():
-    a, b, c = rnd(N), rnd(N), torch.empty(N, device=dev)
+    a, b, c = rnd(N28), rnd(N28), torch.empty(N28, device=dev)
     return timeit(lambda: torch.add(a, b, out=c))
 
 
 @case("mul", "2^28")
 def _():
-    a, b, c = rnd(N), rnd(N), torch.empty(N, device=dev)
+    a, b, c = rnd(N28), rnd(N28), torch.empty(N28, device=dev)
     return timeit(lambda: torch.mul(a, b, out=c))
 
 
 @case("copy_tensor", "2^28")
 def _():
-    a, c = rnd(N), torch.empty(N, device=dev)
+    a, c = rnd(N28), torch.empty(N28, device=dev)
     return timeit(lambda: c.copy_(a))
+
+
+def unary(f):
+    x = rnd(N26, lo=-4, hi=4)
+    return timeit(lambda: f(x))
+
+
+CASES[("silu", "2^26")] = lambda: unary(F.silu)
+CASES[("relu", "2^26")] = lambda: unary(torch.relu)
+
+
+@case("silu_backward", "2^26")
+def _():
+    x, g = rnd(N26, lo=-4, hi=4), rnd(N26)
+    return timeit(lambda: torch.ops.aten.silu_backward(g, x))
+
+
+@case("silu_gate_fused", "2^26")
+def _():
+    up, gate = rnd(N26, lo=-4, hi=4), rnd(N26, lo=-4, hi=4)
+    return timeit(lambda: F.silu(up) * gate)
+
+
+@case("silu_gate_backward", "2^26")
+def _():
+    up, gate, go = rnd(N26, lo=-4, hi=4), rnd(N26, lo=-4, hi=4), rnd(N26)
+    return timeit(lambda: (torch.ops.aten.silu_backward(go * gate, up), go * F.silu(up)))
+
+
+@case("mul_backward", "2^26")
+def _():
+    a, b, go = rnd(N26), rnd(N26), rnd(N26)
+    return timeit(lambda: (go * b, go * a))
+
+
+@case("mse_loss", "2^26")
+def _():
+    p, t = rnd(N26), rnd(N26)
+    return timeit(lambda: F.mse_loss(p, t, reduction="none"))
+
+
+@case("gradient_accumulate", "2^26")
+def _():
+    a, b = rnd(N26), rnd(N26)
+    return timeit(lambda: a.add_(b))
+
+
+@case("gradient_scale", "2^26")
+def _():
+    a = rnd(N26)
+    return timeit(lambda: a.mul_(0.999))
+
+
+R, C = 16384, 4096
+
+
+@case("rms_norm", "16384x4096")
+def _():
+    x, w = rnd(R, C, lo=-3, hi=3), rnd(C, lo=0.5, hi=1.5)
+    return timeit(lambda: F.rms_norm(x, (C,), w, eps=1e-5))
+
+
+@case("rms_norm_residual_with", "16384x4096")
+def _():
+    x, r, w = rnd(R, C, lo=-3, hi=3), rnd(R, C), rnd(C, lo=0.5, hi=1.5)
+
+    def f():
+        s = x + r
+        return s, F.rms_norm(s, (C,), w, eps=1e-5)
+    return timeit(f)
+
+
+@case("rms_norm_backward", "16384x4096")
+def _():
+    x = rnd(R, C, lo=-3, hi=3).requires_grad_()
+    w = rnd(C, lo=0.5, hi=1.5).requires_grad_()
+    go = rnd(R, C)
+    y = F.rms_norm(x, (C,), w, eps=1e-5)
+    return timeit(lambda: torch.autograd.grad(y, (x, w), go, retain_graph=True))
+
+
+@case("softmax", "16384x4096")
+def _():
+    x = rnd(R, C, lo=-3, hi=3)
+    return timeit(lambda: torch.softmax(x, -1))
+
+
+@case("softmax_backward", "16384x4096")
+def _():
+    y, go = torch.softmax(rnd(R, C, lo=-3, hi=3), -1), rnd(R, C)
+    return timeit(lambda: torch._softmax_backward_data(go, y, -1, torch.float32))
+
+
+@case("softmax", "8x262144")
+def _():
+    x = rnd(8, 262144, lo=-3, hi=3)
+    return timeit(lambda: torch.softmax(x, -1))
+
+
+@case("rope_theta", "1x4096x32x128")
+def _():
+    B, S, H, D = 1, 4096, 32, 128
+    x = rnd(B, S, H, D)
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D))
+    ang = torch.arange(S, device=dev, dtype=torch.float32)[:, None] * inv[None, :]
+    emb = torch.cat([ang, ang], -1)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+
+    def f():
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+    return timeit(f)
+
+
+@case("top_k", "151936 k50")
+def _():
+    x = rnd(151936, lo=-10, hi=10)
+    return timeit(lambda: torch.topk(x, 50))
+
+
+@case("top_k", "262144 k1024")
+def _():
+    x = rnd(262144, lo=-10, hi=10)
+    return timeit(lambda: torch.topk(x, 1024))
+
+
+@case("conv1d", "2048x8192")
+def _():
+    D, S = 2048, 8192
+    x, w, b = rnd(1, D, S), rnd(D, 1, 3), rnd(D)
+    return timeit(lambda: F.conv1d(x, w, b, padding=1, groups=D))
+
+
+@case("affine_dequantize", "4096x14336 q8 g64")
+def _():
+    rows, cols = 4096, 14336
+    wq = torch.randint(0, 256, (rows, cols // 64, 64), device=dev, dtype=torch.uint8)
+    sc, bi = rnd(rows, cols // 64, 1, lo=-0.01, hi=0.01), rnd(rows, cols // 64, 1, lo=-0.1, hi=0.1)
+    return timeit(lambda: torch.addcmul(bi, wq.float(), sc))
+
+
+@case("adamw_update", "1e8")
+def _():
+    p = torch.nn.Parameter(rnd(100_000_000))
+    p.grad = rnd(100_000_000, lo=-1e-3, hi=1e-3)
+    opt = torch.optim.AdamW([p], lr=1e-4, weight_decay=0.01, foreach=False, fused=True)
+    opt.step()
+    return timeit(opt.step)
+
+
+@case("sgd_update", "1e8")
+def _():
+    p, g = rnd(100_000_000), rnd(100_000_000, lo=-1e-3, hi=1e-3)
+    return timeit(lambda: p.add_(g, alpha=-1e-4))
+
+
+@case("cross_entropy_batched", "4096x131072")
+def _():
+    N, V = 4096, 131072
+    logits = rnd(N, V, lo=-8, hi=8).requires_grad_()
+    t = torch.randint(0, V, (N,), device=dev)
+
+    def f():
+        loss = F.cross_entropy(logits, t)
+        return torch.autograd.grad(loss, logits)
+    return timeit(f)
+
+
+@case("global_norm", "10x2^24")
+def _():
+    ts = [rnd(1 << 24) for _ in range(10)]
+    return timeit(lambda: torch.linalg.vector_norm(torch.stack(torch._foreach_norm(ts))))
+
+
+@case("embedding", "32000x4096 n16384")
+def _():
+    table, ids = rnd(32000, 4096), torch.randint(0, 32000, (16384,), device=dev)
+    return timeit(lambda: F.embedding(ids, table))
+
+
+@case("embedding_backward", "32000x4096 n16384")
+def _():
+    go, ids = rnd(16384, 4096), torch.randint(0, 32000, (16384,), device=dev)
+    return timeit(lambda: torch.ops.aten.embedding_dense_backward(go, ids, 32000, -1, False))
+
+
+def mm_case(op, shape, M, N, K):
+    def f():
+        c = torch.empty(M, N, device=dev)
+        if op == "matmul":
+            a, b = rnd(M, K), rnd(K, N)
+            return timeit(lambda: torch.mm(a, b, out=c))
+        if op == "matmul_bt":
+            a, b = rnd(M, K), rnd(N, K)
+            return timeit(lambda: torch.mm(a, b.t(), out=c))
+        a, b = rnd(K, M), rnd(K, N)
+        return timeit(lambda: torch.mm(a.t(), b, out=c))
+    CASES[(op, shape)] = f
+
+
+for op in ("matmul", "matmul_bt", "matmul_at"):
+    for n in (4096, 8192):
+        mm_case(op, f"{n}x{n}x{n}", n, n, n)
+mm_case("matmul_bt", "2048x11008x4096", 2048, 11008, 4096)
+mm_case("matmul_bt", "2048x4096x11008", 2048, 4096, 11008)
+mm_case("matmul", "2048x11008x4096", 2048, 11008, 4096)
+mm_case("matmul_at", "4096x11008x2048", 4096, 11008, 2048)
+mm_case("matmul_bt", "1x4096x4096", 1, 4096, 4096)
+mm_case("matmul_bt", "1x14336x4096", 1, 14336, 4096)
+mm_case("matmul_bt", "1x4096x14336", 1, 4096, 14336)
+mm_case("matmul", "1x4096x4096", 1, 4096, 4096)
+
+
+def attn_case(op, shape, B, Sq, H, KVH, D, Sk, causal, window=0, backward=False):
+    def f():
+        q, k, v = rnd(B, H, Sq, D), rnd(B, KVH, Sk, D), rnd(B, KVH, Sk, D)
+        mask = None
+        if window:
+            i = torch.arange(Sq, device=dev)[:, None] + (Sk - Sq)
+            j = torch.arange(Sk, device=dev)[None, :]
+            mask = (j <= i) & (i - j < window)
+            causal_flag = False
+        else:
+            causal_flag = causal and Sq > 1
+        kw = dict(attn_mask=mask, is_causal=causal_flag, enable_gqa=KVH != H)
+        if not backward:
+            return timeit(lambda: F.scaled_dot_product_attention(q, k, v, **kw))
+        q.requires_grad_(); k.requires_grad_(); v.requires_grad_()
+        go = rnd(B, H, Sq, D)
+
+        def fb():
+            o = F.scaled_dot_product_attention(q, k, v, **kw)
+            return torch.autograd.grad(o, (q, k, v), go)
+        return timeit(fb)
+    CASES[(op, shape)] = f
+
+
+attn_case("flash_attention_v2", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True)
+attn_case("flash_attention_v2", "B4 H32 S4096 D128", 4, 4096, 32, 32, 128, 4096, False)
+attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True, backward=True)
+attn_case("flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", 1, 4096, 32, 8, 128, 4096, True)
+attn_case("flash_attention_v2", "B1 H32 S4096 D128 causal w1024", 1, 4096, 32, 32, 128, 4096, True, window=1024)
+attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx4096", 1, 1, 32, 8, 128, 4096, True)
+attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx32768", 1, 1, 32, 8, 128, 32768, True)
 
 
 @case("add", "1024 x1000 chain")

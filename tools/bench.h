@@ -1,7 +1,8 @@
 /* The benchmark suite behind `wgml bench`: one table of cases (tools/bench_cases.c), one
    runner (tools/cmd_bench.c). A case allocates its tensors in setup, calls one op in run,
-   and states the bytes it must move and the FLOPs it must do, so the runner can report
-   bandwidth, arithmetic rate and the fraction of the measured peaks. */
+   and states the bytes it must move and the FLOPs it must do (as functions of its dims, so
+   --small shapes are counted right), so the runner can report bandwidth, arithmetic rate
+   and the fraction of the measured peaks. */
 #ifndef WGML_TOOLS_BENCH_H
 #define WGML_TOOLS_BENCH_H
 
@@ -23,13 +24,15 @@ typedef struct bench_state {
 
 typedef struct bench_case {
     const char *op;              /* the wgml_ function measured, without the prefix */
-    const char *shape;           /* human-readable shape, also the key shared with bench/torch_bench.py */
-    double bytes;                /* minimum bytes moved per call (each input read once, each output written once) */
-    double flops;                /* floating-point operations per call (0: memory-bound op) */
+    const char *shape;           /* the full-size shape, also the key shared with bench/torch_bench.py */
+    uint64_t dims[8];            /* the case's dimensions at full size ... */
+    uint64_t small[8];           /* ... and with --small (slow adapters) */
+    double (*bytes)(const uint64_t *dims);   /* minimum bytes moved per call */
+    double (*flops)(const uint64_t *dims);   /* floating-point operations per call; NULL: memory-bound */
     /* creates the tensors (random contents) and parameters; returns 0 on success */
-    int (*setup)(bench_state *b, const struct bench_case *c);
+    int (*setup)(bench_state *b, const uint64_t *dims);
     wgml_status (*run)(bench_state *b);
-    const char *group;           /* "memory", "matmul", "attention", "overhead", ... */
+    const char *group;           /* "memory", "matmul", "attention", "decode", "latency", "overhead" */
 } bench_case;
 
 extern const bench_case bench_cases[];

@@ -1,41 +1,276 @@
-/* The cases of `wgml bench`: representative LLM shapes for every op. The shape strings are
-   the keys bench/torch_bench.py uses for the same work in PyTorch. */
+/* The cases of `wgml bench`: representative LLM shapes for every op of the public API.
+   Each case names the op and a shape string; bench/torch_bench.py times the same work in
+   PyTorch under the same (op, shape) key. `wgml bench --small` runs every case on shapes
+   divided down for slow adapters (lavapipe), keeping the same key so tables line up.
+
+   bytes: the minimum traffic (each input read once, each output written once);
+   flops: 2 per multiply-add of the textbook algorithm (attention: causal half counted). */
 #include "bench.h"
 
-#define SHAPE(...) ((const size_t[]){ __VA_ARGS__ })
-#define NDIM(...) ((uint32_t)(sizeof((const size_t[]){ __VA_ARGS__ }) / sizeof(size_t)))
-#define RAND(i, lo, hi, ...) (b->t[i] = bench_random_f32(b, lo, hi, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__)))
-#define EMPTY(i, dt, ...) (b->t[i] = bench_empty(b, dt, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__)))
+#include <math.h>
+
 #define OK(x) ((x) ? 0 : -1)
+#define SH(...) ((const size_t[]){ __VA_ARGS__ })
+#define ND(...) ((uint32_t)(sizeof((const size_t[]){ __VA_ARGS__ }) / sizeof(size_t)))
+#define RAND(i, lo, hi, ...) (b->t[i] = bench_random_f32(b, lo, hi, ND(__VA_ARGS__), SH(__VA_ARGS__)))
+#define IDS(i, below, ...) (b->t[i] = bench_random_u32(b, below, ND(__VA_ARGS__), SH(__VA_ARGS__)))
+#define EMPTY(i, dt, ...) (b->t[i] = bench_empty(b, dt, ND(__VA_ARGS__), SH(__VA_ARGS__)))
 
-static const double F = 4.0;   /* bytes per f32 */
+/* The dims of the case being set up, already scaled for --small (see cmd_bench.c). */
+#define D0 ((size_t)d[0])
+#define D1 ((size_t)d[1])
+#define D2 ((size_t)d[2])
+#define D3 ((size_t)d[3])
+#define D4 ((size_t)d[4])
 
-/* ---- element-wise ------------------------------------------------------------------- */
+/* ---- element-wise: dims {n} ---------------------------------------------------------- */
 
-#define N_ELEM ((size_t)1 << 28)
+static int su_two_in(bench_state *b, const uint64_t *d) { return OK(RAND(0, -4, 4, D0) && RAND(1, -4, 4, D0) && EMPTY(2, WGML_F32, D0) && EMPTY(3, WGML_F32, D0)); }
+static int su_one_in(bench_state *b, const uint64_t *d) { return OK(RAND(0, -4, 4, D0) && EMPTY(1, WGML_F32, D0) && RAND(2, -1, 1, D0)); }
+static wgml_status r_add(bench_state *b) { return wgml_add(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_mul(bench_state *b) { return wgml_mul(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_copy(bench_state *b) { return wgml_copy_tensor(b->eng, b->t[0], b->t[2], 0); }
+static wgml_status r_silu(bench_state *b) { return wgml_silu(b->eng, b->t[0], b->t[1]); }
+static wgml_status r_relu(bench_state *b) { return wgml_relu(b->eng, b->t[0], b->t[1]); }
+static wgml_status r_silu_bw(bench_state *b) { return wgml_silu_backward(b->eng, b->t[2], b->t[0], b->t[1]); }
+static wgml_status r_silu_gate(bench_state *b) { return wgml_silu_gate_fused(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_silu_gate_bw(bench_state *b) { return wgml_silu_gate_backward(b->eng, b->t[0], b->t[1], b->t[0], b->t[2], b->t[3]); }
+static wgml_status r_mul_bw(bench_state *b) { return wgml_mul_backward(b->eng, b->t[0], b->t[0], b->t[1], b->t[2], b->t[3]); }
+static wgml_status r_mse(bench_state *b) { return wgml_mse_loss(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_accum(bench_state *b) { return wgml_gradient_accumulate(b->eng, b->t[2], b->t[0]); }
+static wgml_status r_scale(bench_state *b) { return wgml_gradient_scale(b->eng, b->t[0], 0.999f); }
 
-static int setup_binary(bench_state *b, const bench_case *c)
+static double by_n(const uint64_t *d, double k) { return k * 4.0 * (double)d[0]; }
+static double b2(const uint64_t *d) { return by_n(d, 2); }
+static double b3(const uint64_t *d) { return by_n(d, 3); }
+static double b5(const uint64_t *d) { return by_n(d, 5); }
+
+/* ---- rows: dims {rows, cols} ---------------------------------------------------------- */
+
+static int su_rows(bench_state *b, const uint64_t *d)
 {
-    (void)c;
-    return OK(RAND(0, -1, 1, N_ELEM) && RAND(1, -1, 1, N_ELEM) && EMPTY(2, WGML_F32, N_ELEM));
+    return OK(RAND(0, -3, 3, D0, D1) && RAND(1, 0.5, 1.5, D1) && EMPTY(2, WGML_F32, D0, D1) && RAND(3, -1, 1, D0, D1) &&
+              EMPTY(4, WGML_F32, D0, D1) && EMPTY(5, WGML_F32, D1));
 }
-static wgml_status run_add(bench_state *b) { return wgml_add(b->eng, b->t[0], b->t[1], b->t[2]); }
-static wgml_status run_mul(bench_state *b) { return wgml_mul(b->eng, b->t[0], b->t[1], b->t[2]); }
-static wgml_status run_copy(bench_state *b) { return wgml_copy_tensor(b->eng, b->t[0], b->t[2], 0); }
+static wgml_status r_rms(bench_state *b) { return wgml_rms_norm(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_rms_res(bench_state *b) { return wgml_rms_norm_residual_with(b->eng, b->t[0], b->t[3], b->t[1], b->t[2], b->t[4], 1e-5f); }
+static wgml_status r_rms_bw(bench_state *b) { return wgml_rms_norm_backward(b->eng, b->t[3], b->t[0], b->t[1], b->t[2], b->t[5], 1e-5f); }
+static wgml_status r_softmax(bench_state *b) { return wgml_softmax(b->eng, b->t[0], b->t[2]); }
+static wgml_status r_softmax_bw(bench_state *b) { return wgml_softmax_backward(b->eng, b->t[3], b->t[0], b->t[2]); }
+static double rows_b(const uint64_t *d, double k) { return k * 4.0 * (double)d[0] * (double)d[1]; }
+static double rb2(const uint64_t *d) { return rows_b(d, 2); }
+static double rb3(const uint64_t *d) { return rows_b(d, 3); }
+static double rb4(const uint64_t *d) { return rows_b(d, 4); }
 
-/* ---- per-op overhead ---------------------------------------------------------------- */
+/* ---- rope: dims {batch, seq, heads, head_dim} ------------------------------------------ */
 
-static int setup_tiny(bench_state *b, const bench_case *c)
+static int su_rope(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D0, D1, D2, D3)); }
+static wgml_status r_rope(bench_state *b) { return wgml_rope_theta(b->eng, b->t[0], (uint32_t)wgml_tensor_dim(b->t[0], 3), 0, 10000.0f); }
+static double rope_b(const uint64_t *d) { return 2.0 * 4.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3]; }
+
+/* ---- selection, conv, quantization ----------------------------------------------------- */
+
+static int su_topk(bench_state *b, const uint64_t *d) { b->u[0] = (uint32_t)d[1]; return OK(RAND(0, -10, 10, D0) && EMPTY(1, WGML_U32, D1)); }
+static wgml_status r_topk(bench_state *b) { return wgml_top_k(b->eng, b->t[0], b->t[1], b->u[0]); }
+static double topk_b(const uint64_t *d) { return 4.0 * (double)d[0]; }
+
+static int su_conv(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D0, D1) && RAND(1, -1, 1, D0, 3) && RAND(2, -1, 1, D0) && EMPTY(3, WGML_F32, D0, D1)); }
+static wgml_status r_conv(bench_state *b) { return wgml_conv1d(b->eng, b->t[0], b->t[1], b->t[2], b->t[3]); }
+static double conv_b(const uint64_t *d) { return 2.0 * 4.0 * (double)d[0] * (double)d[1]; }
+
+/* affine: dims {rows, cols}, 8-bit, groups of 64, f32 scales/biases */
+static int su_affine(bench_state *b, const uint64_t *d)
 {
-    (void)c;
-    return OK(RAND(0, -1e-3, 1e-3, 1024) && RAND(1, -1e-3, 1e-3, 1024));
+    size_t n = D0 * D1;
+    return OK(IDS(0, 0xFFFFFFFFu, n / 4) && RAND(1, -0.01, 0.01, n / 64) && RAND(2, -0.1, 0.1, n / 64) && EMPTY(3, WGML_F32, D0, D1));
 }
-static wgml_status run_tiny_add(bench_state *b) { return wgml_add(b->eng, b->t[0], b->t[1], b->t[0]); }
+static wgml_status r_affine(bench_state *b) { return wgml_affine_dequantize(b->eng, b->t[0], b->t[1], b->t[2], b->t[3]); }
+static double affine_b(const uint64_t *d) { double n = (double)d[0] * (double)d[1]; return n + 2.0 * 4.0 * n / 64 + 4.0 * n; }
 
+/* ---- training: adamw over dims {n}; cross-entropy over {rows, vocab}; embedding {V, D, N} */
+
+static int su_adam(bench_state *b, const uint64_t *d)
+{
+    return OK(RAND(0, -1, 1, D0) && RAND(1, -1e-3, 1e-3, D0) && RAND(2, -1e-3, 1e-3, D0) && RAND(3, 0, 1e-6, D0));
+}
+static wgml_status r_adam(bench_state *b)
+{
+    wgml_adam_params p = { .lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f, .t = 10 };
+    return wgml_adamw_update(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], &p);
+}
+static wgml_status r_sgd(bench_state *b) { return wgml_sgd_update(b->eng, b->t[0], b->t[1], 1e-4f); }
+static double adam_b(const uint64_t *d) { return 7.0 * 4.0 * (double)d[0]; }
+
+static int su_ce(bench_state *b, const uint64_t *d)
+{
+    return OK(RAND(0, -8, 8, D0, D1) && IDS(1, (uint32_t)D1, D0) && EMPTY(2, WGML_F32, D0) && EMPTY(3, WGML_F32, 1) &&
+              EMPTY(4, WGML_F32, D0, D1));
+}
+static wgml_status r_ce(bench_state *b) { return wgml_cross_entropy_batched(b->eng, b->t[0], b->t[1], 0xFFFFFFFFu, b->t[2], b->t[3], b->t[4]); }
+static double ce_b(const uint64_t *d) { return 2.0 * 4.0 * (double)d[0] * (double)d[1]; }
+
+/* global norm over d[0] tensors of d[1] elements */
+static int su_gnorm(bench_state *b, const uint64_t *d)
+{
+    if (D0 > 10) return -1;
+    for (size_t i = 0; i < D0; i++)
+        if (!RAND(i, -1, 1, D1)) return -1;
+    return OK(EMPTY(11, WGML_F32, 1));
+}
+static wgml_status r_gnorm(bench_state *b)
+{
+    const wgml_tensor *ts[10];
+    size_t n = 0;
+    while (n < 10 && b->t[n]) { ts[n] = b->t[n]; n++; }
+    return wgml_global_norm(b->eng, ts, n, b->t[11]);
+}
+static double gnorm_b(const uint64_t *d) { return 4.0 * (double)d[0] * (double)d[1]; }
+
+static int su_emb(bench_state *b, const uint64_t *d)
+{
+    return OK(RAND(0, -1, 1, D0, D1) && IDS(1, (uint32_t)D0, D2) && EMPTY(2, WGML_F32, D2, D1) && RAND(3, -1, 1, D2, D1) &&
+              EMPTY(4, WGML_F32, D0, D1));
+}
+static wgml_status r_emb(bench_state *b) { return wgml_embedding(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_emb_bw(bench_state *b) { return wgml_embedding_backward(b->eng, b->t[3], b->t[1], b->t[4]); }
+static double emb_b(const uint64_t *d) { return 2.0 * 4.0 * (double)d[2] * (double)d[1]; }
+static double emb_bw_b(const uint64_t *d) { return 4.0 * (double)d[2] * (double)d[1] + 4.0 * (double)d[0] * (double)d[1]; }
+
+/* ---- matrix products: dims {M, N, K} --------------------------------------------------- */
+
+static int su_mm(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D0, D2) && RAND(1, -1, 1, D2, D1) && EMPTY(2, WGML_F32, D0, D1)); }
+static int su_mm_bt(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D0, D2) && RAND(1, -1, 1, D1, D2) && EMPTY(2, WGML_F32, D0, D1)); }
+static int su_mm_at(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D2, D0) && RAND(1, -1, 1, D2, D1) && EMPTY(2, WGML_F32, D0, D1)); }
+static wgml_status r_mm(bench_state *b) { return wgml_matmul(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_mm_bt(bench_state *b) { return wgml_matmul_bt(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_mm_at(bench_state *b) { return wgml_matmul_at(b->eng, b->t[0], b->t[1], b->t[2]); }
+static double mm_f(const uint64_t *d) { return 2.0 * (double)d[0] * (double)d[1] * (double)d[2]; }
+static double mm_b(const uint64_t *d)
+{
+    double m = (double)d[0], n = (double)d[1], k = (double)d[2];
+    return 4.0 * (m * k + k * n + m * n);
+}
+
+/* ---- attention: dims {batch, seq_q, heads, kv_heads, head_dim}, seq_k = dims[5] ---------- */
+
+static int su_attn(bench_state *b, const uint64_t *d)
+{
+    size_t sk = (size_t)d[5];
+    b->attn.causal = d[6] & 1;
+    b->attn.window = (uint32_t)(d[6] >> 1);
+    b->attn.causal_offset = (uint32_t)(sk - D1);
+    return OK(RAND(0, -1, 1, D0, D1, D2, D4) && RAND(1, -1, 1, D0, sk, D3, D4) && RAND(2, -1, 1, D0, sk, D3, D4) &&
+              EMPTY(3, WGML_F32, D0, D1, D2, D4) && RAND(4, -1, 1, D0, D1, D2, D4) && EMPTY(5, WGML_F32, D0, D1, D2, D4) &&
+              EMPTY(6, WGML_F32, D0, sk, D3, D4) && EMPTY(7, WGML_F32, D0, sk, D3, D4));
+}
+static wgml_status r_attn(bench_state *b) { return wgml_flash_attention_v2_with(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], &b->attn, NULL); }
+static wgml_status r_attn_fb(bench_state *b)
+{
+    wgml_status s = wgml_flash_attention_v2_with(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], &b->attn, NULL);
+    if (s != WGML_OK) return s;
+    return wgml_flash_attention_v2_backward_with(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], b->t[4], b->t[5], b->t[6], b->t[7],
+                                                 &b->attn, NULL);
+}
+/* visible (query, key) pairs: causal counts the lower triangle, a window the band */
+static double attn_pairs(const uint64_t *d)
+{
+    double sq = (double)d[1], sk = (double)d[5];
+    bool causal = d[6] & 1;
+    double w = (double)(d[6] >> 1);
+    if (!causal && w == 0) return sq * sk;
+    double pairs = 0;
+    for (double i = 0; i < sq; i++) {
+        double pos = i + (sk - sq);
+        double hi = causal ? pos + 1 : sk, lo = 0;
+        if (w > 0) {
+            lo = fmax(0, pos - w + 1);
+            if (!causal) hi = fmin(sk, pos + w);
+        }
+        pairs += hi - lo;
+    }
+    return pairs;
+}
+static double attn_f(const uint64_t *d) { return 4.0 * (double)d[0] * (double)d[2] * (double)d[4] * attn_pairs(d); }
+static double attn_fb_f(const uint64_t *d) { return 3.5 * attn_f(d); }
+static double attn_b(const uint64_t *d)
+{
+    double q = (double)d[0] * (double)d[1] * (double)d[2] * (double)d[4], kv = (double)d[0] * (double)d[5] * (double)d[3] * (double)d[4];
+    return 4.0 * (2 * q + 2 * kv);
+}
+
+/* ---- per-op overhead ------------------------------------------------------------------ */
+
+static int su_tiny(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1e-3, 1e-3, D0) && RAND(1, -1e-3, 1e-3, D0)); }
+static wgml_status r_tiny(bench_state *b) { return wgml_add(b->eng, b->t[0], b->t[1], b->t[0]); }
+
+/* dims: full, then --small. Attention dims: {B, Sq, H, KVH, D, Sk, causal | window << 1}. */
+#define N26 (1ull << 26)
+#define N28 (1ull << 28)
 const bench_case bench_cases[] = {
-    { "add", "2^28", 3 * F * N_ELEM, 0, setup_binary, run_add, "memory" },
-    { "mul", "2^28", 3 * F * N_ELEM, 0, setup_binary, run_mul, "memory" },
-    { "copy_tensor", "2^28", 2 * F * N_ELEM, 0, setup_binary, run_copy, "memory" },
-    { "add", "1024 x1000 chain", 3 * F * 1024, 0, setup_tiny, run_tiny_add, "overhead" },
+    /* element-wise, memory-bound */
+    { "add", "2^28", { N28 }, { 1 << 22 }, b3, NULL, su_two_in, r_add, "memory" },
+    { "mul", "2^28", { N28 }, { 1 << 22 }, b3, NULL, su_two_in, r_mul, "memory" },
+    { "copy_tensor", "2^28", { N28 }, { 1 << 22 }, b2, NULL, su_two_in, r_copy, "memory" },
+    { "silu", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_one_in, r_silu, "memory" },
+    { "relu", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_one_in, r_relu, "memory" },
+    { "silu_backward", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_one_in, r_silu_bw, "memory" },
+    { "silu_gate_fused", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_silu_gate, "memory" },
+    { "silu_gate_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_two_in, r_silu_gate_bw, "memory" },
+    { "mul_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_two_in, r_mul_bw, "memory" },
+    { "mse_loss", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_mse, "memory" },
+    { "gradient_accumulate", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_accum, "memory" },
+    { "gradient_scale", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_two_in, r_scale, "memory" },
+    /* rows */
+    { "rms_norm", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb2, NULL, su_rows, r_rms, "memory" },
+    { "rms_norm_residual_with", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb4, NULL, su_rows, r_rms_res, "memory" },
+    { "rms_norm_backward", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb3, NULL, su_rows, r_rms_bw, "memory" },
+    { "softmax", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb2, NULL, su_rows, r_softmax, "memory" },
+    { "softmax_backward", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb3, NULL, su_rows, r_softmax_bw, "memory" },
+    { "softmax", "8x262144", { 8, 262144 }, { 8, 262144 }, rb2, NULL, su_rows, r_softmax, "memory" },
+    { "rope_theta", "1x4096x32x128", { 1, 4096, 32, 128 }, { 1, 256, 32, 128 }, rope_b, NULL, su_rope, r_rope, "memory" },
+    /* selection, convolution, quantization */
+    { "top_k", "151936 k50", { 151936, 50 }, { 151936, 50 }, topk_b, NULL, su_topk, r_topk, "latency" },
+    { "top_k", "262144 k1024", { 262144, 1024 }, { 262144, 1024 }, topk_b, NULL, su_topk, r_topk, "latency" },
+    { "conv1d", "2048x8192", { 2048, 8192 }, { 256, 1024 }, conv_b, NULL, su_conv, r_conv, "memory" },
+    { "affine_dequantize", "4096x14336 q8 g64", { 4096, 14336 }, { 256, 1024 }, affine_b, NULL, su_affine, r_affine, "memory" },
+    /* training */
+    { "adamw_update", "1e8", { 100000000 }, { 1 << 20 }, adam_b, NULL, su_adam, r_adam, "memory" },
+    { "sgd_update", "1e8", { 100000000 }, { 1 << 20 }, b3, NULL, su_adam, r_sgd, "memory" },
+    { "cross_entropy_batched", "4096x131072", { 4096, 131072 }, { 64, 32768 }, ce_b, NULL, su_ce, r_ce, "memory" },
+    { "global_norm", "10x2^24", { 10, 1 << 24 }, { 10, 1 << 18 }, gnorm_b, NULL, su_gnorm, r_gnorm, "memory" },
+    { "embedding", "32000x4096 n16384", { 32000, 4096, 16384 }, { 2000, 256, 1024 }, emb_b, NULL, su_emb, r_emb, "memory" },
+    { "embedding_backward", "32000x4096 n16384", { 32000, 4096, 16384 }, { 2000, 256, 1024 }, emb_bw_b, NULL, su_emb, r_emb_bw, "memory" },
+    /* matrix products: {M, N, K} */
+    { "matmul", "4096x4096x4096", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
+    { "matmul_bt", "4096x4096x4096", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul_at", "4096x4096x4096", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    { "matmul", "8192x8192x8192", { 8192, 8192, 8192 }, { 768, 768, 768 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
+    { "matmul_bt", "8192x8192x8192", { 8192, 8192, 8192 }, { 768, 768, 768 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul_at", "8192x8192x8192", { 8192, 8192, 8192 }, { 768, 768, 768 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    { "matmul_bt", "2048x11008x4096", { 2048, 11008, 4096 }, { 256, 1376, 512 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul_bt", "2048x4096x11008", { 2048, 4096, 11008 }, { 256, 512, 1376 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul", "2048x11008x4096", { 2048, 11008, 4096 }, { 256, 1376, 512 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
+    { "matmul_at", "4096x11008x2048", { 4096, 11008, 2048 }, { 512, 1376, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    { "matmul_bt", "1x4096x4096", { 1, 4096, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
+    { "matmul_bt", "1x14336x4096", { 1, 14336, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
+    { "matmul_bt", "1x4096x14336", { 1, 4096, 14336 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
+    { "matmul", "1x4096x4096", { 1, 4096, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
+    /* attention */
+    { "flash_attention_v2", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
+      attn_b, attn_f, su_attn, r_attn, "attention" },
+    { "flash_attention_v2", "B4 H32 S4096 D128", { 4, 4096, 32, 32, 128, 4096, 0 }, { 1, 256, 4, 4, 64, 256, 0 },
+      attn_b, attn_f, su_attn, r_attn, "attention" },
+    { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
+      attn_b, attn_fb_f, su_attn, r_attn_fb, "attention" },
+    { "flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", { 1, 4096, 32, 8, 128, 4096, 1 }, { 1, 256, 8, 2, 64, 256, 1 },
+      attn_b, attn_f, su_attn, r_attn, "attention" },
+    { "flash_attention_v2", "B1 H32 S4096 D128 causal w1024", { 1, 4096, 32, 32, 128, 4096, 1 | (1024 << 1) },
+      { 1, 256, 4, 4, 64, 256, 1 | (64 << 1) }, attn_b, attn_f, su_attn, r_attn, "attention" },
+    { "flash_attention_v2", "decode H32 KV8 D128 ctx4096", { 1, 1, 32, 8, 128, 4096, 1 }, { 1, 1, 32, 8, 128, 1024, 1 },
+      attn_b, attn_f, su_attn, r_attn, "decode" },
+    { "flash_attention_v2", "decode H32 KV8 D128 ctx32768", { 1, 1, 32, 8, 128, 32768, 1 }, { 1, 1, 32, 8, 128, 4096, 1 },
+      attn_b, attn_f, su_attn, r_attn, "decode" },
+    /* overhead: a chain of 1000 dependent tiny ops, host clock */
+    { "add", "1024 x1000 chain", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead" },
 };
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];

@@ -1,7 +1,10 @@
 /* wgml bench: times every case of tools/bench_cases.c on the chosen adapter.
  *
  *   wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS]
- *              [--peak-tflops X]
+ *              [--peak-tflops X] [--small]
+ *
+ * --small runs every case on its reduced dims (for lavapipe and other slow adapters); the
+ * table then shows the dims actually used.
  *
  * For each case: setup, 0.2 s of warm-up calls, then N samples. A sample times a
  * batch of `inner` back-to-back calls on the GPU clock (wgml_context_timer_*, timestamp
@@ -168,6 +171,7 @@ static double measure_copy_bandwidth(bench_state *b, wgml_adapter_info *in)
 int cmd_bench(int argc, char **argv)
 {
     const char *filter = NULL, *group = NULL, *json = NULL;
+    bool small = false;
     int samples = 15;
     double min_ms = 2.0, peak_tflops = 67.0;
     for (int i = 1; i < argc; i++) {
@@ -179,8 +183,9 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(a, "--samples") && v) samples = atoi(v), i++;
         else if (!strcmp(a, "--min-ms") && v) min_ms = atof(v), i++;
         else if (!strcmp(a, "--peak-tflops") && v) peak_tflops = atof(v), i++;
+        else if (!strcmp(a, "--small")) small = true;
         else {
-            fprintf(stderr, "usage: wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS] [--peak-tflops X]\n");
+            fprintf(stderr, "usage: wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS] [--peak-tflops X] [--small]\n");
             return 2;
         }
     }
@@ -208,25 +213,35 @@ int cmd_bench(int argc, char **argv)
     int failures = 0;
     for (size_t i = 0; i < bench_case_count; i++) {
         const bench_case *c = &bench_cases[i];
-        if (filter && !strstr(c->op, filter) && !strstr(c->shape, filter)) continue;
+        if (filter && !strstr(c->op, filter) && !strstr(c->shape, filter) && !strstr(c->group, filter)) continue;
         if (group && (!c->group || strcmp(c->group, group))) continue;
         memset(b.t, 0, sizeof b.t);
         memset(b.u, 0, sizeof b.u);
         memset(b.f, 0, sizeof b.f);
         memset(&b.attn, 0, sizeof b.attn);
+        const uint64_t *dims = small ? c->small : c->dims;
+        char shape[96];
+        if (small) {
+            int len = snprintf(shape, sizeof shape, "small:");
+            for (int k = 0; k < 8 && dims[k] && len < (int)sizeof shape - 24; k++)
+                len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%llu", k ? "x" : "", (unsigned long long)dims[k]);
+        } else {
+            snprintf(shape, sizeof shape, "%s", c->shape);
+        }
+        double bytes = c->bytes ? c->bytes(dims) : 0, flops = c->flops ? c->flops(dims) : 0;
         int inner = 0;
         double sec = -1;
-        if (c->setup(&b, c) == 0) sec = time_case(&b, c, samples, min_ms * 1e-3, &inner);
+        if (c->setup(&b, dims) == 0) sec = time_case(&b, c, samples, min_ms * 1e-3, &inner);
         if (sec < 0) {
-            printf("| %s | %s | failed: %s | | | | |\n", c->op, c->shape, wgml_last_error(b.ctx));
+            printf("| %s | %s | failed: %s | | | | |\n", c->op, shape, wgml_last_error(b.ctx));
             failures++;
         } else {
-            double gbs = c->bytes / sec * 1e-9, tfl = c->flops / sec * 1e-12;
-            double pct = c->flops > 0 ? 100.0 * tfl / peak_tflops : (copy_bw > 0 ? 100.0 * c->bytes / sec / copy_bw : 0);
-            printf("| %s | %s | %.2f | %.0f | %.2f | %.0f | %d |\n", c->op, c->shape, sec * 1e6, gbs, tfl, pct, inner);
+            double gbs = bytes / sec * 1e-9, tfl = flops / sec * 1e-12;
+            double pct = flops > 0 ? 100.0 * tfl / peak_tflops : (copy_bw > 0 ? 100.0 * bytes / sec / copy_bw : 0);
+            printf("| %s | %s | %.2f | %.0f | %.2f | %.0f | %d |\n", c->op, shape, sec * 1e6, gbs, tfl, pct, inner);
             if (jf)
                 fprintf(jf, "{\"kind\":\"case\",\"op\":\"%s\",\"shape\":\"%s\",\"group\":\"%s\",\"seconds\":%.9g,\"bytes\":%.6g,\"flops\":%.6g}\n",
-                        c->op, c->shape, c->group ? c->group : "", sec, c->bytes, c->flops);
+                        c->op, shape, c->group ? c->group : "", sec, bytes, flops);
         }
         fflush(stdout);
         release_all(&b);
