@@ -51,6 +51,10 @@ struct wgml_context {
     uint64_t commands;
     uint64_t submits;
 
+    /* a MapRead buffer reused by reads no larger than it (decode loops read every token) */
+    WGPUBuffer readback;
+    uint64_t readback_size;
+
     /* wgml_context_timer_*: a 2-entry timestamp query set, or the host clock */
     bool timing;
     WGPUQuerySet timer_queries;
