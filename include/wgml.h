@@ -303,7 +303,20 @@ WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wg
 
 /* ---- activations and element-wise gradients (src/ops/activation.c) ----------------- */
 
-/* Gradients of a + b: grad_a = grad_b = grad_out. */
+/* Rules shared by the ops of this section:
+   - Every tensor is f32 (else WGML_ERROR_DTYPE) and all have the same element count
+     (else WGML_ERROR_SHAPE; shapes may differ); any count >= 1 works.
+   - In place: any output may be the same tensor as any input (e.g. wgml_silu(e, x, x),
+     wgml_relu_backward(e, g, x, g), wgml_silu_gate_fused(e, up, gate, up),
+     wgml_mul_backward(e, g, a, b, a, b)); every element is read before it is written.
+   - Ops with two outputs need two different output tensors: grad_a == grad_b (or
+     grad_up == grad_gate) is WGML_ERROR_ALIAS.
+   - NULL engine or tensor: WGML_ERROR_INVALID_ARGUMENT; a tensor of another context:
+     WGML_ERROR_CONTEXT. A rejected call records nothing.
+   - SiLU uses sigmoid(x) = 1 / (1 + exp(-x)) evaluated without overflow: any finite x
+     gives a finite result (x = -100 gives -3.7e-42 or 0, x = 100 gives 100). */
+
+/* Gradients of a + b: grad_a = grad_out and grad_b = grad_out (written, not accumulated). */
 WGML_API wgml_status wgml_add_backward(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_a,
                                        wgml_tensor *grad_b);
 /* Gradients of a - b: grad_a = grad_out, grad_b = -grad_out. */
@@ -312,21 +325,21 @@ WGML_API wgml_status wgml_sub_backward(wgml_engine *e, const wgml_tensor *grad_o
 /* Gradients of a * b: grad_a = grad_out * b, grad_b = grad_out * a. */
 WGML_API wgml_status wgml_mul_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *a,
                                        const wgml_tensor *b, wgml_tensor *grad_a, wgml_tensor *grad_b);
-/* out = x * sigmoid(x). */
+/* out = x * sigmoid(x), x = input. */
 WGML_API wgml_status wgml_silu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = grad_out * s * (1 + x * (1 - s)), s = sigmoid(input). */
+/* grad_in = grad_out * s * (1 + x * (1 - s)), s = sigmoid(x), x = input. */
 WGML_API wgml_status wgml_silu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                         wgml_tensor *grad_in);
-/* out = max(x, 0). */
+/* out = x where x > 0, else 0 (NaN stays NaN; -0 gives +0). */
 WGML_API wgml_status wgml_relu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = grad_out where input > 0, else 0. */
+/* grad_in = grad_out where input > 0, else 0 (also 0 where input is NaN). */
 WGML_API wgml_status wgml_relu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                         wgml_tensor *grad_in);
-/* out = SiLU(up) * gate. */
+/* out = SiLU(up) * gate, in one pass (the SwiGLU product of a gated MLP). */
 WGML_API wgml_status wgml_silu_gate_fused(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
                                           wgml_tensor *out);
-/* Gradients of out = SiLU(up) * gate: grad_up = grad_out * gate * SiLU'(up),
-   grad_gate = grad_out * SiLU(up). */
+/* Gradients of out = SiLU(up) * gate, in one pass: grad_up = grad_out * gate * SiLU'(up),
+   grad_gate = grad_out * SiLU(up), SiLU'(x) = s * (1 + x * (1 - s)), s = sigmoid(x). */
 WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
                                              const wgml_tensor *grad_out, wgml_tensor *grad_up,
                                              wgml_tensor *grad_gate);
