@@ -349,8 +349,15 @@ WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *
 /* Writes the indices (u32) of the k largest values of input (f32, numel n) into out_idx
    (u32, numel >= k), largest first. */
 WGML_API wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out_idx, uint32_t k);
-/* Depthwise conv, kernel 3, padding 1: out[d, s] = bias[d] + sum_j weight[d, j] * input[d, s + j - 1];
-   input/out [dim, seq_len], weight [dim, 3], bias [dim]. */
+/* Depthwise 1-D convolution, kernel 3, padding 1 (each channel d filtered on its own):
+       out[d, s] = bias[d] + sum_{j=0..2} weight[d, j] * input[d, s + j - 1],
+   with input[d, -1] = input[d, seq_len] = 0. All tensors f32: input 2-D [dim, seq_len];
+   out of the same shape [dim, seq_len]; weight of dim * 3 elements ([dim, 3], row-major);
+   bias of dim elements. Any dim, seq_len >= 1.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_ALIAS (out is the same tensor as input, weight or bias: no in place),
+           WGML_ERROR_SHAPE (input not 2-D, out not input's shape, weight or bias of the
+           wrong element count), WGML_ERROR_LIMIT (more than 2^32 - 4097 elements). */
 WGML_API wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                  const wgml_tensor *bias, wgml_tensor *out);
 
