@@ -363,12 +363,34 @@ WGML_API wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const
 
 /* ---- quantization (src/ops/quant.c) -------------------------------------------------- */
 
-/* out[i] = (float)byte i of input (u32 or u8 tensor, bytes in little-endian order). */
+/* Unpacks bytes to floats, unscaled: out[i] = (float)(byte i of input) for every
+   i < numel(out). input is a u32 or u8 tensor read as its little-endian bytes (byte i of a
+   u32 tensor is bits [8 (i % 4), 8 (i % 4) + 8) of word i / 4); out is f32 with at most as
+   many elements as input has bytes (bytes past numel(out) are ignored).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE (input not u32/u8, out not f32),
+           WGML_ERROR_SHAPE (numel(out) > bytes of input), WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_dequantize(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* 8-bit affine, groups of 64 (MLX layout): out[i] = byte(weight, i) * scales[i/64] + biases[i/64]. */
+/* MLX affine dequantization, 8 bits in groups of 64:
+       out[i] = byte(weight, i) * scales[i / 64] + biases[i / 64].
+   Exactly wgml_affine_dequantize_with(e, weight, scales, biases, out, 8, 64). */
 WGML_API wgml_status wgml_affine_dequantize(wgml_engine *e, const wgml_tensor *weight, const wgml_tensor *scales,
                                             const wgml_tensor *biases, wgml_tensor *out);
-/* As wgml_affine_dequantize with bits 4 or 8 and group_size 32, 64 or 128. */
+/* MLX affine dequantization of bits-bit values in groups of group_size:
+       out[i] = q(i) * scales[i / group_size] + biases[i / group_size]   (in f32),
+   where q(i) is element i of weight's packed stream, MLX order: weight is read as
+   little-endian u32 words (a u32 tensor as MLX stores it, or the same bytes as u8) and
+       bits = 8: q(i) = bits [8j, 8j + 8) of word i / 4, j = i % 4 (byte i),
+       bits = 4: q(i) = bits [4j, 4j + 4) of word i / 8, j = i % 8.
+   Combinations: bits 4 or 8; group_size 32, 64 or 128; weight u32 or u8; scales and
+   biases each f32, f16 or bf16 (independently; 16-bit values are unpacked in the kernel,
+   the device needs no shader-f16); out f32. Every combination of these is supported.
+   Shapes (by element count): numel(out) = n, a multiple of group_size; numel(scales) =
+   numel(biases) = n / group_size; weight holds exactly n * bits / 8 bytes.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; bits or group_size not listed above),
+           WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (a dtype not listed above),
+           WGML_ERROR_ALIAS (out is the same tensor as scales or biases),
+           WGML_ERROR_SHAPE (the counts above), WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tensor *weight,
                                                  const wgml_tensor *scales, const wgml_tensor *biases,
                                                  wgml_tensor *out, uint32_t bits, uint32_t group_size);
