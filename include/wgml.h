@@ -346,8 +346,20 @@ WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *
 
 /* ---- selection, convolution (src/ops/select.c, src/ops/conv.c) ---------------------- */
 
-/* Writes the indices (u32) of the k largest values of input (f32, numel n) into out_idx
-   (u32, numel >= k), largest first. */
+/* Writes the indices (u32) of the k largest values of input into out_idx[0..k), largest
+   first. input is f32 of any shape, read as one row of n = numel(input) values; out_idx is
+   u32 with numel >= k; its elements from k on are left untouched. 1 <= k <= min(n, 1024).
+   Order: a larger value first; equal values (-0 equals +0) by lower index; NaN ranks below
+   every number, -inf included, so a NaN is chosen only when fewer than k values are not
+   NaN, and then the NaNs come last, by index. The result is deterministic: the same input
+   always gives the same indices. Runs on the GPU in one dispatch for n <= 1024 and five
+   for longer rows (a radix select over all the GPU's cores, then one sort of k items); for
+   those the engine keeps a scratch buffer (about 4 bytes per element of the longest row so
+   far, at most 2 MiB) until it is destroyed.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; k == 0; k > n), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE (input not f32, out_idx not u32),
+           WGML_ERROR_LIMIT (k > 1024; n over 2^32 - 4097),
+           WGML_ERROR_SHAPE (numel(out_idx) < k). */
 WGML_API wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out_idx, uint32_t k);
 /* Depthwise 1-D convolution, kernel 3, padding 1 (each channel d filtered on its own):
        out[d, s] = bias[d] + sum_{j=0..2} weight[d, j] * input[d, s + j - 1],
