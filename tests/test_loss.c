@@ -233,6 +233,16 @@ static void test_ce_batched_shapes(void)
         }
 }
 
+/* More (row, chunk) workgroups than one grid dimension holds: a 2-D grid. */
+static void test_ce_batched_2d_grid(void)
+{
+    size_t n = 66000, v = 2;
+    float *x = make_logits(n * v, LOGITS_NORMAL);
+    uint32_t *tg = make_targets(n, v, 0.1);
+    check_batched(n, v, x, tg, "batched [66000, 2]", false);
+    free(x); free(tg);
+}
+
 /* Logits [2, 3, 12]: rows are the last dimension. */
 static void test_ce_batched_3d(void)
 {
@@ -480,6 +490,7 @@ static const th_case cases[] = {
     { "ce_single", test_ce_single },
     { "ce_single_writes_element_0", test_ce_single_writes_element_0 },
     { "ce_batched_shapes", test_ce_batched_shapes },
+    { "ce_batched_2d_grid", test_ce_batched_2d_grid },
     { "ce_batched_3d", test_ce_batched_3d },
     { "ce_finite_differences", test_ce_finite_differences },
     { "ce_ignored_rows", test_ce_ignored_rows },
