@@ -429,35 +429,104 @@ WGML_API wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const 
 
 /* ---- normalisation and softmax (src/ops/norm.c, src/ops/softmax.c) ------------------- */
 
-/* out = x / sqrt(mean(x^2) + 1e-5) * weight over the last dimension. */
+/* RMSNorm over the last dimension, for tensors of any rank: a tensor of numel n and last
+   dimension d is n/d rows of d values, each normalised on its own:
+       out = x / sqrt(mean(x^2) + eps) * weight          (eps = 1e-5)
+   input, out: f32, the same element count (out may have another shape).
+   weight: f32 with exactly d elements (any shape), applied to every row.
+   out is written in full. A row of zeros gives zeros (for eps > 0).
+   Aliasing: out must not be input or weight (WGML_ERROR_ALIAS).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (weight's length is not d; out's element count differs),
+           WGML_ERROR_ALIAS, WGML_ERROR_LIMIT (more than 2^32 - 4097 elements). */
 WGML_API wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                    wgml_tensor *out);
+/* wgml_rms_norm with a caller's eps: finite and >= 0, else WGML_ERROR_INVALID_ARGUMENT.
+   With eps = 0 a row of zeros gives NaN (0/0). */
 WGML_API wgml_status wgml_rms_norm_eps(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                        wgml_tensor *out, float eps);
-/* out = RMSNorm(x + residual) * weight (eps 1e-5). */
+/* out = RMSNorm(x + residual) * weight (eps 1e-5): the sum s = x + residual (rounded to
+   f32, as if computed first) is normalised over the last dimension as in wgml_rms_norm.
+   x, residual, out: f32 with the same element count; weight: f32 of the last dimension of x.
+   x and residual may be the same tensor.
+   Aliasing: out must not be x, residual or weight (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm (residual's element count differing from x's: WGML_ERROR_SHAPE). */
 WGML_API wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
                                             const wgml_tensor *weight, wgml_tensor *out);
-/* As wgml_rms_norm_residual with a caller's eps; also writes x + residual into sum_out
-   when sum_out is not NULL. */
+/* wgml_rms_norm_residual with a caller's eps (finite, >= 0), which also writes the sum
+   s = x + residual into sum_out when sum_out is not NULL, in the same pass: a transformer
+   block keeps its residual stream with one read of each input.
+   sum_out (f32, the element count of x) may be a separate tensor, or x itself, or
+   residual itself (the in-place residual stream: h = h + delta, out = RMSNorm(h) * weight
+   is wgml_rms_norm_residual_with(e, delta, h, weight, out, h, eps)); it may even be x when
+   x and residual are the same tensor. Each element of the sum is read before it is
+   overwritten, so in-place use gives exactly the results of a separate sum_out.
+   Aliasing: out must not be x, residual, weight or sum_out; sum_out must not be weight
+   (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm_residual, plus eps out of range (WGML_ERROR_INVALID_ARGUMENT),
+           sum_out of another dtype, context or element count. */
 WGML_API wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x,
                                                  const wgml_tensor *residual, const wgml_tensor *weight,
                                                  wgml_tensor *out, wgml_tensor *sum_out, float eps);
-/* Gradients of out = RMSNorm(input) * weight: grad_in (shape of input) and grad_weight
-   (shape of weight, summed over rows, written not accumulated; may be NULL). */
+/* Gradients of out = RMSNorm(input) * weight (the eps of the forward pass), with
+   r = 1 / sqrt(mean(x^2) + eps) per row of d values:
+       grad_in  = r * grad_out * weight - x * r^3 * sum(grad_out * weight * x) / d
+       grad_weight[j] = sum over rows of grad_out[j] * x[j] * r
+   grad_out, input, grad_in: f32, the same element count; weight, grad_weight: f32 with d
+   elements. grad_in is written in full. grad_weight may be NULL (not computed); otherwise
+   it is written, not accumulated, and deterministic: the rows are summed in a fixed order
+   that depends only on the shape (partial sums over fixed blocks of rows, then a fixed
+   reduction), so the same inputs give the same bits on every run. The partial sums use
+   the engine's scratch buffer (groups * d floats, at most 1024 * d).
+   Aliasing: grad_in and grad_weight must not be any input, nor each other (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm, for every tensor; eps out of range: WGML_ERROR_INVALID_ARGUMENT. */
 WGML_API wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                             const wgml_tensor *weight, wgml_tensor *grad_in,
                                             wgml_tensor *grad_weight, float eps);
-/* Softmax over the last dimension. */
+/* Softmax over the last dimension, for tensors of any rank and rows of any length (1 to
+   the device's buffer limit; a 262,144-entry vocabulary row is fine):
+       out = exp(x - max(x)) / sum(exp(x - max(x)))   per row
+   Stable for logits of any magnitude up to about 1e30 (exp only sees x - max <= 0).
+   Masking: -inf entries take no part; their output is exactly 0. A row of only -inf
+   entries (fully masked) gives zeros, not NaN. +inf or NaN entries give unspecified values
+   in their row.
+   input, out: f32, the same element count. out is written in full. Few very long rows are
+   split over several workgroups; their partial statistics use the engine's scratch buffer.
+   Aliasing: out must not be input (WGML_ERROR_ALIAS).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (element counts differ), WGML_ERROR_ALIAS, WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_softmax(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = s * (grad_out - sum(grad_out * s)), s = final_out. */
+/* Gradient of softmax over the last dimension, given its output s = final_out:
+       grad_in = s * (grad_out - sum(grad_out * s))   per row
+   grad_out, final_out, grad_in: f32, the same element count (rows are the last dimension of
+   final_out). Entries where s is 0 (masked) get 0.
+   Aliasing: grad_in must not be grad_out or final_out (WGML_ERROR_ALIAS).
+   Errors: as wgml_softmax. */
 WGML_API wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *final_out,
                                            wgml_tensor *grad_in);
 
 /* ---- rotary embeddings (src/ops/rope.c) ---------------------------------------------- */
 
-/* Rotate-half RoPE, theta 10000, in place. tensor is [batch, seq, ...], [seq, hidden] or
-   [hidden]; every head vector of token s gets position pos + s. */
+/* Rotary position embeddings, in place on an f32 tensor of one of these layouts:
+       [hidden]                   one token (seq = 1)
+       [seq, hidden]
+       [batch, seq, rest...]      hidden = the product of rest, e.g. [batch, seq, heads, head_dim]
+   hidden is a whole number of head vectors of head_dim values. Every head vector of token s
+   (of each batch entry) is rotated for position pos + s: its pairs, (i, i + head_dim/2)
+   for rotate-half, are turned by the angle (pos + s) * f_i, f_i = theta^(-2i/head_dim):
+       x' = x cos - y sin,   y' = y cos + x sin.
+   wgml_rope: rotate-half, theta 10000.
+   Accuracy: the angle is reduced in integer turns (the phase to 2^-32 turn), never as a
+   float product, so every result is within about 5e-7 * (|x| + |y|) of the exact rotation
+   at any position: 0 and 1e6 alike. (Frequencies from theta are computed in long double;
+   where that is 80-bit, as on x86-64, this holds up to position 2^32; where long double is
+   double, up to about 1e8. inv_freq values are used exactly.)
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; head_dim odd, 0 or over 256; pos + seq - 1
+           beyond 2^32 - 1), WGML_ERROR_SHAPE (hidden not a multiple of head_dim),
+           WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT, WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_rope(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos);
+/* wgml_rope with base frequency theta (the rope_theta of a Hugging Face config, e.g. 100000
+   for SmolLM2): finite and >= 1, else WGML_ERROR_INVALID_ARGUMENT (0 included). */
 WGML_API wgml_status wgml_rope_theta(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos,
                                      float theta);
 
@@ -466,17 +535,30 @@ typedef enum wgml_rope_pairing {
     WGML_ROPE_INTERLEAVED = 1   /* pairs (2i, 2i + 1): GPT-J */
 } wgml_rope_pairing;
 
+/* Zero-initialise, then set head_dim; the default configuration is rotate-half, theta
+   10000, position 0, frequencies theta^(-2i/head_dim), forward rotation. */
 typedef struct wgml_rope_options {
     uint32_t head_dim;            /* required: even, 2..256 */
     uint32_t pos;                 /* position of the first token */
-    float theta;                  /* 0 means 10000 */
+    float theta;                  /* 0 means 10000; else finite and >= 1 (unused with inv_freq) */
     wgml_rope_pairing pairing;
-    const wgml_tensor *inv_freq;  /* optional f32 [head_dim/2]; replaces theta^(-2i/head_dim) */
+    /* Optional f32 tensor of head_dim/2 elements (any shape) that replaces
+       theta^(-2i/head_dim), so scaled schemes such as Llama 3's can be expressed. Values
+       are used exactly as stored (any finite value of magnitude below 2^63, negative
+       included; the angle is reduced exactly from the f32 bits). */
+    const wgml_tensor *inv_freq;
     bool inverse;                 /* rotate by -angle: the gradient of rope */
 } wgml_rope_options;
 
+/* Rotary embeddings as configured by opts (see wgml_rope for the layouts and accuracy).
+   Errors: as wgml_rope, plus WGML_ERROR_INVALID_ARGUMENT (opts NULL, pairing not a
+           wgml_rope_pairing, theta out of range), and for inv_freq WGML_ERROR_SHAPE
+           (not head_dim/2 elements), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. inv_freq can
+           never be the rotated tensor (its length rules that out). */
 WGML_API wgml_status wgml_rope_with(wgml_engine *e, wgml_tensor *tensor, const wgml_rope_options *opts);
-/* The gradient of wgml_rope_theta: the inverse rotation of grad, in place. */
+/* The gradient of wgml_rope_theta: the inverse rotation of grad, in place (rotate-half;
+   for other options use wgml_rope_with with inverse = true). theta: finite and >= 1.
+   Errors: as wgml_rope_theta. */
 WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint32_t head_dim, uint32_t pos,
                                         float theta);
 

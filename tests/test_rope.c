@@ -4,6 +4,7 @@
 #include "harness.h"
 #include "ref_rope.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,8 @@ static void rope_case(int kind, uint32_t hd, uint32_t pos, float theta, int inte
     layout L = make_layout(kind, hd);
     size_t n = L.ntok * L.hidden;
     float *x = th_random(n, -2, 2);
-    double *freqs = th_alloc_d(hd / 2), *ref = th_alloc_d(n);
+    long double *freqs = malloc(hd / 2 * sizeof *freqs);
+    double *ref = th_alloc_d(n);
     if (inv_freq) for (size_t i = 0; i < hd / 2; i++) freqs[i] = inv_freq[i];
     else ref_rope_freqs(theta == 0 ? 10000.0 : theta, hd, freqs);   /* 0 means 10000 */
     ref_rope(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, interleaved, inverse, ref);
@@ -94,6 +96,14 @@ static void test_theta(void)
                 rope_case(kind, hd, pos, 0.0f, 1, false, NULL, 3);           /* 0 means 10000 */
                 rope_case(kind, hd, pos, 1e6f, 1, (q + kind) % 2, NULL, 3);
             }
+#if LDBL_MANT_DIG >= 64
+    /* The largest positions a [seq, hidden] tensor can take, pos + 4 = 2^32 - 1: the
+       frequencies from theta are computed in long double, so the same tolerance holds. */
+    for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
+        rope_case(1, head_dims[h], UINT32_MAX - 4, 10000.0f, 0, false, NULL, 1);
+        rope_case(1, head_dims[h], UINT32_MAX - 4, 500000.0f, 1, true, NULL, 3);
+    }
+#endif
 }
 
 /* Llama-3 scaled frequencies (factor 8, low/high frequency factors 1 and 4, original
@@ -185,7 +195,8 @@ static void test_backward_finite_differences(void)
         layout L = make_layout(1, hd);
         size_t n = L.ntok * L.hidden;
         float *g = th_random(n, -1, 1);
-        double *x = th_alloc_d(n), *y = th_alloc_d(n), *fd = th_alloc_d(n), *freqs = th_alloc_d(hd / 2);
+        double *x = th_alloc_d(n), *y = th_alloc_d(n), *fd = th_alloc_d(n);
+        long double *freqs = malloc(hd / 2 * sizeof *freqs);
         ref_rope_freqs(10000.0, hd, freqs);
         for (size_t i = 0; i < n; i++) x[i] = th_uniform(-1, 1);
         for (size_t i = 0; i < n; i++) {
@@ -215,14 +226,15 @@ static void test_prefill(void)
 {
     size_t shape[] = { 1, 300, 32, 128, 0 }, n = 300 * 32 * 128;
     float *x = th_random(n, -1, 1);
-    double *freqs = th_alloc_d(64), *ref = th_alloc_d(n);
+    long double freqs[64];
+    double *ref = th_alloc_d(n);
     ref_rope_freqs(500000.0, 128, freqs);
     ref_rope(x, 300, 300, 4096, 128, 123457, freqs, 0, 0, ref);
     wgml_tensor *t = th_tensor(WGML_F32, x, shape);
     TH_EXPECT(wgml_rope_theta(th_eng, t, 128, 123457, 500000.0f), WGML_OK);
     float *got = th_read(t);
     compare_rot("rope [1, 300, 32, 128]", got, x, ref, n, 128, 0, 1);
-    free(x); free(freqs); free(ref); free(got);
+    free(x); free(ref); free(got);
     wgml_tensor_release(t);
 }
 

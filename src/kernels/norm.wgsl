@@ -16,10 +16,12 @@
 //
 // Why it is shaped so (memory-bound: the goal is one read of the inputs and one write of
 // the outputs at full bandwidth):
-//   - A row belongs to one segment of `tpr` threads (a power of two). A workgroup of WG
-//     threads holds WG/tpr segments, so short rows pack several to a workgroup and rows of
-//     >= 1024 elements get a whole workgroup. Thread j of a segment takes units j, j+tpr, ...:
-//     consecutive threads read consecutive 16-byte units, every warp access is coalesced.
+//   - A row belongs to one segment of `tpr` threads (a power of two, chosen by the host so
+//     that each thread holds about four units). A workgroup of WG threads holds WG/tpr
+//     segments, so short rows pack several to a workgroup (64 rows of 64 elements, 256 rows
+//     of 1) and rows of more than 512 units get a whole workgroup (4096 f32: 256 threads x
+//     4 vec4). Thread j of a segment takes units j, j+tpr, ...: consecutive threads read
+//     consecutive 16-byte units, so every warp access is coalesced.
 //   - Cached path (NV = 1..8 units per thread, rows up to 8 * WG units): the row is loaded
 //     once into registers, reduced, then scaled from the registers, so DRAM sees exactly one
 //     read and one write. NV is an override so the unit loops unroll into registers.

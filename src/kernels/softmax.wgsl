@@ -18,9 +18,10 @@
 // to ~1e30 are stable. +inf and NaN entries give unspecified results.
 //
 // Why it is shaped so (memory-bound: one read and one write at full bandwidth):
-//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: several short
-//     rows per workgroup, a whole workgroup from 1024 elements up; thread j of a segment
-//     takes units j, j+tpr, ..., so every warp access is a coalesced run of 16-byte loads.
+//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: about four
+//     units per thread, several short rows per workgroup, a whole workgroup for rows of
+//     more than 512 units; thread j of a segment takes units j, j+tpr, ..., so every warp
+//     access is a coalesced run of 16-byte loads.
 //   - Register path (NV = 1..8 units per thread, rows up to 8 * WG units): each thread
 //     keeps its units, finds its local max m, replaces them by e = exp(x - m) and sums them;
 //     one tree in workgroup memory combines the (max, sum) pairs of the segment; the output

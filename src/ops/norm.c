@@ -32,7 +32,7 @@ static uint32_t pow2_at_least(uint32_t n)
 }
 
 /* Rows of up to NVMAX * WG units are cached in registers, spread so that each thread holds
-   about four units (a whole workgroup from 1024 units up); longer rows loop. */
+   about four units (a whole workgroup for more than 512 units); longer rows loop. */
 static row_plan plan_rows(size_t d)
 {
     row_plan pl;

@@ -2,9 +2,9 @@
 
 #include <math.h>
 
-void ref_rope_freqs(double theta, size_t head_dim, double *freqs)
+void ref_rope_freqs(double theta, size_t head_dim, long double *freqs)
 {
-    for (size_t i = 0; i < head_dim / 2; i++) freqs[i] = pow(theta, -2.0 * (double)i / (double)head_dim);
+    for (size_t i = 0; i < head_dim / 2; i++) freqs[i] = powl((long double)theta, -2.0L * (long double)i / (long double)head_dim);
 }
 
 size_t ref_rope_partner(size_t j, size_t head_dim, int interleaved)
@@ -15,7 +15,7 @@ size_t ref_rope_partner(size_t j, size_t head_dim, int interleaved)
 }
 
 void ref_rope_d(const double *x, size_t ntok, size_t seq, size_t hidden, size_t head_dim, uint64_t pos,
-                const double *freqs, int interleaved, int inverse, double *out)
+                const long double *freqs, int interleaved, int inverse, double *out)
 {
     size_t half = head_dim / 2;
     for (size_t n = 0; n < ntok; n++) {
@@ -25,7 +25,7 @@ void ref_rope_d(const double *x, size_t ntok, size_t seq, size_t hidden, size_t 
             double *o = out + n * hidden + h * head_dim;
             for (size_t i = 0; i < half; i++) {
                 /* long double: exact for a 32-bit position times an f32 frequency */
-                long double a = position * (long double)freqs[i];
+                long double a = position * freqs[i];
                 double c = (double)cosl(a), s = (double)(inverse ? -sinl(a) : sinl(a));
                 size_t ix = interleaved ? 2 * i : i, iy = interleaved ? 2 * i + 1 : i + half;
                 double xv = v[ix], yv = v[iy];
@@ -37,7 +37,7 @@ void ref_rope_d(const double *x, size_t ntok, size_t seq, size_t hidden, size_t 
 }
 
 void ref_rope(const float *x, size_t ntok, size_t seq, size_t hidden, size_t head_dim, uint64_t pos,
-              const double *freqs, int interleaved, int inverse, double *out)
+              const long double *freqs, int interleaved, int inverse, double *out)
 {
     for (size_t i = 0; i < ntok * hidden; i++) out[i] = x[i];
     ref_rope_d(out, ntok, seq, hidden, head_dim, pos, freqs, interleaved, inverse, out);   /* pairwise in place */
