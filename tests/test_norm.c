@@ -111,14 +111,14 @@ static void test_residual(void)
     static const struct { size_t rows, d; } rs[] = { { 3, 7 }, { 65, 64 }, { 5, 1000 }, { 2, 4097 }, { 1, 262144 } };
     for (size_t c = 0; c < sizeof rs / sizeof rs[0]; c++) {
         size_t rows = rs[c].rows, d = rs[c].d, n = rows * d;
-        for (int mode = 0; mode < 7; mode++) {
+        for (int mode = 0; mode < 8; mode++) {
             /* 0 residual(), 1 with(sum NULL), 2 sum separate, 3 sum == x, 4 sum == residual,
-               5 x == residual, sum separate, 6 x == residual == sum */
+               5 x == residual, sum separate, 6 x == residual == sum, 7 x == residual, no sum */
             float *x = th_random(n, -2, 2), *res = th_random(n, -2, 2), *w = th_random(d, -1.5, 1.5);
             bool same_xr = mode >= 5;
             const float *rr = same_xr ? x : res;
             double *ref = th_alloc_d(n), *ref_sum = th_alloc_d(n);
-            float eps = mode == 0 ? 1e-5f : 1e-3f;
+            float eps = mode == 0 || mode == 7 ? 1e-5f : 1e-3f;
             ref_rms_norm(x, rr, w, rows, d, eps, ref, ref_sum);
             wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tr = th_tensor(WGML_F32, res, TH_SHAPE(n));
             wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *out = th_poisoned(WGML_F32, TH_SHAPE(n));
@@ -126,7 +126,7 @@ static void test_residual(void)
             if (mode == 2 || mode == 5) sum = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
             if (mode == 3 || mode == 6) sum = tx;
             if (mode == 4) sum = tr;
-            if (mode == 0) TH_EXPECT(wgml_rms_norm_residual(th_eng, tx, rin, tw, out), WGML_OK);
+            if (mode == 0 || mode == 7) TH_EXPECT(wgml_rms_norm_residual(th_eng, tx, rin, tw, out), WGML_OK);
             else TH_EXPECT(wgml_rms_norm_residual_with(th_eng, tx, rin, tw, out, sum, eps), WGML_OK);
             float *got = th_read(out);
             char what[96];
@@ -351,6 +351,50 @@ static void test_bad_inputs(void)
     wgml_tensor_release(out); wgml_tensor_release(sum); wgml_tensor_release(u); wgml_tensor_release(gw);
 }
 
+/* The same kernels on a context without robustness checks or workgroup zeroing: every
+   access stays in bounds and every workgroup variable is written before it is read. */
+static void test_fast_unsafe(void)
+{
+    wgml_context *ctx;
+    wgml_engine *eng;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
+    static const struct { size_t rows, d; } fs[] = { { 65, 7 }, { 300, 64 }, { 3, 4097 }, { 5, 4096 } };
+    for (size_t c = 0; c < sizeof fs / sizeof fs[0]; c++) {
+        size_t rows = fs[c].rows, d = fs[c].d, n = rows * d;
+        float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
+        double *ref = th_alloc_d(n), *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
+        ref_rms_norm(x, NULL, w, rows, d, 1e-5, ref, NULL);
+        ref_rms_norm_backward(g, x, w, rows, d, 1e-5, gin, gw, gin_s, gw_s);
+        wgml_tensor *tx, *tg, *tw, *out, *tgin, *tgw;
+        size_t shape[2] = { rows, d };
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, x, &tx), WGML_OK);
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, g, &tg), WGML_OK);
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 1, &d, w, &tw), WGML_OK);
+        TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 2, shape, &out), WGML_OK);
+        TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 2, shape, &tgin), WGML_OK);
+        TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 1, &d, &tgw), WGML_OK);
+        TH_EXPECT(wgml_rms_norm(eng, tx, tw, out), WGML_OK);
+        TH_EXPECT(wgml_rms_norm_backward(eng, tg, tx, tw, tgin, tgw, 1e-5f), WGML_OK);
+        float *got = th_alloc_f(n), *gotin = th_alloc_f(n), *gotw = th_alloc_f(d);
+        TH_EXPECT(wgml_tensor_read(out, 0, got, n * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(tgin, 0, gotin, n * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(tgw, 0, gotw, d * 4), WGML_OK);
+        char what[80];
+        snprintf(what, sizeof what, "fast_unsafe rms_norm %zu x %zu", rows, d);
+        th_compare(what, got, ref, n, 1e-30, norm_rtol(d));
+        snprintf(what, sizeof what, "fast_unsafe rms_norm_backward %zu x %zu grad_in", rows, d);
+        compare_scaled(what, gotin, gin, gin_s, n, 4 * norm_rtol(d));
+        snprintf(what, sizeof what, "fast_unsafe rms_norm_backward %zu x %zu grad_weight", rows, d);
+        compare_scaled(what, gotw, gw, gw_s, d, dw_tol(rows, d));
+        free(x); free(g); free(w); free(ref); free(gin); free(gin_s); free(gw); free(gw_s); free(got); free(gotin); free(gotw);
+        wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(out);
+        wgml_tensor_release(tgin); wgml_tensor_release(tgw);
+    }
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+}
+
 static const th_case cases[] = {
     { "forward_shapes", test_forward_shapes },
     { "forward_rank_zeros_eps", test_forward_rank_zeros_eps },
@@ -358,6 +402,7 @@ static const th_case cases[] = {
     { "residual_stream", test_residual_stream },
     { "backward", test_backward },
     { "backward_finite_differences", test_backward_finite_differences },
+    { "fast_unsafe", test_fast_unsafe },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)

@@ -302,12 +302,52 @@ static void test_bad_inputs(void)
     wgml_tensor_release(fu); wgml_tensor_release(t4); wgml_tensor_release(one);
 }
 
+/* The same kernels on a context without robustness checks or workgroup zeroing. */
+static void test_fast_unsafe(void)
+{
+    wgml_context *ctx;
+    wgml_engine *eng;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
+    for (int variant = 0; variant < 3; variant++) {
+        uint32_t hd = variant == 2 ? 6 : 128, pos = 1000003;
+        layout L = make_layout(3, hd);
+        size_t n = L.ntok * L.hidden;
+        float *x = th_random(n, -2, 2), f[64];
+        llama3_freqs(hd, f);
+        long double freqs[64];
+        if (variant == 1) for (uint32_t i = 0; i < hd / 2; i++) freqs[i] = f[i];
+        else ref_rope_freqs(10000.0, hd, freqs);
+        double *ref = th_alloc_d(n);
+        ref_rope(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, variant == 2, 0, ref);
+        wgml_tensor *t, *tf = NULL;
+        uint32_t nd = 0;
+        while (L.shape[nd]) nd++;
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, nd, L.shape, x, &t), WGML_OK);
+        size_t half = hd / 2;
+        if (variant == 1) TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 1, &half, f, &tf), WGML_OK);
+        wgml_rope_options o = { .head_dim = hd, .pos = pos, .pairing = variant == 2, .inv_freq = tf };
+        TH_EXPECT(wgml_rope_with(eng, t, &o), WGML_OK);
+        float *got = th_alloc_f(n);
+        TH_EXPECT(wgml_tensor_read(t, 0, got, n * 4), WGML_OK);
+        char what[64];
+        snprintf(what, sizeof what, "fast_unsafe rope variant %d", variant);
+        compare_rot(what, got, x, ref, n, hd, variant == 2, 1);
+        free(x); free(ref); free(got);
+        wgml_tensor_release(t);
+        wgml_tensor_release(tf);
+    }
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+}
+
 static const th_case cases[] = {
     { "theta", test_theta },
     { "inv_freq", test_inv_freq },
     { "inverse_roundtrip", test_inverse_roundtrip },
     { "backward_finite_differences", test_backward_finite_differences },
     { "prefill", test_prefill },
+    { "fast_unsafe", test_fast_unsafe },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)

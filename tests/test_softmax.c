@@ -317,6 +317,51 @@ static void test_bad_inputs(void)
     wgml_tensor_release(u);
 }
 
+/* The same kernels on a context without robustness checks or workgroup zeroing. */
+static void test_fast_unsafe(void)
+{
+    wgml_context *ctx;
+    wgml_engine *eng;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
+    static const struct { size_t rows, d; } fs[] = { { 65, 7 }, { 5, 4096 }, { 1, 262144 } };
+    for (size_t c = 0; c < sizeof fs / sizeof fs[0]; c++) {
+        size_t rows = fs[c].rows, d = fs[c].d, n = rows * d;
+        float *x = th_random(n, -10, 10), *g = th_random(n, -1, 1);
+        for (size_t i = 0; i < n; i += 7) x[i] = -INFINITY;
+        double *ref = th_alloc_d(n), *tol = th_alloc_d(n), *gin = th_alloc_d(n), *scale = th_alloc_d(n);
+        ref_softmax(x, rows, d, ref);
+        softmax_tol(x, ref, rows, d, tol);
+        float *y = th_alloc_f(n), *got = th_alloc_f(n), *gotin = th_alloc_f(n);
+        for (size_t i = 0; i < n; i++) y[i] = (float)ref[i];
+        ref_softmax_backward(g, y, rows, d, gin, scale);
+        double mu, K;
+        summation_shape(rows, d, &mu, &K);
+        for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (4 * mu + 8 + K + 3) * U + 1e-38;
+        wgml_tensor *tx, *tg, *ty, *out, *tgin;
+        size_t shape[2] = { rows, d };
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, x, &tx), WGML_OK);
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, g, &tg), WGML_OK);
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, y, &ty), WGML_OK);
+        TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 2, shape, &out), WGML_OK);
+        TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 2, shape, &tgin), WGML_OK);
+        TH_EXPECT(wgml_softmax(eng, tx, out), WGML_OK);
+        TH_EXPECT(wgml_softmax_backward(eng, tg, ty, tgin), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(out, 0, got, n * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(tgin, 0, gotin, n * 4), WGML_OK);
+        char what[80];
+        snprintf(what, sizeof what, "fast_unsafe softmax %zu x %zu", rows, d);
+        compare_tol(what, got, ref, tol, n);
+        snprintf(what, sizeof what, "fast_unsafe softmax_backward %zu x %zu", rows, d);
+        compare_tol(what, gotin, gin, scale, n);
+        free(x); free(g); free(y); free(ref); free(tol); free(gin); free(scale); free(got); free(gotin);
+        wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(ty); wgml_tensor_release(out);
+        wgml_tensor_release(tgin);
+    }
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+}
+
 static const th_case cases[] = {
     { "shapes", test_shapes },
     { "large_logits", test_large_logits },
@@ -325,6 +370,7 @@ static const th_case cases[] = {
     { "rank", test_rank },
     { "backward", test_backward },
     { "backward_finite_differences", test_backward_finite_differences },
+    { "fast_unsafe", test_fast_unsafe },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)
