@@ -66,6 +66,23 @@ static void test_forward_shapes(void)
     }
 }
 
+/* More row blocks than one grid dimension holds: 256 rows of one element per workgroup,
+   65536 * 256 + 300 rows, so the grid is 2-D and its last row is partly past the end. */
+static void test_grid_2d(void)
+{
+    size_t rows = 65536u * 256u + 300u, d = 1;
+    float *x = th_random(rows, -2, 2), w = 0.75f;
+    double *ref = th_alloc_d(rows);
+    ref_rms_norm(x, NULL, &w, rows, d, 1e-5, ref, NULL);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tw = th_tensor(WGML_F32, &w, TH_SHAPE(1));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+    TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, out), WGML_OK);
+    float *got = th_read(out);
+    th_compare("rms_norm over a 2-D grid", got, ref, rows, 1e-30, norm_rtol(d));
+    free(x); free(ref); free(got);
+    wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(out);
+}
+
 /* Any rank: the norm runs over the last dimension; rows of zeros give zeros; eps is used. */
 static void test_forward_rank_zeros_eps(void)
 {
@@ -398,6 +415,7 @@ static void test_fast_unsafe(void)
 static const th_case cases[] = {
     { "forward_shapes", test_forward_shapes },
     { "forward_rank_zeros_eps", test_forward_rank_zeros_eps },
+    { "grid_2d", test_grid_2d },
     { "residual", test_residual },
     { "residual_stream", test_residual_stream },
     { "backward", test_backward },

@@ -221,6 +221,29 @@ static void test_backward_finite_differences(void)
     }
 }
 
+/* More workgroups than one grid dimension holds: head_dim 2 and one head per token puts
+   256 tokens in a workgroup, so 65535 * 256 + 200 tokens need a 2-D grid (and just fit
+   lavapipe's 128 MiB binding limit). */
+static void test_grid_2d(void)
+{
+    size_t ntok = 65535u * 256u + 200u, n = 2 * ntok;
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    TH_CHECK(n * 4 <= info.max_storage_buffer_binding_size, "the 2-D grid case does not fit this adapter");
+    if (n * 4 > info.max_storage_buffer_binding_size) return;
+    float *x = th_random(n, -1, 1);
+    long double freqs[1];
+    ref_rope_freqs(10000.0, 2, freqs);
+    double *ref = th_alloc_d(n);
+    ref_rope(x, ntok, ntok, 2, 2, 5, freqs, 0, 0, ref);
+    wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(ntok, 2));
+    TH_EXPECT(wgml_rope(th_eng, t, 2, 5), WGML_OK);
+    float *got = th_read(t);
+    compare_rot("rope over a 2-D grid", got, x, ref, n, 2, 0, 1);
+    free(x); free(ref); free(got);
+    wgml_tensor_release(t);
+}
+
 /* A prefill-sized tensor: [1, 300, 32, 128] at a large position. */
 static void test_prefill(void)
 {
@@ -347,6 +370,7 @@ static const th_case cases[] = {
     { "inverse_roundtrip", test_inverse_roundtrip },
     { "backward_finite_differences", test_backward_finite_differences },
     { "prefill", test_prefill },
+    { "grid_2d", test_grid_2d },
     { "fast_unsafe", test_fast_unsafe },
     { "bad_inputs", test_bad_inputs },
 };

@@ -188,6 +188,24 @@ static void test_spike_positions(void)
     }
 }
 
+/* More row blocks than one grid dimension holds: 256 one-element rows per workgroup,
+   65536 * 256 + 300 rows (a 2-D grid whose last row is partly past the end). Every output
+   is 1, or 0 where the entry is -inf. */
+static void test_grid_2d(void)
+{
+    size_t rows = 65536u * 256u + 300u;
+    float *x = th_random(rows, -1e4, 1e4);
+    for (size_t i = 0; i < rows; i += 5) x[i] = -INFINITY;
+    double *ref = th_alloc_d(rows);
+    ref_softmax(x, rows, 1, ref);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, 1)), *out = th_poisoned(WGML_F32, TH_SHAPE(rows, 1));
+    TH_EXPECT(wgml_softmax(th_eng, tx, out), WGML_OK);
+    float *got = th_read(out);
+    th_compare("softmax over a 2-D grid", got, ref, rows, 0, 0);
+    free(x); free(ref); free(got);
+    wgml_tensor_release(tx); wgml_tensor_release(out);
+}
+
 /* Any rank: softmax runs over the last dimension. */
 static void test_rank(void)
 {
@@ -368,6 +386,7 @@ static const th_case cases[] = {
     { "masked", test_masked },
     { "spike_positions", test_spike_positions },
     { "rank", test_rank },
+    { "grid_2d", test_grid_2d },
     { "backward", test_backward },
     { "backward_finite_differences", test_backward_finite_differences },
     { "fast_unsafe", test_fast_unsafe },
