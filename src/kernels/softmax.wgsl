@@ -32,8 +32,8 @@
 //   - Split path, for few very long rows (a 262,144-entry vocabulary row and a handful of
 //     rows would otherwise run on a handful of SMs): each row is cut into `chunks` chunks, a
 //     workgroup each; pass 1 writes one (max, sum) pair per chunk to a scratch buffer, pass 2
-//     has every thread fold its row's pairs in chunk order (the same order in every
-//     workgroup, so the result is deterministic) and write its chunk.
+//     folds its row's pairs (strided over the threads, then the tree: an order fixed by the
+//     chunk count, so every workgroup of a row gets the same bits) and writes its chunk.
 //   - The backward pass has the same three shapes with sum(g * y) in place of (max, sum).
 // The grid may be 2-D: the linear workgroup index is wid.x + wid.y * nwg.x and workgroups
 // past `groups` return at once.
@@ -233,8 +233,11 @@ fn softmax_split(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     if (gi >= p.groups) { return; }
     let r = gi / p.chunks;
     let c = gi % p.chunks;
+    // Fold the row's chunk pairs: strided per thread, then the tree. The order depends only
+    // on the chunk count, so every workgroup of the row gets the same bits.
     var st = vec2f(NEG, 0.0);
-    for (var k = 0u; k < p.chunks; k++) { st = combine(st, part_in[r * p.chunks + k]); }
+    for (var k = lid; k < p.chunks; k += WG) { st = combine(st, part_in[r * p.chunks + k]); }
+    st = seg_reduce(lid, st, true);
     stream_write(r, c * p.chunk, chunk_hi(c), lid, st);
 }
 
@@ -307,6 +310,7 @@ fn softmax_bwd_split(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups)
     let r = gi / p.chunks;
     let c = gi % p.chunks;
     var dy = 0.0;
-    for (var k = 0u; k < p.chunks; k++) { dy += bpart_in[r * p.chunks + k].x; }
+    for (var k = lid; k < p.chunks; k += WG) { dy += bpart_in[r * p.chunks + k].x; }
+    dy = seg_reduce(lid, vec2f(dy, 0.0), false).x;
     stream_bwd_write(r, c * p.chunk, chunk_hi(c), lid, dy);
 }
