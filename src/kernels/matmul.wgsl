@@ -11,25 +11,27 @@
 //   * The micro-tile is split in two 4-row by two 4-column quads BT/2 apart (rows ty*4.. and
 //     BT/2 + ty*4.., same for columns), so a warp's vec4 reads of one k-row are contiguous.
 //     Threads are mapped to (tx, ty) in 8 x 4 blocks of 32 lanes: a warp touches 8 column
-//     quads and 4 row quads per k (a 32 x 64 warp tile), one shared-memory wavefront each.
-//   * Both operand tiles live in workgroup memory k-major ("transposed" for A): row k holds
-//     the BT values of that k as BT/4 vec4 (As[k][m], Bs[k][n]), so the inner product reads
-//     are vec4 broadcasts, never strided.
-//   * Global loads: an operand that is contiguous along M or N (B of matmul, A of matmul_at)
-//     is read as vec4 rows of the tile (coalesced 512-byte rows) and stored as is. An operand
-//     contiguous along K (A of matmul, B of matmul_bt) is read as 4 scalars from 4
-//     consecutive rows at one k (32 lanes cover 16 k x 2 row groups: 64-byte segments) and
-//     stored as one vec4: the transpose happens in registers, so every workgroup store is a
-//     full vec4 and no alignment of K is needed.
-//   * Bank conflicts: 8 lanes of a 16-byte store hold 8 consecutive k of one row group; with
-//     SMEM 2 the vec4 column of k-row k is XOR-swizzled by k & 7 (free in memory), with SMEM
-//     1 each k-row is padded by one vec4; either spreads them over all 32 banks.
+//     quads and 4 row quads per k (a 32 x 64 warp tile): one shared-memory wavefront per read.
+//   * Both operand tiles live in workgroup memory k-major ("transposed" for A): k-row k holds
+//     the BT values of that k as T4 = BT/4 vec4 (As[k][m], Bs[k][n]), so the inner product
+//     reads are vec4 broadcasts, never strided, and need no padding or swizzle.
+//   * Global loads move 4x4 blocks: a thread loads 4 vec4 and stores 4 vec4. For an operand
+//     contiguous along M or N (B of matmul, A of matmul_at) a block is 4 k-rows of one vec4
+//     column; 32 lanes take 32 consecutive columns (512 coalesced bytes per row) and store
+//     them as they are. For an operand contiguous along K (A of matmul, B of matmul_bt) a
+//     block is 4 rows x 4 k, loaded as 4 vec4 along k and transposed in registers into 4
+//     vec4 along the rows; lanes are arranged 8 row-quads x 4 k-quads, so a warp load covers
+//     8 rows x 64 contiguous bytes and the 8 lanes of each 16-byte store phase write 8
+//     consecutive vec4 of one k-row: no bank conflicts, no padding. Half the workgroup loads
+//     A, the other half B (whole warps, so the branch never diverges).
 //   * Double buffering (DB 1): the next tile is loaded from global memory into registers
 //     before the current one is multiplied, then stored into the other buffer: one barrier
 //     per BK step. DB 0 uses one buffer and two barriers (half the workgroup memory).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
-//     out of range, the value by 0), so no access ever leaves a buffer even with robustness
-//     off, and interior tiles pay a select, not a branch. Stores are bounds-checked scalars.
+//     out of range, the value by 0), so no access leaves a buffer even with robustness off,
+//     and interior tiles pay a select, not a branch. With VEC / VEC (the operand's
+//     contiguous extent is a multiple of 4) loads are vec4; otherwise 4 scalars with their own
+//     bounds, so any M, N, K works. Stores to out are bounds-checked scalars.
 //   * Launch order: tiles are numbered in groups of group_m tile rows (column-major inside a
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
@@ -45,12 +47,12 @@
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 //
 // Bindings: A and B are read as array<vec4f>; a scalar element e is A[e >> 2][e & 3], so the
-// same binding serves vec4 loads (VEC: the contiguous extent is a multiple of 4) and scalar
-// loads of any alignment. Tensor buffers are padded to 16 bytes.
+// same binding serves vec4 loads and scalar loads of any alignment. Tensor buffers are padded
+// to 16 bytes.
 
 struct Params {
     M: u32,          // gemm: rows of out; gemv: rows (gemv_rows) or columns (gemv_cols) of A
-    N: u32,          // gemm: columns of out
+    N: u32,          // gemm: columns of out; gemv_cols: vec4 columns per workgroup (C4)
     K: u32,          // reduction length; splitk_reduce: number of slices
     kchunk: u32,     // K range of one split-K slice (workgroup_id.z); >= K when not split
     tiles_n: u32,    // gemm: column tiles
@@ -66,22 +68,23 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> sum_out: array<vec4f>;   // splitk_reduce
 
 override LAYOUT: u32 = 0u;   // 0 matmul, 1 matmul_bt, 2 matmul_at
-override VEC: bool = true;   // vec4 loads of the operands contiguous along M or N
 override WG_S: u32 = 16u;    // gemm: threads per side (8 or 16); BT = 8 * WG_S
 override BK: u32 = 16u;      // gemm: k per tile step (8 or 16)
 override DB: u32 = 1u;       // gemm: 1 double-buffered, 0 single buffer
-override SMEM: u32 = 2u;     // gemm: 0 plain, 1 padded k-rows, 2 XOR-swizzled k-rows
+override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
+                             // K and N for matmul, K for matmul_bt, M and N for matmul_at;
+                             // gemv: the row length of A): vec4 loads
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 4u;       // gemv_rows: rows per workgroup (<= 8)
-override C4: u32 = 4u;       // gemv_cols: vec4 columns per workgroup (divides WGV)
 
-override NT: u32 = WG_S * WG_S;            // threads
-override BT: u32 = WG_S * 8u;              // tile side
-override T4: u32 = WG_S * 2u;              // vec4 per tile k-row
-override RS: u32 = T4 + u32(SMEM == 1u);   // vec4 stride between k-rows
-override BUF: u32 = BK * RS;               // vec4 per buffer
-override GL: u32 = T4 * BK / NT;           // vec4 each thread loads per operand and step (<= 4)
-override TILE_VEC4: u32 = (DB + 1u) * BUF; // workgroup memory per operand
+override NT: u32 = WG_S * WG_S;          // threads
+override BT: u32 = WG_S * 8u;            // tile side
+override T4: u32 = WG_S * 2u;            // vec4 per tile k-row
+override QN: u32 = BK / 4u;              // k-quads per tile
+override NB: u32 = T4 * QN;              // 4x4 blocks per operand tile
+override BPT: u32 = 2u * NB / NT;        // blocks each thread moves per step (1 or 2)
+override BUF: u32 = BK * T4;             // vec4 per buffer
+override TILE_VEC4: u32 = (DB + 1u) * BUF;
 override RED_N: u32 = GR * WGV;
 
 var<workgroup> As: array<vec4f, TILE_VEC4>;
@@ -99,74 +102,124 @@ fn b_at(e: u32, ok: bool) -> f32 {
     return select(0.0, B[select(0u, e >> 2u, ok)][e & 3u], ok);
 }
 
-// Four consecutive elements e.. of a row whose valid extent ends n elements after e.
-fn a_vec(e: u32, ok: bool, n: u32) -> vec4f {
-    if (VEC) {
+// Four consecutive elements e.. of a row whose valid extent ends n elements after e; vec4
+// loads need e % 4 == 0 and the whole vec4 valid when ok.
+fn a_vec(e: u32, ok: bool, n: u32, vec: bool) -> vec4f {
+    if (vec) {
         return select(vec4f(0.0), A[select(0u, e >> 2u, ok)], ok);
     }
     return vec4f(a_at(e, ok), a_at(e + 1u, ok && n > 1u), a_at(e + 2u, ok && n > 2u), a_at(e + 3u, ok && n > 3u));
 }
 
-fn b_vec(e: u32, ok: bool, n: u32) -> vec4f {
-    if (VEC) {
+fn b_vec(e: u32, ok: bool, n: u32, vec: bool) -> vec4f {
+    if (vec) {
         return select(vec4f(0.0), B[select(0u, e >> 2u, ok)], ok);
     }
     return vec4f(b_at(e, ok), b_at(e + 1u, ok && n > 1u), b_at(e + 2u, ok && n > 2u), b_at(e + 3u, ok && n > 3u));
 }
 
-// Global tile loads. u numbers the vec4 a thread moves (0 .. T4 * BK - 1); the tile of the
-// operand is BT rows (of M or N) by BK values of k starting at (r0, k0).
-//   contiguous along M/N: k = u / T4, row group g = u % T4: one vec4 of a k-row of the matrix
-//   contiguous along K:   k = u % BK, g = u / BK: 4 scalars of rows 4g .. 4g+3 at one k
-fn load_a(u: u32, r0: u32, k0: u32, kend: u32) -> vec4f {
-    if (LAYOUT == 2u) {               // A [K, M]
-        let k = k0 + u / T4;
-        let m = r0 + (u % T4) * 4u;
-        return a_vec(k * p.M + m, k < kend && m < p.M, p.M - min(m, p.M));
+// ---- gemm tile movement ---------------------------------------------------------------
+// Block b of an operand's tile maps to a vec4 column g (0 .. T4-1) and a k-quad q (0 .. QN-1):
+//   contiguous along K:    g = b % 8 + 8 * (b / (8 QN)), q = (b / 8) % QN
+//   contiguous along M/N:  g = b % T4, q = b / T4
+
+fn block_gq(b: u32, k_contiguous: bool) -> vec2u {
+    if (k_contiguous) {
+        return vec2u(b % 8u + 8u * (b / (8u * QN)), (b / 8u) % QN);
     }
-    let k = k0 + u % BK;              // A [M, K]
-    let m = r0 + (u / BK) * 4u;
-    let e = m * p.K + k;
-    let ok = k < kend;
-    return vec4f(a_at(e, ok && m < p.M), a_at(e + p.K, ok && m + 1u < p.M),
-                 a_at(e + 2u * p.K, ok && m + 2u < p.M), a_at(e + 3u * p.K, ok && m + 3u < p.M));
+    return vec2u(b % T4, b / T4);
 }
 
-fn load_b(u: u32, c0: u32, k0: u32, kend: u32) -> vec4f {
-    if (LAYOUT == 1u) {               // B [N, K]
-        let k = k0 + u % BK;
-        let n = c0 + (u / BK) * 4u;
-        let e = n * p.K + k;
+fn transposed(v0: vec4f, v1: vec4f, v2: vec4f, v3: vec4f) -> array<vec4f, 4> {
+    return array<vec4f, 4>(vec4f(v0.x, v1.x, v2.x, v3.x), vec4f(v0.y, v1.y, v2.y, v3.y),
+                           vec4f(v0.z, v1.z, v2.z, v3.z), vec4f(v0.w, v1.w, v2.w, v3.w));
+}
+
+// The 4 vec4 of block b of A's tile at (m0, k0), as 4 k-rows of 4 tile columns.
+fn load_a(b: u32, m0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
+    let kc = LAYOUT != 2u;
+    let gq = block_gq(b, kc);
+    let m = m0 + 4u * gq.x;
+    let k = k0 + 4u * gq.y;
+    if (kc) {                                     // A [M, K]: 4 rows x 4 k, transposed
         let ok = k < kend;
-        return vec4f(b_at(e, ok && n < p.N), b_at(e + p.K, ok && n + 1u < p.N),
-                     b_at(e + 2u * p.K, ok && n + 2u < p.N), b_at(e + 3u * p.K, ok && n + 3u < p.N));
+        let nk = kend - min(k, kend);
+        let e = m * p.K + k;
+        return transposed(a_vec(e, ok && m < p.M, nk, VEC), a_vec(e + p.K, ok && m + 1u < p.M, nk, VEC),
+                          a_vec(e + 2u * p.K, ok && m + 2u < p.M, nk, VEC),
+                          a_vec(e + 3u * p.K, ok && m + 3u < p.M, nk, VEC));
     }
-    let k = k0 + u / T4;              // B [K, N]
-    let n = c0 + (u % T4) * 4u;
-    return b_vec(k * p.N + n, k < kend && n < p.N, p.N - min(n, p.N));
+    let ok = m < p.M;                             // A [K, M]: 4 k-rows of one vec4
+    let n = p.M - min(m, p.M);
+    let e = k * p.M + m;
+    return array<vec4f, 4>(a_vec(e, ok && k < kend, n, VEC), a_vec(e + p.M, ok && k + 1u < kend, n, VEC),
+                           a_vec(e + 2u * p.M, ok && k + 2u < kend, n, VEC),
+                           a_vec(e + 3u * p.M, ok && k + 3u < kend, n, VEC));
 }
 
-// Position of vec4 column g of k-row k inside one buffer.
-fn slot(k: u32, g: u32) -> u32 {
-    if (SMEM == 2u) {
-        return k * RS + (g ^ (k & 7u));
+// The same for B's tile at (n0, k0).
+fn load_b(b: u32, n0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
+    let kc = LAYOUT == 1u;
+    let gq = block_gq(b, kc);
+    let n = n0 + 4u * gq.x;
+    let k = k0 + 4u * gq.y;
+    if (kc) {                                     // B [N, K]
+        let ok = k < kend;
+        let nk = kend - min(k, kend);
+        let e = n * p.K + k;
+        return transposed(b_vec(e, ok && n < p.N, nk, VEC), b_vec(e + p.K, ok && n + 1u < p.N, nk, VEC),
+                          b_vec(e + 2u * p.K, ok && n + 2u < p.N, nk, VEC),
+                          b_vec(e + 3u * p.K, ok && n + 3u < p.N, nk, VEC));
     }
-    return k * RS + g;
+    let ok = n < p.N;                             // B [K, N]
+    let c = p.N - min(n, p.N);
+    let e = k * p.N + n;
+    return array<vec4f, 4>(b_vec(e, ok && k < kend, c, VEC), b_vec(e + p.N, ok && k + 1u < kend, c, VEC),
+                           b_vec(e + 2u * p.N, ok && k + 2u < kend, c, VEC),
+                           b_vec(e + 3u * p.N, ok && k + 3u < kend, c, VEC));
 }
 
-fn store_a(base: u32, u: u32, v: vec4f) {
-    if (LAYOUT == 2u) {
-        As[base + slot(u / T4, u % T4)] = v;
+// What one thread moves per step: with BPT 2 (NB == NT) A's block lid and B's block lid;
+// with BPT 1 (NB == NT / 2) A's block lid for the first half of the threads, else B's
+// block lid - NB (whole warps either way).
+struct Blocks {
+    r0: array<vec4f, 4>,
+    r1: array<vec4f, 4>,
+}
+
+fn fetch(lid: u32, m0: u32, n0: u32, k0: u32, kend: u32) -> Blocks {
+    var r: Blocks;
+    if (BPT == 2u) {
+        r.r0 = load_a(lid, m0, k0, kend);
+        r.r1 = load_b(lid, n0, k0, kend);
+    } else if (lid < NB) {
+        r.r0 = load_a(lid, m0, k0, kend);
     } else {
-        As[base + slot(u % BK, u / BK)] = v;
+        r.r0 = load_b(lid - NB, n0, k0, kend);
     }
+    return r;
 }
 
-fn store_b(base: u32, u: u32, v: vec4f) {
-    if (LAYOUT == 1u) {
-        Bs[base + slot(u % BK, u / BK)] = v;
+fn put_a(base: u32, b: u32, w: array<vec4f, 4>) {
+    let gq = block_gq(b, LAYOUT != 2u);
+    let i = base + 4u * gq.y * T4 + gq.x;
+    As[i] = w[0]; As[i + T4] = w[1]; As[i + 2u * T4] = w[2]; As[i + 3u * T4] = w[3];
+}
+
+fn put_b(base: u32, b: u32, w: array<vec4f, 4>) {
+    let gq = block_gq(b, LAYOUT == 1u);
+    let i = base + 4u * gq.y * T4 + gq.x;
+    Bs[i] = w[0]; Bs[i + T4] = w[1]; Bs[i + 2u * T4] = w[2]; Bs[i + 3u * T4] = w[3];
+}
+
+fn stash(base: u32, lid: u32, r: Blocks) {
+    if (BPT == 2u) {
+        put_a(base, lid, r.r0);
+        put_b(base, lid, r.r1);
+    } else if (lid < NB) {
+        put_a(base, lid, r.r0);
     } else {
-        Bs[base + slot(u / T4, u % T4)] = v;
+        put_b(base, lid - NB, r.r0);
     }
 }
 
@@ -209,16 +262,8 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let tx = (w % wx) * 8u + lane % 8u;
     let ty = (w / wx) * 4u + lane / 8u;
 
-    var ra: array<vec4f, 4>;
-    var rb: array<vec4f, 4>;
-    for (var i = 0u; i < GL; i++) {
-        ra[i] = load_a(lid + i * NT, m0, kbeg, kend);
-        rb[i] = load_b(lid + i * NT, n0, kbeg, kend);
-    }
-    for (var i = 0u; i < GL; i++) {
-        store_a(0u, lid + i * NT, ra[i]);
-        store_b(0u, lid + i * NT, rb[i]);
-    }
+    var r = fetch(lid, m0, n0, kbeg, kend);
+    stash(0u, lid, r);
     workgroupBarrier();
 
     var c00 = vec4f(0.0); var c01 = vec4f(0.0); var c10 = vec4f(0.0); var c11 = vec4f(0.0);
@@ -229,25 +274,15 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     for (var t = 0u; t < nsteps; t++) {
         let more = t + 1u < nsteps;
         if (more) {
-            let k1 = kbeg + (t + 1u) * BK;
-            for (var i = 0u; i < GL; i++) {
-                ra[i] = load_a(lid + i * NT, m0, k1, kend);
-                rb[i] = load_b(lid + i * NT, n0, k1, kend);
-            }
+            r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend);
         }
         let cur = (t & DB) * BUF;
         for (var k = 0u; k < BK; k++) {
-            var sw = 0u;
-            if (SMEM == 2u) {
-                sw = k & 7u;
-            }
-            let row = cur + k * RS;
-            let ia = row + (ty ^ sw);
-            let ib = row + (tx ^ sw);
-            let a0 = As[ia];
-            let a1 = As[ia + WG_S];
-            let b0 = Bs[ib];
-            let b1 = Bs[ib + WG_S];
+            let row = cur + k * T4;
+            let a0 = As[row + ty];
+            let a1 = As[row + ty + WG_S];
+            let b0 = Bs[row + tx];
+            let b1 = Bs[row + tx + WG_S];
             c00 = fma(vec4f(a0.x), b0, c00); c01 = fma(vec4f(a0.x), b1, c01);
             c10 = fma(vec4f(a0.y), b0, c10); c11 = fma(vec4f(a0.y), b1, c11);
             c20 = fma(vec4f(a0.z), b0, c20); c21 = fma(vec4f(a0.z), b1, c21);
@@ -261,28 +296,24 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             workgroupBarrier();
         }
         if (more) {
-            let nxt = ((t + 1u) & DB) * BUF;
-            for (var i = 0u; i < GL; i++) {
-                store_a(nxt, lid + i * NT, ra[i]);
-                store_b(nxt, lid + i * NT, rb[i]);
-            }
+            stash(((t + 1u) & DB) * BUF, lid, r);
         }
         workgroupBarrier();
     }
 
     let ob = wid.z * p.out_slice;
-    let r0 = m0 + ty * 4u;
-    let r1 = r0 + WG_S * 4u;
+    let rr0 = m0 + ty * 4u;
+    let rr1 = rr0 + WG_S * 4u;
     let q0 = n0 + tx * 4u;
     let q1 = q0 + WG_S * 4u;
-    put(ob, r0, q0, c00); put(ob, r0, q1, c01);
-    put(ob, r0 + 1u, q0, c10); put(ob, r0 + 1u, q1, c11);
-    put(ob, r0 + 2u, q0, c20); put(ob, r0 + 2u, q1, c21);
-    put(ob, r0 + 3u, q0, c30); put(ob, r0 + 3u, q1, c31);
-    put(ob, r1, q0, c40); put(ob, r1, q1, c41);
-    put(ob, r1 + 1u, q0, c50); put(ob, r1 + 1u, q1, c51);
-    put(ob, r1 + 2u, q0, c60); put(ob, r1 + 2u, q1, c61);
-    put(ob, r1 + 3u, q0, c70); put(ob, r1 + 3u, q1, c71);
+    put(ob, rr0, q0, c00); put(ob, rr0, q1, c01);
+    put(ob, rr0 + 1u, q0, c10); put(ob, rr0 + 1u, q1, c11);
+    put(ob, rr0 + 2u, q0, c20); put(ob, rr0 + 2u, q1, c21);
+    put(ob, rr0 + 3u, q0, c30); put(ob, rr0 + 3u, q1, c31);
+    put(ob, rr1, q0, c40); put(ob, rr1, q1, c41);
+    put(ob, rr1 + 1u, q0, c50); put(ob, rr1 + 1u, q1, c51);
+    put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
+    put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
 }
 
 // ---- matrix-vector products ---------------------------------------------------------
@@ -348,6 +379,7 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     }
     let kbeg = wid.z * p.kchunk;
     let kend = min(p.K, kbeg + p.kchunk);
+    let C4 = p.N;                          // vec4 columns per workgroup, a power of 2
     let G = WGV / C4;                      // groups of k rows
     let c = lid % C4;
     let g = lid / C4;
@@ -360,10 +392,10 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         if (k + 3u * G >= kend) {
             break;
         }
-        let x0 = a_vec(k * p.M + col, ok, n);
-        let x1 = a_vec((k + G) * p.M + col, ok, n);
-        let x2 = a_vec((k + 2u * G) * p.M + col, ok, n);
-        let x3 = a_vec((k + 3u * G) * p.M + col, ok, n);
+        let x0 = a_vec(k * p.M + col, ok, n, VEC);
+        let x1 = a_vec((k + G) * p.M + col, ok, n, VEC);
+        let x2 = a_vec((k + 2u * G) * p.M + col, ok, n, VEC);
+        let x3 = a_vec((k + 3u * G) * p.M + col, ok, n, VEC);
         acc = fma(vec4f(B[k >> 2u][k & 3u]), x0, acc);
         let k1 = k + G;
         acc = fma(vec4f(B[k1 >> 2u][k1 & 3u]), x1, acc);
@@ -374,7 +406,7 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         k += 4u * G;
     }
     for (; k < kend; k += G) {
-        acc = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * p.M + col, ok, n), acc);
+        acc = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * p.M + col, ok, n, VEC), acc);
     }
     redv[lid] = acc;
     workgroupBarrier();

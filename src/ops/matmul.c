@@ -12,8 +12,7 @@
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
-     t128 t128pad t128plain t128k8 t128sb    the gemm tile configuration (see TILES below)
-     t64 t64pad t64k8
+     t128 t128sb t64 t64k8                   the gemm tile configuration (see TILES below)
      nogemv                                  use gemm even when M == 1 or N == 1
      splitk=<n>                              n K-slices (1: never split)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
@@ -33,23 +32,20 @@ typedef struct mm_params {
 } mm_params;
 
 /* gemm tile configurations: WG_S x WG_S threads, an 8x8 micro-tile each (tile side 8 * WG_S),
-   BK values of k per step, double-buffered or not, and the workgroup-memory layout
-   (1: padded k-rows, 2: XOR-swizzled k-rows). */
+   BK values of k per step, double-buffered or not. Each thread moves 4x4 blocks between
+   global and workgroup memory, so 2 * (8 WG_S / 4) * (BK / 4) blocks must be a multiple of
+   the WG_S^2 threads (1 or 2 blocks each). */
 typedef struct tile_cfg {
     const char *name;
-    uint32_t wg_s, bk, db, smem;
+    uint32_t wg_s, bk, db;
 } tile_cfg;
 
-enum { T128 = 0, T128PAD, T128PLAIN, T128K8, T128SB, T64, T64PAD, T64K8, NTILES };
+enum { T128 = 0, T128SB, T64, T64K8, NTILES };
 static const tile_cfg TILES[NTILES] = {
-    [T128] = { "t128", 16, 16, 1, 2 },       /* 256 threads, 32 KiB: the default       */
-    [T128PAD] = { "t128pad", 16, 16, 1, 1 }, /* padding instead of swizzle, 33 KiB      */
-    [T128PLAIN] = { "t128plain", 16, 16, 1, 0 }, /* neither: bank conflicts, for comparison */
-    [T128K8] = { "t128k8", 16, 8, 1, 2 },    /* half the k per step, 16 KiB            */
-    [T128SB] = { "t128sb", 16, 16, 0, 2 },   /* one buffer, two barriers, 16 KiB        */
-    [T64] = { "t64", 8, 16, 1, 2 },          /* 64 threads: 4x the workgroups, 16 KiB   */
-    [T64PAD] = { "t64pad", 8, 16, 1, 1 },    /* padded k-rows, 17 KiB                   */
-    [T64K8] = { "t64k8", 8, 8, 1, 2 },       /* 8 KiB: adapters with little memory      */
+    [T128] = { "t128", 16, 16, 1 },     /* 256 threads, 32 KiB: the default              */
+    [T128SB] = { "t128sb", 16, 16, 0 }, /* one buffer, two barriers per step, 16 KiB      */
+    [T64] = { "t64", 8, 16, 1 },        /* 64 threads: 4x the workgroups, 16 KiB          */
+    [T64K8] = { "t64k8", 8, 8, 1 },     /* 8 KiB: adapters with little workgroup memory   */
 };
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
@@ -66,7 +62,7 @@ typedef struct variant {
 
 static uint32_t smem_bytes(const tile_cfg *c)
 {
-    return 2 * (c->db + 1) * c->bk * (2 * c->wg_s + (c->smem == 1)) * 16;
+    return 2 * (c->db + 1) * c->bk * (2 * c->wg_s) * 16;
 }
 
 static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
@@ -131,8 +127,8 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    static const int big[] = { T128, T128K8, T128SB, T64, T64K8 };
-    static const int small[] = { T64, T64K8, T128, T128K8 };
+    static const int big[] = { T128, T128SB, T64, T64K8 };
+    static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128;
     const int *order = large ? big : small;
     size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
@@ -154,11 +150,13 @@ typedef struct mm_plan {
 static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
                       const wgml_tensor *b)
 {
-    bool vec = layout == LAYOUT_NN ? N % 4 == 0 : layout == LAYOUT_TN ? (M % 4 == 0 && N % 4 == 0) : true;
+    /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
+       the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
+    bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
     uint32_t side = 8 * c->wg_s;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,
                                  .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_S", c->wg_s }, { "BK", c->bk },
-                                                { "DB", c->db }, { "SMEM", c->smem } } };
+                                                { "DB", c->db } } };
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = wgml__ceil_div(N, side),
                            .tiles = (uint32_t)tiles_of(M, N, side), .group_m = GROUP_M };
     pl->x = a;
@@ -184,10 +182,10 @@ static void plan_gemv_rows(mm_plan *pl, uint32_t rows, uint32_t K, const wgml_te
 /* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
 static void plan_gemv_cols(mm_plan *pl, uint32_t cols, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
 {
-    uint32_t c4 = cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 3,
-                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG }, { "C4", c4 } } };
-    pl->prm = (mm_params){ .M = cols, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
+    uint32_t c4 = cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;   /* vec4 columns per workgroup */
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2,
+                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
+    pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = x;
     pl->y = y;
     pl->workgroups = pl->prm.tiles;
@@ -359,16 +357,15 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
 /* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm of each layout for
    sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
 #define GEMM_DEFAULT(lay)                                                                                            \
-    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,                                                 \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_S", 16 }, { "BK", 16 }, { "DB", 1 }, { "SMEM", 2 } } }
+    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,                                                 \
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_S", 16 }, { "BK", 16 }, { "DB", 1 } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
     GEMM_DEFAULT(LAYOUT_TN),
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
-    { .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 3,
-      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "C4", 4 } } },
+    { .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
 };
 const size_t wgml__matmul_kernel_count = sizeof wgml__matmul_kernels / sizeof wgml__matmul_kernels[0];
