@@ -168,7 +168,8 @@ static void test_variants(void)
     setenv("WGML_MATMUL_VARIANT", "t128", 1);
     for (int o = 0; o < 3; o++) run_case(o, 200, 260, 72, false, "t128");
     /* forced matrix-vector and split-K choices, on products and on vectors */
-    static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1" };
+    static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
+                                     "gemvrows=1,gemvcols=1", "gemvrows=8,gemvcols=64,splitk=2" };
     for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", choices[v], 1);
         for (int o = 0; o < 3; o++) {
@@ -181,7 +182,8 @@ static void test_variants(void)
     setenv("WGML_MATMUL_VARIANT", "splitk=3", 1);
     for (int op = 0; op < 3; op++) run_case(op, 1, 77, 1200, true, "splitk=3");
     /* unknown tokens */
-    static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad" };
+    static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
+                                 "gemvcols=128", "splitk=3x", "=4" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

@@ -14,7 +14,10 @@
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8                   the gemm tile configuration (see TILES below)
      nogemv                                  use gemm even when M == 1 or N == 1
-     splitk=<n>                              n K-slices (1: never split)
+     splitk=<n>                              n K-slices, 1..4096 (1: never split)
+     gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8
+     gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
+                                             power of 2
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -55,9 +58,11 @@ static const tile_cfg TILES[NTILES] = {
 #define MAX_SPLIT 64
 
 typedef struct variant {
-    int tile;       /* index into TILES, or -1: automatic */
+    int tile;          /* index into TILES, or -1: automatic */
     bool nogemv;
-    uint32_t splitk; /* 0: automatic */
+    uint32_t splitk;   /* 0: automatic */
+    uint32_t gemv_rows; /* 0: automatic */
+    uint32_t gemv_cols; /* 0: automatic */
 } variant;
 
 static uint32_t smem_bytes(const tile_cfg *c)
@@ -96,14 +101,23 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             v->nogemv = true;
             known = true;
         }
-        if (n > 7 && n < 16 && strncmp(s, "splitk=", 7) == 0) {
+        /* name=value tokens */
+        const struct { const char *name; uint32_t lo, hi; bool pow2; uint32_t *dst; } nums[] = {
+            { "splitk", 1, 4096, false, &v->splitk },
+            { "gemvrows", 1, 8, true, &v->gemv_rows },
+            { "gemvcols", 1, 64, true, &v->gemv_cols },
+        };
+        const char *eq = memchr(s, '=', n);
+        for (size_t i = 0; eq && i < sizeof nums / sizeof nums[0]; i++) {
+            size_t len = (size_t)(eq - s), vlen = n - len - 1;
+            if (len != strlen(nums[i].name) || strncmp(s, nums[i].name, len) != 0 || vlen == 0 || vlen > 8) continue;
             char num[16];
-            memcpy(num, s + 7, n - 7);
-            num[n - 7] = 0;
+            memcpy(num, eq + 1, vlen);
+            num[vlen] = 0;
             char *end;
-            unsigned long k = strtoul(num, &end, 10);
-            if (*end == 0 && k >= 1 && k <= 4096) {
-                v->splitk = (uint32_t)k;
+            unsigned long x = strtoul(num, &end, 10);
+            if (*end == 0 && x >= nums[i].lo && x <= nums[i].hi && (!nums[i].pow2 || (x & (x - 1)) == 0)) {
+                *nums[i].dst = (uint32_t)x;
                 known = true;
             }
         }
@@ -167,11 +181,12 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
-static void plan_gemv_rows(mm_plan *pl, uint32_t rows, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
 {
+    uint32_t gr = v->gemv_rows ? v->gemv_rows : GEMV_ROWS;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
-                                 .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } };
-    pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, GEMV_ROWS) };
+                                 .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
+    pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, gr) };
     pl->x = x;
     pl->y = y;
     pl->workgroups = pl->prm.tiles;
@@ -180,9 +195,11 @@ static void plan_gemv_rows(mm_plan *pl, uint32_t rows, uint32_t K, const wgml_te
 }
 
 /* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
-static void plan_gemv_cols(mm_plan *pl, uint32_t cols, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
 {
-    uint32_t c4 = cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;   /* vec4 columns per workgroup */
+    /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
+       warp still reads 64-byte row segments */
+    uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
@@ -232,15 +249,15 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGML_CHECK(read_variant(ctx, fn, &v));
     mm_plan pl;
     if (!v.nogemv && M == 1 && N == 1) {
-        plan_gemv_rows(&pl, 1, K, a, b);                 /* a dot product in every layout */
+        plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
-        plan_gemv_rows(&pl, M, K, a, b);                 /* a [M, K] . b */
+        plan_gemv_rows(&pl, &v, M, K, a, b);                 /* a [M, K] . b */
     } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
-        plan_gemv_rows(&pl, N, K, b, a);                 /* b [N, K] . a */
+        plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
     } else if (!v.nogemv && M == 1) {
-        plan_gemv_cols(&pl, N, K, b, a);                 /* a . b [K, N] */
+        plan_gemv_cols(&pl, &v, N, K, b, a);                 /* a . b [K, N] */
     } else if (!v.nogemv && N == 1) {
-        plan_gemv_cols(&pl, M, K, a, b);                 /* b . a [K, M] */
+        plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
     } else {
         const tile_cfg *c = pick_tile(ctx, &v, M, N);
         if (!c)
