@@ -336,7 +336,18 @@ fn gemv_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     }
     if (VEC) {                             // K % 4 == 0: kbeg, kend and row starts are vec4
         let k4 = p.K / 4u;
-        for (var i = kbeg / 4u + lid; i < kend / 4u; i += WGV) {
+        let iend = kend / 4u;
+        var i = kbeg / 4u + lid;
+        for (; i + WGV < iend; i += 2u * WGV) { // two vec4 of each row in flight
+            let v0 = B[i];
+            let v1 = B[i + WGV];
+            for (var r = 0u; r < GR; r++) {
+                let x0 = A[rows[r] * k4 + i];
+                let x1 = A[rows[r] * k4 + i + WGV];
+                acc[r] += dot(x0, v0) + dot(x1, v1);
+            }
+        }
+        if (i < iend) {
             let v = B[i];
             for (var r = 0u; r < GR; r++) {
                 acc[r] += dot(A[rows[r] * k4 + i], v);
