@@ -161,7 +161,8 @@ static void test_variants(void)
             wgml_tensor_release(a); wgml_tensor_release(o);
             continue;
         }
-        for (int o = strcmp(forced_tiles[v].name, "t128sb") == 0 ? 1 : 0; o < (strcmp(forced_tiles[v].name, "t128sb") == 0 ? 2 : 3); o++)
+        bool one_layout = strcmp(forced_tiles[v].name, "t128sb") == 0;
+        for (int o = one_layout ? 1 : 0; o < (one_layout ? 2 : 3); o++)
             run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);
     }
     /* the default tiles with vec4 loads, edge tiles on both sides */
@@ -241,6 +242,26 @@ static void test_leading_dims(void)
     wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(tbt); wgml_tensor_release(to);
     wgml_tensor_release(to2); wgml_tensor_release(tdy); wgml_tensor_release(tw); wgml_tensor_release(tx);
     wgml_tensor_release(ty);
+}
+
+/* a and b may be the same tensor: the Gram matrix x x^T, x^T x, and x x for a square x. */
+static void test_shared_input(void)
+{
+    size_t M = 70, K = 70;
+    float *x = th_random(M * K, -1, 1);
+    double *ref = th_alloc_d(M * M), *bound = th_alloc_d(M * M);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(M, K)), *to = th_poisoned(WGML_F32, TH_SHAPE(M, M));
+    for (int o = 0; o < 3; o++) {
+        TH_EXPECT(ops[o].fn(th_eng, tx, tx, to), WGML_OK);
+        ref_matmul(ops[o].layout, x, x, M, M, K, ref, bound);
+        float *got = th_read(to);
+        char what[64];
+        snprintf(what, sizeof what, "%s(x, x)", ops[o].name);
+        check_product(what, got, ref, bound, M * M, K, 1);
+        free(got);
+    }
+    free(x); free(ref); free(bound);
+    wgml_tensor_release(tx); wgml_tensor_release(to);
 }
 
 /* More workgroups than one grid dimension holds: a matrix-vector product over 2.2 million
@@ -351,6 +372,7 @@ static const th_case cases[] = {
     { "random_shapes", test_random_shapes },
     { "variants", test_variants },
     { "leading_dims", test_leading_dims },
+    { "shared_input", test_shared_input },
     { "large_grid", test_large_grid },
     { "chain", test_chain },
     { "bad_inputs", test_bad_inputs },

@@ -104,15 +104,15 @@ fn b_at(e: u32, ok: bool) -> f32 {
 
 // Four consecutive elements e.. of a row whose valid extent ends n elements after e; vec4
 // loads need e % 4 == 0 and the whole vec4 valid when ok.
-fn a_vec(e: u32, ok: bool, n: u32, vec: bool) -> vec4f {
-    if (vec) {
+fn a_vec(e: u32, ok: bool, n: u32) -> vec4f {
+    if (VEC) {
         return select(vec4f(0.0), A[select(0u, e >> 2u, ok)], ok);
     }
     return vec4f(a_at(e, ok), a_at(e + 1u, ok && n > 1u), a_at(e + 2u, ok && n > 2u), a_at(e + 3u, ok && n > 3u));
 }
 
-fn b_vec(e: u32, ok: bool, n: u32, vec: bool) -> vec4f {
-    if (vec) {
+fn b_vec(e: u32, ok: bool, n: u32) -> vec4f {
+    if (VEC) {
         return select(vec4f(0.0), B[select(0u, e >> 2u, ok)], ok);
     }
     return vec4f(b_at(e, ok), b_at(e + 1u, ok && n > 1u), b_at(e + 2u, ok && n > 2u), b_at(e + 3u, ok && n > 3u));
@@ -145,16 +145,16 @@ fn load_a(b: u32, m0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
         let ok = k < kend;
         let nk = kend - min(k, kend);
         let e = m * p.K + k;
-        return transposed(a_vec(e, ok && m < p.M, nk, VEC), a_vec(e + p.K, ok && m + 1u < p.M, nk, VEC),
-                          a_vec(e + 2u * p.K, ok && m + 2u < p.M, nk, VEC),
-                          a_vec(e + 3u * p.K, ok && m + 3u < p.M, nk, VEC));
+        return transposed(a_vec(e, ok && m < p.M, nk), a_vec(e + p.K, ok && m + 1u < p.M, nk),
+                          a_vec(e + 2u * p.K, ok && m + 2u < p.M, nk),
+                          a_vec(e + 3u * p.K, ok && m + 3u < p.M, nk));
     }
     let ok = m < p.M;                             // A [K, M]: 4 k-rows of one vec4
     let n = p.M - min(m, p.M);
     let e = k * p.M + m;
-    return array<vec4f, 4>(a_vec(e, ok && k < kend, n, VEC), a_vec(e + p.M, ok && k + 1u < kend, n, VEC),
-                           a_vec(e + 2u * p.M, ok && k + 2u < kend, n, VEC),
-                           a_vec(e + 3u * p.M, ok && k + 3u < kend, n, VEC));
+    return array<vec4f, 4>(a_vec(e, ok && k < kend, n), a_vec(e + p.M, ok && k + 1u < kend, n),
+                           a_vec(e + 2u * p.M, ok && k + 2u < kend, n),
+                           a_vec(e + 3u * p.M, ok && k + 3u < kend, n));
 }
 
 // The same for B's tile at (n0, k0).
@@ -167,16 +167,16 @@ fn load_b(b: u32, n0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
         let ok = k < kend;
         let nk = kend - min(k, kend);
         let e = n * p.K + k;
-        return transposed(b_vec(e, ok && n < p.N, nk, VEC), b_vec(e + p.K, ok && n + 1u < p.N, nk, VEC),
-                          b_vec(e + 2u * p.K, ok && n + 2u < p.N, nk, VEC),
-                          b_vec(e + 3u * p.K, ok && n + 3u < p.N, nk, VEC));
+        return transposed(b_vec(e, ok && n < p.N, nk), b_vec(e + p.K, ok && n + 1u < p.N, nk),
+                          b_vec(e + 2u * p.K, ok && n + 2u < p.N, nk),
+                          b_vec(e + 3u * p.K, ok && n + 3u < p.N, nk));
     }
     let ok = n < p.N;                             // B [K, N]
     let c = p.N - min(n, p.N);
     let e = k * p.N + n;
-    return array<vec4f, 4>(b_vec(e, ok && k < kend, c, VEC), b_vec(e + p.N, ok && k + 1u < kend, c, VEC),
-                           b_vec(e + 2u * p.N, ok && k + 2u < kend, c, VEC),
-                           b_vec(e + 3u * p.N, ok && k + 3u < kend, c, VEC));
+    return array<vec4f, 4>(b_vec(e, ok && k < kend, c), b_vec(e + p.N, ok && k + 1u < kend, c),
+                           b_vec(e + 2u * p.N, ok && k + 2u < kend, c),
+                           b_vec(e + 3u * p.N, ok && k + 3u < kend, c));
 }
 
 // What one thread moves per step: with BPT 2 (NB == NT) A's block lid and B's block lid;
@@ -403,10 +403,10 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         if (k + 3u * G >= kend) {
             break;
         }
-        let x0 = a_vec(k * p.M + col, ok, n, VEC);
-        let x1 = a_vec((k + G) * p.M + col, ok, n, VEC);
-        let x2 = a_vec((k + 2u * G) * p.M + col, ok, n, VEC);
-        let x3 = a_vec((k + 3u * G) * p.M + col, ok, n, VEC);
+        let x0 = a_vec(k * p.M + col, ok, n);
+        let x1 = a_vec((k + G) * p.M + col, ok, n);
+        let x2 = a_vec((k + 2u * G) * p.M + col, ok, n);
+        let x3 = a_vec((k + 3u * G) * p.M + col, ok, n);
         acc = fma(vec4f(B[k >> 2u][k & 3u]), x0, acc);
         let k1 = k + G;
         acc = fma(vec4f(B[k1 >> 2u][k1 & 3u]), x1, acc);
@@ -417,7 +417,7 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         k += 4u * G;
     }
     for (; k < kend; k += G) {
-        acc = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * p.M + col, ok, n, VEC), acc);
+        acc = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * p.M + col, ok, n), acc);
     }
     redv[lid] = acc;
     workgroupBarrier();
