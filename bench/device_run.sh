@@ -7,7 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
+for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
 ldconfig
 if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -18,7 +18,7 @@ cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'er
 build-device/wgml info | tee "$out/info.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$out/info.txt"
 if [ "${2:-}" != "--no-tests" ]; then
-    (cd build-device && ctest --output-on-failure -j 4 >"$out/ctest.log" 2>&1; tail -25 "$out/ctest.log")
+    (cd build-device && timeout "${WGML_TEST_TIMEOUT:-240}" ctest --output-on-failure -j 8 >"$out/ctest.log" 2>&1; tail -25 "$out/ctest.log")
 fi
 args=(); [ -n "$filter" ] && args=(--filter "$filter")
 build-device/wgml bench --json "$out/wgml.jsonl" "${args[@]}" | tee "$out/wgml_bench.md"
