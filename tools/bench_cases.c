@@ -272,5 +272,7 @@ const bench_case bench_cases[] = {
       attn_b, attn_f, su_attn, r_attn, "decode" },
     /* overhead: a chain of 1000 dependent tiny ops, host clock */
     { "add", "1024 x1000 chain", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead" },
+    { "add", "1024 x1000 chain, recording", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-record" },
+    { "add", "1024 x1000 chain, GPU clock", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
 };
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];

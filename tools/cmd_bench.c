@@ -13,8 +13,10 @@
  * reported with the bytes and FLOPs the case declares, as GB/s, TFLOP/s and percent of the
  * peaks: copy bandwidth measured in the same run (a 1 GiB copy_tensor, or the largest the
  * adapter allows) and the f32 FMA rate given by --peak-tflops (default 67, the H200's
- * datasheet f32 rate). The "overhead" group is timed by the host clock instead: a chain of
- * dependent tiny ops from the first call to the end of a sync, which is what a user waits.
+ * datasheet f32 rate). The overhead groups time a chain of 1000 dependent tiny ops per
+ * sample: "overhead" by the host clock from the first call to the end of a sync (what a
+ * user waits), "overhead-record" by the host clock of the calls alone (the CPU cost of
+ * recording), "overhead-gpu" by the GPU clock (the device's cost per dependent dispatch).
  */
 #include "bench.h"
 #include "commands.h"
@@ -119,23 +121,29 @@ static double time_case(bench_state *b, const bench_case *c, int samples, double
     } while (host_now() - w0 < 0.2);
     double *t = malloc(sizeof(double) * (size_t)samples);
     if (!t) return -1;
-    bool host = c->group && !strcmp(c->group, "overhead");
-    int inner = host ? 1000 : 1;   /* overhead: a chain of 1000 dependent calls */
+    /* overhead groups: a chain of 1000 dependent calls, timed three ways */
+    bool host = c->group && !strcmp(c->group, "overhead");                 /* host clock to the end of a sync */
+    bool record = c->group && !strcmp(c->group, "overhead-record");        /* host clock of the calls alone */
+    bool chain = host || record || (c->group && !strcmp(c->group, "overhead-gpu"));   /* GPU clock */
+    int inner = chain ? 1000 : 1;
     for (int s = 0; s < samples; s++) {
         double sec;
         for (;;) {
             double h0 = 0;
-            if (host) {
+            if (host || record) {
                 if (wgml_context_sync(b->ctx) != WGML_OK) { free(t); return -1; }
                 h0 = host_now();
             } else if (wgml_context_timer_begin(b->ctx) != WGML_OK) { free(t); return -1; }
             for (int i = 0; i < inner; i++)
                 if (c->run(b) != WGML_OK) { free(t); return -1; }
-            if (host) {
+            if (record) {
+                sec = host_now() - h0;
+                if (wgml_context_sync(b->ctx) != WGML_OK) { free(t); return -1; }
+            } else if (host) {
                 if (wgml_context_sync(b->ctx) != WGML_OK) { free(t); return -1; }
                 sec = host_now() - h0;
             } else if (wgml_context_timer_end(b->ctx, &sec) != WGML_OK) { free(t); return -1; }
-            if (sec >= min_s || inner >= 4096 || host) break;
+            if (sec >= min_s || inner >= 4096 || chain) break;
             inner = sec > 0 ? (int)(inner * (min_s / sec) * 1.2) + 1 : inner * 8;
             if (inner > 4096) inner = 4096;
         }
