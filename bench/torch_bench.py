@@ -86,6 +86,12 @@ def _():
     return timeit(lambda: torch.mul(a, b, out=c))
 
 
+@case("add", "2^26")
+def _():
+    a, b, c = rnd(N26), rnd(N26), torch.empty(N26, device=dev)
+    return timeit(lambda: torch.add(a, b, out=c))
+
+
 @case("copy_tensor", "2^28")
 def _():
     a, c = rnd(N28), torch.empty(N28, device=dev)

@@ -211,6 +211,7 @@ const bench_case bench_cases[] = {
     { "add", "2^28", { N28 }, { 1 << 22 }, b3, NULL, su_two_in, r_add, "memory" },
     { "mul", "2^28", { N28 }, { 1 << 22 }, b3, NULL, su_two_in, r_mul, "memory" },
     { "copy_tensor", "2^28", { N28 }, { 1 << 22 }, b2, NULL, su_two_in, r_copy, "memory" },
+    { "add", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_add, "memory" },
     { "silu", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_one_in, r_silu, "memory" },
     { "relu", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_one_in, r_relu, "memory" },
     { "silu_backward", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_one_in, r_silu_bw, "memory" },
