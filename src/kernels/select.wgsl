@@ -290,32 +290,61 @@ fn before(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
     return ka > kb || (ka == kb && ia < ib);
 }
 
-fn pow2_at_least(m: u32) -> u32 {
-    if (m <= 1u) { return 1u; }
+fn pow2_at_least(m: u32) -> u32 {   // and at least 8, the group size of `bitonic`
+    if (m <= 8u) { return 8u; }
     return 1u << (32u - countLeadingZeros(m - 1u));
 }
 
-// Bitonic sort of skey/sidx[0..p) into "before" order; p a power of two <= KMAX.
+// Bitonic sort of skey/sidx[0..p) into "before" order; p a power of two, 8 <= p <= KMAX.
+// The network has log2(p) * (log2(p) + 1) / 2 compare-exchange stages (55 for p = 1024). A
+// thread does up to three consecutive stages of one merge in registers: stages of strides
+// 2^h, 2^(h-1), 2^(h-2) only pair elements whose positions differ in bits b..b+2
+// (b = max(h - 2, 0)), so the p positions fall into p / 8 closed groups of 8; a thread loads
+// a group, runs the (up to) three stages on it and stores it back. One barrier per round of
+// three stages instead of one per stage: 22 rounds for p = 1024 (55 stages), 9 for p = 64.
 fn bitonic(p: u32, t: u32) {
-    for (var size = 2u; size <= p; size <<= 1u) {
-        for (var stride = size / 2u; stride > 0u; stride >>= 1u) {
-            for (var c = t; c < p / 2u; c += WGS) {
-                let i = 2u * c - (c & (stride - 1u));
-                let j = i + stride;
-                let ka = skey[i];
-                let ia = sidx[i];
-                let kb = skey[j];
-                let ib = sidx[j];
-                // ascending runs (in "before" order) where bit `size` of i is clear
-                let forward = (i & size) == 0u;
-                if (select(before(ka, ia, kb, ib), before(kb, ib, ka, ia), forward)) {
-                    skey[i] = kb;
-                    sidx[i] = ib;
-                    skey[j] = ka;
-                    sidx[j] = ia;
+    let lp = 31u - countLeadingZeros(p);
+    for (var s = 1u; s <= lp; s++) {
+        let size = 1u << s;
+        var hi = i32(s) - 1;              // log2 of the largest stride of this round
+        while (hi >= 0) {
+            let lo = max(hi - 2, 0);      // log2 of its smallest stride
+            let b = u32(max(hi - 2, 0));  // the group's lowest varying bit; b + 3 <= lp
+            for (var g = t; g < p / 8u; g += WGS) {
+                let base = ((g >> b) << (b + 3u)) | (g & ((1u << b) - 1u));
+                var kk: array<u32, 8>;
+                var ii: array<u32, 8>;
+                for (var j = 0u; j < 8u; j++) {
+                    kk[j] = skey[base + (j << b)];
+                    ii[j] = sidx[base + (j << b)];
+                }
+                for (var c = 3u; c > 0u; c--) {   // stride 2^(b + c - 1), largest first
+                    let m = i32(b + c - 1u);
+                    if (m > hi || m < lo) { continue; }
+                    let d = 1u << (c - 1u);
+                    for (var j = 0u; j < 8u; j++) {
+                        if ((j & d) != 0u) { continue; }
+                        let ka = kk[j];
+                        let ia = ii[j];
+                        let kb = kk[j | d];
+                        let ib = ii[j | d];
+                        // ascending runs (in "before" order) where bit `size` of the position is clear
+                        let forward = ((base + (j << b)) & size) == 0u;
+                        if (select(before(ka, ia, kb, ib), before(kb, ib, ka, ia), forward)) {
+                            kk[j] = kb;
+                            ii[j] = ib;
+                            kk[j | d] = ka;
+                            ii[j | d] = ia;
+                        }
+                    }
+                }
+                for (var j = 0u; j < 8u; j++) {
+                    skey[base + (j << b)] = kk[j];
+                    sidx[base + (j << b)] = ii[j];
                 }
             }
             workgroupBarrier();
+            hi -= 3;
         }
     }
 }
