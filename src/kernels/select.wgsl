@@ -41,16 +41,17 @@ const ITEMS: u32 = 2u;            // vec4 per thread per block in the histogram 
 const BLOCK: u32 = WGH * ITEMS * 4u;   // elements per block: 2048; chunks are multiples
 const NB12: u32 = 2048u;          // bins of passes 1 and 2
 const NB3: u32 = 1024u;           // bins of pass 3
-const KMAX: u32 = 1024u;          // largest k; also the capacity of the sorts
+const KMAX: u32 = 1024u;          // largest k
+const SMAX: u32 = 2048u;          // capacity of the sorts
 
 // scratch layout, in u32 words
 const H1: u32 = 0u;
 const H2: u32 = 2048u;
 const H3: u32 = 4096u;
 const CNT: u32 = 5120u;           // right after H3: cleared with it
-const STATE: u32 = 5124u;         // d1, r1, prefix22, r2
-const CAND: u32 = 5128u;          // KMAX (key, index) pairs
-const SLICES: u32 = 7176u;        // G * NB3
+const STATE: u32 = 5124u;         // d1, r1, prefix22, r2, fast (8 words)
+const CAND: u32 = 5132u;          // SMAX (key, index) pairs
+const SLICES: u32 = 9228u;        // G * NB3
 
 override PASS: u32 = 1u;
 override WGS: u32 = 256u;         // threads of the sorting workgroup
@@ -73,10 +74,11 @@ struct Params {
 
 var<workgroup> wh: array<atomic<u32>, NB12>;
 var<workgroup> scan: array<u32, WGH>;
-var<workgroup> picked: vec2<u32>;
+var<workgroup> picked: vec3<u32>;
+var<workgroup> mode: u32;
 var<workgroup> flag: atomic<u32>;
-var<workgroup> skey: array<u32, KMAX>;
-var<workgroup> sidx: array<u32, KMAX>;
+var<workgroup> skey: array<u32, SMAX>;
+var<workgroup> sidx: array<u32, SMAX>;
 
 fn key_of(bits: u32) -> u32 {
     var b = bits;
@@ -98,8 +100,9 @@ fn suffix_scan(t: u32) {
 
 // Over the nb-bin histogram at scratch[base..), finds the bin d holding the r-th largest of
 // the counted keys (1 <= r <= their count) and how many of bin d's keys are needed:
-// r - (count in the bins above d). Called by the whole workgroup; every thread gets it.
-fn find_digit(base: u32, nb: u32, r: u32, t: u32) -> vec2<u32> {
+// r - (count in the bins above d), and bin d's count. Called by the whole workgroup; every
+// thread gets it.
+fn find_digit(base: u32, nb: u32, r: u32, t: u32) -> vec3<u32> {
     let per = nb / WGH;
     var bins: array<u32, 8>;
     var s = 0u;
@@ -116,7 +119,7 @@ fn find_digit(base: u32, nb: u32, r: u32, t: u32) -> vec2<u32> {
         for (var b = per; b > 0u; b--) {
             let c = bins[b - 1u];
             if (acc + c >= r) {
-                picked = vec2<u32>(t * per + b - 1u, r - acc);
+                picked = vec3<u32>(t * per + b - 1u, r - acc, c);
                 break;
             }
             acc += c;
@@ -159,9 +162,13 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         let r1 = atomicLoad(&scratch[STATE + 1u]);
         let d = find_digit(H2, NB12, r1, t);
         prefix = (d1 << 11u) | d.x;
+        // fast: the elements above the 22-bit bucket (k - d.y of them) and the whole bucket
+        // (d.z) fit the final sort, which then picks the top k itself
+        let fast = params.k - d.y + d.z <= SMAX;
         if (w == 0u && t == 0u) {
             atomicStore(&scratch[STATE + 2u], prefix);
             atomicStore(&scratch[STATE + 3u], d.y);
+            atomicStore(&scratch[STATE + 4u], select(0u, 1u, fast));
         }
         match_shift = 10u;
         digit_shift = 0u;
@@ -172,6 +179,7 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
             atomicStore(&scratch[H1 + i], 0u);
         }
+        if (fast) { return; }   // no third histogram: H3 and the slices stay unused
     }
     for (var b = t; b < nb; b += WGH) { atomicStore(&wh[b], 0u); }
     workgroupBarrier();
@@ -217,6 +225,29 @@ fn collect(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid:
     let w = wid.x;
     let prefix22 = atomicLoad(&scratch[STATE + 2u]);
     let r2 = atomicLoad(&scratch[STATE + 3u]);
+    if (t == 0u) { mode = atomicLoad(&scratch[STATE + 4u]); }
+    let fast = workgroupUniformLoad(&mode) != 0u;
+    // the second histogram is no longer needed: leave it zero for the next call
+    for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
+        atomicStore(&scratch[H2 + i], 0u);
+    }
+    let range = chunk_range(w);
+    if (fast) {
+        // every element at or above the 22-bit bucket is a candidate; the sort picks the k
+        for (var v = range.x / 4u + t; 4u * v < range.y; v += WGH) {
+            let q = input[v];
+            let valid = min(4u, range.y - 4u * v);
+            for (var l = 0u; l < valid; l++) {
+                let key = key_of(q[l]);
+                if ((key >> 10u) >= prefix22) {
+                    let pos = atomicAdd(&scratch[CNT], 1u);
+                    atomicStore(&scratch[CAND + 2u * pos], key);
+                    atomicStore(&scratch[CAND + 2u * pos + 1u], 4u * v + l);
+                }
+            }
+        }
+        return;
+    }
     let d = find_digit(H3, NB3, r2, t);
     let T = (prefix22 << 10u) | d.x;        // the k-th largest key
     let r = d.y;                            // how many elements equal to T are taken
@@ -230,12 +261,6 @@ fn collect(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid:
     suffix_scan(t);
     var ties_before = workgroupUniformLoad(&scan[0]);
 
-    // the second histogram is no longer needed: leave it zero for the next call
-    for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
-        atomicStore(&scratch[H2 + i], 0u);
-    }
-
-    let range = chunk_range(w);
     for (var base = range.x; base < range.y; base += WGH * 4u) {
         let v = base / 4u + t;
         var q = vec4<u32>(0u);
@@ -372,9 +397,15 @@ fn sort_input(@builtin(local_invocation_id) lid: vec3u) {
 fn sort_candidates(@builtin(local_invocation_id) lid: vec3u) {
     let t = lid.x;
     let k = params.k;
-    let p = pow2_at_least(k);
+    // candidates: k, or in the fast mode all CNT elements at or above the 22-bit bucket
+    if (t == 0u) {
+        let fast = atomicLoad(&cand_scratch[STATE + 4u]) != 0u;
+        mode = select(k, atomicLoad(&cand_scratch[CNT]), fast);
+    }
+    let count = workgroupUniformLoad(&mode);
+    let p = pow2_at_least(count);
     for (var i = t; i < p; i += WGS) {
-        if (i < k) {
+        if (i < count) {
             skey[i] = atomicLoad(&cand_scratch[CAND + 2u * i]);
             sidx[i] = atomicLoad(&cand_scratch[CAND + 2u * i + 1u]);
         } else {

@@ -5,7 +5,7 @@
 #define SMALL_MAX 1024     /* rows up to this length are sorted whole by one workgroup */
 #define BLOCK 2048         /* elements per block of the histogram passes */
 #define GMAX 256           /* most workgroups per pass: longer rows get longer chunks */
-#define SLICES 7176u       /* scratch words before the per-workgroup slices (select.wgsl) */
+#define SLICES 9228u       /* scratch words before the per-workgroup slices (select.wgsl) */
 #define NB3 1024u
 #define WGS 256            /* threads of the sorting workgroup */
 
