@@ -125,18 +125,22 @@ static void test_large_rows(void)
    Rows built to land on each side of that bound: `above` distinct values over the threshold,
    then `bucket` elements in the threshold's bucket, either all equal (ties, taken by lowest
    index) or differing only in their low 10 key bits, scattered over the whole row; the rest
-   negative. */
-static void run_bucket_case(size_t n, uint32_t k, uint32_t above, uint32_t bucket, bool equal)
+   negative (the 11-bit bucket of 1.125 holds only those: a one-pass finish) or, with
+   `close`, in [1, 1.1), the same 11-bit bucket as 1.125 but lower 22-bit ones (a two-pass
+   finish). The finish is checked on both sides of the bound at both depths. */
+static void run_bucket_case(size_t n, uint32_t k, uint32_t above, uint32_t bucket, bool equal, bool close)
 {
     float *x = th_random(n, -10, -1);
+    if (close)
+        for (size_t i = 0; i < n; i++) x[i] = 1.0f + (x[i] + 10.0f) / 90.0f;   /* [1, 1.1) */
     uint32_t stride = (uint32_t)(n / (above + bucket));
     for (uint32_t j = 0; j < above + bucket; j++) {
         size_t i = (size_t)j * stride + (size_t)(j * 2654435761u) % stride;   /* one per window */
-        x[i] = j < above ? 100.0f + (float)j : equal ? 1.0f : bits_float(0x3F800000u + th_rand_u32() % 1024);
+        x[i] = j < above ? 100.0f + (float)j : equal ? 1.125f : bits_float(0x3F900000u + th_rand_u32() % 1024);
     }
     char what[128];
-    snprintf(what, sizeof what, "top_k bucket n=%zu k=%u above=%u bucket=%u %s", n, k, above, bucket,
-             equal ? "equal" : "low-bits");
+    snprintf(what, sizeof what, "top_k bucket n=%zu k=%u above=%u bucket=%u %s%s", n, k, above, bucket,
+             equal ? "equal" : "low-bits", close ? " close" : "");
     run_row(x, n, k, what);
 }
 
@@ -144,18 +148,20 @@ static void test_fast_and_slow_finish(void)
 {
     const size_t n = 262144;
     /* above + bucket = 2048 fits the sort; 2049 does not */
-    run_bucket_case(n, 1024, 600, 1448, true);
-    run_bucket_case(n, 1024, 600, 1449, true);
-    run_bucket_case(n, 1024, 600, 1448, false);
-    run_bucket_case(n, 1024, 600, 1449, false);
-    run_bucket_case(n, 1024, 1023, 1025, true);
-    run_bucket_case(n, 1024, 1023, 1026, true);
-    run_bucket_case(n, 1024, 0, 2048, false);
-    run_bucket_case(n, 1024, 0, 2049, false);
-    run_bucket_case(n, 50, 49, 1999, true);
-    run_bucket_case(n, 50, 10, 5000, true);
-    run_bucket_case(100003, 1, 0, 3000, true);
-    run_bucket_case(5000, 700, 300, 1748, false);
+    for (int close = 0; close < 2; close++) {
+        run_bucket_case(n, 1024, 600, 1448, true, close);
+        run_bucket_case(n, 1024, 600, 1449, true, close);
+        run_bucket_case(n, 1024, 600, 1448, false, close);
+        run_bucket_case(n, 1024, 600, 1449, false, close);
+        run_bucket_case(n, 1024, 1023, 1025, true, close);
+        run_bucket_case(n, 1024, 1023, 1026, true, close);
+        run_bucket_case(n, 1024, 0, 2048, false, close);
+        run_bucket_case(n, 1024, 0, 2049, false, close);
+        run_bucket_case(n, 50, 49, 1999, true, close);
+        run_bucket_case(n, 50, 10, 5000, true, close);
+        run_bucket_case(100003, 1, 0, 3000, true, close);
+        run_bucket_case(5000, 700, 300, 1748, false, close);
+    }
 }
 
 /* k = n: the whole row sorted, up to the largest k. */

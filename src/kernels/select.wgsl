@@ -49,7 +49,7 @@ const H1: u32 = 0u;
 const H2: u32 = 2048u;
 const H3: u32 = 4096u;
 const CNT: u32 = 5120u;           // right after H3: cleared with it
-const STATE: u32 = 5124u;         // d1, r1, prefix22, r2, fast (8 words)
+const STATE: u32 = 5124u;         // d1, r1, prefix22, r2, fast22, fast11 (8 words)
 const CAND: u32 = 5132u;          // SMAX (key, index) pairs
 const SLICES: u32 = 9228u;        // G * NB3
 
@@ -133,6 +133,24 @@ fn chunk_range(w: u32) -> vec2<u32> {   // [begin, end) elements of workgroup w
     return vec2<u32>(begin, min(begin + params.chunk, params.n));
 }
 
+// Appends every element of workgroup w's chunk whose key has (key >> shift) >= prefix to the
+// candidate list (the fast finishes; the sort orders them and keeps k).
+fn gather(w: u32, t: u32, shift: u32, prefix: u32) {
+    let range = chunk_range(w);
+    for (var v = range.x / 4u + t; 4u * v < range.y; v += WGH) {
+        let q = input[v];
+        let valid = min(4u, range.y - 4u * v);
+        for (var l = 0u; l < valid; l++) {
+            let key = key_of(q[l]);
+            if ((key >> shift) >= prefix) {
+                let pos = atomicAdd(&scratch[CNT], 1u);
+                atomicStore(&scratch[CAND + 2u * pos], key);
+                atomicStore(&scratch[CAND + 2u * pos + 1u], 4u * v + l);
+            }
+        }
+    }
+}
+
 // ---- histogram passes ------------------------------------------------------------------------
 
 @compute @workgroup_size(WGH)
@@ -148,9 +166,17 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
     var hbase = H1;
     if (PASS == 2u) {
         let d = find_digit(H1, NB12, params.k, t);
+        // fast after one pass: the elements above the 11-bit bucket of the k-th largest key
+        // (k - d.y of them) and the whole bucket (d.z) fit the final sort
+        let fast11 = params.k - d.y + d.z <= SMAX;
         if (w == 0u && t == 0u) {
             atomicStore(&scratch[STATE], d.x);
             atomicStore(&scratch[STATE + 1u], d.y);
+            atomicStore(&scratch[STATE + 5u], select(0u, 1u, fast11));
+        }
+        if (fast11) {
+            gather(w, t, 21u, d.x);
+            return;   // no second histogram: H2 stays zero
         }
         prefix = d.x;
         match_shift = 21u;
@@ -158,6 +184,12 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         hbase = H2;
     }
     if (PASS == 3u) {
+        // the first histogram is no longer needed: leave it zero for the next call
+        for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
+            atomicStore(&scratch[H1 + i], 0u);
+        }
+        if (t == 0u) { mode = atomicLoad(&scratch[STATE + 5u]); }
+        if (workgroupUniformLoad(&mode) != 0u) { return; }   // finished after one pass
         let d1 = atomicLoad(&scratch[STATE]);
         let r1 = atomicLoad(&scratch[STATE + 1u]);
         let d = find_digit(H2, NB12, r1, t);
@@ -175,10 +207,6 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         digit_mask = 0x3FFu;
         nb = NB3;
         hbase = H3;
-        // the first histogram is no longer needed: leave it zero for the next call
-        for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
-            atomicStore(&scratch[H1 + i], 0u);
-        }
         if (fast) { return; }   // no third histogram: H3 and the slices stay unused
     }
     for (var b = t; b < nb; b += WGH) { atomicStore(&wh[b], 0u); }
@@ -225,29 +253,22 @@ fn collect(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid:
     let w = wid.x;
     let prefix22 = atomicLoad(&scratch[STATE + 2u]);
     let r2 = atomicLoad(&scratch[STATE + 3u]);
-    if (t == 0u) { mode = atomicLoad(&scratch[STATE + 4u]); }
-    let fast = workgroupUniformLoad(&mode) != 0u;
+    // 2: finished after one pass (the candidates are written), 1: after two, 0: ties to rank
+    if (t == 0u) {
+        mode = select(atomicLoad(&scratch[STATE + 4u]), 2u, atomicLoad(&scratch[STATE + 5u]) != 0u);
+    }
+    let m = workgroupUniformLoad(&mode);
     // the second histogram is no longer needed: leave it zero for the next call
     for (var i = w * WGH + t; i < NB12; i += params.groups * WGH) {
         atomicStore(&scratch[H2 + i], 0u);
     }
-    let range = chunk_range(w);
-    if (fast) {
+    if (m == 2u) { return; }
+    if (m == 1u) {
         // every element at or above the 22-bit bucket is a candidate; the sort picks the k
-        for (var v = range.x / 4u + t; 4u * v < range.y; v += WGH) {
-            let q = input[v];
-            let valid = min(4u, range.y - 4u * v);
-            for (var l = 0u; l < valid; l++) {
-                let key = key_of(q[l]);
-                if ((key >> 10u) >= prefix22) {
-                    let pos = atomicAdd(&scratch[CNT], 1u);
-                    atomicStore(&scratch[CAND + 2u * pos], key);
-                    atomicStore(&scratch[CAND + 2u * pos + 1u], 4u * v + l);
-                }
-            }
-        }
+        gather(w, t, 10u, prefix22);
         return;
     }
+    let range = chunk_range(w);
     let d = find_digit(H3, NB3, r2, t);
     let T = (prefix22 << 10u) | d.x;        // the k-th largest key
     let r = d.y;                            // how many elements equal to T are taken
@@ -397,9 +418,10 @@ fn sort_input(@builtin(local_invocation_id) lid: vec3u) {
 fn sort_candidates(@builtin(local_invocation_id) lid: vec3u) {
     let t = lid.x;
     let k = params.k;
-    // candidates: k, or in the fast mode all CNT elements at or above the 22-bit bucket
+    // candidates: k, or after a fast finish all CNT elements at or above the threshold bucket
+    // (the 22-bit flag is stale when the 11-bit one is set, which then decides anyway)
     if (t == 0u) {
-        let fast = atomicLoad(&cand_scratch[STATE + 4u]) != 0u;
+        let fast = atomicLoad(&cand_scratch[STATE + 4u]) != 0u || atomicLoad(&cand_scratch[STATE + 5u]) != 0u;
         mode = select(k, atomicLoad(&cand_scratch[CNT]), fast);
     }
     let count = workgroupUniformLoad(&mode);
