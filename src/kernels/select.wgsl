@@ -11,21 +11,38 @@
 // workgroup memory, bitonic-sorts them and writes the first k indices. One dispatch.
 //
 // Larger rows: an exact radix select in five dispatches, none of them single-threaded over
-// the data, every one spread over G workgroups that each own a contiguous chunk of the row:
+// the data, every one spread over G workgroups that each own a contiguous chunk of the row.
+// It stops refining as soon as the threshold's bucket is small: once the bucket b holding the
+// k-th largest key is known, the elements above b (exactly k - r of them, r = how many of b
+// are needed) plus all of b's elements are a superset of the answer; when they number at
+// most SMAX = 2048 they all go to the candidate list and the final sort picks the k (the sort
+// orders by the total order, so this is exact and deterministic however the list was filled).
 //   hist PASS 1  histogram of key bits [21, 32) (2048 bins) of every element
 //   hist PASS 2  find the bin d1 holding the k-th largest key (every workgroup scans the
-//                2048 bins itself: no extra dispatch), then histogram bits [10, 21) of the
-//                elements whose top bits are d1
-//   hist PASS 3  likewise: bin d2, then bits [0, 10) (1024 bins) of the elements whose top 22
-//                bits match; besides the global histogram each workgroup writes its own
-//                1024-bin slice, the per-chunk count of every possible final key
-//   collect      every workgroup finds the k-th largest key T exactly and r, how many of the
-//                elements equal to T belong to the top k (the k - r elements above T all do);
-//                it writes its elements above T to the candidate list at positions from a
-//                global counter, and its elements equal to T at positions given by their rank
-//                among all ties in index order (the ties in earlier chunks come from the
-//                slices), keeping only ranks below r: the lowest-index ties
-//   sort_candidates  one workgroup bitonic-sorts the k candidates and writes their indices
+//                2048 bins itself: no extra dispatch). One-pass finish when the elements
+//                from bin d1 up fit SMAX (typical of real-valued rows: an 11-bit bucket is a
+//                quarter of an octave): write them all to the candidate list and stop.
+//                Otherwise histogram bits [10, 21) of the elements whose top bits are d1
+//   hist PASS 3  clear the first histogram; unless finished, find bin d2; two-pass finish
+//                when the elements from the 22-bit bucket up fit SMAX (only the flag is
+//                set here; collect writes them). Otherwise (heavy ties) histogram bits
+//                [0, 10) (1024 bins) of the elements whose top 22 bits match; besides the
+//                global histogram each workgroup writes its own 1024-bin slice, the
+//                per-chunk count of every possible final key
+//   collect      two-pass finish: write every element of the 22-bit bucket and above.
+//                Otherwise every workgroup finds the k-th largest key T exactly and r, how
+//                many of the elements equal to T belong to the top k (the k - r elements
+//                above T all do); it writes its elements above T to the candidate list at
+//                positions from a global counter, and its elements equal to T at positions
+//                given by their rank among all ties in index order (the ties in earlier
+//                chunks come from the slices), keeping only ranks below r: the lowest-index
+//                ties
+//   sort_candidates  one workgroup bitonic-sorts the candidates (k, or the counter's count
+//                after a fast finish) and writes the first k indices; three network stages
+//                per barrier in registers (see `bitonic`)
+// The dispatch count is fixed when the work is recorded (no read-back), so a finished call
+// still issues the later dispatches; they only clear scratch and return. What a fast finish
+// saves is their passes over the row, the ranking of the ties and the slices.
 // Workgroup histograms take the atomics (a thread merges runs of equal digits before it adds
 // them, so even a row of equal values costs few atomics), then add their nonzero bins to the
 // global histogram. Each pass reads the row once (after the first, from L2).
@@ -34,6 +51,8 @@
 // counter must be zero when a call starts; each dispatch clears what the previous ones no
 // longer need (PASS 3 the first histogram, collect the second, sort_candidates the third and
 // the counter), so they are zero again when the call ends and no clearing dispatch is needed.
+// The finish flags (STATE + 5 after one pass, STATE + 4 after two) are rewritten every call;
+// STATE + 4 is stale when STATE + 5 is set, so readers test STATE + 5 first.
 // The host drops the buffer (a new one starts zeroed) if a call fails midway.
 
 const WGH: u32 = 256u;            // threads of the histogram and collect workgroups

@@ -1,7 +1,7 @@
 /* Top-k selection. Kernels and the algorithm: src/kernels/select.wgsl. */
 #include "internal.h"
 
-#define KMAX 1024          /* largest k: the capacity of the final sort */
+#define KMAX 1024          /* largest k (the final sort holds up to 2048 candidates) */
 #define SMALL_MAX 1024     /* rows up to this length are sorted whole by one workgroup */
 #define BLOCK 2048         /* elements per block of the histogram passes */
 #define GMAX 256           /* most workgroups per pass: longer rows get longer chunks */
