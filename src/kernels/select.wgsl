@@ -97,8 +97,9 @@ var<workgroup> scan: array<u32, WGH>;
 var<workgroup> picked: vec3<u32>;
 var<workgroup> mode: u32;
 var<workgroup> flag: atomic<u32>;
-var<workgroup> skey: array<u32, SMAX>;
-var<workgroup> sidx: array<u32, SMAX>;
+// sort slots, one padding word after every 32 (see `slot`)
+var<workgroup> skey: array<u32, SMAX + SMAX / 32u>;
+var<workgroup> sidx: array<u32, SMAX + SMAX / 32u>;
 
 fn key_of(bits: u32) -> u32 {
     var b = bits;
@@ -361,7 +362,13 @@ fn pow2_at_least(m: u32) -> u32 {   // and at least 8, the group size of `bitoni
     return 1u << (32u - countLeadingZeros(m - 1u));
 }
 
-// Bitonic sort of skey/sidx[0..p) into "before" order; p a power of two, 8 <= p <= KMAX.
+// Where sort position i lives in skey/sidx: one padding word after every 32, so the groups of
+// 8 consecutive positions that the lanes of a subgroup load in the low-stride rounds (lane g at
+// 8g + j) spread over all 32 banks instead of 4.
+fn slot(i: u32) -> u32 { return i + (i >> 5u); }
+
+// Bitonic sort of positions [0, p) of skey/sidx into "before" order; p a power of two,
+// 8 <= p <= SMAX.
 // The network has log2(p) * (log2(p) + 1) / 2 compare-exchange stages (55 for p = 1024). A
 // thread does up to three consecutive stages of one merge in registers: stages of strides
 // 2^h, 2^(h-1), 2^(h-2) only pair elements whose positions differ in bits b..b+2
@@ -381,8 +388,8 @@ fn bitonic(p: u32, t: u32) {
                 var kk: array<u32, 8>;
                 var ii: array<u32, 8>;
                 for (var j = 0u; j < 8u; j++) {
-                    kk[j] = skey[base + (j << b)];
-                    ii[j] = sidx[base + (j << b)];
+                    kk[j] = skey[slot(base + (j << b))];
+                    ii[j] = sidx[slot(base + (j << b))];
                 }
                 for (var c = 3u; c > 0u; c--) {   // stride 2^(b + c - 1), largest first
                     let m = i32(b + c - 1u);
@@ -405,8 +412,8 @@ fn bitonic(p: u32, t: u32) {
                     }
                 }
                 for (var j = 0u; j < 8u; j++) {
-                    skey[base + (j << b)] = kk[j];
-                    sidx[base + (j << b)] = ii[j];
+                    skey[slot(base + (j << b))] = kk[j];
+                    sidx[slot(base + (j << b))] = ii[j];
                 }
             }
             workgroupBarrier();
@@ -422,16 +429,16 @@ fn sort_input(@builtin(local_invocation_id) lid: vec3u) {
     let p = pow2_at_least(n);
     for (var i = t; i < p; i += WGS) {
         if (i < n) {
-            skey[i] = key_of(input[i / 4u][i % 4u]);
-            sidx[i] = i;
+            skey[slot(i)] = key_of(input[i / 4u][i % 4u]);
+            sidx[slot(i)] = i;
         } else {
-            skey[i] = 0u;
-            sidx[i] = 0xFFFFFFFFu;
+            skey[slot(i)] = 0u;
+            sidx[slot(i)] = 0xFFFFFFFFu;
         }
     }
     workgroupBarrier();
     bitonic(p, t);
-    for (var i = t; i < params.k; i += WGS) { small_out[i] = sidx[i]; }
+    for (var i = t; i < params.k; i += WGS) { small_out[i] = sidx[slot(i)]; }
 }
 
 @compute @workgroup_size(WGS)
@@ -448,16 +455,16 @@ fn sort_candidates(@builtin(local_invocation_id) lid: vec3u) {
     let p = pow2_at_least(count);
     for (var i = t; i < p; i += WGS) {
         if (i < count) {
-            skey[i] = atomicLoad(&cand_scratch[CAND + 2u * i]);
-            sidx[i] = atomicLoad(&cand_scratch[CAND + 2u * i + 1u]);
+            skey[slot(i)] = atomicLoad(&cand_scratch[CAND + 2u * i]);
+            sidx[slot(i)] = atomicLoad(&cand_scratch[CAND + 2u * i + 1u]);
         } else {
-            skey[i] = 0u;
-            sidx[i] = 0xFFFFFFFFu;
+            skey[slot(i)] = 0u;
+            sidx[slot(i)] = 0xFFFFFFFFu;
         }
     }
     // the third histogram and the counter are no longer needed: zero for the next call
     for (var i = t; i <= NB3; i += WGS) { atomicStore(&cand_scratch[H3 + i], 0u); }
     workgroupBarrier();
     bitonic(p, t);
-    for (var i = t; i < k; i += WGS) { cand_out[i] = sidx[i]; }
+    for (var i = t; i < k; i += WGS) { cand_out[i] = sidx[slot(i)]; }
 }
