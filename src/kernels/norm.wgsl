@@ -27,8 +27,9 @@
 //     read and one write. NV is an override so the unit loops unroll into registers.
 //   - Long path (NV = 0, longer rows): a strided loop reads the row twice (the second read
 //     mostly hits L2; 16 KB to 1 MB per row).
-//   - Reductions are trees in workgroup memory over each segment (log2(tpr) barriers), in a
-//     fixed order, so results are deterministic and need no subgroup support.
+//   - Reductions are radix-16 folds in workgroup memory over each segment (one barrier for
+//     segments of up to 16 threads, two for up to 256; a binary tree needed log2(tpr) + 2),
+//     in a fixed order, so results are deterministic and need no subgroup support.
 //   - The weight gradient is a column sum over all rows. bwd_dw gives each workgroup a fixed
 //     block of `grows` consecutive row blocks (at most ~1024 workgroups in all, decided by the
 //     shape alone): each thread accumulates its columns in registers over those rows, the
@@ -76,7 +77,10 @@ const NVMAX: u32 = 8u;
 @group(0) @binding(1) var<storage, read> part_in: array<vec4f>;
 @group(0) @binding(2) var<storage, read_write> gw: array<vec4f>;
 
+const RAD: u32 = 16u;            // seg_sum radix; WG <= RAD * RAD (the host uses 256)
+
 var<workgroup> red: array<vec2f, WG>;
+var<workgroup> red2: array<vec2f, WG / RAD>;
 var<workgroup> accs: array<vec4f, WG * 4u>;
 
 // ---- units ------------------------------------------------------------------------------
@@ -135,17 +139,40 @@ fn st_gin(r: u32, j: u32, v: vec4f) {
 
 // Sum of v over the segment of p.tpr threads that lid belongs to, returned to all of them.
 // Must be reached by the whole workgroup (uniform control flow).
+//
+// Radix-RAD in workgroup memory rather than a binary tree: a binary tree over 256 threads
+// is 8 dependent steps of load, add, store and barrier per row, during which the
+// workgroup has no loads in flight. Here segments of up to RAD threads take one barrier
+// and every thread adds the RAD slots of its segment itself; longer segments take two:
+// thread j < tpr / RAD of a segment adds the RAD slots j*RAD .. j*RAD+RAD-1 into red2,
+// then every thread adds its segment's (at most RAD) red2 slots. The order of the adds
+// depends only on tpr, so every thread of a row gets the same bits, run after run.
 fn seg_sum(lid: u32, v: vec2f) -> vec2f {
     red[lid] = v;
     workgroupBarrier();
     let j = lid & (p.tpr - 1u);
-    for (var s = p.tpr >> 1u; s > 0u; s >>= 1u) {
-        if (j < s) { red[lid] = red[lid] + red[lid + s]; }
+    let base = lid - j;
+    if (p.tpr <= RAD) {
+        var t = red[base];
+        for (var i = 1u; i < p.tpr; i++) { t += red[base + i]; }
+        // The next call writes red: wait until every thread has read it.
         workgroupBarrier();
+        return t;
     }
-    let total = red[lid - j];
+    let n2 = p.tpr / RAD;   // <= RAD while WG <= RAD * RAD
+    if (j < n2) {
+        let b = base + j * RAD;
+        var t = red[b];
+        for (var i = 1u; i < RAD; i++) { t += red[b + i]; }
+        red2[base / RAD + j] = t;
+    }
     workgroupBarrier();
-    return total;
+    // No barrier after: the next call writes red (everyone is past reading it) and only
+    // writes red2 after its own first barrier (everyone is past reading red2 by then).
+    let b2 = base / RAD;
+    var t = red2[b2];
+    for (var i = 1u; i < n2; i++) { t += red2[b2 + i]; }
+    return t;
 }
 
 fn group_index(wid: vec3u, nwg: vec3u) -> u32 {
