@@ -17,10 +17,12 @@
 // Why it is shaped so (memory-bound: the goal is one read of the inputs and one write of
 // the outputs at full bandwidth):
 //   - A row belongs to one segment of `tpr` threads (a power of two, chosen by the host so
-//     that each thread holds about four units). A workgroup of WG threads holds WG/tpr
-//     segments, so short rows pack several to a workgroup (64 rows of 64 elements, 256 rows
-//     of 1) and rows of more than 512 units get a whole workgroup (4096 f32: 256 threads x
-//     4 vec4). Thread j of a segment takes units j, j+tpr, ...: consecutive threads read
+//     that each thread holds about `upt` units: 8 on the forward pass, so 4096 f32 are 128
+//     threads x 8 vec4 and a workgroup holds two such rows; 4 on the backward pass, whose
+//     weight-gradient sums need it). A workgroup of WG threads holds WG/tpr segments, so
+//     short rows pack several to a workgroup and rows of more than upt * WG / 2 units get
+//     a whole workgroup. More units per thread means more independent 16-byte loads in
+//     flight per thread and one row reduction per more bytes. Thread j of a segment takes units j, j+tpr, ...: consecutive threads read
 //     consecutive 16-byte units, so every warp access is coalesced.
 //   - Cached path (NV = 1..8 units per thread, rows up to 8 * WG units): the row is loaded
 //     once into registers, reduced, then scaled from the registers, so DRAM sees exactly one

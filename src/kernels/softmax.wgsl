@@ -18,14 +18,15 @@
 // to ~1e30 are stable. +inf and NaN entries give unspecified results.
 //
 // Why it is shaped so (memory-bound: one read and one write at full bandwidth):
-//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: about four
-//     units per thread, several short rows per workgroup, a whole workgroup for rows of
-//     more than 512 units; thread j of a segment takes units j, j+tpr, ..., so every warp
-//     access is a coalesced run of 16-byte loads.
+//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: about `upt`
+//     units per thread (8 by default: 4096 f32 are 128 threads x 8 vec4, two rows per
+//     workgroup; the host can plan 4), several short rows per workgroup, a whole
+//     workgroup for rows of more than upt * WG / 2 units; thread j of a segment takes
+//     units j, j+tpr, ..., so every warp access is a coalesced run of 16-byte loads.
 //   - Register path (NV = 1..8 units per thread, rows up to 8 * WG units): each thread
 //     keeps its units, finds its local max m, replaces them by e = exp(x - m) and sums them;
-//     one radix-16 fold in workgroup memory (two barriers) combines the (max, sum)
-//     pairs of the segment; the output
+//     one radix-16 fold in workgroup memory (two barriers) combines the (max, sum) pairs
+//     of the segment; the output
 //     is e * exp(m - max) / sum. One exp per element, one read, one write.
 //   - Long path (NV = 0): an online (max, sum) pass over the row (the sum is rescaled only
 //     when the running max grows), the same fold, then a second pass writes exp(x - max) /
