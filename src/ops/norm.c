@@ -101,8 +101,8 @@ static wgml_status check_weight(wgml_engine *e, const char *fn, const char *t_na
 
 /* Records the forward pass once everything is validated. res may be NULL (plain RMSNorm);
    sum may be NULL, distinct from x and res, or the same tensor as x or res. */
-static wgml_status record_forward(wgml_engine *e, uint32_t upt, const wgml_tensor *x, const wgml_tensor *res, const wgml_tensor *weight,
-                                  wgml_tensor *out, wgml_tensor *sum, float eps)
+static wgml_status record_forward(wgml_engine *e, uint32_t upt, const wgml_tensor *x, const wgml_tensor *res,
+                                  const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum, float eps)
 {
     size_t d = x->shape[x->ndim - 1];
     uint32_t rows = (uint32_t)(wgml_tensor_numel(x) / d);
