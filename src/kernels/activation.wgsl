@@ -50,7 +50,7 @@ override NIN: u32 = 1u;    // how many of p, q, r the op reads
 override SRC_P: u32 = 2u;
 override SRC_Q: u32 = 2u;
 override SRC_R: u32 = 2u;
-override WG: u32 = 64u;
+override WG: u32 = 256u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> o0: array<vec4f>;

@@ -2,41 +2,53 @@
 //
 // table [V, D] f32, ids u32 [N], out / grad_out [N, D] f32, all row-major.
 //
-// lookup4 / lookup1: out[i, :] = table[ids[i], :], or zeros when ids[i] >= V. One thread
-// per vec4 of out (lookup4, when D % 4 == 0) or per element: the reads of a table row and
-// the writes of an out row are contiguous, so both coalesce; ids[i] is read by the D/4
-// threads of row i from cache.
+// lookup4 / lookup1: out[i, :] = table[ids[i], :], or zeros when ids[i] >= V. A workgroup
+// copies one chunk of WG * U columns (vec4 in lookup4, when D % 4 == 0; floats in lookup1)
+// of one row i: the row and chunk come from the workgroup index with one division per
+// workgroup (none per element), ids[i] is one uniform load shared by the workgroup, and
+// each thread issues its U independent 16-byte loads (stride WG, so every load of the
+// workgroup is coalesced) before its U stores, keeping several loads in flight per thread
+// behind the one dependent id load. Many rows per dispatch: N * ceil(D / (WG * U))
+// workgroups (2-D grid when that exceeds one dimension).
 //
-// backward: grad_table[v, :] = sum over i in increasing order of grad_out[i, :] with
-// ids[i] == v, written (not accumulated); rows no id names are written as zeros.
-// Deterministic without sorting and without float atomics: one workgroup per (block of R
-// vocabulary rows, chunk of WG columns). Its WG threads own one column each and keep R
-// accumulators (one per row of the block) in workgroup memory. The workgroup scans all N
-// ids in tiles of TILE: each thread tests TILE / WG ids against the block and sets a bit
-// in a TILE-bit mask for every hit (atomicOr on u32 words: the mask is the same whatever
-// the order); after a barrier every thread walks the set bits in increasing position and
-// adds grad_out[i, its column] to the accumulator of row ids[i]. Each sum therefore runs
-// over i in increasing order, in one thread: bitwise the same every run, and equal to a
-// sequential f32 sum on the CPU.
-// Cost: every workgroup reads all N ids (from L2: ceil(V/R) * ceil(D/WG) * N * 4 bytes),
-// each grad_out element is read once, and grad_table is written once (V * D * 4 bytes,
-// which any method must write). With R * WG = 4032 accumulators (16 KB) the id traffic
-// is about V * D * N / 1024 bytes: ~0.5 GB for V = 49152, D = 576, N = 16384, far less
-// for smaller N. Past a few hundred thousand ids a stable sort of the ids (then one
-// segment per row) would be the better plan.
+// Backward: grad_table[v, :] = sum over i in increasing order of grad_out[i, :] with
+// ids[i] == v, written (not accumulated); rows no id names (and ids >= V) give zeros.
+// Deterministic without float atomics, in two dispatches through a scratch buffer of
+// V + N u32 (`sorted`):
+//   sort_ids   one workgroup: a stable counting sort of the in-range ids. Histogram of the
+//              ids (integer atomics: counts do not depend on order), exclusive prefix sum
+//              over V (each thread a contiguous run of ceil(V / WG) counts, then a tree
+//              scan of the WG run totals), then a stable scatter in tiles of WG ids: a
+//              thread's place is its id's cursor plus the number of equal ids before it in
+//              the tile, and the last of them advances the cursor. The result:
+//              sorted[v] = end of row v's segment (its start is sorted[v - 1], 0 for v = 0)
+//              and sorted[V + k] = the k-th position of the permutation: the positions of
+//              each id in increasing order. Cost: reads the N ids twice and touches V
+//              counters three times (~N * 4 + V * 12 bytes), O(N * WG / WG) shared-memory
+//              compares per thread; tens of microseconds for N = 16384.
+//   row_sum4 / row_sum1   one workgroup per (vocabulary row v, chunk of WG columns): each
+//              thread sums its column over row v's segment in order (the position is a
+//              uniform load), 8 loads issued before the 8 adds (the adds stay in order, so
+//              the result is bitwise the sequential f32 sum), and writes the row once.
+// Traffic: grad_out read once (N * D * 4 bytes), grad_table written once (V * D * 4), plus
+// the sort: the memory-bound minimum. The previous design scanned all N ids in every
+// (row block, column chunk) workgroup (V * D * N / 1024 bytes: 2 GB at V 32000, D 4096,
+// N 16384). A row whose id repeats r times costs r dependent-free loads per thread in one
+// workgroup: one id on every position (padding) is latency bound in its row, ~N / 8 round
+// trips.
 //
 // The grid may be 2-D when there are more workgroups than one dimension allows; the
 // linear workgroup index is wid.x + wid.y * nwg.x.
 
-override WG: u32 = 64u;     // threads per workgroup = columns per chunk (backward)
-override R: u32 = 63u;      // vocabulary rows per block (backward): R * WG floats + the mask <= 16 KiB
-const TILE: u32 = 1024u;    // ids per mask
+override WG: u32 = 256u;
+const U: u32 = 4u;           // lookups: vec4 (or floats) per thread
+const NONE: u32 = 0xffffffffu;
 
 struct Params {
     n: u32,        // ids
     v: u32,        // vocabulary rows
-    d: u32,        // columns (elements; vec4 in lookup4)
-    chunks: u32,   // backward: column chunks of WG
+    d: u32,        // columns (vec4 in lookup4 / row_sum4, floats otherwise)
+    chunks: u32,   // workgroups per row
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -45,8 +57,15 @@ struct Params {
 @group(0) @binding(2) var<storage, read> table1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;
 @group(0) @binding(3) var<storage, read_write> out1: array<f32>;
-@group(0) @binding(2) var<storage, read> grad_out: array<f32>;
-@group(0) @binding(3) var<storage, read_write> grad_table: array<f32>;
+
+// sort_ids
+@group(0) @binding(2) var<storage, read_write> sort_rw: array<atomic<u32>>;
+// row_sum4 / row_sum1
+@group(0) @binding(1) var<storage, read> sorted: array<u32>;
+@group(0) @binding(2) var<storage, read> grad_out4: array<vec4f>;
+@group(0) @binding(2) var<storage, read> grad_out1: array<f32>;
+@group(0) @binding(3) var<storage, read_write> grad_table4: array<vec4f>;
+@group(0) @binding(3) var<storage, read_write> grad_table1: array<f32>;
 
 fn linear_wg(wid: vec3u, nwg: vec3u) -> u32 {
     return wid.x + wid.y * nwg.x;
@@ -55,73 +74,171 @@ fn linear_wg(wid: vec3u, nwg: vec3u) -> u32 {
 @compute @workgroup_size(WG)
 fn lookup4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
            @builtin(num_workgroups) nwg: vec3u) {
-    let idx = linear_wg(wid, nwg) * WG + lid.x;
-    if (idx >= p.n * p.d) { return; }
-    let i = idx / p.d;
-    let c = idx % p.d;
+    let wg = linear_wg(wid, nwg);
+    if (wg >= p.n * p.chunks) { return; }
+    let i = wg / p.chunks;
+    let c0 = (wg - i * p.chunks) * (WG * U) + lid.x;
     let id = ids[i];
-    var x = vec4f(0.0);
-    if (id < p.v) { x = table4[id * p.d + c]; }
-    out4[idx] = x;
+    var x: array<vec4f, U>;
+    for (var u = 0u; u < U; u++) {
+        let c = c0 + u * WG;
+        x[u] = vec4f(0.0);
+        if (id < p.v && c < p.d) { x[u] = table4[id * p.d + c]; }
+    }
+    for (var u = 0u; u < U; u++) {
+        let c = c0 + u * WG;
+        if (c < p.d) { out4[i * p.d + c] = x[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn lookup1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
            @builtin(num_workgroups) nwg: vec3u) {
-    let idx = linear_wg(wid, nwg) * WG + lid.x;
-    if (idx >= p.n * p.d) { return; }
-    let i = idx / p.d;
-    let c = idx % p.d;
+    let wg = linear_wg(wid, nwg);
+    if (wg >= p.n * p.chunks) { return; }
+    let i = wg / p.chunks;
+    let c0 = (wg - i * p.chunks) * (WG * U) + lid.x;
     let id = ids[i];
-    var x = 0.0;
-    if (id < p.v) { x = table1[id * p.d + c]; }
-    out1[idx] = x;
+    var x: array<f32, U>;
+    for (var u = 0u; u < U; u++) {
+        let c = c0 + u * WG;
+        x[u] = 0.0;
+        if (id < p.v && c < p.d) { x[u] = table1[id * p.d + c]; }
+    }
+    for (var u = 0u; u < U; u++) {
+        let c = c0 + u * WG;
+        if (c < p.d) { out1[i * p.d + c] = x[u]; }
+    }
 }
 
-var<workgroup> acc: array<f32, R * WG>;
-var<workgroup> mask: array<atomic<u32>, TILE / 32u>;
+var<workgroup> tile_ids: array<u32, WG>;
+var<workgroup> scan: array<u32, WG>;
 
 @compute @workgroup_size(WG)
-fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid3: vec3u,
-            @builtin(num_workgroups) nwg: vec3u) {
-    let lid = lid3.x;
-    let wg = linear_wg(wid, nwg);
-    let blocks = (p.v + R - 1u) / R;
-    if (wg >= blocks * p.chunks) { return; }
-    let v0 = (wg / p.chunks) * R;
-    let rows = min(R, p.v - v0);
-    let col = (wg % p.chunks) * WG + lid;
-    for (var r = 0u; r < R; r++) {
-        acc[r * WG + lid] = 0.0;
+fn sort_ids(@builtin(local_invocation_id) lid3: vec3u) {
+    let l = lid3.x;
+    // 1. zero the counters
+    for (var v = l; v < p.v; v += WG) {
+        atomicStore(&sort_rw[v], 0u);
     }
-    for (var tile = 0u; tile < p.n; tile += TILE) {
-        for (var w = lid; w < TILE / 32u; w += WG) {
-            atomicStore(&mask[w], 0u);
-        }
+    storageBarrier();
+    // 2. histogram of the in-range ids
+    for (var i = l; i < p.n; i += WG) {
+        let id = ids[i];
+        if (id < p.v) { atomicAdd(&sort_rw[id], 1u); }
+    }
+    storageBarrier();
+    // 3. exclusive prefix sum: counters become the segment starts
+    let per = (p.v + WG - 1u) / WG;
+    let b = min(l * per, p.v);
+    let e = min(b + per, p.v);
+    var total = 0u;
+    for (var v = b; v < e; v++) {
+        total += atomicLoad(&sort_rw[v]);
+    }
+    scan[l] = total;
+    workgroupBarrier();
+    for (var off = 1u; off < WG; off *= 2u) {
+        var t = 0u;
+        if (l >= off) { t = scan[l - off]; }
         workgroupBarrier();
-        for (var k = lid; k < TILE; k += WG) {
-            let j = tile + k;
-            if (j < p.n && ids[j] - v0 < rows) {
-                atomicOr(&mask[k / 32u], 1u << (k % 32u));
-            }
-        }
+        scan[l] += t;
         workgroupBarrier();
-        if (col < p.d) {
-            for (var w = 0u; w < TILE / 32u; w++) {
-                var bits = atomicLoad(&mask[w]);
-                while (bits != 0u) {
-                    let j = tile + w * 32u + firstTrailingBit(bits);
-                    let r = ids[j] - v0;
-                    acc[r * WG + lid] += grad_out[j * p.d + col];
-                    bits &= bits - 1u;
+    }
+    var run = scan[l] - total;
+    for (var v = b; v < e; v++) {
+        let c = atomicLoad(&sort_rw[v]);
+        atomicStore(&sort_rw[v], run);
+        run += c;
+    }
+    storageBarrier();
+    // 4. stable scatter, WG ids at a time; afterwards sort_rw[v] is the end of segment v
+    for (var t = 0u; t < p.n; t += WG) {
+        let i = t + l;
+        var id = NONE;
+        if (i < p.n) {
+            id = ids[i];
+            if (id >= p.v) { id = NONE; }
+        }
+        tile_ids[l] = id;
+        workgroupBarrier();
+        var rank = 0u;
+        var last = true;
+        if (id != NONE) {
+            for (var j = 0u; j < WG; j++) {
+                if (tile_ids[j] == id) {
+                    if (j < l) { rank++; } else if (j > l) { last = false; }
                 }
             }
         }
-        workgroupBarrier();
+        var pos = 0u;
+        if (id != NONE) { pos = atomicLoad(&sort_rw[id]) + rank; }
+        storageBarrier();   // every cursor read before any is advanced
+        if (id != NONE) {
+            atomicStore(&sort_rw[p.v + pos], i);
+            if (last) { atomicStore(&sort_rw[id], pos + 1u); }
+        }
+        storageBarrier();
+        workgroupBarrier();   // tile_ids reused by the next tile
     }
-    if (col < p.d) {
-        for (var r = 0u; r < rows; r++) {
-            grad_table[(v0 + r) * p.d + col] = acc[r * WG + lid];
+}
+
+fn segment(v: u32) -> vec2u {
+    var s = 0u;
+    if (v > 0u) { s = sorted[v - 1u]; }
+    return vec2u(s, sorted[v]);
+}
+
+@compute @workgroup_size(WG)
+fn row_sum4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+            @builtin(num_workgroups) nwg: vec3u) {
+    let wg = linear_wg(wid, nwg);
+    if (wg >= p.v * p.chunks) { return; }
+    let v = wg / p.chunks;
+    let col = (wg - v * p.chunks) * WG + lid.x;
+    if (col >= p.d) { return; }
+    let seg = segment(v);
+    let base = p.v;
+    var acc = vec4f(0.0);
+    var k = seg.x;
+    for (; k + 8u <= seg.y; k += 8u) {
+        var x: array<vec4f, 8>;
+        for (var u = 0u; u < 8u; u++) {
+            x[u] = grad_out4[sorted[base + k + u] * p.d + col];
+        }
+        for (var u = 0u; u < 8u; u++) {
+            acc += x[u];
         }
     }
+    for (; k < seg.y; k++) {
+        acc += grad_out4[sorted[base + k] * p.d + col];
+    }
+    grad_table4[v * p.d + col] = acc;
+}
+
+@compute @workgroup_size(WG)
+fn row_sum1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+            @builtin(num_workgroups) nwg: vec3u) {
+    let wg = linear_wg(wid, nwg);
+    if (wg >= p.v * p.chunks) { return; }
+    let v = wg / p.chunks;
+    let col = (wg - v * p.chunks) * WG + lid.x;
+    if (col >= p.d) { return; }
+    let seg = segment(v);
+    let base = p.v;
+    var acc = 0.0;
+    var k = seg.x;
+    for (; k + 8u <= seg.y; k += 8u) {
+        var x: array<f32, 8>;
+        for (var u = 0u; u < 8u; u++) {
+            x[u] = grad_out1[sorted[base + k + u] * p.d + col];
+        }
+        for (var u = 0u; u < 8u; u++) {
+            acc += x[u];
+        }
+    }
+    for (; k < seg.y; k++) {
+        acc += grad_out1[sorted[base + k] * p.d + col];
+    }
+    grad_table1[v * p.d + col] = acc;
 }

@@ -9,7 +9,7 @@
    must be different tensors (they would receive different values). */
 #include "internal.h"
 
-#define WG 64
+#define WG 256
 
 enum {
     OP_SILU = 0,
