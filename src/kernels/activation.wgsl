@@ -16,8 +16,10 @@
 // Layout: every tensor is a flat f32 array viewed as vec4 (tensor buffers are padded to 16
 // bytes, so the last partial vec4 is in bounds and its extra lanes are padding). One thread
 // per vec4: 16-byte loads and stores, coalesced, one pass over memory, which is what a
-// memory-bound op needs to run near the bandwidth limit. Workgroups of 64 threads (still
-// full occupancy on NVIDIA: 32 resident groups of 64 fill an SM); the grid is 2-D when the
+// memory-bound op needs to run near the bandwidth limit. Workgroups of 256 threads, like
+// elementwise.wgsl, which streams at the copy peak on the H200 (with 64-thread groups
+// silu/relu ran ~20% below it there; NVIDIA also caps resident workgroups per SM, so
+// small groups can leave thread slots empty); the grid is 2-D when the
 // vec4 count needs more than 65535 workgroups, with linear index wid.x + wid.y * nwg.x.
 //
 // In place. WebGPU forbids binding one buffer both read-only and read_write in a dispatch,
