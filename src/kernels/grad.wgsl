@@ -7,6 +7,7 @@
 //   square / square_inplace         out = x * x
 //   scale_inplace                   io *= s
 //   accumulate / accumulate_self    io += other  (io += io when both are the same tensor)
+// EU (4) vec4 per thread, loads before stores: see below.
 //
 // Global norm, deterministic and without float atomics:
 //   sumsq_xK   K tensors per dispatch (K = 1, 4 or 8, as many as the device's storage
@@ -51,47 +52,90 @@ fn linear_wg(wid: vec3u, nwg: vec3u) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
+// Each thread handles EU vec4 at stride WG (every access of a workgroup coalesced): it
+// issues all its loads before any store, so EU independent 16-byte loads per thread are in
+// flight. With one vec4 per thread a single-stream in-place op (io *= s) has only one load
+// per thread outstanding, which on the H200 is too little to cover DRAM latency.
+const EU: u32 = 4u;
+
 @compute @workgroup_size(WG)
 fn square(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_in[i];
-    e_out[i] = x * x;
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_in[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_out[i] = x[u] * x[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn square_inplace(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                  @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_io[i];
-    e_io[i] = x * x;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] * x[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn scale_inplace(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                 @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    e_io[i] = e_io[i] * ep.scale;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] * ep.scale; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn accumulate(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-              @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    e_io[i] = e_io[i] + e_other[i];
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    var y: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; y[u] = e_other[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] + y[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn accumulate_self(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                   @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_io[i];
-    e_io[i] = x + x;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] + x[u]; }
+    }
 }
 
 // ---- global norm and clipping -----------------------------------------------------------
