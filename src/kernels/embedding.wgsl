@@ -13,19 +13,19 @@
 //
 // Backward: grad_table[v, :] = sum over i in increasing order of grad_out[i, :] with
 // ids[i] == v, written (not accumulated); rows no id names (and ids >= V) give zeros.
-// Deterministic without float atomics, in two dispatches through a scratch buffer of
-// V + N u32 (`sorted`):
-//   sort_ids   one workgroup: a stable counting sort of the in-range ids. Histogram of the
-//              ids (integer atomics: counts do not depend on order), exclusive prefix sum
-//              over V (each thread a contiguous run of ceil(V / WG) counts, then a tree
-//              scan of the WG run totals), then a stable scatter in tiles of WG ids: a
-//              thread's place is its id's cursor plus the number of equal ids before it in
-//              the tile, and the last of them advances the cursor. The result:
-//              sorted[v] = end of row v's segment (its start is sorted[v - 1], 0 for v = 0)
-//              and sorted[V + k] = the k-th position of the permutation: the positions of
-//              each id in increasing order. Cost: reads the N ids twice and touches V
-//              counters three times (~N * 4 + V * 12 bytes), O(N * WG / WG) shared-memory
-//              compares per thread; tens of microseconds for N = 16384.
+// Deterministic without float atomics, through a scratch buffer of V + N u32 (`sorted`):
+//   clear_counts, count_ids   many workgroups: zero V counters, then a histogram of the
+//              in-range ids (integer atomics: counts do not depend on order).
+//   sort_ids   one workgroup, plain loads and stores: a stable counting sort. Exclusive
+//              prefix sum over V (each thread a contiguous run of ceil(V / WG) counts,
+//              then a tree scan of the WG run totals), then a stable scatter in tiles of
+//              WG ids: a thread's place is its id's cursor plus the number of equal ids
+//              before it in the tile, and the last of them advances the cursor. The
+//              result: sorted[v] = end of row v's segment (its start is sorted[v - 1], 0
+//              for v = 0) and sorted[V + k] = the k-th position of the permutation: the
+//              positions of each id in increasing order. Cost: ~2 V + N words of memory
+//              traffic in one workgroup plus WG shared-memory compares per thread per
+//              tile; of the order of 100 us for V = 32000, N = 16384.
 //   row_sum4 / row_sum1   one workgroup per (vocabulary row v, chunk of WG columns): each
 //              thread sums its column over row v's segment in order (the position is a
 //              uniform load), 8 loads issued before the 8 adds (the adds stay in order, so
@@ -58,8 +58,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;
 @group(0) @binding(3) var<storage, read_write> out1: array<f32>;
 
-// sort_ids
+// clear_counts / count_ids, then sort_ids
 @group(0) @binding(2) var<storage, read_write> sort_rw: array<atomic<u32>>;
+@group(0) @binding(2) var<storage, read_write> sort_plain: array<u32>;
 // row_sum4 / row_sum1
 @group(0) @binding(1) var<storage, read> sorted: array<u32>;
 @group(0) @binding(2) var<storage, read> grad_out4: array<vec4f>;
@@ -114,27 +115,35 @@ fn lookup1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid:
 var<workgroup> tile_ids: array<u32, WG>;
 var<workgroup> scan: array<u32, WG>;
 
+// Counting: clear_counts zeroes the V counters, count_ids adds one per in-range id
+// (integer atomics: the counts do not depend on order); both spread over many
+// workgroups. sort_ids then runs in one workgroup on plain loads and stores.
+@compute @workgroup_size(WG)
+fn clear_counts(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+                @builtin(num_workgroups) nwg: vec3u) {
+    let v = linear_wg(wid, nwg) * WG + lid.x;
+    if (v < p.v) { atomicStore(&sort_rw[v], 0u); }
+}
+
+@compute @workgroup_size(WG)
+fn count_ids(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+             @builtin(num_workgroups) nwg: vec3u) {
+    let i = linear_wg(wid, nwg) * WG + lid.x;
+    if (i >= p.n) { return; }
+    let id = ids[i];
+    if (id < p.v) { atomicAdd(&sort_rw[id], 1u); }
+}
+
 @compute @workgroup_size(WG)
 fn sort_ids(@builtin(local_invocation_id) lid3: vec3u) {
     let l = lid3.x;
-    // 1. zero the counters
-    for (var v = l; v < p.v; v += WG) {
-        atomicStore(&sort_rw[v], 0u);
-    }
-    storageBarrier();
-    // 2. histogram of the in-range ids
-    for (var i = l; i < p.n; i += WG) {
-        let id = ids[i];
-        if (id < p.v) { atomicAdd(&sort_rw[id], 1u); }
-    }
-    storageBarrier();
-    // 3. exclusive prefix sum: counters become the segment starts
+    // 1. exclusive prefix sum: the counts become the segment starts
     let per = (p.v + WG - 1u) / WG;
     let b = min(l * per, p.v);
     let e = min(b + per, p.v);
     var total = 0u;
     for (var v = b; v < e; v++) {
-        total += atomicLoad(&sort_rw[v]);
+        total += sort_plain[v];
     }
     scan[l] = total;
     workgroupBarrier();
@@ -147,12 +156,12 @@ fn sort_ids(@builtin(local_invocation_id) lid3: vec3u) {
     }
     var run = scan[l] - total;
     for (var v = b; v < e; v++) {
-        let c = atomicLoad(&sort_rw[v]);
-        atomicStore(&sort_rw[v], run);
+        let c = sort_plain[v];
+        sort_plain[v] = run;
         run += c;
     }
     storageBarrier();
-    // 4. stable scatter, WG ids at a time; afterwards sort_rw[v] is the end of segment v
+    // 2. stable scatter, WG ids at a time; afterwards sort_plain[v] is the end of segment v
     for (var t = 0u; t < p.n; t += WG) {
         let i = t + l;
         var id = NONE;
@@ -172,11 +181,11 @@ fn sort_ids(@builtin(local_invocation_id) lid3: vec3u) {
             }
         }
         var pos = 0u;
-        if (id != NONE) { pos = atomicLoad(&sort_rw[id]) + rank; }
+        if (id != NONE) { pos = sort_plain[id] + rank; }
         storageBarrier();   // every cursor read before any is advanced
         if (id != NONE) {
-            atomicStore(&sort_rw[p.v + pos], i);
-            if (last) { atomicStore(&sort_rw[id], pos + 1u); }
+            sort_plain[p.v + pos] = i;
+            if (last) { sort_plain[id] = pos + 1u; }
         }
         storageBarrier();
         workgroupBarrier();   // tile_ids reused by the next tile

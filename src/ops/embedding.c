@@ -66,8 +66,17 @@ wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out,
     wgml__arg scratch;
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_TRAIN, 4 * ((uint64_t)v + n), &scratch));
     emb_params sp = { .n = (uint32_t)n, .v = (uint32_t)v };
-    wgml__kernel ks = { .file = "embedding", .entry = "sort_ids", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } };
-    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, (wgml__arg[]){ wgml__t(ids), scratch }, 2, 1, 1, 1));
+    wgml__arg sargs[] = { wgml__t(ids), scratch };
+    uint32_t cx, cy, hx, hy;
+    WGML_CHECK(wgml__grid(e->ctx, wgml__ceil_div(v, WG_SORT), &cx, &cy));
+    WGML_CHECK(wgml__grid(e->ctx, wgml__ceil_div(n, WG_SORT), &hx, &hy));
+    wgml__kernel ks = { .file = "embedding", .entry = "clear_counts", .layout = "urw", .nconst = 1,
+                        .constants = { { "WG", WG_SORT } } };
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, cx, cy, 1));
+    ks.entry = "count_ids";
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, hx, hy, 1));
+    ks.entry = "sort_ids";
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, 1, 1, 1));
 
     /* 2. one workgroup per (row, chunk of WG_SUM columns) sums the row's segment in order */
     bool vec4 = d % 4 == 0;
@@ -84,6 +93,8 @@ wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out,
 const wgml__kernel wgml__embedding_kernels[] = {
     { .file = "embedding", .entry = "lookup4", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_LOOKUP } } },
     { .file = "embedding", .entry = "lookup1", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_LOOKUP } } },
+    { .file = "embedding", .entry = "clear_counts", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
+    { .file = "embedding", .entry = "count_ids", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
     { .file = "embedding", .entry = "sort_ids", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
     { .file = "embedding", .entry = "row_sum4", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_SUM } } },
     { .file = "embedding", .entry = "row_sum1", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_SUM } } },
