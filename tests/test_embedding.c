@@ -22,6 +22,8 @@ static void test_lookup(void)
 {
     static const struct { size_t v, d, n; } shapes[] = {
         { 1, 1, 1 }, { 7, 3, 5 }, { 50, 8, 65 }, { 1000, 63, 1000 }, { 300, 576, 4097 }, { 3, 4, 1 }, { 40000, 12, 70000 },
+        /* rows wider than one workgroup's 256 threads x 4: two column chunks, the last partial */
+        { 5, 4100, 7 }, { 5, 1027, 9 },
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t v = shapes[s].v, d = shapes[s].d, n = shapes[s].n;
@@ -149,6 +151,14 @@ static void test_backward_sorted(void)
         uint32_t t = ids[i]; ids[i] = ids[j]; ids[j] = t;
     }
     check_backward(41, 20, m, ids, "segment lengths 1 to 40, row 40 empty");
+    free(ids);
+
+    /* rows wider than one row-sum workgroup (64 threads x 4 columns): several column
+       chunks, the last one partial, on the vec4 path (D 2056: 514 vec4) and the scalar
+       path (D 1030) */
+    ids = make_ids(300, 20, 0.05);
+    check_backward(20, 2056, 300, ids, "V 20 D 2056 N 300 (3 column chunks of vec4)");
+    check_backward(20, 1030, 300, ids, "V 20 D 1030 N 300 (5 column chunks)");
     free(ids);
 
     /* more rows than the sort workgroup has threads, many empty */

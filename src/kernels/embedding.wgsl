@@ -26,10 +26,11 @@
 //              positions of each id in increasing order. Cost: ~2 V + N words of memory
 //              traffic in one workgroup plus WG shared-memory compares per thread per
 //              tile; of the order of 100 us for V = 32000, N = 16384.
-//   row_sum4 / row_sum1   one workgroup per (vocabulary row v, chunk of WG columns): each
-//              thread sums its column over row v's segment in order (the position is a
-//              uniform load), 8 loads issued before the 8 adds (the adds stay in order, so
-//              the result is bitwise the sequential f32 sum), and writes the row once.
+//   row_sum4 / row_sum1   one workgroup per (vocabulary row v, chunk of WG * CU columns):
+//              each thread sums its CU columns over row v's segment in order (the
+//              position is a uniform load), CU * KU = 8 loads issued before the adds (the
+//              adds stay in order, so the result is bitwise the sequential f32 sum), and
+//              writes the row once.
 // Traffic: grad_out read once (N * D * 4 bytes), grad_table written once (V * D * 4), plus
 // the sort: the memory-bound minimum. The previous design scanned all N ids in every
 // (row block, column chunk) workgroup (V * D * N / 1024 bytes: 2 GB at V 32000, D 4096,
@@ -198,31 +199,49 @@ fn segment(v: u32) -> vec2u {
     return vec2u(s, sorted[v]);
 }
 
+// Each thread owns CU columns at stride WG (coalesced) and walks the segment KU positions
+// at a time, issuing its CU * KU loads before the adds; every column's adds stay in
+// increasing position order.
+const CU: u32 = 4u;
+const KU: u32 = 2u;
+
 @compute @workgroup_size(WG)
 fn row_sum4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
             @builtin(num_workgroups) nwg: vec3u) {
     let wg = linear_wg(wid, nwg);
     if (wg >= p.v * p.chunks) { return; }
     let v = wg / p.chunks;
-    let col = (wg - v * p.chunks) * WG + lid.x;
-    if (col >= p.d) { return; }
+    let c0 = (wg - v * p.chunks) * (WG * CU) + lid.x;
+    if (c0 >= p.d) { return; }
     let seg = segment(v);
     let base = p.v;
-    var acc = vec4f(0.0);
+    var acc: array<vec4f, CU>;
+    for (var u = 0u; u < CU; u++) { acc[u] = vec4f(0.0); }
     var k = seg.x;
-    for (; k + 8u <= seg.y; k += 8u) {
-        var x: array<vec4f, 8>;
-        for (var u = 0u; u < 8u; u++) {
-            x[u] = grad_out4[sorted[base + k + u] * p.d + col];
+    for (; k + KU <= seg.y; k += KU) {
+        var x: array<vec4f, CU * KU>;
+        for (var q = 0u; q < KU; q++) {
+            let row = sorted[base + k + q] * p.d;
+            for (var u = 0u; u < CU; u++) {
+                let c = c0 + u * WG;
+                if (c < p.d) { x[q * CU + u] = grad_out4[row + c]; }
+            }
         }
-        for (var u = 0u; u < 8u; u++) {
-            acc += x[u];
+        for (var q = 0u; q < KU; q++) {
+            for (var u = 0u; u < CU; u++) { acc[u] += x[q * CU + u]; }
         }
     }
     for (; k < seg.y; k++) {
-        acc += grad_out4[sorted[base + k] * p.d + col];
+        let row = sorted[base + k] * p.d;
+        for (var u = 0u; u < CU; u++) {
+            let c = c0 + u * WG;
+            if (c < p.d) { acc[u] += grad_out4[row + c]; }
+        }
     }
-    grad_table4[v * p.d + col] = acc;
+    for (var u = 0u; u < CU; u++) {
+        let c = c0 + u * WG;
+        if (c < p.d) { grad_table4[v * p.d + c] = acc[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
@@ -231,23 +250,35 @@ fn row_sum1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid
     let wg = linear_wg(wid, nwg);
     if (wg >= p.v * p.chunks) { return; }
     let v = wg / p.chunks;
-    let col = (wg - v * p.chunks) * WG + lid.x;
-    if (col >= p.d) { return; }
+    let c0 = (wg - v * p.chunks) * (WG * CU) + lid.x;
+    if (c0 >= p.d) { return; }
     let seg = segment(v);
     let base = p.v;
-    var acc = 0.0;
+    var acc: array<f32, CU>;
+    for (var u = 0u; u < CU; u++) { acc[u] = 0.0; }
     var k = seg.x;
-    for (; k + 8u <= seg.y; k += 8u) {
-        var x: array<f32, 8>;
-        for (var u = 0u; u < 8u; u++) {
-            x[u] = grad_out1[sorted[base + k + u] * p.d + col];
+    for (; k + KU <= seg.y; k += KU) {
+        var x: array<f32, CU * KU>;
+        for (var q = 0u; q < KU; q++) {
+            let row = sorted[base + k + q] * p.d;
+            for (var u = 0u; u < CU; u++) {
+                let c = c0 + u * WG;
+                if (c < p.d) { x[q * CU + u] = grad_out1[row + c]; }
+            }
         }
-        for (var u = 0u; u < 8u; u++) {
-            acc += x[u];
+        for (var q = 0u; q < KU; q++) {
+            for (var u = 0u; u < CU; u++) { acc[u] += x[q * CU + u]; }
         }
     }
     for (; k < seg.y; k++) {
-        acc += grad_out1[sorted[base + k] * p.d + col];
+        let row = sorted[base + k] * p.d;
+        for (var u = 0u; u < CU; u++) {
+            let c = c0 + u * WG;
+            if (c < p.d) { acc[u] += grad_out1[row + c]; }
+        }
     }
-    grad_table1[v * p.d + col] = acc;
+    for (var u = 0u; u < CU; u++) {
+        let c = c0 + u * WG;
+        if (c < p.d) { grad_table1[v * p.d + c] = acc[u]; }
+    }
 }

@@ -4,7 +4,8 @@
 #define WG_LOOKUP 256
 #define U_LOOKUP 4     /* columns (vec4 or floats) per thread in a lookup: U in the kernel */
 #define WG_SORT 256    /* the one workgroup of the counting sort of the ids */
-#define WG_SUM 64      /* columns per workgroup of the backward row sums */
+#define WG_SUM 64      /* threads per workgroup of the backward row sums */
+#define CU_SUM 4       /* columns per thread there: CU in the kernel */
 
 typedef struct emb_params { uint32_t n, v, d, chunks; } emb_params;
 
@@ -81,7 +82,7 @@ wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out,
     /* 2. one workgroup per (row, chunk of WG_SUM columns) sums the row's segment in order */
     bool vec4 = d % 4 == 0;
     uint32_t dd = (uint32_t)(vec4 ? d / 4 : d);
-    uint32_t chunks = wgml__ceil_div(dd, WG_SUM);
+    uint32_t chunks = wgml__ceil_div(dd, WG_SUM * CU_SUM);
     emb_params p = { .n = (uint32_t)n, .v = (uint32_t)v, .d = dd, .chunks = chunks };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, (uint64_t)v * chunks, &gx, &gy));
