@@ -807,7 +807,7 @@ WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, co
    grad_out: f32 with N * D elements and last dimension D; ids: u32, N elements. Reads
    grad_out once and writes grad_table once; the sort runs in one workgroup (its time
    grows with N + V) and uses engine scratch of 4 * (V + N) bytes. An id repeated r times
-   costs r sequential steps in its row (one id on every position: N / 8 round trips).
+   costs r / 2 sequential steps in its row (one id on every position: N / 2 round trips).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
            WGML_ERROR_ALIAS (grad_table is grad_out), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,

@@ -34,9 +34,9 @@
 // Traffic: grad_out read once (N * D * 4 bytes), grad_table written once (V * D * 4), plus
 // the sort: the memory-bound minimum. The previous design scanned all N ids in every
 // (row block, column chunk) workgroup (V * D * N / 1024 bytes: 2 GB at V 32000, D 4096,
-// N 16384). A row whose id repeats r times costs r dependent-free loads per thread in one
-// workgroup: one id on every position (padding) is latency bound in its row, ~N / 8 round
-// trips.
+// N 16384). A row whose id repeats r times costs r / KU steps of CU * KU independent loads
+// per thread in that row's workgroups: one id on every position (padding) is latency
+// bound in its row, ~N / 2 round trips.
 //
 // The grid may be 2-D when there are more workgroups than one dimension allows; the
 // linear workgroup index is wid.x + wid.y * nwg.x.
