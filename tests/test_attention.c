@@ -213,7 +213,7 @@ static void test_forward_odd_dims(void)
     static const size_t dims[] = { 2, 6, 10, 18, 34, 66, 126 };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         acase c = { 2, 19, 23, 2, 1, dims[i], i % 2 == 0, 3, 0, 0, 0, NOMASK, 0 };
-        run_cases(&c, 1, getenv("DBG_BWD") != NULL, "odd dim");
+        run_cases(&c, 1, true, "odd dim");
     }
 }
 
@@ -568,22 +568,19 @@ static void test_scale_and_long_keys(void)
     run_cases(cases, sizeof cases / sizeof cases[0], true, "scale/long");
 }
 
-/* Other tile shapes through the tuning variables: every kernel's code paths (one or two
-   staging regions, 1/2/4 columns per lane, 4/8/16 lanes per row group). */
+/* Other tile shapes through the tuning variables, for the code paths the default shapes of
+   this device leave out (with the defaults: one and two staging regions, 2 or 4 columns
+   per lane, 8 lanes per row group): 1 column per lane, 4 and 16 lanes per row group, row
+   blocks of 4 to 64, decoding with 1 to 256 threads and every key in one split. */
 static void test_forced_tiles(void)
 {
     static const struct { const char *fwd, *dq, *dkdv, *decode; } cfgs[] = {
-        { "64,8,4,1", "64,8,4,1", "64,8,2,1", "64,16,2,64" },
-        { "32,4,4,1", "32,4,4,0", "32,4,4,1", "32,8,1,1" },
-        { "16,16,2,0", "16,16,2,1", "16,16,1,0", "256,64,4,100000" },
-        { "8,8,1,1", "8,8,1,0", "8,8,1,1", "1,4,1,3" },
-        { "4,8,2,0", "4,8,2,1", "4,8,4,0", "128,8,2,7" },
+        { "64,8,4,1", "32,4,4,0", "8,8,1,1", "256,64,4,100000" },
+        { "16,16,2,0", "8,8,1,0", "4,8,4,0", "1,4,1,3" },
     };
     static const acase cases[] = {
         { 2, 37, 41, 4, 2, 32, true, 2, 0, 0.2f, 0, M4(1, 4, 37, 1), 0.1 },
-        { 1, 50, 30, 2, 1, 32, false, 0, 11, 0, 0, NOMASK, 0 },
         { 2, 1, 70, 8, 2, 32, true, 50, 0, 0.2f, 0, M4(2, 1, 1, 70), 0 },
-        { 1, 1, 33, 4, 4, 32, false, 0, 0, 0, 0, NOMASK, 0 },
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         setenv("WGML_ATTN_FWD", cfgs[i].fwd, 1);

@@ -138,9 +138,11 @@ static wgml_status pick_decode(wgml_context *ctx, const char *fn, uint32_t dim, 
     }
     uint32_t threads = 128;
     if (threads > ctx->limits.maxComputeInvocationsPerWorkgroup) threads = ctx->limits.maxComputeInvocationsPerWorkgroup;
-    uint32_t hg = group;
+    /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
+       few pipelines serve every model (unused head slots only idle some threads: decoding
+       is bound by reading k and v). */
+    uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
     if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
-    if (hg > 32) hg = 32;
     for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
         for (uint32_t ck = 64; ck >= 4; ck /= 2) {
             decode_cfg c = { threads, ck, hg, 512 };
