@@ -42,7 +42,8 @@
 // SHARED_STAGE trades a barrier for memory: fwd/bwd_dq stage K and V one after the other
 // in one region; bwd_dkdv stages q and dout one after the other (q twice). The host picks
 // BR, TC, KPT and SHARED_STAGE from the device's workgroup storage (48 KiB on the H200:
-// DIM 128 gets BR 32 x BC 32 forward, BR 32 x BC 16 backward; 32 KiB on lavapipe).
+// head_dim 128 gets BR 32 x BC 32 forward and BR 16 x BC 32 backward, one staging region
+// each; head_dim 64 gets BR 64 x BC 32 forward; 32 KiB on lavapipe).
 //
 // Dropout is a pure function of (seed, b*heads + h, i, j):
 //   keep iff mix32(row_key(bh, i) ^ key_hash(j)) >= drop_threshold (= floor(p * 2^32)),
@@ -290,7 +291,7 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
        @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = wg % p.q_blocks;
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
     let bh = wg / p.q_blocks;
     let h = bh % p.heads;
     let b = bh / p.heads;
@@ -511,7 +512,7 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
           @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = wg % p.q_blocks;
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
     let bh = wg / p.q_blocks;
     let h = bh % p.heads;
     let b = bh / p.heads;
