@@ -612,6 +612,53 @@ static void test_forced_tiles(void)
     problem_free(&P);
 }
 
+/* A context without bounds clamping or workgroup-memory zeroing: no kernel may read past a
+   buffer or read workgroup memory it did not write (head_dim 18 leaves padding). */
+static void test_fast_unsafe_context(void)
+{
+    wgml_context *ctx;
+    wgml_engine *eng;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
+    static const acase cases[] = {
+        { 2, 37, 45, 4, 2, 18, true, 3, 0, 0.2f, 0, M4(2, 1, 37, 45), 0.1 },
+        { 2, 1, 45, 4, 2, 18, true, 30, 0, 0, 0, M2(1, 45), 0 },
+    };
+    for (size_t n = 0; n < 2; n++) {
+        const acase *c = &cases[n];
+        problem P;
+        problem_init(&P, c, 1.5);
+        wgml_tensor *t[9];
+        const float *src[5] = { P.q, P.k, P.v, P.dout, P.mask };
+        const size_t *shapes[5] = { (size_t[]){ c->b, c->sq, c->h, c->d }, (size_t[]){ c->b, c->sk, c->kvh, c->d },
+                                    (size_t[]){ c->b, c->sk, c->kvh, c->d }, (size_t[]){ c->b, c->sq, c->h, c->d },
+                                    c->mask_ndim == 4 ? c->mshape : c->mshape + 2 };
+        for (int i = 0; i < 5; i++)
+            TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, i == 4 ? (uint32_t)c->mask_ndim : 4, shapes[i], src[i], &t[i]), WGML_OK);
+        for (int i = 5; i < 9; i++) TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 4, shapes[i < 7 ? 0 : 1], &t[i]), WGML_OK);
+        TH_EXPECT(wgml_flash_attention_v2_with(eng, t[0], t[1], t[2], t[5], &P.opts, t[4]), WGML_OK);
+        TH_EXPECT(wgml_flash_attention_v2_backward_with(eng, t[0], t[1], t[2], t[5], t[3], t[6], t[7], t[8], &P.opts, t[4]),
+                  WGML_OK);
+        double *ro = th_alloc_d(P.nq), *rq = th_alloc_d(P.nq), *rk = th_alloc_d(P.nk), *rv = th_alloc_d(P.nk);
+        ref_attn_forward(&P.ref, P.qd, P.kd, P.vd, ro);
+        ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, rq, rk, rv);
+        float *fo = th_alloc_f(P.nq), *fq = th_alloc_f(P.nq), *fk = th_alloc_f(P.nk), *fv = th_alloc_f(P.nk);
+        TH_EXPECT(wgml_tensor_read(t[5], 0, fo, P.nq * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(t[6], 0, fq, P.nq * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(t[7], 0, fk, P.nk * 4), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(t[8], 0, fv, P.nk * 4), WGML_OK);
+        th_compare("fast_unsafe out", fo, ro, P.nq, FWD_ATOL / (1 - c->p), FWD_RTOL);
+        th_compare("fast_unsafe grad_q", fq, rq, P.nq, BWD_ATOL * max_abs(rq, P.nq) + BWD_FLOOR, BWD_RTOL);
+        th_compare("fast_unsafe grad_k", fk, rk, P.nk, BWD_ATOL * max_abs(rk, P.nk) + BWD_FLOOR, BWD_RTOL);
+        th_compare("fast_unsafe grad_v", fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
+        free(ro); free(rq); free(rk); free(rv); free(fo); free(fq); free(fk); free(fv);
+        for (int i = 0; i < 9; i++) wgml_tensor_release(t[i]);
+        problem_free(&P);
+    }
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+}
+
 /* ---- bad inputs --------------------------------------------------------------------- */
 
 static bool poisoned(wgml_tensor *t)
@@ -765,6 +812,7 @@ static const th_case cases[] = {
     { "v2_entry_points", test_v2_entry_points },
     { "scale_and_long_keys", test_scale_and_long_keys },
     { "forced_tiles", test_forced_tiles },
+    { "fast_unsafe_context", test_fast_unsafe_context },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)
