@@ -568,6 +568,15 @@ static void test_scale_and_long_keys(void)
     run_cases(cases, sizeof cases / sizeof cases[0], true, "scale/long");
 }
 
+/* More workgroups than one grid dimension holds (65536 (batch, head) pairs): the forward
+   takes its 2-D grid path (the other kernels share its indexing; lavapipe needs about 10 s
+   per kernel at this count, so only this one runs). */
+static void test_large_grid(void)
+{
+    static const acase c = { 256, 2, 2, 256, 128, 2, true, 0, 0, 0, 0, NOMASK, 0 };
+    run_cases(&c, 1, false, "large grid");
+}
+
 /* Other tile shapes through the tuning variables, for the code paths the default shapes of
    lavapipe leave out (the defaults cover one and two staging regions, 2 and 4 columns per
    lane, 8 lanes per row group, row blocks of 16 to 64): 16 lanes per row group (fwd), 4
@@ -811,6 +820,7 @@ static const th_case cases[] = {
     { "single_head", test_single_head },
     { "v2_entry_points", test_v2_entry_points },
     { "scale_and_long_keys", test_scale_and_long_keys },
+    { "large_grid", test_large_grid },
     { "forced_tiles", test_forced_tiles },
     { "fast_unsafe_context", test_fast_unsafe_context },
     { "bad_inputs", test_bad_inputs },
