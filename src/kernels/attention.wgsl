@@ -1,18 +1,18 @@
 // Flash attention: forward, backward and single-query decode, with GQA/MQA, causal masks
 // with a KV-cache offset, sliding windows, an additive broadcast mask and attention dropout.
 //
-// Layout (all f32, row-major): q, out, dout, dq [batch, seq_q, heads, DIM];
-// k, v, dk, dv [batch, seq_k, kv_heads, DIM]; query head h reads kv head h / group.
+// Layout (all f32, row-major): q, out, dout, dq [batch, seq_q, heads, head_dim];
+// k, v, dk, dv [batch, seq_k, kv_heads, head_dim]; query head h reads kv head h / group.
 // mask (optional) is read at b*m_sb + h*m_sh + i*m_sq + j*m_sk (stride 0 = broadcast).
 // Query i sits at position i + offset; key j is visible when (!causal || j <= pos) and
-// (window == 0 || |pos - j| < window). Scores live in log2 units: q is pre-multiplied by
-// scale*log2(e), the mask by log2(e), and exp2 replaces exp.
+// (window == 0 || |pos - j| < window). Scores live in log2 units: q (or k) is pre-multiplied
+// by scale*log2(e), the mask by log2(e), and exp2 replaces exp.
 // A row with no visible key has l = 0 and yields 0 (forward) and zero gradients.
 //
 // Entry points
 //   fwd             MODE 0: out = softmax(q k^T * scale + mask) (dropped) v.
-//                   MODE 1 (backward statistics): stats[bh, i] = logsumexp2 of row i
-//                   (+inf for an empty row, so that exp2(s - lse) = 0), and
+//                   MODE 1 (backward statistics): stats[bh*seq_q + i] = log2-sum-exp2 of
+//                   row i (+inf for an empty row, so that exp2(s - lse) = 0) and
 //                   stats[B*H*seq_q + bh*seq_q + i] = D_i = sum_d dout * out
 //                   (binding 3 then holds the forward output, binding 6 dout).
 //   bwd_dq          dq = scale * sum_j dS_ij k_j, one workgroup per block of BR queries.
@@ -26,35 +26,44 @@
 // Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
 // (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys; queries
 // for bwd_dkdv) through workgroup memory. Its WG = (BR/4)*TC threads form BR/4 row groups
-// of TC lanes. Phase 1 (S = rows . cols^T, contraction over DIM) gives each lane a 4 x KPT
-// register tile: rows 4g..4g+3, columns c, c+TC, ...; per vec4 of DIM it loads 4 + KPT
-// vec4 from workgroup memory for 16*KPT FMAs (the row vec4 is a broadcast within the row
-// group; columns are spread over lanes and rows are padded by one vec4 to avoid bank
-// conflicts). The row max is reduced through a small TC x BR array (one barrier per
-// block); row sums stay per lane until the end. Phase 2 (acc += W . cols, contraction over
-// the block) gives each lane the same 4 rows x OCV vec4 of DIM (vec4 index c + TC*j):
-// per column it loads 1 vec4 of W (stored transposed, 4 rows per vec4) and OCV vec4 of
-// the column operand for 16*OCV FMAs. Accumulators stay in registers for the whole loop.
+// of TC lanes. Phase 1 (S = rows . cols^T, contraction over head_dim) gives each lane a
+// 4 x KPT register tile: rows 4g..4g+3, columns c, c+TC, ...; per vec4 of head_dim it loads
+// 4 + KPT vec4 from workgroup memory for 16*KPT FMAs (the row vec4 is a broadcast within
+// the row group; columns are spread over lanes, and rows are padded by one vec4 so that
+// lanes reading different rows hit different banks). The row max is reduced through a
+// small TC x BR array (one barrier per block); row sums stay per lane until the end.
+// Phase 2 (acc += W . cols, contraction over the block) gives each lane the same 4 rows x
+// OCV vec4 of head_dim (vec4 index c + TC*j): per column it loads 1 vec4 of W (stored
+// transposed, 4 rows per vec4) and OCV vec4 of the column operand for 16*OCV FMAs.
+// Accumulators stay in registers for the whole loop; at the end they go through the
+// workgroup tile so that the stores are row-contiguous.
 // Only blocks intersecting the visible band are visited (causal / window skip whole
-// blocks), and fully visible blocks without a mask skip the per-element visibility test.
-// Nothing of size seq_q x seq_k is ever stored: the backward recomputes P from the
-// row statistics of MODE 1 (2 floats per query row).
-// SHARED_STAGE trades a barrier for memory: fwd/bwd_dq stage K and V one after the other
-// in one region; bwd_dkdv stages q and dout one after the other (q twice). The host picks
-// BR, TC, KPT and SHARED_STAGE from the device's workgroup storage (48 KiB on the H200:
-// DIM 128 gets BR 32 x BC 32 forward, BR 32 x BC 16 backward; 32 KiB on lavapipe).
+// blocks; causal query blocks run longest first), and fully visible blocks without a mask
+// skip the per-element visibility test. Nothing of size seq_q x seq_k is ever stored: the
+// backward recomputes P from the row statistics of MODE 1 (2 floats per query row).
+// What bounds the speed: f32 tiles must fit 48 KiB of workgroup storage (H200), which
+// caps the register tile at 4 x 4 (4 x 2 in the backward at head_dim 128); phase 1 then
+// issues one 16-byte workgroup load per 8 FMAs (phase 2 one per 13), so workgroup-memory
+// bandwidth, not FMA throughput, is the first limit. SHARED_STAGE trades a barrier for
+// memory: fwd/bwd_dq stage k and v one after the other in one region; bwd_dkdv stages q
+// and dout one after the other (q twice). The host picks BR, TC, KPT and SHARED_STAGE
+// from the device's workgroup storage (48 KiB on the H200: head_dim 128 gets BR 32 x BC 32
+// forward and BR 16 x BC 32 backward with one staging region; head_dim 64 gets BR 64 x
+// BC 32 forward; lavapipe has 32 KiB). head_dim is a run-time value: a pipeline serves
+// every head_dim of one OCV class (OCV = ceil(ceil(head_dim / 4) / TC)).
 //
 // Dropout is a pure function of (seed, b*heads + h, i, j):
 //   keep iff mix32(row_key(bh, i) ^ key_hash(j)) >= drop_threshold (= floor(p * 2^32)),
 // row_key = mix32(mix32(seed_key ^ bh) + i), key_hash = mix32(seed_key2 ^ j), with the
 // seed keys derived from the 64-bit seed on the host; the backward regenerates it exactly.
+// Visibility, masking and dropout work on vec4 of 4 (row, column) pairs at a time.
 //
 // Every function variable has an explicit initializer: a `var x: T;` declared inside a
 // loop was seen to keep its value from the previous iteration (lavapipe through Dawn).
 //
-// Rows of DIM floats start at even offsets (DIM is even); when DIM % 4 == 2 a vec4 of a
-// row is assembled from two aligned vec4 loads. Outputs are stored as scalars (once per
-// element), so any even DIM works.
+// Rows of head_dim floats start at even offsets (head_dim is even); when head_dim % 4 == 2
+// a vec4 of a row is assembled from two aligned vec4 loads. Outputs are stored as scalars
+// (once per element), so any even head_dim works.
 
 struct Params {
     batch: u32, seq_q: u32, seq_k: u32, heads: u32,
@@ -290,7 +299,7 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
        @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = wg % p.q_blocks;
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
     let bh = wg / p.q_blocks;
     let h = bh % p.heads;
     let b = bh / p.heads;
@@ -511,7 +520,7 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
           @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = wg % p.q_blocks;
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
     let bh = wg / p.q_blocks;
     let h = bh % p.heads;
     let b = bh / p.heads;

@@ -48,11 +48,13 @@ enum { K_FWD, K_STATS, K_DQ, K_DKDV };
 
 typedef struct tiles { uint32_t br, tc, kpt, shared; } tiles;
 
-/* Preference order: more rows per workgroup first (fewer re-reads of k/v or q/dout from
-   L2), then separate staging regions (fewer barriers, loads overlap) over one shared one. */
+/* Preference order: 4 columns per lane first (phase 1 then does 8 FMAs per workgroup load
+   instead of 5.3 with 2: these kernels are bound by workgroup-memory bandwidth more than
+   by L2), then more rows per workgroup (fewer re-reads of k/v or q/dout from L2),
+   then separate staging regions (fewer barriers, loads overlap) over one shared region. */
 static const tiles tile_candidates[] = {
-    { 64, 8, 4, 0 }, { 64, 8, 4, 1 }, { 32, 8, 4, 0 }, { 32, 8, 4, 1 }, { 32, 8, 2, 0 }, { 32, 8, 2, 1 },
-    { 16, 8, 4, 0 }, { 16, 8, 4, 1 }, { 16, 8, 2, 0 }, { 16, 8, 2, 1 }, { 16, 8, 1, 1 }, { 8, 8, 1, 1 },
+    { 64, 8, 4, 0 }, { 64, 8, 4, 1 }, { 32, 8, 4, 0 }, { 32, 8, 4, 1 }, { 16, 8, 4, 0 }, { 16, 8, 4, 1 },
+    { 32, 8, 2, 0 }, { 32, 8, 2, 1 }, { 16, 8, 2, 0 }, { 16, 8, 2, 1 }, { 16, 8, 1, 1 }, { 8, 8, 1, 1 },
     { 4, 8, 1, 1 },
 };
 
@@ -138,9 +140,11 @@ static wgml_status pick_decode(wgml_context *ctx, const char *fn, uint32_t dim, 
     }
     uint32_t threads = 128;
     if (threads > ctx->limits.maxComputeInvocationsPerWorkgroup) threads = ctx->limits.maxComputeInvocationsPerWorkgroup;
-    uint32_t hg = group;
+    /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
+       few pipelines serve every model (unused head slots only idle some threads: decoding
+       is bound by reading k and v). */
+    uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
     if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
-    if (hg > 32) hg = 32;
     for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
         for (uint32_t ck = 64; ck >= 4; ck /= 2) {
             decode_cfg c = { threads, ck, hg, 512 };
