@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times every matmul variant of src/ops/matmul.c (WGML_MATMUL_VARIANT) on the shapes that
+# Times every matmul variant (and the row-op and top_k switches) of src/ops/matmul.c (WGML_MATMUL_VARIANT) on the shapes that
 # decide the defaults, on the GPU machine, after bench/device_run.sh has built build-device.
 # Writes a table per variant to ${OUT}/matmul_sweep.md.
 #   bash bench/matmul_sweep.sh [filter]
@@ -16,4 +16,10 @@ for v in "" gemvc4 "gemvc4,gemvcols=2" "gemvc4,gemvcols=8" gemvcols=2 gemvcols=8
     echo "## WGML_MATMUL_VARIANT=\"$v\" (decode)"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --group decode --filter "matmul" --samples 15 | grep '^| matmul'
 done
+for u in 4 8; do
+    echo "## WGML_NORM_UPT=$u WGML_SOFTMAX_UPT=$u"
+    WGML_NORM_UPT=$u WGML_SOFTMAX_UPT=$u build-device/wgml bench --filter 16384x4096 --samples 9 | grep '^| [rs]'
+done
+echo "## WGML_TOPK_VARIANT=nofinish"
+WGML_TOPK_VARIANT=nofinish build-device/wgml bench --filter top_k --samples 15 | grep '^| top_k'
 } | tee "$out/matmul_sweep.md"
