@@ -581,11 +581,11 @@ static void test_large_grid(void)
    lavapipe leave out (the defaults cover one and two staging regions, 2 and 4 columns per
    lane, 8 lanes per row group, row blocks of 16 to 64): 16 lanes per row group (fwd), 4
    lanes and two staging regions (dq), 1 column per lane and row blocks of 8 (dkdv),
-   decoding with one thread per workgroup, one head per workgroup and tiny chunks. */
+   decoding with 32 threads, one head per workgroup and chunks of 4 keys. */
 static void test_forced_tiles(void)
 {
     static const struct { const char *fwd, *dq, *dkdv, *decode; } cfgs[] = {
-        { "16,16,2,0", "32,4,4,0", "8,8,1,1", "1,4,1,3" },
+        { "16,16,2,0", "32,4,4,0", "8,8,1,1", "32,4,1,3" },
     };
     static const acase cases[] = {
         { 2, 37, 41, 4, 2, 32, true, 2, 0, 0.2f, 0, M4(1, 4, 37, 1), 0.1 },
