@@ -719,7 +719,9 @@ WGML_API wgml_status wgml_model_config_load(const char *path, wgml_model_config 
    text before anything else, longest first, with lstrip, rstrip and single_word); the
    pre-tokenizers ByteLevel (add_prefix_space, use_regex: the GPT-2 split), Digits
    (individual_digits or not) and Split with the GPT-2, Llama 3 or Qwen 2 regex (behavior
-   Isolated), alone or in a Sequence; normalizer null; decoder ByteLevel or null.
+   Isolated), alone or in a Sequence; normalizer null; decoder ByteLevel or null. An added
+   token decodes to its content as written (Hugging Face's byte-level decoder would turn a
+   content such as "\u00e9t\u00e9" into the bytes E9 74 E9).
    Anything else (another model type, a normalizer, another regex, byte_fallback, a
    continuing_subword_prefix) is refused with WGML_ERROR_FORMAT rather than encoded
    differently from Hugging Face tokenizers. The regex classes \p{L}, \p{N} and \s follow

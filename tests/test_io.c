@@ -779,9 +779,10 @@ static void test_tokenizer_tiny(void)
         int lst = tj_added(&j, "<mask>", true, false, false);            /* 268 */
         int rst = tj_added(&j, "<r>", false, true, false);               /* 269 */
         int sw = tj_added(&j, "sw", false, false, true);                 /* 270 */
+        int ete = tj_added(&j, "\xc3\xa9t\xc3\xa9", false, false, false);   /* 271 */
         wgml_tokenizer *t = tj_build(&j);
         if (!t) return;
-        TH_CHECK(eot == 267 && wgml_tokenizer_vocab_size(t) == 271, "vocab size %u", wgml_tokenizer_vocab_size(t));
+        TH_CHECK(eot == 267 && wgml_tokenizer_vocab_size(t) == 272, "vocab size %u", wgml_tokenizer_vocab_size(t));
         /* merges: he(0) ll(1) hell(2) hello(3) Ġw(4) or(5) Ġwor(6) ld(7) Ġworld(8) ĠĠ(9) é(10) */
         check_ids(t, "hello world", IDS(259, 264));
         check_ids(t, "hello  world", IDS(259, 32, 264));          /* "  world" -> " " + " world" */
@@ -795,6 +796,7 @@ static void test_tokenizer_tiny(void)
         check_ids_rt(t, "a<r>  b", IDS(97, (uint32_t)rst, 98), false);
         check_ids(t, "sw a_sw sw1 (sw)", IDS((uint32_t)sw, 32, 97, 95, 115, 119, 32, 115, 119, 49, 32, 40, (uint32_t)sw, 41));
         check_ids(t, "", (const uint32_t[1]){ 0 }, 0);
+        check_ids(t, "x\xc3\xa9t\xc3\xa9", IDS(120, (uint32_t)ete));   /* decodes to its UTF-8 content */
         /* encode_ordinary: "<|endoftext|>" is text, cut as GPT-2 cuts it */
         uint32_t ids[64];
         size_t n = 0;
@@ -818,8 +820,8 @@ static void test_tokenizer_tiny(void)
         const uint32_t hw[2] = { 259, 264 };
         TH_EXPECT_ERR(wgml_tokenizer_decode(t, hw, 2, out, 5, &len), WGML_ERROR_SHAPE, "11 bytes, more than cap = 5");
         TH_CHECK(len == 11 && memcmp(out, "hello", 5) == 0, "decode needed %zu", len);
-        const uint32_t badid[2] = { 259, 271 };
-        TH_EXPECT_ERR(wgml_tokenizer_decode(t, badid, 2, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, "ids[1] = 271 is not a token");
+        const uint32_t badid[2] = { 259, 272 };
+        TH_EXPECT_ERR(wgml_tokenizer_decode(t, badid, 2, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, "ids[1] = 272 is not a token");
         TH_EXPECT_ERR(wgml_tokenizer_encode(NULL, "a", 1, ids, 4, &n), WGML_ERROR_INVALID_ARGUMENT, "must not be NULL");
         TH_EXPECT_ERR(wgml_tokenizer_encode(t, NULL, 1, ids, 4, &n), WGML_ERROR_INVALID_ARGUMENT, "must not be NULL");
         TH_EXPECT_ERR(wgml_tokenizer_decode(t, NULL, 1, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, "must not be NULL");

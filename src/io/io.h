@@ -60,6 +60,11 @@ wgml_status wgml__json_parse(const char *what, const char *text, size_t len, cJS
    rounds to 2^53 or more, so it cannot pass for a smaller one. */
 #define WGML__JSON_INT_MAX 9007199254740991ull
 
+/* True, with *out, when item is a JSON number holding an integer in [0, max] (max <= 2^53-1):
+   the quiet check for loops, which format a field name only for wgml__json_uint's message
+   once this fails. */
+bool wgml__json_uint_ok(const cJSON *item, uint64_t max, uint64_t *out);
+
 /* *out = the integer value of a JSON number item, which must be integral and within
    [0, max] (max <= 2^53). field names the item in messages ("shape[2] of tensor 'w'"). */
 wgml_status wgml__json_uint(const char *what, const char *field, const cJSON *item, uint64_t max,

@@ -172,18 +172,25 @@ const char *wgml__json_type(const cJSON *item)
     return "an unknown JSON value";
 }
 
+bool wgml__json_uint_ok(const cJSON *item, uint64_t max, uint64_t *out)
+{
+    if (max > WGML__JSON_INT_MAX) max = WGML__JSON_INT_MAX;
+    if (!cJSON_IsNumber(item)) return false;
+    double d = item->valuedouble;
+    /* In range first (this also rejects NaN), so the conversion is defined. */
+    if (!(d >= 0 && d <= (double)max) || (double)(uint64_t)d != d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
 wgml_status wgml__json_uint(const char *what, const char *field, const cJSON *item, uint64_t max, uint64_t *out)
 {
+    if (wgml__json_uint_ok(item, max, out)) return WGML_OK;
     if (max > WGML__JSON_INT_MAX) max = WGML__JSON_INT_MAX;
     if (!cJSON_IsNumber(item))
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be an integer, not %s", what, field, wgml__json_type(item));
-    double d = item->valuedouble;
-    /* In range first (this also rejects NaN), so the conversion below is defined. */
-    if (!(d >= 0 && d <= (double)max) || (double)(uint64_t)d != d)
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be an integer in [0, %llu], not %.17g", what, field,
-                          (unsigned long long)max, d);
-    *out = (uint64_t)d;
-    return WGML_OK;
+    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be an integer in [0, %llu], not %.17g", what, field,
+                      (unsigned long long)max, item->valuedouble);
 }
 
 wgml_status wgml__json_unique_keys(const char *what, const char *field, const cJSON *obj)
@@ -191,6 +198,18 @@ wgml_status wgml__json_unique_keys(const char *what, const char *field, const cJ
     size_t n = 0;
     for (const cJSON *c = obj->child; c; c = c->next) n++;
     if (n < 2) return WGML_OK;
+    if (n <= 8) {   /* small objects: pairwise, no table */
+        for (const cJSON *a = obj->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next) {
+                const char *ka = a->string ? a->string : "", *kb = b->string ? b->string : "";
+                if (strcmp(ka, kb) == 0) {
+                    char q[WGML__QUOTE_MAX];
+                    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s has the key '%s' twice", what, field,
+                                      wgml__quote(q, sizeof q, ka, strlen(ka)));
+                }
+            }
+        return WGML_OK;
+    }
     wgml__strmap m;
     if (!wgml__strmap_init(&m, n)) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
     wgml_status st = WGML_OK;

@@ -143,9 +143,10 @@ static wgml_status parse_tensor(const char *what, const cJSON *c, uint64_t data_
         if (t->ndim == WGML_SAFETENSORS_MAX_DIMS)
             return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tensor '%s' has more than %d dimensions", what, q,
                               WGML_SAFETENSORS_MAX_DIMS);
-        snprintf(field, sizeof field, "shape[%u] of tensor '%s'", t->ndim, q);
-        s = wgml__json_uint(what, field, d, WGML__JSON_INT_MAX, &t->shape[t->ndim]);
-        if (s) return s;
+        if (!wgml__json_uint_ok(d, WGML__JSON_INT_MAX, &t->shape[t->ndim])) {
+            snprintf(field, sizeof field, "shape[%u] of tensor '%s'", t->ndim, q);
+            return wgml__json_uint(what, field, d, WGML__JSON_INT_MAX, &t->shape[t->ndim]);
+        }
         zero |= t->shape[t->ndim] == 0;
         t->ndim++;
     }
@@ -174,10 +175,11 @@ static wgml_status parse_tensor(const char *what, const cJSON *c, uint64_t data_
     const cJSON *b = off->child, *e = b ? b->next : NULL;
     if (!b || !e || e->next)
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: data_offsets of tensor '%s' must hold 2 integers", what, q);
-    snprintf(field, sizeof field, "data_offsets[0] of tensor '%s'", q);
-    if ((s = wgml__json_uint(what, field, b, WGML__JSON_INT_MAX, &t->begin))) return s;
-    snprintf(field, sizeof field, "data_offsets[1] of tensor '%s'", q);
-    if ((s = wgml__json_uint(what, field, e, WGML__JSON_INT_MAX, &t->end))) return s;
+    for (int k = 0; k < 2; k++)
+        if (!wgml__json_uint_ok(k ? e : b, WGML__JSON_INT_MAX, k ? &t->end : &t->begin)) {
+            snprintf(field, sizeof field, "data_offsets[%d] of tensor '%s'", k, q);
+            return wgml__json_uint(what, field, k ? e : b, WGML__JSON_INT_MAX, k ? &t->end : &t->begin);
+        }
     if (t->end < t->begin)
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: data_offsets [%llu, %llu] of tensor '%s' are reversed", what,
                           (unsigned long long)t->begin, (unsigned long long)t->end, q);

@@ -488,8 +488,10 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         const char *k = c->string ? c->string : "";
         size_t kl = strlen(k);
         uint64_t id;
-        snprintf(field, sizeof field, "model.vocab['%s']", wgml__quote(q, sizeof q, k, kl));
-        if ((s = wgml__json_uint(what, field, c, TOK_MAX_ID, &id))) return s;
+        if (!wgml__json_uint_ok(c, TOK_MAX_ID, &id)) {
+            snprintf(field, sizeof field, "model.vocab['%s']", wgml__quote(q, sizeof q, k, kl));
+            return wgml__json_uint(what, field, c, TOK_MAX_ID, &id);
+        }
         if (kl == 0) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.vocab has an empty token (id %llu)", what,
                                        (unsigned long long)id);
         if (id > max_id) max_id = id;
@@ -513,7 +515,7 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
             if (!content->valuestring[0])
                 return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: added_tokens[%zu].content is empty", what, i);
             if (id > max_id) max_id = id;
-            arena += 2 * strlen(content->valuestring);   /* as matched, and as decoded */
+            arena += strlen(content->valuestring);
             nadded++;
         }
     }
@@ -578,7 +580,7 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         for (const cJSON *c = added->child; c; c = c->next, i++) {
             added_token *a = &t->added[t->nadded];
             const char *content = get(c, "content")->valuestring;
-            size_t cl = strlen(content), rl;
+            size_t cl = strlen(content);
             a->id = (uint32_t)get(c, "id")->valuedouble;   /* checked above */
             snprintf(field, sizeof field, "added_tokens[%zu]", i);
             if ((s = get_flag(what, c, field, "lstrip", false, &a->lstrip)) ||
@@ -596,16 +598,11 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
             if (r == 0)
                 return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: added_tokens[%zu] repeats '%s'", what, i,
                                                  wgml__quote(q, sizeof q, content, cl));
-            /* Decoding gives the content through the byte-level decoder, as Hugging Face
-               does: byte-level characters back to bytes when all are, else UTF-8 as is. */
-            if (unmap(u2b, content, cl, t->bytes + t->nbytes, &rl)) {
-                t->tok_off[a->id] = (uint32_t)t->nbytes;
-                t->tok_len[a->id] = (uint32_t)rl;
-                t->nbytes += rl;
-            } else {
-                t->tok_off[a->id] = a->off;
-                t->tok_len[a->id] = (uint32_t)cl;
-            }
+            /* An added token decodes to its content as written. (Hugging Face passes it
+               through the byte-level decoder, which garbles a content made of non-ASCII
+               characters of the byte alphabet, e.g. "\u00e9" -> byte 0xE9.) */
+            t->tok_off[a->id] = a->off;
+            t->tok_len[a->id] = (uint32_t)cl;
             t->nadded++;
         }
         /* one id per added token */
