@@ -752,7 +752,10 @@ WGML_API int64_t wgml_tokenizer_token_id(const wgml_tokenizer *tok, const char *
 /* Encodes len bytes of text (UTF-8; invalid bytes are encoded as themselves, each its own
    pre-token character) into token ids, as Hugging Face's encode(text,
    add_special_tokens=False): added tokens found in the text become their ids. Writes the
-   ids to ids[0 .. *n). Never more ids than bytes, so cap = len always suffices.
+   ids to ids[0 .. *n). Never more ids than bytes, so cap = len suffices (2 * len when the
+   ByteLevel step has add_prefix_space, which adds a space to each piece). Texts of 16 KiB
+   or more use a per-call cache of short pieces (natural text repeats its words).
+   len must be below 2^31: encode longer texts in parts.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL tok or n; NULL text with len > 0; NULL ids
            with cap > 0), WGML_ERROR_SHAPE (more ids than cap: *n is then the number
            needed and ids holds the first cap), WGML_ERROR_OUT_OF_MEMORY. */

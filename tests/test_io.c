@@ -979,10 +979,10 @@ static void test_tokenizer_bpe_vs_reference(void)
         if (trial % 2)
             for (size_t k = nm - 1; k > 0; k--) {
                 size_t r = th_rand_u32() % (k + 1);
-                char t0[48], t1[48];
-                strcpy(t0, mpair[k][0]); strcpy(t1, mpair[k][1]);
-                strcpy(mpair[k][0], mpair[r][0]); strcpy(mpair[k][1], mpair[r][1]);
-                strcpy(mpair[r][0], t0); strcpy(mpair[r][1], t1);
+                char tmp[2][48];
+                memcpy(tmp, mpair[k], sizeof tmp);
+                memmove(mpair[k], mpair[r], sizeof tmp);
+                memcpy(mpair[r], tmp, sizeof tmp);
             }
         for (size_t k = 0; k < nm; k++) {
             char m[96];
@@ -1224,6 +1224,54 @@ static void test_tokenizer_long_piece(void)
     wgml_tokenizer_free(t);
 }
 
+/* Long texts go through a cache of pieces: the ids of a text of many sentences are the ids
+   of each sentence encoded alone (short: no cache), also when the output is cut short. */
+static void test_tokenizer_long_text(void)
+{
+    tj j;
+    tj_init(&j, PRE_GPT2);
+    const char *m[][2] = { { "h", "e" }, { "l", "l" }, { "he", "ll" }, { "hell", "o" }, { " ", "w" }, { "o", "r" },
+                           { " w", "or" }, { "l", "d" }, { " wor", "ld" }, { " ", "t" }, { "t", "h" }, { " t", "he" },
+                           { "\xc3", "\xa9" } };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        char both[16];
+        snprintf(both, sizeof both, "%s%s", m[i][0], m[i][1]);
+        tj_token(&j, both);
+        tj_merge(&j, m[i][0], m[i][1], false);
+    }
+    tj_added(&j, "<|endoftext|>", false, false, false);
+    wgml_tokenizer *t = tj_build(&j);
+    if (!t) return;
+    static const char *const words[] = { "hello", "world", "the", "caf\xc3\xa9", "hellohello", "worlds", "12",
+                                         "theworld", "x", "'s", "!!", "<|endoftext|>" };
+    size_t cap = 1 << 18, len = 0, nwant = 0;
+    char *text = malloc(cap + 64);
+    uint32_t *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got), part[64];
+    while (len < cap - 64) {   /* sentences of random words, each ending in a newline */
+        char sent[64];
+        size_t sl = 0;
+        int nw = 1 + (int)(th_rand_u32() % 4);
+        for (int w = 0; w < nw; w++) sl += (size_t)snprintf(sent + sl, sizeof sent - sl, "%s%s", w ? " " : "", words[th_rand_u32() % 12]);
+        sent[sl++] = '\n';
+        size_t np = enc(t, sent, sl, part, 64);
+        memcpy(want + nwant, part, np * sizeof *part);
+        nwant += np;
+        memcpy(text + len, sent, sl);
+        len += sl;
+    }
+    size_t n = enc(t, text, len, got, cap);
+    TH_CHECK(n == nwant && memcmp(got, want, n * sizeof *got) == 0, "%zu bytes: %zu ids, sentence by sentence %zu", len, n, nwant);
+    size_t short_cap = nwant / 3;
+    memset(got, 0xFF, cap * sizeof *got);
+    TH_EXPECT(wgml_tokenizer_encode(t, text, len, got, short_cap, &n), WGML_ERROR_SHAPE);
+    TH_CHECK(n == nwant && memcmp(got, want, short_cap * sizeof *got) == 0 && got[short_cap] == 0xFFFFFFFFu,
+             "cut short: the first ids, nothing past cap");
+    free(text);
+    free(want);
+    free(got);
+    wgml_tokenizer_free(t);
+}
+
 static const th_case cases[] = {
     { "safetensors_roundtrip", test_safetensors_roundtrip },
     { "safetensors_write_rejects", test_safetensors_write_rejects },
@@ -1239,6 +1287,7 @@ static const th_case cases[] = {
     { "tokenizer_bytes", test_tokenizer_bytes },
     { "tokenizer_malformed", test_tokenizer_malformed },
     { "tokenizer_long_piece", test_tokenizer_long_piece },
+    { "tokenizer_long_text", test_tokenizer_long_text },
 };
 
 TH_MAIN(cases)

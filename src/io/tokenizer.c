@@ -784,8 +784,21 @@ int64_t wgml_tokenizer_token_id(const wgml_tokenizer *t, const char *token)
 
 typedef struct sym { uint32_t id, prev, next; } sym;
 
+/* A direct-mapped cache of short pieces and their ids, for long texts: natural text repeats
+   its words, and a hit skips the merging. Per encode call, so encoding stays thread-safe. */
+#define CACHE_SLOTS 4096
+#define CACHE_BYTES 22
+#define CACHE_IDS 6
+typedef struct cache_slot {
+    uint64_t hash;      /* 0: empty */
+    uint8_t len, nids;
+    char bytes[CACHE_BYTES];
+    uint32_t ids[CACHE_IDS];
+} cache_slot;
+
 typedef struct enc {
     const wgml_tokenizer *t;
+    cache_slot *cache;  /* NULL for short texts */
     uint32_t *ids;
     size_t cap, n;
     sym *syms;          /* BPE scratch, sized for the longest piece so far */
@@ -844,10 +857,38 @@ static uint64_t heap_pop(uint64_t *h, size_t *n)
     return top;
 }
 
-/* Merges the bytes of one piece and emits its tokens. Heap entries are (rank << 32 | left
+/* Merges the bytes of one piece and emits its tokens (bpe() looks in the cache first). Heap entries are (rank << 32 | left
    position): lowest rank first, leftmost on ties. An entry is stale when its left symbol
    was merged away or its pair changed since; the rank check catches both. */
+static void bpe_merge(enc *E, const uint8_t *s, size_t n);
+
 static void bpe(enc *E, const uint8_t *s, size_t n)
+{
+    if (!E->cache || n < 2 || n > CACHE_BYTES) {
+        bpe_merge(E, s, n);
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    h |= 1;
+    cache_slot *c = &E->cache[(h ^ (h >> 29)) & (CACHE_SLOTS - 1)];
+    if (c->hash == h && c->len == n && memcmp(c->bytes, s, n) == 0) {
+        for (uint8_t i = 0; i < c->nids; i++) emit(E, c->ids[i]);
+        return;
+    }
+    size_t first = E->n;
+    bpe_merge(E, s, n);
+    size_t k = E->n - first;
+    if (k <= CACHE_IDS && E->n <= E->cap && !E->oom) {   /* the ids are all in E->ids */
+        c->hash = h;
+        c->len = (uint8_t)n;
+        c->nids = (uint8_t)k;
+        memcpy(c->bytes, s, n);
+        memcpy(c->ids, E->ids + first, k * sizeof *c->ids);
+    }
+}
+
+static void bpe_merge(enc *E, const uint8_t *s, size_t n)
 {
     const wgml_tokenizer *t = E->t;
     uint32_t whole;
@@ -981,6 +1022,7 @@ static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len,
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: len %zu is 2 GiB or more: encode the text in parts", fn, len);
     const uint8_t *s = (const uint8_t *)text;
     enc E = { .t = t, .ids = ids, .cap = cap };
+    if (len >= ((size_t)16 << 10) && !t->bytes_only) E.cache = calloc(CACHE_SLOTS, sizeof *E.cache);   /* NULL: no cache */
     if (t->bytes_only) {
         for (size_t i = 0; i < len; i++) emit(&E, s[i]);
     } else {
@@ -1013,6 +1055,7 @@ static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len,
         }
         pretokenize(&E, s + seg, len - seg, 0);
     }
+    free(E.cache);
     free(E.syms);
     free(E.heap);
     free(E.pfx);
