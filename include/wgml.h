@@ -702,7 +702,8 @@ typedef struct wgml_model_config {
     } quantization;                 /* MLX affine: "quantization" or "quantization_config" */
 } wgml_model_config;
 
-/* Parses len bytes of config.json text (need not be NUL-terminated) into *out; name is
+/* Parses len bytes (at most 16 MiB) of config.json text, not necessarily NUL-terminated,
+   into *out (zeroed on failure); name is
    used in messages. Checks types ("hidden_size must be an integer, not a string"), ranges,
    hidden_act (silu only), rope_scaling types (none, linear, llama3), and that every token
    id is below vocab_size. Unknown keys are ignored.
@@ -735,7 +736,8 @@ typedef struct wgml_tokenizer wgml_tokenizer;
            message names the field: "tokenizer.json: merges[17] 'a b': 'ab' is not in the
            vocab"), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out);
-/* As wgml_tokenizer_load on len bytes of JSON text; name is used in messages. */
+/* As wgml_tokenizer_load on len bytes of JSON text (at most 256 MiB); name is used in
+   messages. */
 WGML_API wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,
                                           wgml_tokenizer **out);
 /* The byte tokenizer: vocabulary 256, token id = byte value, no merges, no added tokens. */

@@ -288,6 +288,9 @@ wgml_status wgml_model_config_parse(const char *json, size_t len, const char *na
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_parse: json and out must not be NULL");
     memset(out, 0, sizeof *out);
     const char *what = name ? name : "config.json";
+    if (len > CONFIG_MAX_BYTES)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu bytes, more than the %zu a config may have", what, len,
+                          CONFIG_MAX_BYTES);
     cJSON *root;
     wgml_status s = wgml__json_parse(what, json ? json : "", len, &root);
     if (s) return s;

@@ -700,6 +700,9 @@ wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,
     if (!out || (!json && len))
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tokenizer_parse: json and out must not be NULL");
     const char *what = name ? name : "tokenizer.json";
+    if (len > TOK_MAX_BYTES)   /* token offsets are 32-bit */
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu bytes, more than the %zu a tokenizer may have", what, len,
+                          TOK_MAX_BYTES);
     cJSON *root;
     wgml_status s = wgml__json_parse(what, json ? json : "", len, &root);
     if (s) return s;
