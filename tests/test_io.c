@@ -63,6 +63,7 @@ static void expect_format_impl(wgml_status got, const char *name, const char *ne
     const char *m = wgml_last_error(NULL);
     size_t nl = strlen(name);
     bool ok = got == WGML_ERROR_FORMAT && strncmp(m, name, nl) == 0 && m[nl] == ':' && strstr(m, needle);
+    for (const char *p = m; *p; p++) ok &= *p >= 0x20 && *p < 0x7F;   /* names from files come quoted */
     th_check_impl(ok, file, line, "%s returned %s with \"%s\"; expected WGML_ERROR_FORMAT, \"%s: ...%s...\"", expr,
                   wgml_status_string(got), m, name, needle);
 }
@@ -417,6 +418,7 @@ static void test_checkpoint_shards(void)
         { "{\"weight_map\":{\"a\":\"/etc/passwd\"}}", "is not a plain file name" },
         { "{\"weight_map\":{\"a\":\"..\"}}", "is not a plain file name" },
         { "{\"weight_map\":{\"a\":\"\"}}", "is not a plain file name" },
+        { "{\"weight_map\":{\"a\":\"x\\u001b[31m.safetensors\"}}", "sends 'a' to 'x\\x1b[31m.safetensors', which is not a plain" },
         { "{\"weight_map\":{\"c\":\"model-00001-of-00002.safetensors\",\"a\":\"model-00002-of-00002.safetensors\"}}",
           "weight_map puts tensor 'c' in" },
         { "{\"weight_map\":{\"a\":1}}", "weight_map value of 'a' must be a string, not a number" },
@@ -1103,7 +1105,7 @@ static void test_tokenizer_malformed(void)
     static const struct { int edit; const char *needle; } cases[] = {
         { 0, "model.type 'WordPiece' is not supported (BPE only)" },
         { 1, "normalizer 'NFC' is not supported" },
-        { 2, "model.vocab lacks the token of byte 0x41 ('A')" },
+        { 2, "model.vocab lacks the token of byte 0x41 (spelled U+0041)" },
         { 3, "merges[1]: 'zz' is not a byte-level token of the vocab" },
         { 4, "merges[1] 'a c': 'ac' is not in the vocab" },
         { 5, "merges[1] 'a b c' is not two tokens split by a space" },
@@ -1127,6 +1129,7 @@ static void test_tokenizer_malformed(void)
         { 23, "invalid JSON" },
         { 24, "model.vocab['xyz'] must be an integer, not a string" },
         { 25, "added_tokens[0].lstrip must be true or false, not a string" },
+        { 26, "model.vocab lacks the token of byte 0xb1 (spelled U+00B1)" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tj j;
@@ -1175,6 +1178,7 @@ static void test_tokenizer_malformed(void)
         case 23: break;   /* truncated below */
         case 24: cJSON_AddStringToObject(j.vocab, "xyz", "5"); break;
         case 25: cJSON_ReplaceItemInObject(cJSON_GetArrayItem(j.added, 0), "lstrip", cJSON_CreateString("no")); break;
+        case 26: cJSON_DeleteItemFromObject(j.vocab, "\xc2\xb1"); break;
         }
         char *s = tj_text(&j);
         size_t len = strlen(s);

@@ -706,10 +706,13 @@ done:
 #define SINGLE_NAME "model.safetensors"
 #define INDEX_MAX_BYTES ((size_t)64 << 20)
 
-/* Shard names: plain file names only, so an index cannot point outside its folder. */
+/* Shard names: plain file names only, so an index cannot point outside its folder, and
+   without control characters (they end up in messages). */
 static bool plain_file_name(const char *s)
 {
     size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7F) return false;
     return n > 0 && n <= 255 && !strchr(s, '/') && !strchr(s, '\\') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 

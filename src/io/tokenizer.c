@@ -563,15 +563,10 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
     }
     for (int b = 0; b < 256; b++) {
         char one = (char)b;
-        if (!wgml__strmap_get(&t->vocab, &one, 1, &t->byte_id[b])) {
-            char sp[4] = { 0 };
-            size_t sl = b2u[b] < 0x80 ? 1 : 2;
-            if (sl == 1) sp[0] = (char)b2u[b];
-            else { sp[0] = (char)(0xC0 | (b2u[b] >> 6)); sp[1] = (char)(0x80 | (b2u[b] & 0x3F)); }
+        if (!wgml__strmap_get(&t->vocab, &one, 1, &t->byte_id[b]))
             return wgml__fail(NULL, WGML_ERROR_FORMAT,
-                                             "%s: model.vocab lacks the token of byte 0x%02x ('%s'): byte-level BPE needs all 256",
-                                             what, b, sp);
-        }
+                              "%s: model.vocab lacks the token of byte 0x%02x (spelled U+%04X): byte-level BPE needs all 256",
+                              what, b, b2u[b]);
     }
 
     /* ---- added tokens */
