@@ -38,7 +38,7 @@ clean:
 # runtime), then runs each target for FUZZ_TIME seconds from its seed corpus, keeping what
 # it finds in build-fuzz/corpus/<target> and crashes in build-fuzz/crash-*.
 FUZZ_TIME ?= 20
-FUZZ_TARGETS = safetensors config tokenizer index
+FUZZ_TARGETS = safetensors config index tokenizer encode
 fuzz:
 	@command -v clang >/dev/null || { echo "make fuzz needs clang and libclang-rt-14-dev (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -89,7 +89,7 @@ put("config", "bad_heads.json", '{"vocab_size":10,"hidden_size":64,"intermediate
 put("config", "bad_type.json", '{"vocab_size":"10"}')
 put("config", "bad_json.json", '{"vocab_size":10,')
 
-# ---- tokenizer.json (first byte even) and texts (first byte odd) -----------------------------
+# ---- tokenizer.json, and texts for the built-in tokenizers (first byte: which) ----------------
 
 def alphabet():
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
@@ -130,15 +130,15 @@ def tokenizer(pre, merges, pair_form=False, added=(), ignore=False):
 BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 MERGES = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), (" ", "w"), ("o", "r"), (" w", "or"), ("l", "d"),
           (" wor", "ld"), (" ", " "), ("1", "2"), ("12", "3"), ("t", "h"), ("th", "e"), (" ", "the")]
-put("tokenizer", "tok_gpt2", b"\x00" + tokenizer(BL, MERGES, added=["<|endoftext|>"]).encode())
-put("tokenizer", "tok_llama3", b"\x00" + tokenizer(
+put("tokenizer", "tok_gpt2", tokenizer(BL, MERGES, added=["<|endoftext|>"]).encode())
+put("tokenizer", "tok_llama3", tokenizer(
     {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": LLAMA3}, "behavior": "Isolated",
                                             "invert": False}, dict(BL, use_regex=False)]},
     MERGES, pair_form=True, added=["<|begin_of_text|>", "<|eot_id|>"], ignore=True).encode())
-put("tokenizer", "tok_smollm2", b"\x00" + tokenizer(
+put("tokenizer", "tok_smollm2", tokenizer(
     {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, BL]}, MERGES,
     added=["<|endoftext|>", "<|im_start|>"]).encode())
-put("tokenizer", "tok_bad_merge", b"\x00" + tokenizer(BL, MERGES).replace('"h e"', '"h q z"').encode())
+put("tokenizer", "tok_bad_merge", tokenizer(BL, MERGES).replace('"h e"', '"h q z"').encode())
 texts = {"prose": "Hello world! The quick brown fox, it's 12345 o'clock.\n\nNew paragraph  with  spaces.",
          "code": "def f(x):\n\tif x == 0:\n\t\treturn [1, 2, 3]\r\n    return {'a': x ** 2}  # done\n",
          "unicode": "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001F600\U0001F44D \u0645\u0631\u062d\u0628\u0627 \u00bd\u2163 e\u0301",
@@ -147,8 +147,8 @@ texts = {"prose": "Hello world! The quick brown fox, it's 12345 o'clock.\n\nNew 
          "digits": "1234567890 3.14 1,000 \u0663\u0664\u0665 x1y22z333"}
 for kind in range(6):
     for name, t in texts.items():
-        put("tokenizer", "text%d_%s" % (kind, name), bytes([1, kind]) + t.encode())
-put("tokenizer", "text0_invalid_utf8", bytes([1, 0]) + b"ab\xff\xfe\xc3(\xe4\xbd \xf0\x9f\x98 z")
+        put("encode", "text%d_%s" % (kind, name), bytes([kind]) + t.encode())
+put("encode", "text0_invalid_utf8", bytes([0]) + b"ab\xff\xfe\xc3(\xe4\xbd \xf0\x9f\x98 z")
 
 # ---- model.safetensors.index.json -------------------------------------------------------------
 
