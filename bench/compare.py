@@ -17,7 +17,7 @@ def load(path):
                 continue
             r = json.loads(line)
             if r["kind"] == "meta":
-                meta = r
+                meta = meta or r   # several runs may be concatenated: keep the first header
             else:
                 cases[(r["op"], r["shape"])] = r
     return meta, cases

@@ -21,7 +21,13 @@ if [ "${2:-}" != "--no-tests" ]; then
     (cd build-device && timeout "${WGML_TEST_TIMEOUT:-240}" ctest --output-on-failure -j 8 >"$out/ctest.log" 2>&1; tail -25 "$out/ctest.log")
 fi
 args=(); [ -n "$filter" ] && args=(--filter "$filter")
-build-device/wgml bench --json "$out/wgml.jsonl" "${args[@]}" | tee "$out/wgml_bench.md"
+# One process per group: in a single process timing every case, the row ops were seen up to
+# 2.6x slower than in a fresh one (cause not yet found), so each group starts fresh.
+: > "$out/wgml.jsonl"
+for g in memory latency matmul decode attention overhead overhead-record overhead-gpu; do
+    build-device/wgml bench --group "$g" --json "$out/wgml-$g.jsonl" "${args[@]}" | tee -a "$out/wgml_bench.md"
+    cat "$out/wgml-$g.jsonl" >> "$out/wgml.jsonl"; rm -f "$out/wgml-$g.jsonl"
+done
 PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/torch.jsonl" "${args[@]}"
 python3 bench/compare.py "$out/wgml.jsonl" "$out/torch.jsonl" --title "wgml vs PyTorch on the H200" \
     --date "$(date -u +%Y-%m-%d)" --command "bash bench/device_run.sh ${filter}" > "$out/h200.md"
