@@ -181,15 +181,17 @@ static void test_reference_gradients_by_finite_differences(void)
    1e-3 of the tensor's largest reference gradient; elements near that size must agree to
    1e-3 relative. A wrong gradient (a transposed product, a missing residual path, an
    unscaled accumulation) is off by O(1) of that scale. */
-static void compare_grads(const char *label, const ref_model_shape *s, wgml_trainer *t, double *const *grads)
+static void compare_grads(const char *label, const ref_model_shape *s, wgml_model *m, wgml_trainer *t, double *const *grads)
 {
     for (int i = 0; i < ref_model_param_count(s); i++) {
         size_t n = ref_model_param_numel(s, i);
         double mx = 0;
         for (size_t j = 0; j < n; j++) mx = fmax(mx, fabs(grads[i][j]));
         float *got = th_read(wgml_trainer_grad(t, (size_t)i));
-        char what[128];
-        snprintf(what, sizeof what, "%s: gradient of param %d", label, i);
+        const char *name = "";
+        wgml_model_param(m, (size_t)i, &name);
+        char what[160];
+        snprintf(what, sizeof what, "%s: gradient of %s", label, name);
         th_compare(what, got, grads[i], n, 1e-3 * mx + 1e-9, 1e-3);
         free(got);
     }
@@ -210,7 +212,7 @@ static void check_backward(const tiny *tc)
     wgml_trainer *t = NULL;
     TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T }, &t), WGML_OK);
     TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, NULL), WGML_OK);
-    compare_grads(s->tied ? "tied model" : "untied model", s, t, grads);
+    compare_grads(s->tied ? "tied model" : "untied model", s, m, t, grads);
 
     /* Accumulation: two micro-batches at scale 1/2 give the mean of their gradients. */
     uint32_t *ids2 = random_ids(N, s->vocab), *targets2 = random_ids(N, s->vocab);
@@ -222,7 +224,7 @@ static void check_backward(const tiny *tc)
     TH_EXPECT(wgml_trainer_step(t, 0.0f, NULL), WGML_OK);   /* lr 0: clears the gradients only */
     TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 0.5f, NULL), WGML_OK);
     TH_EXPECT(wgml_trainer_accumulate(t, ids2, targets2, 0.5f, NULL), WGML_OK);
-    compare_grads("two accumulated micro-batches", s, t, grads2);
+    compare_grads("two accumulated micro-batches", s, m, t, grads2);
 
     for (int i = 0; i < np; i++) { free(grads[i]); free(grads2[i]); }
     free(grads); free(grads2); free(ids); free(targets); free(ids2); free(targets2);
@@ -395,6 +397,360 @@ static void test_kv_cache_matches_full_forward(void)
     check_kv_cache(&tiny_b);
 }
 
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+static char tmpdir[64];
+
+static const char *in_tmp(const char *name)
+{
+    static char buf[4][256];
+    static int next;
+    char *b = buf[next++ & 3];
+    snprintf(b, 256, "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/wgml_test_model_XXXXXX");
+    TH_CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void remove_tmpdir(void)
+{
+    const char *files[] = { "config.json", "model.safetensors", "other.safetensors" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(in_tmp(files[i]));
+    TH_CHECK(rmdir(tmpdir) == 0, "rmdir %s: %s", tmpdir, strerror(errno));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    TH_CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The logits of a model on fixed tokens (B = 1, T = 8), malloc'd. */
+static float *logits_of(wgml_model *m, const uint32_t *ids)
+{
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 8 }, &t), WGML_OK);
+    if (!t) return calloc(1, sizeof(float));
+    TH_EXPECT(wgml_trainer_eval(t, ids, ids, NULL), WGML_OK);
+    float *l = th_read(wgml_trainer_logits(t));
+    wgml_trainer_destroy(t);
+    return l;
+}
+
+/* Saving and loading gives the same parameters bit for bit, and so the same logits. */
+static void test_checkpoint_round_trip(void)
+{
+    const tiny *cases[] = { &tiny_a, &tiny_b };
+    make_tmpdir();
+    for (int c = 0; c < 2; c++) {
+        const ref_model_shape *s = &cases[c]->s;
+        float **params = random_params(s);
+        wgml_model *m = make_model(s, params), *back = NULL;
+        TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        if (!back) { wgml_model_destroy(m); free_params(s, params); continue; }
+        const wgml_model_config *a = wgml_model_get_config(m), *b = wgml_model_get_config(back);
+        TH_CHECK(a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size && a->num_hidden_layers == b->num_hidden_layers &&
+                 a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
+                 a->intermediate_size == b->intermediate_size && a->head_dim == b->head_dim &&
+                 a->tie_word_embeddings == b->tie_word_embeddings && a->rope_theta == b->rope_theta &&
+                 a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings,
+                 "config.json does not round-trip");
+        TH_CHECK(wgml_model_param_count(back) == wgml_model_param_count(m), "parameter count changed");
+        for (size_t i = 0; i < wgml_model_param_count(m); i++) {
+            const char *na, *nb;
+            wgml_tensor *ta = wgml_model_param(m, i, &na), *tb = wgml_model_param(back, i, &nb);
+            TH_CHECK(!strcmp(na, nb), "names %s and %s", na, nb);
+            float *x = th_read(ta), *y = th_read(tb);
+            TH_CHECK(!memcmp(x, y, wgml_tensor_nbytes(ta)), "parameter %s differs after a round trip", na);
+            free(x); free(y);
+        }
+        uint32_t ids[8];
+        for (int i = 0; i < 8; i++) ids[i] = th_rand_u32() % (uint32_t)s->vocab;
+        float *la = logits_of(m, ids), *lb = logits_of(back, ids);
+        TH_CHECK(!memcmp(la, lb, 8 * (size_t)s->vocab * sizeof(float)), "logits of the reloaded model differ");
+        /* the same file loads by its own path too */
+        wgml_model *again = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, in_tmp("model.safetensors"), &again), WGML_OK);
+        wgml_model_destroy(again);
+        free(la); free(lb);
+        wgml_model_destroy(back);
+        wgml_model_destroy(m);
+        free_params(s, params);
+    }
+    remove_tmpdir();
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);   /* round to nearest even */
+}
+static float from_bf16(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+/* f32 -> f16 for normal values of moderate size (what the test uses), nearest even */
+static uint16_t to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, e = (u >> 23) & 255, m = u & 0x7FFFFF;
+    if (e < 103) return (uint16_t)sign;   /* flush tiny values to zero */
+    if (e < 113) {                        /* subnormal half */
+        m |= 0x800000;
+        uint32_t shift = 126 - e, hm = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1))) hm++;
+        return (uint16_t)(sign | hm);
+    }
+    uint32_t h = ((e - 112) << 10) | (m >> 13), rem = m & 0x1FFF;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+static float from_f16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
+    float f;
+    if (e == 0) f = ldexpf((float)m, -24);
+    else f = ldexpf((float)(m | 1024), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The tensors of a model as safetensors entries (data pointing into params). */
+static wgml_safetensors_entry *entries_of(wgml_model *m, float **params)
+{
+    size_t n = wgml_model_param_count(m);
+    wgml_safetensors_entry *e = calloc(n, sizeof *e);
+    for (size_t i = 0; i < n; i++) {
+        wgml_tensor *t = wgml_model_param(m, i, &e[i].name);
+        e[i].dtype = WGML_ST_F32;
+        e[i].ndim = wgml_tensor_ndim(t);
+        for (uint32_t d = 0; d < e[i].ndim; d++) e[i].shape[d] = wgml_tensor_dim(t, d);
+        e[i].data = params[i];
+    }
+    return e;
+}
+
+/* f16 and bf16 checkpoints (the usual Hugging Face dtypes) load as their exact f32 values. */
+static void test_checkpoint_half_precision(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);   /* for config.json */
+    size_t n = wgml_model_param_count(m);
+    for (int kind = 0; kind < 2; kind++) {
+        wgml_safetensors_entry *e = entries_of(m, params);
+        uint16_t **half = calloc(n, sizeof *half);
+        for (size_t i = 0; i < n; i++) {
+            size_t numel = ref_model_param_numel(s, (int)i);
+            half[i] = malloc(numel * 2);
+            for (size_t j = 0; j < numel; j++) half[i][j] = kind ? to_bf16(params[i][j]) : to_f16(params[i][j]);
+            e[i].dtype = kind ? WGML_ST_BF16 : WGML_ST_F16;
+            e[i].data = half[i];
+        }
+        TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+        wgml_model *back = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        for (size_t i = 0; back && i < n; i++) {
+            size_t numel = ref_model_param_numel(s, (int)i);
+            double *want = th_alloc_d(numel);
+            for (size_t j = 0; j < numel; j++) want[j] = kind ? from_bf16(half[i][j]) : from_f16(half[i][j]);
+            float *got = th_read(wgml_model_param(back, i, NULL));
+            char what[64];
+            snprintf(what, sizeof what, "%s parameter %zu", kind ? "bf16" : "f16", i);
+            th_compare(what, got, want, numel, 0, 0);   /* exact: the conversion is lossless */
+            free(got); free(want);
+        }
+        wgml_model_destroy(back);
+        for (size_t i = 0; i < n; i++) free(half[i]);
+        free(half);
+        free(e);
+    }
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
+/* MLX affine quantisation: codes of `bits` bits packed little-endian in u32 along each row,
+   a scale and a bias per group of `group` codes; the loader dequantises on the GPU. */
+static void test_checkpoint_quantized(void)
+{
+    ref_model_shape s = { .vocab = 64, .dim = 64, .layers = 1, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 128,
+                          .rope_theta = 10000, .eps = 1e-5, .tied = true };
+    const int bits_list[2] = { 4, 8 }, groups[2] = { 32, 64 };
+    for (int q = 0; q < 2; q++) {
+        int bits = bits_list[q], group = groups[q];
+        make_tmpdir();
+        float **params = random_params(&s);
+        wgml_model *m = make_model(&s, params);
+        TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg, "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 128, "
+                 "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, "
+                 "\"tie_word_embeddings\": true, \"quantization\": {\"group_size\": %d, \"bits\": %d}}", group, bits);
+        write_text(in_tmp("config.json"), cfg);
+        size_t n = wgml_model_param_count(m);
+        /* every matrix quantised: 3 tensors each; vectors stay f32 */
+        wgml_safetensors_entry *e = calloc(3 * n, sizeof *e);
+        char (*names)[2][128] = calloc(n, sizeof *names);
+        void **bufs = calloc(3 * n, sizeof *bufs);
+        double **want = calloc(n, sizeof *want);
+        size_t ne = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *name;
+            wgml_tensor *t = wgml_model_param(m, i, &name);
+            size_t numel = wgml_tensor_numel(t);
+            want[i] = th_alloc_d(numel);
+            if (wgml_tensor_ndim(t) == 1) {
+                e[ne++] = (wgml_safetensors_entry){ .name = name, .dtype = WGML_ST_F32, .ndim = 1, .shape = { numel }, .data = params[i] };
+                for (size_t j = 0; j < numel; j++) want[i][j] = params[i][j];
+                continue;
+            }
+            size_t rows = wgml_tensor_dim(t, 0), cols = wgml_tensor_dim(t, 1), ng = cols / (size_t)group, per = 32 / (size_t)bits;
+            uint32_t *codes = calloc(rows * cols / per, 4);
+            float *sc = malloc(rows * ng * 4), *bi = malloc(rows * ng * 4);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t g = 0; g < ng; g++) {
+                    sc[r * ng + g] = (float)th_uniform(0.001, 0.05);
+                    bi[r * ng + g] = (float)th_uniform(-0.5, 0.5);
+                    for (size_t c = 0; c < (size_t)group; c++) {
+                        size_t at = r * cols + g * (size_t)group + c;
+                        uint32_t code = th_rand_u32() & ((1u << bits) - 1);
+                        codes[at / per] |= code << ((at % per) * (size_t)bits);
+                        want[i][at] = (double)code * sc[r * ng + g] + bi[r * ng + g];
+                    }
+                }
+            size_t base = strlen(name) - strlen(".weight");
+            snprintf(names[i][0], 128, "%.*s.scales", (int)base, name);
+            snprintf(names[i][1], 128, "%.*s.biases", (int)base, name);
+            e[ne++] = (wgml_safetensors_entry){ .name = name, .dtype = WGML_ST_U32, .ndim = 2, .shape = { rows, cols / per }, .data = codes };
+            e[ne++] = (wgml_safetensors_entry){ .name = names[i][0], .dtype = WGML_ST_F32, .ndim = 2, .shape = { rows, ng }, .data = sc };
+            e[ne++] = (wgml_safetensors_entry){ .name = names[i][1], .dtype = WGML_ST_F32, .ndim = 2, .shape = { rows, ng }, .data = bi };
+            bufs[3 * i] = codes; bufs[3 * i + 1] = sc; bufs[3 * i + 2] = bi;
+        }
+        TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, ne, NULL), WGML_OK);
+        wgml_model *back = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        for (size_t i = 0; back && i < n; i++) {
+            wgml_tensor *t = wgml_model_param(back, i, NULL);
+            float *got = th_read(t);
+            char what[64];
+            snprintf(what, sizeof what, "%d-bit group %d: parameter %zu", bits, group, i);
+            /* code * scale + bias in f32: one rounding of each operation */
+            th_compare(what, got, want[i], wgml_tensor_numel(t), 1e-6, 1e-6);
+            free(got);
+        }
+        wgml_model_destroy(back);
+        for (size_t i = 0; i < 3 * n; i++) free(bufs[i]);
+        for (size_t i = 0; i < n; i++) free(want[i]);
+        free(bufs); free(want); free(names); free(e);
+        wgml_model_destroy(m);
+        free_params(&s, params);
+        remove_tmpdir();
+    }
+}
+
+/* Broken folders, configs and weight files fail with a message, never a crash, and leave
+   no model behind. */
+static void expect_load_fails(const char *what, const char *needle)
+{
+    wgml_model *m = (wgml_model *)&m;   /* must be set to NULL */
+    wgml_status s = wgml_model_load(th_eng, tmpdir, &m);
+    const char *msg = wgml_last_error(th_ctx);
+    TH_CHECK(s == WGML_ERROR_FORMAT || s == WGML_ERROR_IO, "%s: status %s (%s)", what, wgml_status_string(s), msg);
+    TH_CHECK(m == NULL, "%s: *out not NULL after a failure", what);
+    TH_CHECK(!needle || strstr(msg, needle) != NULL, "%s: the message \"%s\" does not name \"%s\"", what, msg, needle);
+}
+
+static void test_malformed_checkpoints(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    size_t n = wgml_model_param_count(m);
+    wgml_model *out = NULL;
+    TH_EXPECT_ERR(wgml_model_load(th_eng, "/nonexistent/wgml/model", &out), WGML_ERROR_IO, "/nonexistent/wgml/model");
+    TH_EXPECT_ERR(wgml_model_load(NULL, tmpdir, &out), WGML_ERROR_INVALID_ARGUMENT, "engine");
+    TH_EXPECT_ERR(wgml_model_load(th_eng, NULL, &out), WGML_ERROR_INVALID_ARGUMENT, "path");
+    expect_load_fails("an empty folder", "config.json");
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+    FILE *f = fopen(in_tmp("config.json"), "r");
+    char cfg[4096] = { 0 };
+    if (f) { size_t r = fread(cfg, 1, sizeof cfg - 1, f); cfg[r] = 0; fclose(f); }
+
+    /* config.json */
+    write_text(in_tmp("config.json"), "{\"vocab_size\": 64, \"hidden_size\": ");
+    expect_load_fails("truncated config.json", "config.json");
+    write_text(in_tmp("config.json"), "{\"vocab_size\": 64}");
+    expect_load_fails("config.json without hidden_size", "hidden_size");
+    write_text(in_tmp("config.json"), "[1, 2, 3]");
+    expect_load_fails("config.json that is an array", "config.json");
+    write_text(in_tmp("config.json"), "");
+    expect_load_fails("empty config.json", "config.json");
+    /* a config that disagrees with the weights: every tensor has the wrong shape */
+    write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 48, \"intermediate_size\": 48, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2}");
+    expect_load_fails("config.json with another hidden_size", "model.embed_tokens.weight");
+    write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, "
+               "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8}");
+    expect_load_fails("config.json with more layers than the weights", "model.layers.2.");
+    write_text(in_tmp("config.json"), cfg);
+
+    /* model.safetensors */
+    wgml_safetensors_entry *e = entries_of(m, params);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e + 1, n - 1, NULL), WGML_OK);
+    expect_load_fails("no embedding", "model.embed_tokens.weight");
+    wgml_safetensors_entry keep = e[3];
+    e[3].shape[0] = 8;   /* q_proj with a wrong shape (and a consistent byte count) */
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("a tensor of the wrong shape", e[3].name);
+    e[3] = keep;
+    e[2].dtype = WGML_ST_I32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("an I32 tensor", "I32");
+    e[2].dtype = WGML_ST_U32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("a U32 tensor without quantization", "quantization");
+    e[2].dtype = WGML_ST_F32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    /* the same file, truncated, then with a header length past its end, then garbage */
+    f = fopen(in_tmp("model.safetensors"), "r+b");
+    TH_CHECK(f != NULL, "reopen");
+    if (f) {
+        TH_CHECK(ftruncate(fileno(f), 1000) == 0, "truncate");
+        fclose(f);
+    }
+    expect_load_fails("a truncated safetensors file", "model.safetensors");
+    uint8_t bad[64] = { 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, '{', '}' };
+    f = fopen(in_tmp("model.safetensors"), "wb");
+    if (f) { fwrite(bad, 1, sizeof bad, f); fclose(f); }
+    expect_load_fails("a header length past the end", "model.safetensors");
+    memset(bad, 0, sizeof bad);
+    bad[0] = 20;
+    memcpy(bad + 8, "{\"a\": [1, 2, 3]}    ", 20);
+    f = fopen(in_tmp("model.safetensors"), "wb");
+    if (f) { fwrite(bad, 1, 28, f); fclose(f); }
+    expect_load_fails("a header that is not a tensor table", "model.safetensors");
+    write_text(in_tmp("model.safetensors"), "");
+    expect_load_fails("an empty safetensors file", "model.safetensors");
+    free(e);
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
 /* Misuse of the model, trainer and cache API: clear errors, no crash. */
 static void test_bad_arguments(void)
 {
@@ -443,6 +799,10 @@ static const th_case cases[] = {
     { "optimizer step", test_optimizer_step },
     { "training reduces loss", test_training_reduces_loss },
     { "kv cache matches full forward", test_kv_cache_matches_full_forward },
+    { "checkpoint round trip", test_checkpoint_round_trip },
+    { "checkpoint in f16 and bf16", test_checkpoint_half_precision },
+    { "checkpoint quantized (MLX affine)", test_checkpoint_quantized },
+    { "malformed checkpoints", test_malformed_checkpoints },
     { "bad arguments", test_bad_arguments },
 };
 
