@@ -120,6 +120,25 @@ uint8_t *cli_read_file(const char *path, size_t *size)
     return buf;
 }
 
+int cli_copy_file(const char *src, const char *dst)
+{
+    size_t n = 0;
+    uint8_t *data = cli_read_file(src, &n);
+    if (!data) return -1;
+    FILE *f = fopen(dst, "wb");
+    bool ok = f && fwrite(data, 1, n, f) == n;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) fprintf(stderr, "cannot write %s: %s\n", dst, strerror(errno));
+    free(data);
+    return ok ? 0 : -1;
+}
+
+const char *cli_fmt_path(char *buf, size_t size, const char *dir, const char *name)
+{
+    snprintf(buf, size, "%s/%s", dir, name);
+    return buf;
+}
+
 double cli_now(void)
 {
     struct timespec ts;

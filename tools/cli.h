@@ -25,6 +25,11 @@ int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts
 /* The whole file, malloc'd with a NUL after it; NULL (message printed) on failure. */
 uint8_t *cli_read_file(const char *path, size_t *size);
 
+/* Copies the file src to dst (replacing it); 0, or -1 with a message printed. */
+int cli_copy_file(const char *src, const char *dst);
+/* snprintf(buf, size, "%s/%s", dir, name); returns buf. */
+const char *cli_fmt_path(char *buf, size_t size, const char *dir, const char *name);
+
 double cli_now(void);                 /* seconds, monotonic */
 int cli_digits(int n);                /* decimal digits of n > 0 */
 const char *cli_fmt(const char *fmt, double x);   /* formatted into one of 8 rotating buffers */

@@ -2,8 +2,9 @@
    adapter the machine has, and writes a checkpoint (Hugging Face layout: config.json +
    model.safetensors) and a loss curve (loss.svg, loss.csv).
 
-   Tokens are bytes (vocabulary 256), so any file works and nothing is downloaded; the
-   default file is the GPL-3 text every Debian machine carries. The last 10% of the file
+   Tokens are bytes (vocabulary 256) unless --tokenizer names a tokenizer.json, so any file
+   works and nothing is downloaded; the default file is the GPL-3 text every Debian machine
+   carries. The last 10% of the file
    is held out for the validation loss. The defaults are sized to finish in about two
    minutes on a 2-core machine through lavapipe; bigger flags use a big GPU. */
 #include "commands.h"
@@ -24,7 +25,7 @@ typedef struct train_opts {
     int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, tied;
     double lr, min_lr_frac, clip, weight_decay, rope_theta;
     uint64_t seed;
-    const char *data, *out;
+    const char *data, *out, *tokenizer;
 } train_opts;
 
 static const train_opts defaults = {
@@ -54,6 +55,7 @@ static const cli_flag train_flags[] = {
     { "--seed", CLI_U64, offsetof(train_opts, seed), "seed of the initial weights and of the batch order" },
     { "--eval-every", CLI_INT, offsetof(train_opts, eval_every), "steps between validation losses (0: only at the end)" },
     { "--data", CLI_STRING, offsetof(train_opts, data), "UTF-8 text file to train on (bytes are the tokens)" },
+    { "--tokenizer", CLI_STRING, offsetof(train_opts, tokenizer), "tokenizer.json (byte-level BPE) instead of byte tokens; copied to --out" },
     { "--out", CLI_STRING, offsetof(train_opts, out), "output folder: config.json, model.safetensors, loss.svg, loss.csv" },
 };
 #define NFLAGS (sizeof train_flags / sizeof train_flags[0])
@@ -78,7 +80,7 @@ static double lr_at(const train_opts *o, int step)
 
 /* The whole validation split in windows of context tokens; the last window's missing
    targets are ignored (UINT32_MAX), so every validation token counts exactly once. */
-static int evaluate(wgml_trainer *t, wgml_tensor *loss, const uint8_t *val, size_t nval, int B, int T, double *out)
+static int evaluate(wgml_trainer *t, wgml_tensor *loss, const uint32_t *val, size_t nval, int B, int T, double *out)
 {
     size_t N = (size_t)B * T;
     uint32_t *ids = malloc(N * sizeof *ids), *tg = malloc(N * sizeof *tg);
@@ -123,29 +125,53 @@ int cmd_train(int argc, char **argv)
     }
     if (o.warmup >= o.steps) o.warmup = o.steps / 10;
 
-    /* ---- data ---- */
+    /* ---- data: bytes, or the ids of a tokenizer.json ---- */
     size_t size = 0;
-    uint8_t *data = cli_read_file(o.data, &size);
-    if (!data) return 1;
-    size_t nval = size / 10, ntrain = size - nval;
+    uint8_t *text = cli_read_file(o.data, &size);
+    if (!text) return 1;
+    uint32_t vocab = 256;
+    uint32_t *data = malloc(sizeof *data * (size ? size : 1));
+    size_t ntok = 0;
+    wgml_tokenizer *tok = NULL;
+    if (o.tokenizer) {
+        size_t n = 0;
+        if (wgml_tokenizer_load(o.tokenizer, &tok) != WGML_OK ||
+            wgml_tokenizer_encode_ordinary(tok, (const char *)text, size, data, size, &n) != WGML_OK) {
+            fprintf(stderr, "wgml train: %s\n", wgml_last_error(NULL));
+            wgml_tokenizer_free(tok);
+            free(text);
+            free(data);
+            return 1;
+        }
+        ntok = n;
+        vocab = wgml_tokenizer_vocab_size(tok);
+    } else {
+        for (size_t i = 0; i < size; i++) data[i] = text[i];
+        ntok = size;
+    }
+    free(text);
+    size_t nval = ntok / 10, ntrain = ntok - nval;
     if (ntrain < (size_t)o.context + 2 || nval < 2) {
-        fprintf(stderr, "wgml train: %s has %zu bytes: too few for --context %d (needs %d for training plus 10%% held out)\n",
-                o.data, size, o.context, (o.context + 2) * 10 / 9 + 2);
+        fprintf(stderr, "wgml train: %s has %zu tokens: too few for --context %d (needs %d for training plus 10%% held out)\n",
+                o.data, ntok, o.context, (o.context + 2) * 10 / 9 + 2);
+        wgml_tokenizer_free(tok);
         free(data);
         return 1;
     }
-    const uint8_t *train = data, *val = data + ntrain;
-    double counts[256] = { 0 }, h = 0;
+    const uint32_t *train = data, *val = data + ntrain;
+    double *counts = calloc(vocab, sizeof *counts), h = 0;
     for (size_t i = 0; i < ntrain; i++) counts[train[i]]++;
     int distinct = 0;
-    for (int c = 0; c < 256; c++)
+    for (uint32_t c = 0; c < vocab; c++)
         if (counts[c]) { double p = counts[c] / ntrain; h -= p * log(p); distinct++; }
+    free(counts);
 
     /* ---- device, model, trainer ---- */
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     if (wgml_context_create(NULL, &ctx) != WGML_OK) {
         fprintf(stderr, "wgml train: no WebGPU adapter: %s\n", wgml_last_error(NULL));
+        wgml_tokenizer_free(tok);
         free(data);
         return 1;
     }
@@ -156,7 +182,7 @@ int cmd_train(int argc, char **argv)
     wgml_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
     strcpy(cfg.model_type, "llama");
-    cfg.vocab_size = 256;
+    cfg.vocab_size = vocab;
     cfg.hidden_size = (uint32_t)o.dim;
     cfg.intermediate_size = (uint32_t)o.ffn;
     cfg.num_hidden_layers = (uint32_t)o.layers;
@@ -194,12 +220,12 @@ int cmd_train(int argc, char **argv)
     uint64_t nparams = wgml_model_numel(model);
     int N = o.batch * o.context;
     printf("adapter:  %s (%s, %s)\n", info.name, info.type, info.backend);
-    printf("data:     %s: %zu bytes, %d distinct; %zu for training, %zu held out for validation\n", o.data, size, distinct,
-           ntrain, nval);
-    printf("unigram entropy of the training bytes: %.3f bits = %.3f nats per token (the loss of a model that knows only byte "
-           "frequencies; uniform would be %.3f nats)\n", h / log(2), h, log(256));
-    printf("model:    %llu parameters: dim %d, %d layers, %d heads (%d kv), head_dim %d, ffn %d, vocab 256, %s head\n",
-           (unsigned long long)nparams, o.dim, o.layers, o.heads, o.kv_heads, o.dim / o.heads, o.ffn, o.tied ? "tied" : "untied");
+    printf("data:     %s: %zu bytes, %zu %s tokens (%d distinct); %zu for training, %zu held out for validation\n", o.data,
+           size, ntok, tok ? "BPE" : "byte", distinct, ntrain, nval);
+    printf("unigram entropy of the training tokens: %.3f bits = %.3f nats per token (the loss of a model that knows only token "
+           "frequencies; uniform would be %.3f nats)\n", h / log(2), h, log((double)vocab));
+    printf("model:    %llu parameters: dim %d, %d layers, %d heads (%d kv), head_dim %d, ffn %d, vocab %u, %s head\n",
+           (unsigned long long)nparams, o.dim, o.layers, o.heads, o.kv_heads, o.dim / o.heads, o.ffn, vocab, o.tied ? "tied" : "untied");
     printf("training: %d steps x %d micro-batch%s x %d sequences x %d tokens, AdamW lr %g (warm-up %d, cosine to %g), clip %g, "
            "weight decay %g, seed %llu\n", o.steps, o.accum, o.accum > 1 ? "es" : "", o.batch, o.context, o.lr, o.warmup,
            o.lr * o.min_lr_frac, o.clip, o.weight_decay, (unsigned long long)o.seed);
@@ -279,7 +305,7 @@ int cmd_train(int argc, char **argv)
     for (int i = o.steps - tail; i < o.steps; i++) train_tail += losses[i];
     train_tail /= tail;
     printf("done in %s: %.0f tokens/s overall. Final loss: train %.4f (mean of the last %d steps), validation %.4f nats/token "
-           "= %.3f bits/byte, against a unigram entropy of %.4f nats (%.3f bits)\n", cli_duration(elapsed),
+           "= %.3f bits/token, against a unigram entropy of %.4f nats (%.3f bits)\n", cli_duration(elapsed),
            (double)o.steps * o.accum * N / elapsed, train_tail, tail, vloss, vloss / log(2), h, h / log(2));
     s = wgml_model_save(model, o.out);
     if (s != WGML_OK) {
@@ -287,6 +313,7 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     char path[4096];
+    if (tok && cli_copy_file(o.tokenizer, cli_fmt_path(path, sizeof path, o.out, "tokenizer.json")) != 0) goto done;
     snprintf(path, sizeof path, "%s/loss.csv", o.out);
     FILE *f = fopen(path, "w");
     if (f) {
@@ -316,6 +343,7 @@ done:
     wgml_model_destroy(model);
     wgml_engine_destroy(eng);
     wgml_context_destroy(ctx);
+    wgml_tokenizer_free(tok);
     free(data);
     return rc;
 }
