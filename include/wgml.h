@@ -314,7 +314,20 @@ WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wg
 
 /* ---- activations and element-wise gradients (src/ops/activation.c) ----------------- */
 
-/* Gradients of a + b: grad_a = grad_b = grad_out. */
+/* Rules shared by the ops of this section:
+   - Every tensor is f32 (else WGML_ERROR_DTYPE) and all have the same element count
+     (else WGML_ERROR_SHAPE; shapes may differ); any count >= 1 works.
+   - In place: any output may be the same tensor as any input (e.g. wgml_silu(e, x, x),
+     wgml_relu_backward(e, g, x, g), wgml_silu_gate_fused(e, up, gate, up),
+     wgml_mul_backward(e, g, a, b, a, b)); every element is read before it is written.
+   - Ops with two outputs need two different output tensors: grad_a == grad_b (or
+     grad_up == grad_gate) is WGML_ERROR_ALIAS.
+   - NULL engine or tensor: WGML_ERROR_INVALID_ARGUMENT; a tensor of another context:
+     WGML_ERROR_CONTEXT. A rejected call records nothing.
+   - SiLU uses sigmoid(x) = 1 / (1 + exp(-x)) evaluated without overflow: any finite x
+     gives a finite result (x = -100 gives -3.7e-42 or 0, x = 100 gives 100). */
+
+/* Gradients of a + b: grad_a = grad_out and grad_b = grad_out (written, not accumulated). */
 WGML_API wgml_status wgml_add_backward(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_a,
                                        wgml_tensor *grad_b);
 /* Gradients of a - b: grad_a = grad_out, grad_b = -grad_out. */
@@ -323,43 +336,84 @@ WGML_API wgml_status wgml_sub_backward(wgml_engine *e, const wgml_tensor *grad_o
 /* Gradients of a * b: grad_a = grad_out * b, grad_b = grad_out * a. */
 WGML_API wgml_status wgml_mul_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *a,
                                        const wgml_tensor *b, wgml_tensor *grad_a, wgml_tensor *grad_b);
-/* out = x * sigmoid(x). */
+/* out = x * sigmoid(x), x = input. */
 WGML_API wgml_status wgml_silu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = grad_out * s * (1 + x * (1 - s)), s = sigmoid(input). */
+/* grad_in = grad_out * s * (1 + x * (1 - s)), s = sigmoid(x), x = input. */
 WGML_API wgml_status wgml_silu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                         wgml_tensor *grad_in);
-/* out = max(x, 0). */
+/* out = x where x > 0, else 0 (NaN stays NaN; -0 gives +0). */
 WGML_API wgml_status wgml_relu(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = grad_out where input > 0, else 0. */
+/* grad_in = grad_out where input > 0, else 0 (also 0 where input is NaN). */
 WGML_API wgml_status wgml_relu_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                         wgml_tensor *grad_in);
-/* out = SiLU(up) * gate. */
+/* out = SiLU(up) * gate, in one pass (the SwiGLU product of a gated MLP). */
 WGML_API wgml_status wgml_silu_gate_fused(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
                                           wgml_tensor *out);
-/* Gradients of out = SiLU(up) * gate: grad_up = grad_out * gate * SiLU'(up),
-   grad_gate = grad_out * SiLU(up). */
+/* Gradients of out = SiLU(up) * gate, in one pass: grad_up = grad_out * gate * SiLU'(up),
+   grad_gate = grad_out * SiLU(up), SiLU'(x) = s * (1 + x * (1 - s)), s = sigmoid(x). */
 WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
                                              const wgml_tensor *grad_out, wgml_tensor *grad_up,
                                              wgml_tensor *grad_gate);
 
 /* ---- selection, convolution (src/ops/select.c, src/ops/conv.c) ---------------------- */
 
-/* Writes the indices (u32) of the k largest values of input (f32, numel n) into out_idx
-   (u32, numel >= k), largest first. */
+/* Writes the indices (u32) of the k largest values of input into out_idx[0..k), largest
+   first. input is f32 of any shape, read as one row of n = numel(input) values; out_idx is
+   u32 with numel >= k; its elements from k on are left untouched. 1 <= k <= min(n, 1024).
+   Order: a larger value first; equal values (-0 equals +0) by lower index; NaN ranks below
+   every number, -inf included, so a NaN is chosen only when fewer than k values are not
+   NaN, and then the NaNs come last, by index. The result is deterministic: the same input
+   always gives the same indices. Runs on the GPU in one dispatch for n <= 1024 and five
+   for longer rows (a radix select over all the GPU's cores, then one sort of k items); for
+   those the engine keeps a scratch buffer (about 4 bytes per element of the longest row so
+   far, at most 2 MiB) until it is destroyed.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; k == 0; k > n), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE (input not f32, out_idx not u32),
+           WGML_ERROR_LIMIT (k > 1024; n over 2^32 - 4097),
+           WGML_ERROR_SHAPE (numel(out_idx) < k). */
 WGML_API wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out_idx, uint32_t k);
-/* Depthwise conv, kernel 3, padding 1: out[d, s] = bias[d] + sum_j weight[d, j] * input[d, s + j - 1];
-   input/out [dim, seq_len], weight [dim, 3], bias [dim]. */
+/* Depthwise 1-D convolution, kernel 3, padding 1 (each channel d filtered on its own):
+       out[d, s] = bias[d] + sum_{j=0..2} weight[d, j] * input[d, s + j - 1],
+   with input[d, -1] = input[d, seq_len] = 0. All tensors f32: input 2-D [dim, seq_len];
+   out of the same shape [dim, seq_len]; weight of dim * 3 elements ([dim, 3], row-major);
+   bias of dim elements. Any dim, seq_len >= 1.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_ALIAS (out is the same tensor as input, weight or bias: no in place),
+           WGML_ERROR_SHAPE (input not 2-D, out not input's shape, weight or bias of the
+           wrong element count), WGML_ERROR_LIMIT (more than 2^32 - 4097 elements). */
 WGML_API wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                  const wgml_tensor *bias, wgml_tensor *out);
 
 /* ---- quantization (src/ops/quant.c) -------------------------------------------------- */
 
-/* out[i] = (float)byte i of input (u32 or u8 tensor, bytes in little-endian order). */
+/* Unpacks bytes to floats, unscaled: out[i] = (float)(byte i of input) for every
+   i < numel(out). input is a u32 or u8 tensor read as its little-endian bytes (byte i of a
+   u32 tensor is bits [8 (i % 4), 8 (i % 4) + 8) of word i / 4); out is f32 with at most as
+   many elements as input has bytes (bytes past numel(out) are ignored).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE (input not u32/u8, out not f32),
+           WGML_ERROR_SHAPE (numel(out) > bytes of input), WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_dequantize(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* 8-bit affine, groups of 64 (MLX layout): out[i] = byte(weight, i) * scales[i/64] + biases[i/64]. */
+/* MLX affine dequantization, 8 bits in groups of 64:
+       out[i] = byte(weight, i) * scales[i / 64] + biases[i / 64].
+   Exactly wgml_affine_dequantize_with(e, weight, scales, biases, out, 8, 64). */
 WGML_API wgml_status wgml_affine_dequantize(wgml_engine *e, const wgml_tensor *weight, const wgml_tensor *scales,
                                             const wgml_tensor *biases, wgml_tensor *out);
-/* As wgml_affine_dequantize with bits 4 or 8 and group_size 32, 64 or 128. */
+/* MLX affine dequantization of bits-bit values in groups of group_size:
+       out[i] = q(i) * scales[i / group_size] + biases[i / group_size]   (in f32),
+   where q(i) is element i of weight's packed stream, MLX order: weight is read as
+   little-endian u32 words (a u32 tensor as MLX stores it, or the same bytes as u8) and
+       bits = 8: q(i) = bits [8j, 8j + 8) of word i / 4, j = i % 4 (byte i),
+       bits = 4: q(i) = bits [4j, 4j + 4) of word i / 8, j = i % 8.
+   Combinations: bits 4 or 8; group_size 32, 64 or 128; weight u32 or u8; scales and
+   biases each f32, f16 or bf16 (independently; 16-bit values are unpacked in the kernel,
+   the device needs no shader-f16); out f32. Every combination of these is supported.
+   Shapes (by element count): numel(out) = n, a multiple of group_size; numel(scales) =
+   numel(biases) = n / group_size; weight holds exactly n * bits / 8 bytes.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; bits or group_size not listed above),
+           WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (a dtype not listed above),
+           WGML_ERROR_ALIAS (out is the same tensor as scales or biases),
+           WGML_ERROR_SHAPE (the counts above), WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tensor *weight,
                                                  const wgml_tensor *scales, const wgml_tensor *biases,
                                                  wgml_tensor *out, uint32_t bits, uint32_t group_size);

@@ -402,6 +402,7 @@ void wgml_context_destroy(wgml_context *ctx)
     wgml__bind_cache_free(ctx);
     if (ctx->uniforms) wgpuBufferRelease(ctx->uniforms);
     free(ctx->uniforms_host);
+    if (ctx->readback) wgpuBufferRelease(ctx->readback);
     if (ctx->timer_queries) wgpuQuerySetRelease(ctx->timer_queries);
     if (ctx->timer_resolve) wgpuBufferRelease(ctx->timer_resolve);
     if (ctx->timer_readback) wgpuBufferRelease(ctx->timer_readback);

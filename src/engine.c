@@ -42,6 +42,7 @@ void wgml_engine_destroy(wgml_engine *e)
     }
     for (size_t i = 0; i < wgml__wgsl_count; i++)
         if (e->modules[i]) wgpuShaderModuleRelease(e->modules[i]);
+    for (uint32_t i = 0; i < WGML__SCRATCH_SLOTS; i++) wgml__scratch_discard(e, i);
     e->ctx->live_engines--;
     free(e->pipelines);
     free(e->modules);
@@ -177,6 +178,32 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     *out = p;
     *bgl_out = bgl;
     return WGML_OK;
+}
+
+/* ---- scratch ------------------------------------------------------------------------ */
+
+wgml_status wgml__scratch(wgml_engine *e, uint32_t slot, uint64_t bytes, wgml__arg *out)
+{
+    wgml_tensor *t = e->scratch[slot];
+    if (!t || t->capacity < bytes) {
+        uint64_t words = 1024;
+        while (words * 4 < bytes) words *= 2;
+        wgml_tensor *nt;
+        WGML_CHECK(wgml_tensor_create(e->ctx, WGML_U32, 1, (size_t[]){ (size_t)words }, &nt));
+        e->ctx->live_tensors--;   /* the engine's, not the caller's */
+        wgml__scratch_discard(e, slot);
+        e->scratch[slot] = t = nt;
+    }
+    *out = wgml__t(t);
+    return WGML_OK;
+}
+
+void wgml__scratch_discard(wgml_engine *e, uint32_t slot)
+{
+    if (!e->scratch[slot]) return;
+    e->ctx->live_tensors++;
+    wgml_tensor_release(e->scratch[slot]);   /* work already recorded keeps its buffer alive */
+    e->scratch[slot] = NULL;
 }
 
 /* ---- dispatch ----------------------------------------------------------------------- */

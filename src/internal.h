@@ -51,6 +51,10 @@ struct wgml_context {
     uint64_t commands;
     uint64_t submits;
 
+    /* a MapRead buffer reused by reads no larger than it (decode loops read every token) */
+    WGPUBuffer readback;
+    uint64_t readback_size;
+
     /* wgml_context_timer_*: a 2-entry timestamp query set, or the host clock */
     bool timing;
     WGPUQuerySet timer_queries;
@@ -135,11 +139,15 @@ static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->b
 
 typedef struct wgml__pipeline wgml__pipeline;
 
+/* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
+enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_SLOTS };
+
 struct wgml_engine {
     wgml_context *ctx;
     wgml__pipeline *pipelines;   /* cache, searched linearly (tens of entries) */
     uint32_t npipelines, cap_pipelines;
     WGPUShaderModule *modules;   /* one per WGSL file, compiled on first use */
+    wgml_tensor *scratch[WGML__SCRATCH_SLOTS];
 };
 
 /* Embedded WGSL sources (generated at build time from the .wgsl files in src/kernels). */
@@ -157,6 +165,15 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
 /* Splits a 1-D workgroup count into x, y within maxComputeWorkgroupsPerDimension; kernels
    recover the linear index as wid.x + wid.y * num_workgroups.x and skip past the end. */
 wgml_status wgml__grid(wgml_context *ctx, uint64_t workgroups, uint32_t *gx, uint32_t *gy);
+
+/* Scratch memory of an engine for ops that need device memory of their own between their
+   dispatches (src/engine.c): slot's buffer of at least bytes bytes. It is zero when first
+   created, kept across calls (so an op may rely on what it left there, e.g. counters it
+   returns to zero), replaced by a new zeroed buffer when a call needs more, and freed with
+   the engine; not counted in live_tensors. An op that relies on its contents between calls
+   calls wgml__scratch_discard when recording fails midway. */
+wgml_status wgml__scratch(wgml_engine *e, uint32_t slot, uint64_t bytes, wgml__arg *out);
+void wgml__scratch_discard(wgml_engine *e, uint32_t slot);
 
 /* Compiles (or finds) the pipeline of k; used by dispatch and warmup. */
 wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComputePipeline *out,

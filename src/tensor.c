@@ -182,20 +182,37 @@ wgml_status wgml_tensor_write(wgml_tensor *t, size_t offset, const void *data, s
 static wgml_status read_raw(wgml_tensor *t, size_t lo, size_t hi, uint8_t *dst, size_t skip, size_t bytes)
 {
     wgml_context *ctx = t->ctx;
-    WGPUBuffer staging = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
-        .label = { "wgml read-back", WGPU_STRLEN }, .usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, .size = hi - lo });
-    if (!staging) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_tensor_read: no staging buffer of %zu bytes", hi - lo);
+    uint64_t size = hi - lo;
+    /* Small reads reuse the context's staging buffer; large ones get their own, so a big
+       read-back does not pin its size of host-visible memory for the context's lifetime. */
+    enum { KEEP_MAX = 1 << 20 };
+    WGPUBuffer staging = NULL;
+    bool own = size > KEEP_MAX;
+    if (!own && ctx->readback_size >= size) {
+        staging = ctx->readback;
+    } else {
+        uint64_t cap = own ? size : (size < 4096 ? 4096 : size);
+        staging = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
+            .label = { "wgml read-back", WGPU_STRLEN }, .usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, .size = cap });
+        if (!staging) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_tensor_read: no staging buffer of %llu bytes",
+                                        (unsigned long long)size);
+        if (!own) {
+            if (ctx->readback) wgpuBufferRelease(ctx->readback);
+            ctx->readback = staging;
+            ctx->readback_size = cap;
+        }
+    }
     WGPUCommandEncoder enc = wgml__encoder_outside_pass(ctx);
-    wgpuCommandEncoderCopyBufferToBuffer(enc, t->buffer, lo, staging, 0, hi - lo);
+    wgpuCommandEncoderCopyBufferToBuffer(enc, t->buffer, lo, staging, 0, size);
     wgml_status s = wgml__submit(ctx);
-    if (s == WGML_OK) s = wgml__map_read(ctx, staging, hi - lo, "wgml_tensor_read");
+    if (s == WGML_OK) s = wgml__map_read(ctx, staging, size, "wgml_tensor_read");
     if (s == WGML_OK) {
-        const uint8_t *p = wgpuBufferGetConstMappedRange(staging, 0, hi - lo);
+        const uint8_t *p = wgpuBufferGetConstMappedRange(staging, 0, size);
         if (p) memcpy(dst, p + skip, bytes);
         else s = wgml__fail(ctx, WGML_ERROR_DEVICE, "wgml_tensor_read: the mapped range is unavailable");
         wgpuBufferUnmap(staging);
     }
-    wgpuBufferRelease(staging);
+    if (own) wgpuBufferRelease(staging);
     return s;
 }
 

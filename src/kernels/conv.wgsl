@@ -1,0 +1,54 @@
+// Depthwise 1-D convolution, kernel 3, padding 1 (the short convolution of LFM2-style
+// blocks): out[d, s] = bias[d] + w[d, 0] * x[d, s - 1] + w[d, 1] * x[d, s] + w[d, 2] * x[d, s + 1],
+// with x[d, -1] = x[d, seq] = 0.
+//
+// Layout: x and out are [dim, seq] row-major f32 (element i = d * seq + s), weight [dim, 3],
+// bias [dim]. One thread per vec4 of the flat output: a 16-byte load of x and a 16-byte store
+// of out, both coalesced, so the kernel streams memory once like an element-wise op. The two
+// neighbours a vec4 needs beyond itself (the last lane of the vec4 before, the first of the
+// vec4 after) were loaded by the adjacent threads and come from cache; so do the weights,
+// shared by the seq consecutive elements of a row. A vec4 may straddle rows (seq need not be
+// a multiple of 4): each lane finds its own row and position, and the zero padding applies at
+// every row boundary. Lanes past n (the tensor's vec4 padding) are written as 0 without
+// touching weight or bias. The grid is 2-D past 65535 workgroups (linear index
+// wid.x + wid.y * nwg.x).
+
+struct Params {
+    n: u32,       // dim * seq
+    seq: u32,
+    n4: u32,      // ceil(n / 4)
+    _pad: u32,
+}
+
+override WG: u32 = 64u;
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4f>;
+@group(0) @binding(2) var<storage, read> weight: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<vec4f>;
+
+@compute @workgroup_size(WG)
+fn conv1d_k3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+             @builtin(num_workgroups) nwg: vec3u) {
+    let j = (wid.x + wid.y * nwg.x) * WG + lid.x;
+    if (j >= params.n4) { return; }
+    let v = x[j];
+    var prev = 0.0;
+    var next = 0.0;
+    if (j > 0u) { prev = x[j - 1u].w; }
+    if (j + 1u < params.n4) { next = x[j + 1u].x; }
+    // lanes -1..4 of this vec4: e[l + 1] = x[4j + l]
+    var e = array<f32, 6>(prev, v.x, v.y, v.z, v.w, next);
+    var r = vec4f(0.0);
+    for (var l = 0u; l < 4u; l++) {
+        let i = 4u * j + l;
+        if (i >= params.n) { break; }
+        let d = i / params.seq;
+        let s = i - d * params.seq;
+        let left = select(0.0, e[l], s > 0u);
+        let right = select(0.0, e[l + 2u], s + 1u < params.seq);
+        r[l] = bias[d] + weight[3u * d] * left + weight[3u * d + 1u] * e[l + 1u] + weight[3u * d + 2u] * right;
+    }
+    out[j] = r;
+}
