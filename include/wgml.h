@@ -429,35 +429,104 @@ WGML_API wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const 
 
 /* ---- normalisation and softmax (src/ops/norm.c, src/ops/softmax.c) ------------------- */
 
-/* out = x / sqrt(mean(x^2) + 1e-5) * weight over the last dimension. */
+/* RMSNorm over the last dimension, for tensors of any rank: a tensor of numel n and last
+   dimension d is n/d rows of d values, each normalised on its own:
+       out = x / sqrt(mean(x^2) + eps) * weight          (eps = 1e-5)
+   input, out: f32, the same element count (out may have another shape).
+   weight: f32 with exactly d elements (any shape), applied to every row.
+   out is written in full. A row of zeros gives zeros (for eps > 0).
+   Aliasing: out must not be input or weight (WGML_ERROR_ALIAS).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (weight's length is not d; out's element count differs),
+           WGML_ERROR_ALIAS, WGML_ERROR_LIMIT (more than 2^32 - 4097 elements). */
 WGML_API wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                    wgml_tensor *out);
+/* wgml_rms_norm with a caller's eps: finite and >= 0, else WGML_ERROR_INVALID_ARGUMENT.
+   With eps = 0 a row of zeros gives NaN (0/0). */
 WGML_API wgml_status wgml_rms_norm_eps(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                        wgml_tensor *out, float eps);
-/* out = RMSNorm(x + residual) * weight (eps 1e-5). */
+/* out = RMSNorm(x + residual) * weight (eps 1e-5): the sum s = x + residual (rounded to
+   f32, as if computed first) is normalised over the last dimension as in wgml_rms_norm.
+   x, residual, out: f32 with the same element count; weight: f32 of the last dimension of x.
+   x and residual may be the same tensor.
+   Aliasing: out must not be x, residual or weight (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm (residual's element count differing from x's: WGML_ERROR_SHAPE). */
 WGML_API wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
                                             const wgml_tensor *weight, wgml_tensor *out);
-/* As wgml_rms_norm_residual with a caller's eps; also writes x + residual into sum_out
-   when sum_out is not NULL. */
+/* wgml_rms_norm_residual with a caller's eps (finite, >= 0), which also writes the sum
+   s = x + residual into sum_out when sum_out is not NULL, in the same pass: a transformer
+   block keeps its residual stream with one read of each input.
+   sum_out (f32, the element count of x) may be a separate tensor, or x itself, or
+   residual itself (the in-place residual stream: h = h + delta, out = RMSNorm(h) * weight
+   is wgml_rms_norm_residual_with(e, delta, h, weight, out, h, eps)); it may even be x when
+   x and residual are the same tensor. Each element of the sum is read before it is
+   overwritten, so in-place use gives exactly the results of a separate sum_out.
+   Aliasing: out must not be x, residual, weight or sum_out; sum_out must not be weight
+   (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm_residual, plus eps out of range (WGML_ERROR_INVALID_ARGUMENT),
+           sum_out of another dtype, context or element count. */
 WGML_API wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x,
                                                  const wgml_tensor *residual, const wgml_tensor *weight,
                                                  wgml_tensor *out, wgml_tensor *sum_out, float eps);
-/* Gradients of out = RMSNorm(input) * weight: grad_in (shape of input) and grad_weight
-   (shape of weight, summed over rows, written not accumulated; may be NULL). */
+/* Gradients of out = RMSNorm(input) * weight (the eps of the forward pass), with
+   r = 1 / sqrt(mean(x^2) + eps) per row of d values:
+       grad_in  = r * grad_out * weight - x * r^3 * sum(grad_out * weight * x) / d
+       grad_weight[j] = sum over rows of grad_out[j] * x[j] * r
+   grad_out, input, grad_in: f32, the same element count; weight, grad_weight: f32 with d
+   elements. grad_in is written in full. grad_weight may be NULL (not computed); otherwise
+   it is written, not accumulated, and deterministic: the rows are summed in a fixed order
+   that depends only on the shape (partial sums over fixed blocks of rows, then a fixed
+   reduction), so the same inputs give the same bits on every run. The partial sums use
+   the engine's scratch buffer (groups * d floats, at most 1024 * d).
+   Aliasing: grad_in and grad_weight must not be any input, nor each other (WGML_ERROR_ALIAS).
+   Errors: as wgml_rms_norm, for every tensor; eps out of range: WGML_ERROR_INVALID_ARGUMENT. */
 WGML_API wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                             const wgml_tensor *weight, wgml_tensor *grad_in,
                                             wgml_tensor *grad_weight, float eps);
-/* Softmax over the last dimension. */
+/* Softmax over the last dimension, for tensors of any rank and rows of any length (1 to
+   the device's buffer limit; a 262,144-entry vocabulary row is fine):
+       out = exp(x - max(x)) / sum(exp(x - max(x)))   per row
+   Stable for logits of any magnitude up to about 1e30 (exp only sees x - max <= 0).
+   Masking: -inf entries take no part; their output is exactly 0. A row of only -inf
+   entries (fully masked) gives zeros, not NaN. +inf or NaN entries give unspecified values
+   in their row.
+   input, out: f32, the same element count. out is written in full. Few very long rows are
+   split over several workgroups; their partial statistics use the engine's scratch buffer.
+   Aliasing: out must not be input (WGML_ERROR_ALIAS).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (element counts differ), WGML_ERROR_ALIAS, WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_softmax(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad_in = s * (grad_out - sum(grad_out * s)), s = final_out. */
+/* Gradient of softmax over the last dimension, given its output s = final_out:
+       grad_in = s * (grad_out - sum(grad_out * s))   per row
+   grad_out, final_out, grad_in: f32, the same element count (rows are the last dimension of
+   final_out). Entries where s is 0 (masked) get 0.
+   Aliasing: grad_in must not be grad_out or final_out (WGML_ERROR_ALIAS).
+   Errors: as wgml_softmax. */
 WGML_API wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *final_out,
                                            wgml_tensor *grad_in);
 
 /* ---- rotary embeddings (src/ops/rope.c) ---------------------------------------------- */
 
-/* Rotate-half RoPE, theta 10000, in place. tensor is [batch, seq, ...], [seq, hidden] or
-   [hidden]; every head vector of token s gets position pos + s. */
+/* Rotary position embeddings, in place on an f32 tensor of one of these layouts:
+       [hidden]                   one token (seq = 1)
+       [seq, hidden]
+       [batch, seq, rest...]      hidden = the product of rest, e.g. [batch, seq, heads, head_dim]
+   hidden is a whole number of head vectors of head_dim values. Every head vector of token s
+   (of each batch entry) is rotated for position pos + s: its pairs, (i, i + head_dim/2)
+   for rotate-half, are turned by the angle (pos + s) * f_i, f_i = theta^(-2i/head_dim):
+       x' = x cos - y sin,   y' = y cos + x sin.
+   wgml_rope: rotate-half, theta 10000.
+   Accuracy: the angle is reduced in integer turns (the phase to 2^-32 turn), never as a
+   float product, so every result is within about 5e-7 * (|x| + |y|) of the exact rotation
+   at any position: 0 and 1e6 alike. (Frequencies from theta are computed in long double;
+   where that is 80-bit, as on x86-64, this holds up to position 2^32; where long double is
+   double, up to about 1e8. inv_freq values are used exactly.)
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; head_dim odd, 0 or over 256; pos + seq - 1
+           beyond 2^32 - 1), WGML_ERROR_SHAPE (hidden not a multiple of head_dim),
+           WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT, WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_rope(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos);
+/* wgml_rope with base frequency theta (the rope_theta of a Hugging Face config, e.g. 100000
+   for SmolLM2): finite and >= 1, else WGML_ERROR_INVALID_ARGUMENT (0 included). */
 WGML_API wgml_status wgml_rope_theta(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos,
                                      float theta);
 
@@ -466,17 +535,30 @@ typedef enum wgml_rope_pairing {
     WGML_ROPE_INTERLEAVED = 1   /* pairs (2i, 2i + 1): GPT-J */
 } wgml_rope_pairing;
 
+/* Zero-initialise, then set head_dim; the default configuration is rotate-half, theta
+   10000, position 0, frequencies theta^(-2i/head_dim), forward rotation. */
 typedef struct wgml_rope_options {
     uint32_t head_dim;            /* required: even, 2..256 */
     uint32_t pos;                 /* position of the first token */
-    float theta;                  /* 0 means 10000 */
+    float theta;                  /* 0 means 10000; else finite and >= 1 (unused with inv_freq) */
     wgml_rope_pairing pairing;
-    const wgml_tensor *inv_freq;  /* optional f32 [head_dim/2]; replaces theta^(-2i/head_dim) */
+    /* Optional f32 tensor of head_dim/2 elements (any shape) that replaces
+       theta^(-2i/head_dim), so scaled schemes such as Llama 3's can be expressed. Values
+       are used exactly as stored (any finite value of magnitude below 2^63, negative
+       included; the angle is reduced exactly from the f32 bits). */
+    const wgml_tensor *inv_freq;
     bool inverse;                 /* rotate by -angle: the gradient of rope */
 } wgml_rope_options;
 
+/* Rotary embeddings as configured by opts (see wgml_rope for the layouts and accuracy).
+   Errors: as wgml_rope, plus WGML_ERROR_INVALID_ARGUMENT (opts NULL, pairing not a
+           wgml_rope_pairing, theta out of range), and for inv_freq WGML_ERROR_SHAPE
+           (not head_dim/2 elements), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. inv_freq can
+           never be the rotated tensor (its length rules that out). */
 WGML_API wgml_status wgml_rope_with(wgml_engine *e, wgml_tensor *tensor, const wgml_rope_options *opts);
-/* The gradient of wgml_rope_theta: the inverse rotation of grad, in place. */
+/* The gradient of wgml_rope_theta: the inverse rotation of grad, in place (rotate-half;
+   for other options use wgml_rope_with with inverse = true). theta: finite and >= 1.
+   Errors: as wgml_rope_theta. */
 WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint32_t head_dim, uint32_t pos,
                                         float theta);
 
@@ -520,62 +602,165 @@ WGML_API wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const
 
 /* ---- optimizers, losses, gradient utilities (src/ops/optim.c, loss.c, grad.c) -------- */
 
+/* Every op of this section and the next also returns WGML_ERROR_LIMIT for a tensor of more
+   than 2^32 - 4096 elements (the kernels index with 32 bits). */
+
+/* AdamW hyperparameters, with torch.optim.AdamW's meaning and its ranges:
+   lr >= 0, 0 <= beta1 < 1, 0 <= beta2 < 1, eps >= 0, weight_decay >= 0, all finite
+   (typical: lr 1e-3, beta1 0.9, beta2 0.999, eps 1e-8, weight_decay 0.01). */
 typedef struct wgml_adam_params {
     float lr, beta1, beta2, eps, weight_decay;
     uint32_t t;               /* 1-based step; 0 is an error */
 } wgml_adam_params;
 
-/* weight -= lr * grad. */
+/* In-place SGD step: weight -= lr * grad, element-wise.
+   weight and grad: f32, the same element count, different tensors.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr not finite), WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (element counts differ), WGML_ERROR_ALIAS (grad is weight),
+           WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_sgd_update(wgml_engine *e, wgml_tensor *weight, const wgml_tensor *grad, float lr);
-/* AdamW as torch.optim.AdamW: weight, m, v updated in place. */
+
+/* In-place AdamW step exactly as torch.optim.AdamW computes it, for step t = params->t:
+       weight *= 1 - lr * weight_decay
+       m = beta1 * m + (1 - beta1) * grad
+       v = beta2 * v + (1 - beta2) * grad^2
+       weight -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+   The bias corrections are computed on the host in double. Start with m and v zeroed
+   (wgml_tensor_zero) and count t from 1.
+   weight, grad, m, v: f32, the same element count, four different tensors; weight, m and
+   v are written. One pass: 16 bytes read and 12 written per parameter.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL tensor or params, t == 0, a hyperparameter
+           out of the ranges above, NaN included), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
+           WGML_ERROR_ALIAS (two of the four are the same tensor), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_adamw_update(wgml_engine *e, wgml_tensor *weight, const wgml_tensor *grad, wgml_tensor *m,
                                        wgml_tensor *v, const wgml_adam_params *params);
-/* AdamW over count parameter tensors in few dispatches. */
+
+/* wgml_adamw_update on count parameters (weights[i], grads[i], m[i], v[i]) with the same
+   params, bitwise the same results, in ceil(count / K) dispatches: K = 2 or 3 parameters
+   per dispatch, as many as the device's maxStorageBuffersPerShaderStage allows at 4
+   buffers each (10 on lavapipe: K = 2). For a model's many small tensors, where the cost
+   of a dispatch dominates. Every weights[i], m[i] and v[i] must be a tensor that appears
+   nowhere else in the four arrays; a gradient may be shared by several parameters.
+   Validation covers every parameter before anything is recorded.
+   Errors: as wgml_adamw_update (messages name the index, e.g. "grads[3]"), plus
+           WGML_ERROR_INVALID_ARGUMENT for a NULL array or count == 0. */
 WGML_API wgml_status wgml_adamw_update_multi(wgml_engine *e, wgml_tensor *const *weights,
                                              const wgml_tensor *const *grads, wgml_tensor *const *m,
                                              wgml_tensor *const *v, size_t count,
                                              const wgml_adam_params *params);
-/* out = 0.5 * (pred - target)^2, element-wise. */
+
+/* Per-element squared error, not reduced: out = 0.5 * (pred - target)^2.
+   pred, target, out: f32, the same element count; out may be pred and/or target.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
+           WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_mse_loss(wgml_engine *e, const wgml_tensor *pred, const wgml_tensor *target,
                                    wgml_tensor *out);
-/* grad_in = pred - target. */
+/* Gradient of wgml_mse_loss (summed) w.r.t. pred: grad_in = pred - target. Shapes,
+   aliasing and errors as wgml_mse_loss. */
 WGML_API wgml_status wgml_mse_loss_backward(wgml_engine *e, const wgml_tensor *pred, const wgml_tensor *target,
                                             wgml_tensor *grad_in);
-/* loss_out[0] = -log(softmax(logits)[target]) for one logits vector. */
+
+/* Cross-entropy of one logits vector: loss_out[0] = -log(softmax(logits)[target]),
+   computed stably as (max - logits[target]) + log(sum(exp(logits - max))).
+   logits: f32, any shape, read as one vector of V = numel elements (finite values).
+   target < V. loss_out: f32, at least 1 element; only element 0 is written; not logits.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, target >= V), WGML_ERROR_DTYPE,
+           WGML_ERROR_ALIAS (loss_out is logits), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_cross_entropy_loss(wgml_engine *e, const wgml_tensor *logits, uint32_t target,
                                              wgml_tensor *loss_out);
-/* grad_out = softmax(logits) - one_hot(target). */
+/* Gradient of wgml_cross_entropy_loss: grad_out = softmax(logits) - one_hot(target).
+   grad_out: f32 with the element count of logits; it may be logits itself (in place).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, target >= V), WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE, WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_cross_entropy_backward(wgml_engine *e, const wgml_tensor *logits, uint32_t target,
                                                  wgml_tensor *grad_out);
-/* Batched, fused cross-entropy: logits [N, V], targets u32 [N]; rows whose target equals
-   ignore_index are skipped. Writes (each may be NULL): losses [N] (0 for ignored rows),
-   mean_loss [1] (mean over counted rows; 0 if none), grad_logits [N, V] = d mean_loss /
-   d logits (may be the logits tensor itself). */
+
+/* Batched cross-entropy with response masking, forward and backward fused.
+   logits: f32 [..., V], rows of V = the last dimension (N = numel / V rows), finite values;
+   targets: u32 with N elements. Row r with t = targets[r] is
+     - ignored when t == ignore_index: losses[r] = 0, its gradient row is 0, not counted;
+     - invalid when t >= V and t != ignore_index (the host cannot check device data):
+       losses[r] = NaN, *mean_loss = NaN (so the bad target cannot go unnoticed), its
+       gradient row is 0 and it is not counted (the other rows' gradients are exactly
+       those of the valid rows alone);
+     - counted otherwise: losses[r] = logsumexp(row) - logits[r, t].
+   Writes (each may be NULL, not all three):
+     losses       f32, N elements;
+     mean_loss    f32, at least 1 element; element 0 = sum of counted losses / count
+                  (0 when no row counts);
+     grad_logits  f32, numel of logits: d mean_loss / d logits =
+                  (softmax(row) - one_hot(t)) / count on counted rows, 0 elsewhere; it may
+                  be the logits tensor itself (in place).
+   Stable for logits of any magnitude (differences from the row max are exact); every
+   reduction has a fixed order, so results are bitwise reproducible. The logits are read
+   once for the loss and once more for the gradient, which is written once.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL logits/targets, all outputs NULL),
+           WGML_ERROR_DTYPE, WGML_ERROR_SHAPE (targets or losses not N elements,
+           grad_logits not numel of logits), WGML_ERROR_ALIAS (losses or mean_loss shared
+           with logits, grad_logits or each other), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_cross_entropy_batched(wgml_engine *e, const wgml_tensor *logits,
                                                 const wgml_tensor *targets, uint32_t ignore_index,
                                                 wgml_tensor *losses, wgml_tensor *mean_loss,
                                                 wgml_tensor *grad_logits);
-/* out = input^2, element-wise. */
+
+/* Squares of the elements (for gradient norms): out = input^2, element-wise.
+   input, out: f32, the same element count; out may be input.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
+           WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_gradient_norm_squared(wgml_engine *e, const wgml_tensor *input, wgml_tensor *out);
-/* grad *= scale. */
+/* Clipping by a factor the caller computed: grad *= scale, in place (e.g. scale =
+   min(1, max_norm / norm)). See wgml_clip_grad_by_global_norm to keep the norm on the GPU.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, scale not finite), WGML_ERROR_DTYPE,
+           WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_clip_grad_by_norm(wgml_engine *e, wgml_tensor *grad, float scale);
-/* accum += new_grad. */
+/* Gradient accumulation over micro-batches: accum_grad += new_grad, in place; f32, the
+   same element count; new_grad may be accum_grad (which doubles it).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
+           WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_gradient_accumulate(wgml_engine *e, wgml_tensor *accum_grad, const wgml_tensor *new_grad);
-/* grad *= scale. */
+/* grad *= scale, in place (e.g. 1 / micro-batches after accumulation). Errors as
+   wgml_clip_grad_by_norm. */
 WGML_API wgml_status wgml_gradient_scale(wgml_engine *e, wgml_tensor *grad, float scale);
-/* norm_out[0] = sqrt(sum of squares of every element of the count tensors), on the GPU. */
+
+/* norm_out[0] = sqrt(sum of the squares of every element of tensors[0 .. count)),
+   reduced on the GPU: per-chunk partial sums in a fixed order, then one fixed-order final
+   sum (no atomics), so the result is bitwise reproducible. A tensor listed twice counts
+   twice. Costs ceil(count / K) + 1 dispatches, K = 8 tensors per dispatch (4 on devices
+   with fewer than 9 storage buffers per stage).
+   tensors[i]: f32, any shape. norm_out: f32, at least 1 element, element 0 written, not
+   one of the tensors.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL array or element, count == 0),
+           WGML_ERROR_DTYPE, WGML_ERROR_ALIAS (norm_out in the list), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_global_norm(wgml_engine *e, const wgml_tensor *const *tensors, size_t count,
                                       wgml_tensor *norm_out);
-/* Scales every grads[i] by min(1, max_norm / (norm[0] + 1e-6)), reading norm on the GPU. */
+/* Scales every grads[i] in place by min(1, max_norm / (norm[0] + 1e-6)), as
+   torch.nn.utils.clip_grad_norm_ does, reading norm[0] on the GPU: pair it with
+   wgml_global_norm and nothing waits for the host. max_norm 0 zeroes the gradients.
+   grads[i]: f32, each tensor at most once. norm: f32, at least 1 element, not one of the
+   grads. A NaN or infinite norm gives an unspecified factor.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL array, element or norm, count == 0, max_norm
+           negative or not finite), WGML_ERROR_DTYPE, WGML_ERROR_ALIAS (a gradient listed
+           twice, norm among the grads), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_clip_grad_by_global_norm(wgml_engine *e, wgml_tensor *const *grads, size_t count,
                                                    const wgml_tensor *norm, float max_norm);
 
 /* ---- embeddings (src/ops/embedding.c) ------------------------------------------------ */
 
-/* out[i, :] = table[ids[i], :]; table [V, D], ids u32 [N], out [N, D]. */
+/* Lookup: out[i, :] = table[ids[i], :], and a row of zeros where ids[i] >= V.
+   table: f32 [V, D] (exactly 2 dimensions). ids: u32, any shape, N elements.
+   out: f32 with N * D elements and last dimension D (e.g. [N, D] or [B, T, D]); not table.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE (table
+           not 2-D, out not N x D), WGML_ERROR_ALIAS (out is table), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, const wgml_tensor *ids,
                                     wgml_tensor *out);
-/* grad_table[v, :] = sum of grad_out[i, :] over i with ids[i] == v (written, deterministic). */
+/* Gradient of wgml_embedding: grad_table[v, :] = sum of grad_out[i, :] over i with
+   ids[i] == v, added in increasing i; rows no id names are 0; ids >= V contribute
+   nothing. grad_table is written, not accumulated. Deterministic: bitwise the same every
+   run (no float atomics, no sort). grad_table: f32 [V, D]; grad_out: f32 with N * D
+   elements and last dimension D; ids: u32, N elements. The work grows with V * D * N
+   (every workgroup scans all ids): meant for N up to a few hundred thousand.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
+           WGML_ERROR_ALIAS (grad_table is grad_out), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,
                                              wgml_tensor *grad_table);
 

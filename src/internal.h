@@ -140,7 +140,7 @@ static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->b
 typedef struct wgml__pipeline wgml__pipeline;
 
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
-enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_SLOTS };
+enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_SLOTS };   /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c */
 
 struct wgml_engine {
     wgml_context *ctx;

@@ -1,0 +1,263 @@
+/* RMSNorm over the last dimension: forward, residual-fused forward and backward.
+   Kernels: src/kernels/norm.wgsl (its top comment explains the layout and the paths). */
+#include "internal.h"
+
+#include <math.h>
+
+#define WG 256u
+#define NVMAX 8u       /* units per thread held in registers (norm.wgsl NVMAX) */
+#define PMAX 1024u     /* bwd with grad_weight: at most this many workgroups, each writing one
+                          partial row of the weight gradient */
+#define DEFAULT_EPS 1e-5f
+
+typedef struct norm_params {
+    uint32_t rows, d, units, tpr, segs, groups, grows;
+    float eps;
+} norm_params;
+
+/* How rows of length d map onto threads (see norm.wgsl). */
+typedef struct row_plan {
+    bool vec;           /* d % 4 == 0: a unit is an aligned vec4 */
+    uint32_t units;     /* units per row */
+    uint32_t tpr;       /* threads per row, a power of two <= WG */
+    uint32_t nv;        /* units per thread in registers; 0: long-row loop */
+    uint32_t segs;      /* rows per workgroup */
+} row_plan;
+
+static uint32_t pow2_at_least(uint32_t n)
+{
+    uint32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+/* Rows of up to NVMAX * WG units are cached in registers, spread so that each thread holds
+   about four units (a whole workgroup for more than 512 units); longer rows loop. */
+static row_plan plan_rows(size_t d)
+{
+    row_plan pl;
+    pl.vec = d % 4 == 0;
+    pl.units = (uint32_t)(pl.vec ? d / 4 : d);
+    if (pl.units <= NVMAX * WG) {
+        pl.tpr = pow2_at_least((pl.units + 3) / 4);
+        if (pl.tpr > WG) pl.tpr = WG;
+        pl.nv = (pl.units + pl.tpr - 1) / pl.tpr;
+    } else {
+        pl.tpr = WG;
+        pl.nv = 0;
+    }
+    pl.segs = WG / pl.tpr;
+    return pl;
+}
+
+static wgml__kernel norm_kernel(const char *entry, const char *layout, const row_plan *pl, bool has_res, bool self)
+{
+    return (wgml__kernel){ .file = "norm", .entry = entry, .layout = layout, .nconst = 5,
+                           .constants = { { "WG", WG }, { "NV", pl->nv }, { "VEC", pl->vec }, { "HAS_RES", has_res },
+                                          { "SELF", self } } };
+}
+
+/* ---- validation ------------------------------------------------------------------------ */
+
+static wgml_status check_eps(wgml_engine *e, const char *fn, float eps)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: eps (%g) must be finite and >= 0", fn, (double)eps);
+    return WGML_OK;
+}
+
+/* weight has as many elements as the last dimension of t. */
+static wgml_status check_weight(wgml_engine *e, const char *fn, const char *t_name, const wgml_tensor *t,
+                                const char *w_name, const wgml_tensor *w)
+{
+    size_t d = t->shape[t->ndim - 1];
+    if (wgml_tensor_numel(w) != d)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: %s has %zu elements; it must have %zu, the last dimension of %s", fn,
+                          w_name, wgml_tensor_numel(w), d, t_name);
+    return WGML_OK;
+}
+
+/* ---- forward --------------------------------------------------------------------------- */
+
+/* Records the forward pass once everything is validated. res may be NULL (plain RMSNorm);
+   sum may be NULL, distinct from x and res, or the same tensor as x or res. */
+static wgml_status record_forward(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *res, const wgml_tensor *weight,
+                                  wgml_tensor *out, wgml_tensor *sum, float eps)
+{
+    size_t d = x->shape[x->ndim - 1];
+    uint32_t rows = (uint32_t)(wgml_tensor_numel(x) / d);
+    row_plan pl = plan_rows(d);
+    uint64_t groups = ((uint64_t)rows + pl.segs - 1) / pl.segs;
+    norm_params p = { .rows = rows, .d = (uint32_t)d, .units = pl.units, .tpr = pl.tpr, .segs = pl.segs,
+                      .groups = (uint32_t)groups, .grows = 1, .eps = eps };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
+
+    wgml__kernel k;
+    wgml__arg args[5];
+    uint32_t nargs;
+    if (!sum) {
+        k = norm_kernel("fwd", "urrrw", &pl, res != NULL, false);
+        args[0] = wgml__t(x);
+        args[1] = wgml__t(res ? res : x);   /* unread without a residual */
+        args[2] = wgml__t(weight);
+        args[3] = wgml__t(out);
+        nargs = 4;
+    } else if (!wgml__same(sum, x) && !wgml__same(sum, res)) {
+        k = norm_kernel("fwd_sum", "urrrww", &pl, true, false);
+        args[0] = wgml__t(x);
+        args[1] = wgml__t(res);
+        args[2] = wgml__t(weight);
+        args[3] = wgml__t(out);
+        args[4] = wgml__t(sum);
+        nargs = 5;
+    } else {
+        /* sum is x or residual: that buffer is bound once, read-write, and receives the sum. */
+        bool self = wgml__same(x, res);
+        const wgml_tensor *other = wgml__same(sum, x) ? res : x;
+        k = norm_kernel("fwd_sum_inplace", "uwrrw", &pl, true, self);
+        args[0] = wgml__t(sum);
+        args[1] = wgml__t(self ? weight : other);   /* unread when x, residual and sum are one */
+        args[2] = wgml__t(weight);
+        args[3] = wgml__t(out);
+        nargs = 4;
+    }
+    return wgml__dispatch(e, &k, &p, sizeof p, args, nargs, gx, gy, 1);
+}
+
+static wgml_status rms_norm(wgml_engine *e, const char *fn, const wgml_tensor *input, const wgml_tensor *weight,
+                            wgml_tensor *out, float eps)
+{
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "input", input));
+    WGML_CHECK(check_weight(e, fn, "input", input, "weight", weight));
+    WGML_CHECK(wgml__check_same_numel(e, fn, "input", input, "out", out));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
+    WGML_CHECK(check_eps(e, fn, eps));
+    return record_forward(e, input, NULL, weight, out, NULL, eps);
+}
+
+wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out)
+{
+    return rms_norm(e, "wgml_rms_norm", input, weight, out, DEFAULT_EPS);
+}
+
+wgml_status wgml_rms_norm_eps(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out,
+                              float eps)
+{
+    return rms_norm(e, "wgml_rms_norm_eps", input, weight, out, eps);
+}
+
+static wgml_status rms_norm_residual(wgml_engine *e, const char *fn, const wgml_tensor *x, const wgml_tensor *residual,
+                                     const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out, float eps)
+{
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "x", x, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "residual", residual, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    if (sum_out) WGML_CHECK(wgml__check_tensor(e, fn, "sum_out", sum_out, WGML_F32));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "x", x));
+    WGML_CHECK(wgml__check_same_numel(e, fn, "x", x, "residual", residual));
+    WGML_CHECK(check_weight(e, fn, "x", x, "weight", weight));
+    WGML_CHECK(wgml__check_same_numel(e, fn, "x", x, "out", out));
+    if (sum_out) WGML_CHECK(wgml__check_same_numel(e, fn, "x", x, "sum_out", sum_out));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "x", x));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "residual", residual));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "sum_out", sum_out));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "sum_out", sum_out, "weight", weight));
+    WGML_CHECK(check_eps(e, fn, eps));
+    return record_forward(e, x, residual, weight, out, sum_out, eps);
+}
+
+wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
+                                   const wgml_tensor *weight, wgml_tensor *out)
+{
+    return rms_norm_residual(e, "wgml_rms_norm_residual", x, residual, weight, out, NULL, DEFAULT_EPS);
+}
+
+wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
+                                        const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out, float eps)
+{
+    return rms_norm_residual(e, "wgml_rms_norm_residual_with", x, residual, weight, out, sum_out, eps);
+}
+
+/* ---- backward -------------------------------------------------------------------------- */
+
+wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                   const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps)
+{
+    const char *fn = "wgml_rms_norm_backward";
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_out", grad_out, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_in", grad_in, WGML_F32));
+    if (grad_weight) WGML_CHECK(wgml__check_tensor(e, fn, "grad_weight", grad_weight, WGML_F32));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "input", input));
+    WGML_CHECK(wgml__check_same_numel(e, fn, "input", input, "grad_out", grad_out));
+    WGML_CHECK(check_weight(e, fn, "input", input, "weight", weight));
+    WGML_CHECK(wgml__check_same_numel(e, fn, "input", input, "grad_in", grad_in));
+    if (grad_weight) WGML_CHECK(check_weight(e, fn, "input", input, "grad_weight", grad_weight));
+    const wgml_tensor *ins[3] = { grad_out, input, weight };
+    const char *in_names[3] = { "grad_out", "input", "weight" };
+    for (int i = 0; i < 3; i++) {
+        WGML_CHECK(wgml__check_no_alias(e, fn, "grad_in", grad_in, in_names[i], ins[i]));
+        WGML_CHECK(wgml__check_no_alias(e, fn, "grad_weight", grad_weight, in_names[i], ins[i]));
+    }
+    WGML_CHECK(wgml__check_no_alias(e, fn, "grad_weight", grad_weight, "grad_in", grad_in));
+    WGML_CHECK(check_eps(e, fn, eps));
+
+    size_t d = input->shape[input->ndim - 1];
+    uint32_t rows = (uint32_t)(wgml_tensor_numel(input) / d);
+    row_plan pl = plan_rows(d);
+    uint32_t blocks = (rows + pl.segs - 1) / pl.segs;   /* row blocks of segs rows */
+    /* Without grad_weight every workgroup takes one block; with it, each takes `grows`
+       consecutive blocks so that at most PMAX partial rows are written. */
+    uint32_t grows = grad_weight ? (blocks + PMAX - 1) / PMAX : 1;
+    uint32_t groups = (blocks + grows - 1) / grows;
+    norm_params p = { .rows = rows, .d = (uint32_t)d, .units = pl.units, .tpr = pl.tpr, .segs = pl.segs,
+                      .groups = groups, .grows = grows, .eps = eps };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
+    if (!grad_weight) {
+        wgml__kernel k = norm_kernel("bwd", "urrrw", &pl, false, false);
+        wgml__arg args[4] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in) };
+        return wgml__dispatch(e, &k, &p, sizeof p, args, 4, gx, gy, 1);
+    }
+
+    wgml__arg part;   /* [groups, units] vec4 partial sums of the weight gradient */
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_NORM, (uint64_t)groups * pl.units * 16, &part));
+    wgml__kernel k = norm_kernel("bwd_dw", "urrrww", &pl, false, false);
+    wgml__arg args[5] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in), part };
+    WGML_CHECK(wgml__dispatch(e, &k, &p, sizeof p, args, 5, gx, gy, 1));
+    {
+        norm_params q = { .rows = groups, .d = (uint32_t)d, .units = pl.units, .tpr = 1, .segs = 1,
+                          .groups = (pl.units + 15) / 16, .grows = 1, .eps = 0 };
+        row_plan rp = pl;
+        rp.nv = 0;   /* dw_reduce depends on VEC only */
+        wgml__kernel kr = norm_kernel("dw_reduce", "urw", &rp, false, false);
+        wgml__arg rargs[2] = { part, wgml__t(grad_weight) };
+        WGML_CHECK(wgml__grid(e->ctx, q.groups, &gx, &gy));
+        return wgml__dispatch(e, &kr, &q, sizeof q, rargs, 2, gx, gy, 1);
+    }
+}
+
+/* Default variants for wgml_engine_warmup: rows of 4096 (NV 4) and 2048 (NV 2) elements. */
+#define KV(ENTRY, LAYOUT, NV_, RES, SELF)                                                                       \
+    { .file = "norm", .entry = ENTRY, .layout = LAYOUT, .nconst = 5,                                           \
+      .constants = { { "WG", WG }, { "NV", NV_ }, { "VEC", 1 }, { "HAS_RES", RES }, { "SELF", SELF } } }
+const wgml__kernel wgml__norm_kernels[] = {
+    KV("fwd", "urrrw", 4, 0, 0),          KV("fwd", "urrrw", 2, 0, 0),
+    KV("fwd", "urrrw", 4, 1, 0),          KV("fwd_sum", "urrrww", 4, 1, 0),
+    KV("fwd_sum_inplace", "uwrrw", 4, 1, 0),
+    KV("bwd_dw", "urrrww", 4, 0, 0),      KV("bwd", "urrrw", 4, 0, 0),
+    KV("dw_reduce", "urw", 0, 0, 0),
+};
+#undef KV
+const size_t wgml__norm_kernel_count = sizeof wgml__norm_kernels / sizeof wgml__norm_kernels[0];

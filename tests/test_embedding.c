@@ -1,0 +1,216 @@
+/* embedding and embedding_backward against the references (tests/ref/ref_embedding.c):
+   lookups are exact copies; the backward pass must equal, bit for bit, an f32 sum in
+   increasing id order, run after run, with repeated ids and ids past the vocabulary. */
+#include "harness.h"
+#include "ref_embedding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ids in [0, v), with a share p_out past the end: v, v + 7 or 0xFFFFFFFF. */
+static uint32_t *make_ids(size_t n, size_t v, double p_out)
+{
+    uint32_t *ids = malloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t past[3] = { (uint32_t)v, (uint32_t)v + 7, 0xFFFFFFFFu };
+        ids[i] = th_uniform(0, 1) < p_out ? past[th_rand_u32() % 3] : th_rand_u32() % (uint32_t)v;
+    }
+    return ids;
+}
+
+static void test_lookup(void)
+{
+    static const struct { size_t v, d, n; } shapes[] = {
+        { 1, 1, 1 }, { 7, 3, 5 }, { 50, 8, 65 }, { 1000, 63, 1000 }, { 300, 576, 4097 }, { 3, 4, 1 }, { 40000, 12, 70000 },
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t v = shapes[s].v, d = shapes[s].d, n = shapes[s].n;
+        float *table = th_random(v * d, -1, 1), *ref = th_alloc_f(n * d);
+        uint32_t *ids = make_ids(n, v, 0.1);
+        ref_embedding(table, ids, n, v, d, ref);
+        wgml_tensor *tt = th_tensor(WGML_F32, table, TH_SHAPE(v, d)), *ti = th_tensor(WGML_U32, ids, TH_SHAPE(n));
+        wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n, d));
+        TH_EXPECT(wgml_embedding(th_eng, tt, ti, out), WGML_OK);
+        float *got = th_read(out);
+        TH_CHECK(memcmp(got, ref, n * d * 4) == 0, "embedding [V %zu, D %zu] x %zu ids differs from the table rows", v, d, n);
+        free(table); free(ref); free(ids); free(got);
+        wgml_tensor_release(tt); wgml_tensor_release(ti); wgml_tensor_release(out);
+    }
+}
+
+/* ids [2, 3] and out [2, 3, D]: any leading shape. */
+static void test_lookup_batched_shape(void)
+{
+    size_t v = 10, d = 6;
+    float *table = th_random(v * d, -1, 1), ref[36];
+    uint32_t ids[6] = { 9, 0, 10, 3, 3, 0xFFFFFFFFu };
+    ref_embedding(table, ids, 6, v, d, ref);
+    for (size_t c = 0; c < d; c++) TH_CHECK(ref[2 * d + c] == 0 && ref[5 * d + c] == 0, "reference zero rows");
+    wgml_tensor *tt = th_tensor(WGML_F32, table, TH_SHAPE(v, d)), *ti = th_tensor(WGML_U32, ids, TH_SHAPE(2, 3));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(2, 3, 6));
+    TH_EXPECT(wgml_embedding(th_eng, tt, ti, out), WGML_OK);
+    float got[36];
+    th_read_into(out, got);
+    TH_CHECK(memcmp(got, ref, sizeof got) == 0, "embedding into [2, 3, 6] differs (ids past V must give zero rows)");
+    free(table);
+    wgml_tensor_release(tt); wgml_tensor_release(ti); wgml_tensor_release(out);
+}
+
+/* The f32 sums of up to n terms of |g| <= 1 differ from the double sums by at most
+   n * 2^-24 * sum|g|; the bitwise comparison with the sequential f32 reference is the
+   real check, the double one guards the reference itself. */
+static void check_backward(size_t v, size_t d, size_t n, const uint32_t *ids, const char *label)
+{
+    float *g = th_random(n * d, -1, 1), *seq = th_alloc_f(v * d);
+    double *ref = th_alloc_d(v * d);
+    ref_embedding_backward(g, ids, n, v, d, ref);
+    ref_embedding_backward_f32_sequential(g, ids, n, v, d, seq);
+    wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(n, d)), *ti = th_tensor(WGML_U32, ids, TH_SHAPE(n));
+    wgml_tensor *gt = th_poisoned(WGML_F32, TH_SHAPE(v, d));
+    TH_EXPECT(wgml_embedding_backward(th_eng, tg, ti, gt), WGML_OK);
+    float *got = th_read(gt);
+    char what[128];
+    snprintf(what, sizeof what, "%s: vs double", label);
+    th_compare(what, got, ref, v * d, (double)n * 6e-8, 1e-6);
+    size_t diff = 0;
+    for (size_t k = 0; k < v * d; k++) diff += memcmp(&got[k], &seq[k], 4) != 0;
+    TH_CHECK(diff == 0, "%s: %zu of %zu sums differ from the sequential f32 sum", label, diff, v * d);
+    /* a second run (grad_table poisoned again) gives the same bits */
+    wgml_tensor *gt2 = th_poisoned(WGML_F32, TH_SHAPE(v, d));
+    TH_EXPECT(wgml_embedding_backward(th_eng, tg, ti, gt2), WGML_OK);
+    float *got2 = th_read(gt2);
+    TH_CHECK(memcmp(got, got2, v * d * 4) == 0, "%s: two runs differ", label);
+    free(g); free(seq); free(ref); free(got); free(got2);
+    wgml_tensor_release(tg); wgml_tensor_release(ti); wgml_tensor_release(gt); wgml_tensor_release(gt2);
+}
+
+static void test_backward(void)
+{
+    static const struct { size_t v, d, n; } shapes[] = {
+        { 1, 1, 1 },         /* the smallest */
+        { 5, 3, 100 },       /* every id repeated ~20 times */
+        { 70, 64, 1000 },    /* two vocabulary blocks */
+        { 200, 130, 3000 },  /* three column chunks, three id tiles */
+        { 1000, 4, 5000 },
+        { 130, 576, 2500 },
+        { 64, 1, 1025 },     /* a tile boundary */
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t v = shapes[s].v, d = shapes[s].d, n = shapes[s].n;
+        uint32_t *ids = make_ids(n, v, 0.05);
+        char label[96];
+        snprintf(label, sizeof label, "embedding_backward V %zu D %zu N %zu", v, d, n);
+        check_backward(v, d, n, ids, label);
+        free(ids);
+    }
+}
+
+/* One id everywhere (one row sums all N, the others are zero), and every id past V (the
+   whole grad_table is zero). */
+static void test_backward_extremes(void)
+{
+    size_t v = 9, d = 5, n = 3000;
+    uint32_t *ids = malloc(n * sizeof *ids);
+    for (size_t i = 0; i < n; i++) ids[i] = 4;
+    check_backward(v, d, n, ids, "all ids equal");
+    for (size_t i = 0; i < n; i++) ids[i] = (uint32_t)(v + i);
+    check_backward(v, d, n, ids, "all ids past V");
+    free(ids);
+}
+
+/* The backward of L(table) = sum(embedding(table, ids) * G) by central differences of the
+   forward in double (L is linear in table: exact up to rounding). */
+static void test_backward_finite_differences(void)
+{
+    size_t v = 6, d = 3, n = 11;
+    uint32_t ids[11] = { 0, 5, 2, 2, 7, 0, 0, 3, 5, 2, 1 };
+    float *g = th_random(n * d, -1, 1), *table = th_random(v * d, -1, 1);
+    double *fd = th_alloc_d(v * d), *td = th_alloc_d(v * d);
+    th_to_double(table, td, v * d);
+    for (size_t k = 0; k < v * d; k++) {
+        double keep = td[k], l[2], h = 1e-3;
+        for (int side = 0; side < 2; side++) {
+            td[k] = keep + (side ? -h : h);
+            l[side] = 0;
+            for (size_t i = 0; i < n; i++)
+                for (size_t c = 0; c < d; c++) l[side] += (ids[i] < v ? td[ids[i] * d + c] : 0.0) * g[i * d + c];
+        }
+        td[k] = keep;
+        fd[k] = (l[0] - l[1]) / (2 * h);
+    }
+    wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(n, d)), *ti = th_tensor(WGML_U32, ids, TH_SHAPE(n));
+    wgml_tensor *gt = th_poisoned(WGML_F32, TH_SHAPE(v, d));
+    TH_EXPECT(wgml_embedding_backward(th_eng, tg, ti, gt), WGML_OK);
+    float *got = th_read(gt);
+    th_compare("embedding_backward vs finite differences", got, fd, v * d, 1e-9, 1e-6);
+    free(g); free(table); free(fd); free(td); free(got);
+    wgml_tensor_release(tg); wgml_tensor_release(ti); wgml_tensor_release(gt);
+}
+
+static void test_bad_inputs(void)
+{
+    float x[24] = { 0 };
+    uint32_t id4[4] = { 0, 1, 2, 3 };
+    wgml_tensor *table = th_tensor(WGML_F32, x, TH_SHAPE(4, 6)), *ids = th_tensor(WGML_U32, id4, TH_SHAPE(4));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(4, 6)), *out_flat = th_poisoned(WGML_F32, TH_SHAPE(24));
+    wgml_tensor *out5 = th_poisoned(WGML_F32, TH_SHAPE(5, 6)), *table1 = th_tensor(WGML_F32, x, TH_SHAPE(24));
+    wgml_tensor *idsf = th_tensor(WGML_F32, x, TH_SHAPE(4)), *tableu = th_tensor(WGML_U32, x, TH_SHAPE(4, 6));
+    wgml_tensor *ids24 = th_tensor(WGML_U32, x, TH_SHAPE(24));
+    wgml_context *other;
+    TH_EXPECT(wgml_context_create(NULL, &other), WGML_OK);
+    wgml_tensor *foreign;
+    TH_EXPECT(wgml_tensor_from_data(other, WGML_U32, 1, (size_t[]){ 4 }, id4, &foreign), WGML_OK);
+    uint64_t before = th_commands();
+
+    TH_EXPECT_ERR(wgml_embedding(NULL, table, ids, out), WGML_ERROR_INVALID_ARGUMENT, "engine is NULL");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, NULL, ids, out), WGML_ERROR_INVALID_ARGUMENT, "table is NULL");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, NULL, out), WGML_ERROR_INVALID_ARGUMENT, "ids is NULL");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, ids, NULL), WGML_ERROR_INVALID_ARGUMENT, "out is NULL");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, tableu, ids, out), WGML_ERROR_DTYPE, "table is u32");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, idsf, out), WGML_ERROR_DTYPE, "ids is f32");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, ids, ids24), WGML_ERROR_DTYPE, "out is u32");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table1, ids, out), WGML_ERROR_SHAPE, "table has 1 dimensions");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, ids, out5), WGML_ERROR_SHAPE, "out has 30 elements");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, ids, out_flat), WGML_ERROR_SHAPE, "last dimension 24");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, foreign, out), WGML_ERROR_CONTEXT, "ids belongs to another context");
+    TH_EXPECT_ERR(wgml_embedding(th_eng, table, ids, table), WGML_ERROR_ALIAS, "out must not be the same tensor as table");
+
+    TH_EXPECT_ERR(wgml_embedding_backward(NULL, out, ids, table), WGML_ERROR_INVALID_ARGUMENT, "engine is NULL");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, NULL, ids, out), WGML_ERROR_INVALID_ARGUMENT, "grad_out is NULL");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, NULL, out5), WGML_ERROR_INVALID_ARGUMENT, "ids is NULL");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, ids, NULL), WGML_ERROR_INVALID_ARGUMENT, "grad_table is NULL");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, idsf, out5), WGML_ERROR_DTYPE, "ids is f32");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, ids, tableu), WGML_ERROR_DTYPE, "grad_table is u32");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, ids, out_flat), WGML_ERROR_SHAPE, "grad_table has 1 dimensions");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out5, ids, out), WGML_ERROR_SHAPE, "grad_out has 30 elements");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, ids, out), WGML_ERROR_ALIAS,
+                  "grad_table must not be the same tensor as grad_out");
+    TH_EXPECT_ERR(wgml_embedding_backward(th_eng, out, foreign, out5), WGML_ERROR_CONTEXT, "ids belongs to another context");
+    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
+    wgml_tensor *outs[3] = { out, out_flat, out5 };
+    for (int o = 0; o < 3; o++) {
+        float *got = th_read(outs[o]);
+        bool poisoned = true;
+        for (size_t k = 0; k < wgml_tensor_numel(outs[o]); k++) {
+            uint32_t bits;
+            memcpy(&bits, &got[k], 4);
+            poisoned &= bits == 0xFFFFFFFFu;
+        }
+        TH_CHECK(poisoned, "output %d was written by a rejected call", o);
+        free(got);
+    }
+    wgml_tensor_release(foreign);
+    wgml_context_destroy(other);
+    wgml_tensor *all[] = { table, ids, out, out_flat, out5, table1, idsf, tableu, ids24 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
+}
+
+static const th_case cases[] = {
+    { "lookup", test_lookup },
+    { "lookup_batched_shape", test_lookup_batched_shape },
+    { "backward", test_backward },
+    { "backward_extremes", test_backward_extremes },
+    { "backward_finite_differences", test_backward_finite_differences },
+    { "bad_inputs", test_bad_inputs },
+};
+TH_MAIN(cases)

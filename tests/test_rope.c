@@ -1,0 +1,377 @@
+/* Rotary embeddings: both pairings, theta and inv_freq frequencies, every tensor layout,
+   positions 0, 1, 7, 1e6 and the largest, inverse(rope(x)) == x, the backward pass against
+   finite differences, and bad inputs. */
+#include "harness.h"
+#include "ref_rope.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Error bound of one rotated element, the same at every position: the kernel reduces the
+   angle in integer turns (phase to 2^-32 turn = 1.5e-9 rad; frequencies to 2^-52 relative,
+   2.2e-10 rad at position 1e6), then converts the remainder (|r| <= pi/4) to f32 radians
+   with three roundings (<= 1.4e-7 rad) and evaluates fixed polynomials (truncation 2e-9,
+   rounding <= 2u = 1.2e-7): cos and sin are within 2.6e-7. x cos - y sin then adds three
+   roundings, 1.8e-7 (|x| + |y|). In all, 4.4e-7 (|x| + |y|); 5e-7 is used.
+   An angle computed as an f32 product would be off by up to 0.03 rad at position 1e6. */
+#define ROT_TOL 5e-7
+
+static void compare_rot(const char *what, const float *got, const float *x, const double *ref, size_t n, size_t hd,
+                        int interleaved, double k)
+{
+    size_t bad = 0, worst = 0;
+    double worst_ratio = -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i % hd, partner = i - j + ref_rope_partner(j, hd, interleaved);
+        double tol = k * ROT_TOL * (fabs((double)x[i]) + fabs((double)x[partner])) + 1e-30;
+        double err = fabs((double)got[i] - ref[i]), ratio = isnan(err) ? INFINITY : err / tol;
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
+        if (!(err <= tol)) {
+            if (bad < 10) fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g (tol %.3g)\n", what, i, got[i], ref[i], tol);
+            bad++;
+        }
+    }
+    TH_CHECK(bad == 0, "%s: %zu of %zu elements out of tolerance; worst [%zu] got %.9g want %.9g (%.2f x tol)", what, bad, n,
+             worst, n ? (double)got[worst] : 0.0, n ? ref[worst] : 0.0, worst_ratio);
+}
+
+/* Layouts: shape (0-terminated), tokens, seq, hidden. */
+typedef struct layout { size_t shape[5]; size_t ntok, seq, hidden; } layout;
+
+static layout make_layout(int kind, size_t hd)
+{
+    switch (kind) {
+    case 0: return (layout){ { 3 * hd, 0 }, 1, 1, 3 * hd };                     /* one token [hidden] */
+    case 1: return (layout){ { 5, 2 * hd, 0 }, 5, 5, 2 * hd };                   /* [seq, hidden] */
+    case 2: return (layout){ { 3, 4, 2 * hd, 0 }, 12, 4, 2 * hd };              /* [batch, seq, hidden] */
+    default: return (layout){ { 2, 3, 5, hd, 0 }, 6, 3, 5 * hd };               /* [batch, seq, heads, hd] */
+    }
+}
+
+static const uint32_t head_dims[] = { 2, 4, 6, 8, 10, 12, 64, 96, 128, 256 };
+static const uint32_t positions[] = { 0, 1, 7, 1000000 };
+
+/* Runs one rope call on fresh data and checks it against the reference. */
+static void rope_case(int kind, uint32_t hd, uint32_t pos, float theta, int interleaved, bool inverse, const float *inv_freq,
+                      int api)
+{
+    layout L = make_layout(kind, hd);
+    size_t n = L.ntok * L.hidden;
+    float *x = th_random(n, -2, 2);
+    long double *freqs = malloc(hd / 2 * sizeof *freqs);
+    double *ref = th_alloc_d(n);
+    if (inv_freq) for (size_t i = 0; i < hd / 2; i++) freqs[i] = inv_freq[i];
+    else ref_rope_freqs(theta == 0 ? 10000.0 : theta, hd, freqs);   /* 0 means 10000 */
+    ref_rope(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, interleaved, inverse, ref);
+    wgml_tensor *t = th_tensor(WGML_F32, x, L.shape), *tf = NULL;
+    if (inv_freq) tf = th_tensor(WGML_F32, inv_freq, TH_SHAPE(hd / 2));
+    wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = theta, .pairing = interleaved, .inv_freq = tf,
+                            .inverse = inverse };
+    if (api == 0) TH_EXPECT(wgml_rope(th_eng, t, hd, pos), WGML_OK);
+    else if (api == 1) TH_EXPECT(wgml_rope_theta(th_eng, t, hd, pos, theta), WGML_OK);
+    else if (api == 2) TH_EXPECT(wgml_rope_backward(th_eng, t, hd, pos, theta), WGML_OK);
+    else TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
+    float *got = th_read(t);
+    char what[160];
+    snprintf(what, sizeof what, "rope api %d layout %d hd %u pos %u theta %g %s%s%s", api, kind, hd, pos, (double)theta,
+             interleaved ? "interleaved" : "rotate-half", inverse ? " inverse" : "", inv_freq ? " inv_freq" : "");
+    compare_rot(what, got, x, ref, n, hd, interleaved, 1);
+    free(x); free(freqs); free(ref); free(got);
+    wgml_tensor_release(t);
+    wgml_tensor_release(tf);
+}
+
+/* Every layout, head_dim 2..256 (scalar and vec4 units), both pairings, positions 0, 1, 7
+   and 1e6 with the same tolerance, through every entry point. */
+static void test_theta(void)
+{
+    for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++)
+        for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++)
+            for (int kind = 0; kind < 4; kind++) {
+                uint32_t hd = head_dims[h], pos = positions[q];
+                rope_case(kind, hd, pos, 10000.0f, 0, false, NULL, 0);
+                rope_case(kind, hd, pos, 500000.0f, 0, false, NULL, 1);
+                rope_case(kind, hd, pos, 100000.0f, 0, true, NULL, 2);
+                rope_case(kind, hd, pos, 0.0f, 1, false, NULL, 3);           /* 0 means 10000 */
+                rope_case(kind, hd, pos, 1e6f, 1, (q + kind) % 2, NULL, 3);
+            }
+#if LDBL_MANT_DIG >= 64
+    /* The largest positions a [seq, hidden] tensor can take, pos + 4 = 2^32 - 1: the
+       frequencies from theta are computed in long double, so the same tolerance holds. */
+    for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
+        rope_case(1, head_dims[h], UINT32_MAX - 4, 10000.0f, 0, false, NULL, 1);
+        rope_case(1, head_dims[h], UINT32_MAX - 4, 500000.0f, 1, true, NULL, 3);
+    }
+#endif
+}
+
+/* Llama-3 scaled frequencies (factor 8, low/high frequency factors 1 and 4, original
+   context 8192), and arbitrary ones: negative, tiny, and beyond one turn per token. */
+static void llama3_freqs(uint32_t hd, float *f)
+{
+    const double pi = 3.14159265358979323846;
+    double factor = 8, lo = 1, hi = 4, ctx = 8192, lo_wl = ctx / lo, hi_wl = ctx / hi;
+    for (uint32_t i = 0; i < hd / 2; i++) {
+        double fr = pow(500000.0, -2.0 * i / hd), wl = 2 * pi / fr, v;
+        if (wl < hi_wl) v = fr;
+        else if (wl > lo_wl) v = fr / factor;
+        else {
+            double smooth = (ctx / wl - lo) / (hi - lo);
+            v = (1 - smooth) * fr / factor + smooth * fr;
+        }
+        f[i] = (float)v;
+    }
+}
+
+static void test_inv_freq(void)
+{
+    static const uint32_t hds[] = { 2, 6, 8, 64, 128, 256 };
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
+        uint32_t hd = hds[h];
+        float *f = th_alloc_f(hd / 2);
+        for (int which = 0; which < 2; which++) {
+            if (which == 0) llama3_freqs(hd, f);
+            else
+                for (uint32_t i = 0; i < hd / 2; i++) {
+                    int k = (int)(th_rand_u32() % 4);
+                    f[i] = (float)(k == 0 ? -th_uniform(0, 1) : k == 1 ? th_uniform(0, 1e-7) : k == 2 ? th_uniform(6.3, 1000)
+                                                                                            : th_uniform(0, 1));
+                }
+            for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++)
+                for (int kind = 0; kind < 4; kind++)
+                    for (int il = 0; il < 2; il++) rope_case(kind, hd, positions[q], 0, il, (kind + il) % 2, f, 3);
+            /* the largest positions a [seq, hidden] tensor can take (pos + 4 = 2^32 - 1) */
+            rope_case(1, hd, UINT32_MAX - 4, 0, which, false, f, 3);
+        }
+        free(f);
+    }
+}
+
+/* inverse(rope(x)) == x, and rope_backward == rope_with(inverse), for both pairings. */
+static void test_inverse_roundtrip(void)
+{
+    static const uint32_t hds[] = { 2, 10, 64, 128 };
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+        for (int il = 0; il < 2; il++)
+            for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++) {
+                uint32_t hd = hds[h], pos = positions[q];
+                layout L = make_layout(2, hd);
+                size_t n = L.ntok * L.hidden;
+                float *x = th_random(n, -3, 3);
+                double *xd = th_alloc_d(n);
+                th_to_double(x, xd, n);
+                wgml_tensor *t = th_tensor(WGML_F32, x, L.shape);
+                wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = 10000.0f, .pairing = il };
+                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
+                o.inverse = true;
+                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
+                float *got = th_read(t);
+                char what[96];
+                snprintf(what, sizeof what, "inverse(rope(x)) hd %u pos %u %s", hd, pos, il ? "interleaved" : "rotate-half");
+                /* two rotations, the second of a vector at most sqrt(2) times larger */
+                compare_rot(what, got, x, xd, n, hd, il, 2.5);
+                if (!il) {
+                    wgml_tensor *a = th_tensor(WGML_F32, x, L.shape), *b = th_tensor(WGML_F32, x, L.shape);
+                    TH_EXPECT(wgml_rope_backward(th_eng, a, hd, pos, 10000.0f), WGML_OK);
+                    TH_EXPECT(wgml_rope_with(th_eng, b, &o), WGML_OK);
+                    float *ga = th_read(a), *gb = th_read(b);
+                    TH_CHECK(memcmp(ga, gb, n * sizeof *ga) == 0, "rope_backward differs from rope_with(inverse), hd %u pos %u",
+                             hd, pos);
+                    free(ga); free(gb);
+                    wgml_tensor_release(a); wgml_tensor_release(b);
+                }
+                free(x); free(xd); free(got);
+                wgml_tensor_release(t);
+            }
+}
+
+/* rope_backward against central differences of L = sum(g * rope(x)) in double. */
+static void test_backward_finite_differences(void)
+{
+    static const uint32_t hds[] = { 2, 8, 6 };
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
+        uint32_t hd = hds[h], pos = 999983;
+        layout L = make_layout(1, hd);
+        size_t n = L.ntok * L.hidden;
+        float *g = th_random(n, -1, 1);
+        double *x = th_alloc_d(n), *y = th_alloc_d(n), *fd = th_alloc_d(n);
+        long double *freqs = malloc(hd / 2 * sizeof *freqs);
+        ref_rope_freqs(10000.0, hd, freqs);
+        for (size_t i = 0; i < n; i++) x[i] = th_uniform(-1, 1);
+        for (size_t i = 0; i < n; i++) {
+            double keep = x[i], l[2];
+            for (int s = 0; s < 2; s++) {
+                x[i] = keep + (s ? -1e-3 : 1e-3);
+                ref_rope_d(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, 0, 0, y);
+                l[s] = 0;
+                for (size_t k = 0; k < n; k++) l[s] += g[k] * y[k];
+            }
+            x[i] = keep;
+            fd[i] = (l[0] - l[1]) / 2e-3;   /* L is linear in x: exact but for rounding */
+        }
+        wgml_tensor *t = th_tensor(WGML_F32, g, L.shape);
+        TH_EXPECT(wgml_rope_backward(th_eng, t, hd, pos, 10000.0f), WGML_OK);
+        float *got = th_read(t);
+        char what[80];
+        snprintf(what, sizeof what, "rope_backward vs finite differences hd %u", hd);
+        compare_rot(what, got, g, fd, n, hd, 0, 1.1);
+        free(g); free(x); free(y); free(fd); free(freqs); free(got);
+        wgml_tensor_release(t);
+    }
+}
+
+/* More workgroups than one grid dimension holds: head_dim 2 and one head per token puts
+   256 tokens in a workgroup, so 65535 * 256 + 200 tokens need a 2-D grid (and just fit
+   lavapipe's 128 MiB binding limit). */
+static void test_grid_2d(void)
+{
+    size_t ntok = 65535u * 256u + 200u, n = 2 * ntok;
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    TH_CHECK(n * 4 <= info.max_storage_buffer_binding_size, "the 2-D grid case does not fit this adapter");
+    if (n * 4 > info.max_storage_buffer_binding_size) return;
+    float *x = th_random(n, -1, 1);
+    long double freqs[1];
+    ref_rope_freqs(10000.0, 2, freqs);
+    double *ref = th_alloc_d(n);
+    ref_rope(x, ntok, ntok, 2, 2, 5, freqs, 0, 0, ref);
+    wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(ntok, 2));
+    TH_EXPECT(wgml_rope(th_eng, t, 2, 5), WGML_OK);
+    float *got = th_read(t);
+    compare_rot("rope over a 2-D grid", got, x, ref, n, 2, 0, 1);
+    free(x); free(ref); free(got);
+    wgml_tensor_release(t);
+}
+
+/* A prefill-sized tensor: [1, 300, 32, 128] at a large position. */
+static void test_prefill(void)
+{
+    size_t shape[] = { 1, 300, 32, 128, 0 }, n = 300 * 32 * 128;
+    float *x = th_random(n, -1, 1);
+    long double freqs[64];
+    double *ref = th_alloc_d(n);
+    ref_rope_freqs(500000.0, 128, freqs);
+    ref_rope(x, 300, 300, 4096, 128, 123457, freqs, 0, 0, ref);
+    wgml_tensor *t = th_tensor(WGML_F32, x, shape);
+    TH_EXPECT(wgml_rope_theta(th_eng, t, 128, 123457, 500000.0f), WGML_OK);
+    float *got = th_read(t);
+    compare_rot("rope [1, 300, 32, 128]", got, x, ref, n, 128, 0, 1);
+    free(x); free(ref); free(got);
+    wgml_tensor_release(t);
+}
+
+static void test_bad_inputs(void)
+{
+    float z[64];
+    for (int i = 0; i < 64; i++) z[i] = (float)i;
+    wgml_tensor *t = th_tensor(WGML_F32, z, TH_SHAPE(4, 16)), *u = th_tensor(WGML_U32, z, TH_SHAPE(64));
+    wgml_tensor *f4 = th_tensor(WGML_F32, z, TH_SHAPE(4)), *f8 = th_tensor(WGML_F32, z, TH_SHAPE(8));
+    wgml_tensor *fu = th_tensor(WGML_U32, z, TH_SHAPE(4));
+    wgml_context *other;
+    TH_EXPECT(wgml_context_create(NULL, &other), WGML_OK);
+    wgml_tensor *foreign, *foreign_f;
+    TH_EXPECT(wgml_tensor_from_data(other, WGML_F32, 1, (size_t[]){ 64 }, z, &foreign), WGML_OK);
+    TH_EXPECT(wgml_tensor_from_data(other, WGML_F32, 1, (size_t[]){ 4 }, z, &foreign_f), WGML_OK);
+    uint64_t before = th_commands();
+    wgml_rope_options o = { .head_dim = 8 };
+    TH_EXPECT_ERR(wgml_rope(NULL, t, 8, 0), WGML_ERROR_INVALID_ARGUMENT, "engine");
+    TH_EXPECT_ERR(wgml_rope(th_eng, NULL, 8, 0), WGML_ERROR_INVALID_ARGUMENT, "tensor is NULL");
+    TH_EXPECT_ERR(wgml_rope(th_eng, u, 8, 0), WGML_ERROR_DTYPE, "tensor is u32");
+    TH_EXPECT_ERR(wgml_rope(th_eng, foreign, 8, 0), WGML_ERROR_CONTEXT, "tensor belongs to another context");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 7, 0), WGML_ERROR_INVALID_ARGUMENT, "head_dim (7) must be even");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 0, 0), WGML_ERROR_INVALID_ARGUMENT, "head_dim (0)");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 258, 0), WGML_ERROR_INVALID_ARGUMENT, "head_dim (258)");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 12, 0), WGML_ERROR_SHAPE, "not a multiple of head_dim (12)");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 32, 0), WGML_ERROR_SHAPE, "not a multiple of head_dim (32)");
+    TH_EXPECT_ERR(wgml_rope(th_eng, t, 8, UINT32_MAX - 2), WGML_ERROR_INVALID_ARGUMENT, "pos");
+    TH_EXPECT_ERR(wgml_rope_theta(th_eng, t, 8, 0, 0.0f), WGML_ERROR_INVALID_ARGUMENT, "theta (0)");
+    TH_EXPECT_ERR(wgml_rope_theta(th_eng, t, 8, 0, 0.5f), WGML_ERROR_INVALID_ARGUMENT, "theta (0.5)");
+    TH_EXPECT_ERR(wgml_rope_theta(th_eng, t, 8, 0, -10000.0f), WGML_ERROR_INVALID_ARGUMENT, "theta");
+    TH_EXPECT_ERR(wgml_rope_theta(th_eng, t, 8, 0, NAN), WGML_ERROR_INVALID_ARGUMENT, "theta");
+    TH_EXPECT_ERR(wgml_rope_theta(th_eng, t, 8, 0, INFINITY), WGML_ERROR_INVALID_ARGUMENT, "theta");
+    TH_EXPECT_ERR(wgml_rope_backward(th_eng, t, 8, 0, 0.0f), WGML_ERROR_INVALID_ARGUMENT, "theta (0)");
+    TH_EXPECT_ERR(wgml_rope_backward(th_eng, t, 9, 0, 10000.0f), WGML_ERROR_INVALID_ARGUMENT, "head_dim (9)");
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, NULL), WGML_ERROR_INVALID_ARGUMENT, "opts is NULL");
+    o.pairing = (wgml_rope_pairing)2;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_INVALID_ARGUMENT, "pairing (2)");
+    o.pairing = WGML_ROPE_INTERLEAVED;
+    o.theta = -1;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_INVALID_ARGUMENT, "theta (-1)");
+    o.theta = 0;
+    o.inv_freq = f8;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_SHAPE, "inv_freq has 8 elements");
+    o.inv_freq = fu;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_DTYPE, "inv_freq is u32");
+    o.inv_freq = foreign_f;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_CONTEXT, "inv_freq belongs to another context");
+    o.inv_freq = f4;
+    o.head_dim = 3;
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &o), WGML_ERROR_INVALID_ARGUMENT, "head_dim (3)");
+    o.head_dim = 8;
+    wgml_tensor *t4 = th_tensor(WGML_F32, z, TH_SHAPE(4));   /* [hidden 4] with head_dim 8 */
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t4, &o), WGML_ERROR_SHAPE, "hidden size of tensor (4)");
+    o.head_dim = 2;
+    o.inv_freq = NULL;
+    wgml_tensor *one = th_tensor(WGML_F32, z, TH_SHAPE(1));
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, one, &o), WGML_ERROR_SHAPE, "hidden size of tensor (1)");
+    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
+    float got[64];
+    th_read_into(t, got);
+    TH_CHECK(memcmp(got, z, sizeof z) == 0, "a rejected call changed tensor");
+    wgml_tensor_release(foreign); wgml_tensor_release(foreign_f);
+    wgml_context_destroy(other);
+    wgml_tensor_release(t); wgml_tensor_release(u); wgml_tensor_release(f4); wgml_tensor_release(f8);
+    wgml_tensor_release(fu); wgml_tensor_release(t4); wgml_tensor_release(one);
+}
+
+/* The same kernels on a context without robustness checks or workgroup zeroing. */
+static void test_fast_unsafe(void)
+{
+    wgml_context *ctx;
+    wgml_engine *eng;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
+    for (int variant = 0; variant < 3; variant++) {
+        uint32_t hd = variant == 2 ? 6 : 128, pos = 1000003;
+        layout L = make_layout(3, hd);
+        size_t n = L.ntok * L.hidden;
+        float *x = th_random(n, -2, 2), f[64];
+        llama3_freqs(hd, f);
+        long double freqs[64];
+        if (variant == 1) for (uint32_t i = 0; i < hd / 2; i++) freqs[i] = f[i];
+        else ref_rope_freqs(10000.0, hd, freqs);
+        double *ref = th_alloc_d(n);
+        ref_rope(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, variant == 2, 0, ref);
+        wgml_tensor *t, *tf = NULL;
+        uint32_t nd = 0;
+        while (L.shape[nd]) nd++;
+        TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, nd, L.shape, x, &t), WGML_OK);
+        size_t half = hd / 2;
+        if (variant == 1) TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 1, &half, f, &tf), WGML_OK);
+        wgml_rope_options o = { .head_dim = hd, .pos = pos, .pairing = variant == 2, .inv_freq = tf };
+        TH_EXPECT(wgml_rope_with(eng, t, &o), WGML_OK);
+        float *got = th_alloc_f(n);
+        TH_EXPECT(wgml_tensor_read(t, 0, got, n * 4), WGML_OK);
+        char what[64];
+        snprintf(what, sizeof what, "fast_unsafe rope variant %d", variant);
+        compare_rot(what, got, x, ref, n, hd, variant == 2, 1);
+        free(x); free(ref); free(got);
+        wgml_tensor_release(t);
+        wgml_tensor_release(tf);
+    }
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+}
+
+static const th_case cases[] = {
+    { "theta", test_theta },
+    { "inv_freq", test_inv_freq },
+    { "inverse_roundtrip", test_inverse_roundtrip },
+    { "backward_finite_differences", test_backward_finite_differences },
+    { "prefill", test_prefill },
+    { "grid_2d", test_grid_2d },
+    { "fast_unsafe", test_fast_unsafe },
+    { "bad_inputs", test_bad_inputs },
+};
+TH_MAIN(cases)
