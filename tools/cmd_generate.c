@@ -31,7 +31,7 @@ static const cli_flag gen_flags[] = {
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
     { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate" },
     { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)" },
-    { "--top-k", CLI_INT, offsetof(gen_opts, top_k), "sample among the k most likely tokens" },
+    { "--top-k", CLI_INT, offsetof(gen_opts, top_k), "sample among the k most likely tokens (at most 1024)" },
     { "--seed", CLI_U64, offsetof(gen_opts, seed), "sampling seed" },
     { "--context", CLI_INT, offsetof(gen_opts, context), "KV cache positions (0: prompt + tokens, at most max_position_embeddings)" },
     { "--bos", CLI_BOOL, offsetof(gen_opts, bos), "start with the BOS token of config.json" },
@@ -214,6 +214,7 @@ int cmd_generate(int argc, char **argv)
     size_t nhist = n;
 
     uint32_t k = (uint32_t)o.top_k < cfg->vocab_size ? (uint32_t)o.top_k : cfg->vocab_size;
+    if (k > 1024) k = 1024;   /* wgml_top_k's limit */
     s = wgml_kv_cache_create(m, cap, &cache);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ cfg->vocab_size }, &logits);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_U32, 1, (size_t[]){ k }, &idx);
