@@ -3,8 +3,9 @@
    the prompt through the model in one pass, then samples one token at a time with a KV
    cache, printing each as it comes, and reports prefill and decode speeds.
 
-   Sampling: wgml_top_k picks the k most likely tokens on the GPU; their logits are read
-   back and one is drawn from softmax(logit / temperature) over them on the host.
+   Sampling: wgml_top_k picks the k most likely tokens on the GPU; they and the logits come
+   back in one read, and one is drawn from softmax(logit / temperature) over the k on the
+   host.
    Temperature 0 is greedy. When the cache is full (a model trained on short contexts),
    the most recent half of the text is run again as a new prompt and generation goes on. */
 #include "cli.h"
@@ -49,37 +50,40 @@ static uint64_t rng_next(uint64_t *s)
 
 typedef struct sampler {
     wgml_engine *e;
-    wgml_tensor *logits, *idx;
+    wgml_tensor *logits, *idx, *readback;   /* readback: the k indices, then the logits */
     uint32_t vocab, k;
     double temperature;
     uint64_t rng;
-    uint32_t *cand;
-    float *host;
+    uint32_t *host;                          /* k + vocab words */
     double *p;
 } sampler;
 
+/* One read from the device per token: the candidates and the logits are copied into one
+   buffer on the GPU first. */
 static wgml_status sample(sampler *s, uint32_t *out)
 {
     uint32_t k = s->temperature > 0 ? s->k : 1;
     wgml_status st = wgml_top_k(s->e, s->logits, s->idx, k);
-    if (st == WGML_OK) st = wgml_tensor_read(s->idx, 0, s->cand, k * sizeof(uint32_t));
-    if (st != WGML_OK) return st;
     if (k == 1) {
-        *out = s->cand[0];
-        return WGML_OK;
+        if (st == WGML_OK) st = wgml_tensor_read(s->idx, 0, out, sizeof *out);
+        return st;
     }
-    st = wgml_tensor_read(s->logits, 0, s->host, s->vocab * sizeof(float));
+    if (st == WGML_OK) st = wgml_copy_tensor(s->e, s->idx, s->readback, 0);
+    if (st == WGML_OK) st = wgml_copy_tensor(s->e, s->logits, s->readback, (size_t)s->k * sizeof(uint32_t));
+    if (st == WGML_OK) st = wgml_tensor_read(s->readback, 0, s->host, ((size_t)s->k + s->vocab) * sizeof(uint32_t));
     if (st != WGML_OK) return st;
+    const uint32_t *cand = s->host;
+    float *logits = (float *)(s->host + s->k);
     double mx = -INFINITY, sum = 0;
-    for (uint32_t i = 0; i < k; i++) mx = fmax(mx, s->host[s->cand[i]] / s->temperature);
-    for (uint32_t i = 0; i < k; i++) sum += s->p[i] = exp(s->host[s->cand[i]] / s->temperature - mx);
+    for (uint32_t i = 0; i < k; i++) mx = fmax(mx, logits[cand[i]] / s->temperature);
+    for (uint32_t i = 0; i < k; i++) sum += s->p[i] = exp(logits[cand[i]] / s->temperature - mx);
     double u = (rng_next(&s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     uint32_t pick = k - 1;
     for (uint32_t i = 0; i < k; i++) {
         if (u < s->p[i]) { pick = i; break; }
         u -= s->p[i];
     }
-    *out = s->cand[pick];
+    *out = cand[pick];
     return WGML_OK;
 }
 
@@ -138,7 +142,7 @@ int cmd_generate(int argc, char **argv)
     wgml_model *m = NULL;
     wgml_tokenizer *tok = NULL;
     wgml_kv_cache *cache = NULL;
-    wgml_tensor *logits = NULL, *idx = NULL;
+    wgml_tensor *logits = NULL, *idx = NULL, *readback = NULL;
     uint32_t *ids = NULL, *hist = NULL;
     sampler sm = { 0 };
 
@@ -218,12 +222,13 @@ int cmd_generate(int argc, char **argv)
     s = wgml_kv_cache_create(m, cap, &cache);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ cfg->vocab_size }, &logits);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_U32, 1, (size_t[]){ k }, &idx);
+    if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_U32, 1, (size_t[]){ (size_t)k + cfg->vocab_size }, &readback);
     if (s != WGML_OK) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
         goto done;
     }
-    sm = (sampler){ .e = eng, .logits = logits, .idx = idx, .vocab = cfg->vocab_size, .k = k, .temperature = o.temperature,
-                    .rng = o.seed, .cand = malloc(sizeof(uint32_t) * k), .host = malloc(sizeof(float) * cfg->vocab_size),
+    sm = (sampler){ .e = eng, .logits = logits, .idx = idx, .readback = readback, .vocab = cfg->vocab_size, .k = k,
+                    .temperature = o.temperature, .rng = o.seed, .host = malloc(sizeof(uint32_t) * ((size_t)k + cfg->vocab_size)),
                     .p = malloc(sizeof(double) * k) };
 
     fprintf(stderr, "model: %s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
@@ -279,13 +284,13 @@ int cmd_generate(int argc, char **argv)
     rc = 0;
 
 done:
-    free(sm.cand);
     free(sm.host);
     free(sm.p);
     free(ids);
     free(hist);
     wgml_tensor_release(logits);
     wgml_tensor_release(idx);
+    wgml_tensor_release(readback);
     wgml_kv_cache_destroy(cache);
     wgml_tokenizer_free(tok);
     wgml_model_destroy(m);
