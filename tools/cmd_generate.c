@@ -177,7 +177,7 @@ int cmd_generate(int argc, char **argv)
     }
 
     size_t plen = strlen(o.prompt), n = 0;
-    ids = malloc(sizeof *ids * (plen + 2));
+    ids = malloc(sizeof *ids * (2 * plen + 2));   /* ByteLevel's add_prefix_space can double */
     size_t at = 0;
     if (o.bos) {
         if (cfg->bos_token_id < 0) {
@@ -186,7 +186,7 @@ int cmd_generate(int argc, char **argv)
         }
         ids[at++] = (uint32_t)cfg->bos_token_id;
     }
-    if (wgml_tokenizer_encode(tok, o.prompt, plen, ids + at, plen + 1, &n) != WGML_OK) {
+    if (wgml_tokenizer_encode(tok, o.prompt, plen, ids + at, 2 * plen + 1, &n) != WGML_OK) {
         fprintf(stderr, "wgml generate: cannot encode the prompt: %s\n", wgml_last_error(NULL));
         goto done;
     }

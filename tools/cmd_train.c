@@ -29,7 +29,7 @@ typedef struct train_opts {
 } train_opts;
 
 static const train_opts defaults = {
-    .dim = 128, .layers = 4, .heads = 4, .kv_heads = 2, .ffn = 352, .context = 64, .batch = 8, .steps = 300,
+    .dim = 96, .layers = 3, .heads = 4, .kv_heads = 2, .ffn = 256, .context = 64, .batch = 8, .steps = 300,
     .warmup = 30, .accum = 1, .eval_every = 50, .tied = 1,
     .lr = 3e-3, .min_lr_frac = 0.1, .clip = 1.0, .weight_decay = 0.1, .rope_theta = 10000,
     .seed = 1337, .data = "/usr/share/common-licenses/GPL-3", .out = "out",
@@ -130,13 +130,13 @@ int cmd_train(int argc, char **argv)
     uint8_t *text = cli_read_file(o.data, &size);
     if (!text) return 1;
     uint32_t vocab = 256;
-    uint32_t *data = malloc(sizeof *data * (size ? size : 1));
+    uint32_t *data = malloc(sizeof *data * (2 * size + 1));   /* add_prefix_space can double */
     size_t ntok = 0;
     wgml_tokenizer *tok = NULL;
     if (o.tokenizer) {
         size_t n = 0;
         if (wgml_tokenizer_load(o.tokenizer, &tok) != WGML_OK ||
-            wgml_tokenizer_encode_ordinary(tok, (const char *)text, size, data, size, &n) != WGML_OK) {
+            wgml_tokenizer_encode_ordinary(tok, (const char *)text, size, data, 2 * size + 1, &n) != WGML_OK) {
             fprintf(stderr, "wgml train: %s\n", wgml_last_error(NULL));
             wgml_tokenizer_free(tok);
             free(text);
