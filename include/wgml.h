@@ -837,8 +837,8 @@ WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *
        h += Wd (silu(Wg n2(h)) * Wu n2(h)); logits = Wout nf(h)
    with RMSNorms n1, n2, nf (eps rms_norm_eps), rotate-half RoPE (rope_theta), causal
    grouped-query attention scaled by 1/sqrt(head_dim), and Wout = embed when
-   tie_word_embeddings. The configuration is the wgml_model_config of config.json; fields
-   the model does not support (attention or MLP biases, RoPE scaling) are refused with
+   tie_word_embeddings. The configuration is the wgml_model_config of config.json, RoPE
+   scaling (linear, Llama 3) included; attention or MLP biases are refused with
    WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 128 (the attention kernel's
    limit).
 
@@ -858,11 +858,16 @@ WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *
 typedef struct wgml_model wgml_model;
 
 /* Creates a model of configuration cfg on e's device with every parameter zero (see
-   wgml_model_init_random and wgml_model_load). cfg is copied.
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; a size of zero; heads not a multiple of
-           kv_heads; hidden_size != heads * head_dim is allowed, an odd head_dim is not),
-           WGML_ERROR_UNSUPPORTED (head_dim > 128, biases, RoPE scaling, quantization),
-           WGML_ERROR_LIMIT, WGML_ERROR_OUT_OF_MEMORY (a parameter too large). */
+   wgml_model_init_random and wgml_model_load). cfg is copied, with num_key_value_heads and
+   head_dim filled in when they were 0 (num_attention_heads; hidden_size / heads).
+   cfg.quantization is ignored (it describes files: the model itself is f32). Other fields
+   of cfg not named here (model_type, bos and eos ids) are kept for wgml_model_save.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; vocab_size, hidden_size, intermediate_size,
+           num_hidden_layers or num_attention_heads 0; heads not a multiple of kv_heads;
+           hidden_size not a multiple of heads when head_dim is 0; an odd head_dim;
+           rms_norm_eps <= 0; a RoPE scaling factor < 1; hidden_size != heads * head_dim
+           is allowed), WGML_ERROR_UNSUPPORTED (head_dim > 128, biases), WGML_ERROR_LIMIT
+           and WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
 WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out);
 
 /* Fills the parameters from a seeded generator: norm weights 1, every matrix normal with
