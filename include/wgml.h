@@ -364,7 +364,8 @@ WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *
    every number, -inf included, so a NaN is chosen only when fewer than k values are not
    NaN, and then the NaNs come last, by index. The result is deterministic: the same input
    always gives the same indices. Runs on the GPU in one dispatch for n <= 1024 and five
-   for longer rows (a radix select over all the GPU's cores, then one sort of k items); for
+   for longer rows (a radix select over all the GPU's cores that stops once the bucket of
+   the k-th largest value is small, then one sort of at most 2048 candidates); for
    those the engine keeps a scratch buffer (about 4 bytes per element of the longest row so
    far, at most 2 MiB) until it is destroyed.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; k == 0; k > n), WGML_ERROR_CONTEXT,
@@ -802,9 +803,12 @@ WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, co
 /* Gradient of wgml_embedding: grad_table[v, :] = sum of grad_out[i, :] over i with
    ids[i] == v, added in increasing i; rows no id names are 0; ids >= V contribute
    nothing. grad_table is written, not accumulated. Deterministic: bitwise the same every
-   run (no float atomics, no sort). grad_table: f32 [V, D]; grad_out: f32 with N * D
-   elements and last dimension D; ids: u32, N elements. The work grows with V * D * N
-   (every workgroup scans all ids): meant for N up to a few hundred thousand.
+   run, and equal to a sequential f32 sum in increasing i (no float atomics: a stable
+   counting sort of the ids, then one in-order sum per row). grad_table: f32 [V, D];
+   grad_out: f32 with N * D elements and last dimension D; ids: u32, N elements. Reads
+   grad_out once and writes grad_table once; the sort runs in one workgroup (its time
+   grows with N + V) and uses engine scratch of 4 * (V + N) bytes. An id repeated r times
+   costs r / 2 sequential steps in its row (one id on every position: N / 2 round trips).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
            WGML_ERROR_ALIAS (grad_table is grad_out), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,
