@@ -29,7 +29,7 @@ typedef struct train_opts {
 } train_opts;
 
 static const train_opts defaults = {
-    .dim = 96, .layers = 3, .heads = 4, .kv_heads = 2, .ffn = 256, .context = 64, .batch = 8, .steps = 300,
+    .dim = 96, .layers = 3, .heads = 4, .kv_heads = 2, .ffn = 256, .context = 64, .batch = 8, .steps = 250,
     .warmup = 30, .accum = 1, .eval_every = 50, .tied = 1,
     .lr = 3e-3, .min_lr_frac = 0.1, .clip = 1.0, .weight_decay = 0.1, .rope_theta = 10000,
     .seed = 1337, .data = "/usr/share/common-licenses/GPL-3", .out = "out",
