@@ -593,6 +593,50 @@ static void test_checkpoint_half_precision(void)
     remove_tmpdir();
 }
 
+/* A checkpoint sharded as Hugging Face shards big models: two safetensors files and
+   model.safetensors.index.json mapping every tensor to its file. */
+static void test_checkpoint_sharded(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);   /* for config.json */
+    unlink(in_tmp("model.safetensors"));
+    size_t n = wgml_model_param_count(m), half = n / 2;
+    wgml_safetensors_entry *e = entries_of(m, params);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model-00001-of-00002.safetensors"), e, half, NULL), WGML_OK);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model-00002-of-00002.safetensors"), e + half, n - half, NULL), WGML_OK);
+    FILE *f = fopen(in_tmp("model.safetensors.index.json"), "w");
+    TH_CHECK(f != NULL, "cannot write the index");
+    if (f) {
+        fprintf(f, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", e[i].name, i < half ? 1 : 2);
+        fprintf(f, "}}\n");
+        fclose(f);
+    }
+    wgml_model *back = NULL;
+    TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+    for (size_t i = 0; back && i < n; i++) {
+        float *got = th_read(wgml_model_param(back, i, NULL));
+        TH_CHECK(!memcmp(got, params[i], ref_model_param_numel(s, (int)i) * sizeof(float)), "sharded: parameter %s differs", e[i].name);
+        free(got);
+    }
+    wgml_model_destroy(back);
+    /* the index naming a shard that is not there */
+    unlink(in_tmp("model-00002-of-00002.safetensors"));
+    TH_CHECK(wgml_model_load(th_eng, tmpdir, &back) != WGML_OK && back == NULL, "a missing shard must fail");
+    TH_CHECK(strstr(wgml_last_error(th_ctx), "model-00002-of-00002.safetensors") != NULL, "message names the missing shard: %s",
+             wgml_last_error(th_ctx));
+    unlink(in_tmp("model-00001-of-00002.safetensors"));
+    unlink(in_tmp("model.safetensors.index.json"));
+    free(e);
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
 /* MLX affine quantisation: codes of `bits` bits packed little-endian in u32 along each row,
    a scale and a bias per group of `group` codes; the loader dequantises on the GPU. */
 static void test_checkpoint_quantized(void)
@@ -812,6 +856,7 @@ static const th_case cases[] = {
     { "kv cache matches full forward", test_kv_cache_matches_full_forward },
     { "checkpoint round trip", test_checkpoint_round_trip },
     { "checkpoint in f16 and bf16", test_checkpoint_half_precision },
+    { "checkpoint in shards", test_checkpoint_sharded },
     { "checkpoint quantized (MLX affine)", test_checkpoint_quantized },
     { "malformed checkpoints", test_malformed_checkpoints },
     { "bad arguments", test_bad_arguments },
