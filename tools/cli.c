@@ -91,11 +91,11 @@ int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts
     return 1;
 }
 
-uint8_t *cli_read_file(const char *path, size_t *size)
+uint8_t *cli_read_file(const char *who, const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "%s: cannot open %s: %s\n", who, path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -111,7 +111,7 @@ uint8_t *cli_read_file(const char *path, size_t *size)
     bool err = ferror(f);
     fclose(f);
     if (!buf || err) {
-        fprintf(stderr, "cannot read %s: %s\n", path, buf ? strerror(errno) : "out of memory");
+        fprintf(stderr, "%s: cannot read %s: %s\n", who, path, buf ? strerror(errno) : "out of memory");
         free(buf);
         return NULL;
     }
@@ -120,15 +120,15 @@ uint8_t *cli_read_file(const char *path, size_t *size)
     return buf;
 }
 
-int cli_copy_file(const char *src, const char *dst)
+int cli_copy_file(const char *who, const char *src, const char *dst)
 {
     size_t n = 0;
-    uint8_t *data = cli_read_file(src, &n);
+    uint8_t *data = cli_read_file(who, src, &n);
     if (!data) return -1;
     FILE *f = fopen(dst, "wb");
     bool ok = f && fwrite(data, 1, n, f) == n;
     if (f) ok = (fclose(f) == 0) && ok;
-    if (!ok) fprintf(stderr, "cannot write %s: %s\n", dst, strerror(errno));
+    if (!ok) fprintf(stderr, "%s: cannot write %s: %s\n", who, dst, strerror(errno));
     free(data);
     return ok ? 0 : -1;
 }

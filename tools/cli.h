@@ -22,11 +22,12 @@ typedef struct cli_flag {
    prints them. */
 int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about);
 
-/* The whole file, malloc'd with a NUL after it; NULL (message printed) on failure. */
-uint8_t *cli_read_file(const char *path, size_t *size);
+/* The whole file, malloc'd with a NUL after it; NULL on failure, with a message on stderr
+   that starts with who (e.g. "wgml train"). */
+uint8_t *cli_read_file(const char *who, const char *path, size_t *size);
 
-/* Copies the file src to dst (replacing it); 0, or -1 with a message printed. */
-int cli_copy_file(const char *src, const char *dst);
+/* Copies the file src to dst (replacing it); 0, or -1 with a message as cli_read_file's. */
+int cli_copy_file(const char *who, const char *src, const char *dst);
 /* snprintf(buf, size, "%s/%s", dir, name); returns buf. */
 const char *cli_fmt_path(char *buf, size_t size, const char *dir, const char *name);
 

@@ -127,7 +127,7 @@ int cmd_train(int argc, char **argv)
 
     /* ---- data: bytes, or the ids of a tokenizer.json ---- */
     size_t size = 0;
-    uint8_t *text = cli_read_file(o.data, &size);
+    uint8_t *text = cli_read_file("wgml train", o.data, &size);
     if (!text) return 1;
     uint32_t vocab = 256;
     uint32_t *data = malloc(sizeof *data * (2 * size + 1));   /* add_prefix_space can double */
@@ -313,7 +313,7 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     char path[4096];
-    if (tok && cli_copy_file(o.tokenizer, cli_fmt_path(path, sizeof path, o.out, "tokenizer.json")) != 0) goto done;
+    if (tok && cli_copy_file("wgml train", o.tokenizer, cli_fmt_path(path, sizeof path, o.out, "tokenizer.json")) != 0) goto done;
     snprintf(path, sizeof path, "%s/loss.csv", o.out);
     FILE *f = fopen(path, "w");
     if (f) {
