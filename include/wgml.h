@@ -1225,7 +1225,8 @@ WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *
 /* Fills the parameters from a seeded generator: norm weights 1, every matrix normal with
    standard deviation std (0 means 0.02), o_proj and down_proj divided by sqrt(2 * layers)
    (GPT-2's scaling of residual projections). The same seed gives the same model on every
-   adapter. */
+   adapter (the numbers are drawn on the host).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL m; std negative or not finite). */
 WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std);
 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
