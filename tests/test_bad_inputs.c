@@ -14,16 +14,19 @@
        shape;
      - each scalar rule;
      - each refused alias (one argument slot given another slot's tensor);
-   and checks every rejection: the exact status, the message ("<fn>: ..." naming the
-   argument), no command recorded on either context. Outputs are poisoned first and read
-   back once per row, after all its bad calls, to prove nothing was written. Then the good
-   call must succeed and record work (so a row that falls out of step with its header
-   fails), and so must every variant the header allows (optional outputs NULL, allowed
-   aliases).
+   and checks every rejection: the exact status; the message, "<fn>: ..." naming the
+   argument as a word (a fresh sentinel message is set before each call, so a stale one
+   cannot pass); and on both contexts no command recorded, nothing submitted, no tensor or
+   engine created. Outputs are poisoned first and read back once per row, after all its bad
+   calls, to prove nothing was written. Then the good call must succeed and record work (so
+   a row that falls out of step with its header fails), and so must every variant the
+   header allows: optional outputs NULL, allowed aliases, boundary values of the scalars.
 
-   Functions that are not ops (context, tensor, engine) have hand-written cases. The test
-   also reads include/wgml.h and checks that every declared function the library exports
-   has a row or a hand-written case here, so a new function cannot go uncovered.
+   Functions that are not ops (context, tensor, engine) have hand-written cases checked the
+   same way. The test also reads include/wgml.h and checks that every declared function
+   the library exports has a row or a case here, so a new function cannot go uncovered;
+   rows of functions the library does not have yet (declared, still being written) are
+   skipped and listed.
 
    The program prints the number of bad inputs tried per function and the total. */
 #define _GNU_SOURCE   /* RTLD_DEFAULT */
