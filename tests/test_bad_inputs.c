@@ -32,9 +32,12 @@
 #define _GNU_SOURCE   /* RTLD_DEFAULT */
 #include "harness.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAXA 16     /* tensor arguments of one op */
 #define MAXBAD 6    /* listed bad replacements of one argument */
@@ -630,21 +633,28 @@ static void set_sentinels(const char *fn)
 
 /* The checks of one rejected call. msg_ctx: where the message is (NULL: the thread's).
    needle2, when not NULL, must be named too. */
-static void check_rejected(const char *fn, const char *what, wgml_status got, wgml_status want, const wgml_context *msg_ctx,
-                           const char *needle, const char *needle2, const snap *before)
+static void check_rejected_p(const char *fn, const char *pfx, const char *what, wgml_status got, wgml_status want,
+                             const wgml_context *msg_ctx, const char *needle, const char *needle2, const snap *before)
 {
     const char *msg = wgml_last_error(msg_ctx);
-    size_t fl = strlen(fn);
-    bool prefix = strncmp(msg, fn, fl) == 0 && msg[fl] == ':';
+    size_t fl = strlen(pfx);
+    bool prefix = strncmp(msg, pfx, fl) == 0 && msg[fl] == ':';
     bool named = names_word(msg + (prefix ? fl + 1 : 0), needle) &&
                  (!needle2 || names_word(msg + (prefix ? fl + 1 : 0), needle2));
     TH_CHECK(got == want && prefix && named, "%s, %s: returned %s with \"%s\"; expected %s, a message \"%s: ...\" naming \"%s\"%s%s",
-             fn, what, wgml_status_string(got), msg, wgml_status_string(want), fn, needle, needle2 ? " and " : "",
+             fn, what, wgml_status_string(got), msg, wgml_status_string(want), pfx, needle, needle2 ? " and " : "",
              needle2 ? needle2 : "");
     snap after = snap_take();
     char why[200];
     TH_CHECK(snap_same(before, &after, why, sizeof why), "%s, %s: the rejected call changed the counters of %s", fn, what, why);
     (*count_of(fn, false))++;
+}
+
+/* Messages of ops and of most functions start with the function's name. */
+static void check_rejected(const char *fn, const char *what, wgml_status got, wgml_status want, const wgml_context *msg_ctx,
+                           const char *needle, const char *needle2, const snap *before)
+{
+    check_rejected_p(fn, fn, what, got, want, msg_ctx, needle, needle2, before);
 }
 
 /* ---- running a row --------------------------------------------------------------------- */
@@ -860,6 +870,14 @@ static void test_ops(void)
         wgml_status got_ = (call); \
         check_rejected(fn, #call, got_, want, msg_ctx, needle, NULL, &before_); \
     } while (0)
+/* A bad call whose message starts with pfx rather than the function's name (file errors
+   start with the file's name). */
+#define BADP(fn, pfx, call, want, needle) do { \
+        set_sentinels(fn); \
+        snap before_ = snap_take(); \
+        wgml_status got_ = (call); \
+        check_rejected_p(fn, pfx, #call, got_, want, NULL, needle, NULL, &before_); \
+    } while (0)
 /* A documented no-op or fallback value for a bad input (counted too). */
 #define NOOP(fn, cond) do { TH_CHECK((cond), "%s: %s", fn, #cond); (*count_of(fn, false))++; } while (0)
 
@@ -1019,9 +1037,310 @@ static void test_engine_functions(void)
     NOOP("wgml_engine_destroy", true);
 }
 
+#ifdef WGML_SAFETENSORS_MAX_DIMS
+/* ---- files: safetensors, checkpoints, configs, tokenizers ------------------------------ */
+
+/* A safetensors file in buf: the 8-byte little-endian header length, the header padded
+   with spaces to a multiple of 8, then nbytes of data. Returns the file's size. */
+static size_t st_blob(unsigned char *buf, const char *header, uint64_t claimed_len, const void *data, size_t nbytes)
+{
+    size_t hl = strlen(header), padded = (hl + 7) & ~(size_t)7;
+    uint64_t n = claimed_len ? claimed_len : padded;
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
+    memcpy(buf + 8, header, hl);
+    memset(buf + 8 + hl, ' ', padded - hl);
+    if (nbytes) memcpy(buf + 8 + padded, data, nbytes);
+    return 8 + padded + nbytes;
+}
+
+static bool write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    bool ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static void test_safetensors_functions(void)
+{
+    need_other();
+    NOOP("wgml_safetensors_dtype_name", !strcmp(wgml_safetensors_dtype_name(WGML_ST_DTYPE_COUNT), "?"));
+    NOOP("wgml_safetensors_dtype_name", !strcmp(wgml_safetensors_dtype_name((wgml_safetensors_dtype)-1), "?"));
+    NOOP("wgml_safetensors_dtype_bits", wgml_safetensors_dtype_bits(WGML_ST_DTYPE_COUNT) == 0);
+    NOOP("wgml_safetensors_dtype_bits", wgml_safetensors_dtype_bits((wgml_safetensors_dtype)-1) == 0);
+    wgml_dtype d;
+    NOOP("wgml_safetensors_dtype_to_wgml", !wgml_safetensors_dtype_to_wgml(WGML_ST_F64, &d));
+    NOOP("wgml_safetensors_dtype_to_wgml", !wgml_safetensors_dtype_to_wgml(WGML_ST_DTYPE_COUNT, &d));
+    NOOP("wgml_safetensors_dtype_from_wgml", wgml_safetensors_dtype_from_wgml((wgml_dtype)99) == WGML_ST_DTYPE_COUNT);
+
+    /* malformed files in memory: WGML_ERROR_FORMAT, a message starting with the given name,
+       *out NULL */
+    static unsigned char buf[4096];
+    const float w[2] = { 1, 2 };
+    const char *good = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    const char *fn = "wgml_safetensors_open_memory", *nm = "bad.safetensors";
+    wgml_safetensors *st = (wgml_safetensors *)&st;
+#define ST_FORMAT(size_, needle) do { \
+        st = (wgml_safetensors *)&st; \
+        BADP(fn, nm, wgml_safetensors_open_memory(buf, (size_), nm, &st), WGML_ERROR_FORMAT, needle); \
+        TH_CHECK(st == NULL, "%s: *out not NULL after a failure", fn); \
+    } while (0)
+    size_t n = st_blob(buf, good, 0, w, 8);
+    ST_FORMAT(7, "bytes");                                                       /* no room for the length */
+    n = st_blob(buf, good, 4000, w, 8);
+    ST_FORMAT(n, "header");                                                      /* length past the end */
+    n = st_blob(buf, good, (uint64_t)WGML_SAFETENSORS_MAX_HEADER + 8, w, 8);
+    ST_FORMAT(n, "header");                                                      /* over the format's limit */
+    n = st_blob(buf, "[1, 2, 3]", 0, NULL, 0);
+    ST_FORMAT(n, "header");                                                      /* not an object */
+    n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 0, w, 8);
+    ST_FORMAT(n, "data_offsets");                                                /* reversed */
+    n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 0, w, 8);
+    ST_FORMAT(n, "w");                                                           /* 3 floats in 8 bytes */
+    n = st_blob(buf, good, 0, w, 8);
+    buf[n] = 0;
+    ST_FORMAT(n + 1, "bytes");                                                   /* a trailing byte */
+    n = st_blob(buf, "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, w, 8);
+    ST_FORMAT(n, "dtype");
+    n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 0, w, 8);
+    ST_FORMAT(n, "shape");
+    n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                     "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 0, w, 8);
+    ST_FORMAT(n, "w");                                                           /* a key twice */
+#undef ST_FORMAT
+    n = st_blob(buf, good, 0, w, 8);
+    st = (wgml_safetensors *)&st;
+    BAD(fn, wgml_safetensors_open_memory(NULL, n, nm, &st), WGML_ERROR_INVALID_ARGUMENT, NULL, "data");
+    TH_CHECK(st == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_safetensors_open_memory(buf, n, nm, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    fn = "wgml_safetensors_open";
+    BAD(fn, wgml_safetensors_open(NULL, &st), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    BAD(fn, wgml_safetensors_open("x.safetensors", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    st = (wgml_safetensors *)&st;
+    BADP(fn, "/nonexistent/wgml/x.safetensors", wgml_safetensors_open("/nonexistent/wgml/x.safetensors", &st), WGML_ERROR_IO,
+         "open");
+    TH_CHECK(st == NULL, "%s: *out not NULL after a failure", fn);
+    BADP(fn, "/", wgml_safetensors_open("/", &st), WGML_ERROR_IO, "file");   /* a folder */
+
+    /* accessors of a valid file */
+    TH_EXPECT(wgml_safetensors_open_memory(buf, n, "good.safetensors", &st), WGML_OK);
+    if (!st) return;
+    wgml_file_tensor info;
+    const char *key = NULL, *value = NULL;
+    BAD("wgml_safetensors_info", wgml_safetensors_info(NULL, 0, &info), WGML_ERROR_INVALID_ARGUMENT, NULL, "st");
+    BAD("wgml_safetensors_info", wgml_safetensors_info(st, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "info");
+    BAD("wgml_safetensors_info", wgml_safetensors_info(st, 1, &info), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+    BAD("wgml_safetensors_info", wgml_safetensors_info(st, SIZE_MAX, &info), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+    BAD("wgml_safetensors_metadata_item", wgml_safetensors_metadata_item(st, 0, &key, &value), WGML_ERROR_INVALID_ARGUMENT,
+        NULL, "i");
+    BAD("wgml_safetensors_metadata_item", wgml_safetensors_metadata_item(NULL, 0, &key, &value), WGML_ERROR_INVALID_ARGUMENT,
+        NULL, "st");
+    BAD("wgml_safetensors_metadata_item", wgml_safetensors_metadata_item(st, 0, NULL, &value), WGML_ERROR_INVALID_ARGUMENT,
+        NULL, "key");
+    BAD("wgml_safetensors_metadata_item", wgml_safetensors_metadata_item(st, 0, &key, NULL), WGML_ERROR_INVALID_ARGUMENT,
+        NULL, "value");
+    NOOP("wgml_safetensors_find", wgml_safetensors_find(st, "v") == -1);
+    NOOP("wgml_safetensors_find", wgml_safetensors_find(st, "") == -1);
+    NOOP("wgml_safetensors_data", wgml_safetensors_data(st, 1) == NULL);
+    NOOP("wgml_safetensors_data", wgml_safetensors_data(st, SIZE_MAX) == NULL);
+    NOOP("wgml_safetensors_metadata", wgml_safetensors_metadata(st, "format") == NULL);
+    TH_CHECK(wgml_safetensors_count(st) == 1 && wgml_safetensors_find(st, "w") == 0, "the valid file reads back wrong");
+    wgml_safetensors_close(st);
+    wgml_safetensors_close(NULL);
+    NOOP("wgml_safetensors_close", true);
+
+    /* the writer: refused entries leave no file behind, not even a temporary one */
+    char dir[] = "/tmp/wgml_bad_inputs_XXXXXX";
+    TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.safetensors", dir);
+    fn = "wgml_safetensors_write";
+    wgml_safetensors_entry e[2] = { { .name = "w", .dtype = WGML_ST_F32, .ndim = 1, .shape = { 2 }, .data = w },
+                                    { .name = "v", .dtype = WGML_ST_F32, .ndim = 1, .shape = { 2 }, .data = w } };
+    wgml_safetensors_entry b[2];
+#define WRITE_BAD(mutate, count, meta, needle) do { \
+        memcpy(b, e, sizeof b); \
+        mutate; \
+        BAD(fn, wgml_safetensors_write(path, b, count, meta), WGML_ERROR_INVALID_ARGUMENT, NULL, needle); \
+    } while (0)
+    BAD(fn, wgml_safetensors_write(NULL, e, 1, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    BAD(fn, wgml_safetensors_write(path, NULL, 1, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "entries");
+    WRITE_BAD(b[0].name = NULL, 2, NULL, "entries[0].name");
+    WRITE_BAD(b[1].name = "__metadata__", 2, NULL, "entries[1].name");
+    WRITE_BAD(b[1].name = "w", 2, NULL, "entries[1].name");
+    WRITE_BAD(b[0].name = "\xff\xfe", 1, NULL, "entries[0].name");
+    WRITE_BAD(b[0].dtype = WGML_ST_DTYPE_COUNT, 1, NULL, "entries[0].dtype");
+    WRITE_BAD(b[0].ndim = WGML_SAFETENSORS_MAX_DIMS + 1, 1, NULL, "entries[0].ndim");
+    WRITE_BAD(b[1].data = NULL, 2, NULL, "entries[1].data");
+    WRITE_BAD((b[0].dtype = WGML_ST_F4, b[0].shape[0] = 3), 1, NULL, "entries[0]");
+    WRITE_BAD((void)0, 1, "[1]", "metadata_json");
+    WRITE_BAD((void)0, 1, "{\"format\": 1}", "metadata_json");
+#undef WRITE_BAD
+    TH_CHECK(access(path, F_OK) != 0 && dir_entries(dir) == 0, "refused writes left %d files in %s", dir_entries(dir), dir);
+    BADP(fn, "/nonexistent/wgml/out.safetensors", wgml_safetensors_write("/nonexistent/wgml/out.safetensors", e, 1, NULL),
+         WGML_ERROR_IO, "open");
+    TH_EXPECT(wgml_safetensors_write(path, e, 2, "{\"format\": \"pt\"}"), WGML_OK);
+
+    /* checkpoints over that folder */
+    wgml_checkpoint *ck = (wgml_checkpoint *)&ck;
+    fn = "wgml_checkpoint_open";
+    BAD(fn, wgml_checkpoint_open(NULL, &ck), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    TH_CHECK(ck == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_checkpoint_open(dir, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    char p2[300], index[300];
+    snprintf(p2, sizeof p2, "%s/none", dir);
+    BADP(fn, p2, wgml_checkpoint_open(p2, &ck), WGML_ERROR_IO, "open");
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    const char *escape = "{\"weight_map\": {\"w\": \"../out.safetensors\"}}";
+    TH_CHECK(write_file(index, escape, strlen(escape)), "writing %s", index);
+    BADP(fn, index, wgml_checkpoint_open(dir, &ck), WGML_ERROR_FORMAT, "w");           /* a shard outside the folder */
+    const char *missing = "{\"weight_map\": {\"w\": \"out.safetensors\", \"u\": \"out.safetensors\"}}";
+    TH_CHECK(write_file(index, missing, strlen(missing)), "writing %s", index);
+    BADP(fn, index, wgml_checkpoint_open(dir, &ck), WGML_ERROR_FORMAT, "u");           /* a tensor its shard lacks */
+    const char *good_index = "{\"weight_map\": {\"w\": \"out.safetensors\", \"v\": \"out.safetensors\"}}";
+    TH_CHECK(write_file(index, good_index, strlen(good_index)), "writing %s", index);
+    TH_EXPECT(wgml_checkpoint_open(dir, &ck), WGML_OK);
+    if (ck) {
+        size_t cnt = wgml_checkpoint_count(ck);
+        BAD("wgml_checkpoint_info", wgml_checkpoint_info(NULL, 0, &info), WGML_ERROR_INVALID_ARGUMENT, NULL, "ck");
+        BAD("wgml_checkpoint_info", wgml_checkpoint_info(ck, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "info");
+        BAD("wgml_checkpoint_info", wgml_checkpoint_info(ck, cnt, &info), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+        NOOP("wgml_checkpoint_find", wgml_checkpoint_find(ck, "u") == -1);
+        NOOP("wgml_checkpoint_data", wgml_checkpoint_data(ck, cnt) == NULL);
+        NOOP("wgml_checkpoint_shard", wgml_checkpoint_shard(ck, wgml_checkpoint_shard_count(ck)) == NULL);
+        TH_CHECK(cnt == 2 && wgml_checkpoint_find(ck, "v") >= 0, "the checkpoint reads back wrong");
+        wgml_checkpoint_close(ck);
+    }
+    wgml_checkpoint_close(NULL);
+    NOOP("wgml_checkpoint_close", true);
+    unlink(index);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_config_functions(void)
+{
+    need_other();
+    const char *fn = "wgml_model_config_parse", *nm = "cfg.json";
+    wgml_model_config cfg;
+    const char *good = "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+                       " \"num_attention_heads\": 4, \"num_key_value_heads\": 2}";
+    static const struct { const char *json, *needle; } bad[] = {
+        { "{\"vocab_size\": 64", "JSON" },
+        { "[]", "object" },
+        { "{\"vocab_size\": \"64\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4}", "vocab_size" },
+        { "{\"vocab_size\": 64, \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}",
+          "hidden_size" },
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"num_key_value_heads\": 3}", "num_key_value_heads" },   /* heads % kv_heads */
+        { "{\"vocab_size\": 64, \"hidden_size\": 30, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4}", "hidden_size" },                                    /* not heads x head_dim */
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"head_dim\": 7}", "head_dim" },                      /* odd */
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"head_dim\": 2048}", "head_dim" },                   /* over 1024 */
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"hidden_act\": \"gelu\"}", "hidden_act" },
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"rms_norm_eps\": 0}", "rms_norm_eps" },
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2}}", "rope_scaling" },
+        { "{\"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4, \"eos_token_id\": 64}", "eos_token_id" },
+        { "{\"vocab_size\": 0, \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+          " \"num_attention_heads\": 4}", "vocab_size" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&cfg, 0xAB, sizeof cfg);
+        BADP(fn, nm, wgml_model_config_parse(bad[i].json, strlen(bad[i].json), nm, &cfg), WGML_ERROR_FORMAT, bad[i].needle);
+        static const wgml_model_config zero;
+        TH_CHECK(memcmp(&cfg, &zero, sizeof cfg) == 0, "%s: *out not zeroed after a failure (%s)", fn, bad[i].needle);
+    }
+    BAD(fn, wgml_model_config_parse(NULL, 4, nm, &cfg), WGML_ERROR_INVALID_ARGUMENT, NULL, "json");
+    BAD(fn, wgml_model_config_parse(good, strlen(good), nm, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    TH_EXPECT(wgml_model_config_parse(good, strlen(good), nm, &cfg), WGML_OK);
+    TH_CHECK(cfg.num_key_value_heads == 2 && cfg.head_dim == 8, "the valid config reads back wrong");
+    fn = "wgml_model_config_load";
+    BAD(fn, wgml_model_config_load(NULL, &cfg), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    BAD(fn, wgml_model_config_load("config.json", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BADP(fn, "/nonexistent/wgml/config.json", wgml_model_config_load("/nonexistent/wgml/config.json", &cfg), WGML_ERROR_IO,
+         "open");
+}
+
+static void test_tokenizer_functions(void)
+{
+    need_other();
+    wgml_tokenizer *tok = (wgml_tokenizer *)&tok;
+    const char *fn = "wgml_tokenizer_load";
+    BAD(fn, wgml_tokenizer_load(NULL, &tok), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    TH_CHECK(tok == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_tokenizer_load("tokenizer.json", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BADP(fn, "/nonexistent/wgml/tokenizer.json", wgml_tokenizer_load("/nonexistent/wgml/tokenizer.json", &tok), WGML_ERROR_IO,
+         "open");
+    fn = "wgml_tokenizer_parse";
+    const char *nm = "tok.json";
+    BAD(fn, wgml_tokenizer_parse(NULL, 3, nm, &tok), WGML_ERROR_INVALID_ARGUMENT, NULL, "json");
+    BAD(fn, wgml_tokenizer_parse("{}", 2, nm, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    tok = (wgml_tokenizer *)&tok;
+    BADP(fn, nm, wgml_tokenizer_parse("{\"model\": ", 10, nm, &tok), WGML_ERROR_FORMAT, "JSON");
+    TH_CHECK(tok == NULL, "%s: *out not NULL after a failure", fn);
+    const char *wordpiece = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}";
+    BADP(fn, nm, wgml_tokenizer_parse(wordpiece, strlen(wordpiece), nm, &tok), WGML_ERROR_FORMAT, "model.type");
+    BAD("wgml_tokenizer_bytes", wgml_tokenizer_bytes(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+
+    TH_EXPECT(wgml_tokenizer_bytes(&tok), WGML_OK);
+    if (!tok) return;
+    uint32_t ids[8] = { 0 };
+    size_t n = 99;
+    const char *encs[2] = { "wgml_tokenizer_encode", "wgml_tokenizer_encode_ordinary" };
+    wgml_status (*enc[2])(const wgml_tokenizer *, const char *, size_t, uint32_t *, size_t, size_t *) = {
+        wgml_tokenizer_encode, wgml_tokenizer_encode_ordinary };
+    for (int k = 0; k < 2; k++) {
+        BAD(encs[k], enc[k](NULL, "abc", 3, ids, 8, &n), WGML_ERROR_INVALID_ARGUMENT, NULL, "tok");
+        BAD(encs[k], enc[k](tok, NULL, 3, ids, 8, &n), WGML_ERROR_INVALID_ARGUMENT, NULL, "text");
+        BAD(encs[k], enc[k](tok, "abc", 3, NULL, 8, &n), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
+        BAD(encs[k], enc[k](tok, "abc", 3, ids, 8, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "n");
+        BAD(encs[k], enc[k](tok, "abc", (size_t)1 << 31, ids, 8, &n), WGML_ERROR_INVALID_ARGUMENT, NULL, "len");
+        BAD(encs[k], enc[k](tok, "abc", 3, ids, 2, &n), WGML_ERROR_SHAPE, NULL, "cap");
+        TH_CHECK(n == 3 && ids[0] == 'a' && ids[1] == 'b', "%s: over cap: *n = %zu (want 3), ids %u %u", encs[k], n, ids[0], ids[1]);
+    }
+    char out[8];
+    size_t len = 99;
+    fn = "wgml_tokenizer_decode";
+    const uint32_t good_ids[3] = { 'x', 'y', 'z' }, bad_ids[3] = { 'x', 256, 'z' };
+    BAD(fn, wgml_tokenizer_decode(NULL, good_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "tok");
+    BAD(fn, wgml_tokenizer_decode(tok, NULL, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
+    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, NULL, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, out, 8, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "len");
+    BAD(fn, wgml_tokenizer_decode(tok, bad_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids[1]");
+    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, out, 2, &len), WGML_ERROR_SHAPE, NULL, "cap");
+    TH_CHECK(len == 3 && out[0] == 'x' && out[1] == 'y', "%s: over cap: *len = %zu (want 3)", fn, len);
+    NOOP("wgml_tokenizer_vocab_size", wgml_tokenizer_vocab_size(NULL) == 0);
+    NOOP("wgml_tokenizer_token_id", wgml_tokenizer_token_id(tok, "<|no such token|>") == -1);
+    wgml_tokenizer_free(tok);
+    wgml_tokenizer_free(NULL);
+    NOOP("wgml_tokenizer_free", true);
+}
+#endif
+
 /* Functions without bad inputs of their own: no arguments, or any argument is valid. */
-static const char *const no_bad_inputs[] = { "wgml_version", "wgml_last_error", "wgml_tensor_dtype", "wgml_tensor_ndim",
-                                             "wgml_tensor_numel", "wgml_tensor_nbytes", "wgml_tensor_context" };
+static const char *const no_bad_inputs[] = {
+    "wgml_version", "wgml_last_error", "wgml_tensor_dtype", "wgml_tensor_ndim", "wgml_tensor_numel", "wgml_tensor_nbytes",
+    "wgml_tensor_context",
+    /* counts of an open file; NULL is not documented */
+    "wgml_safetensors_count", "wgml_safetensors_metadata_count", "wgml_checkpoint_count", "wgml_checkpoint_shard_count",
+};
 
 /* Every function declared in wgml.h that the library exports has a row or a case here. */
 static void test_header_coverage(void)
@@ -1097,6 +1416,11 @@ static const th_case cases[] = {
     { "tensor functions", test_tensor_functions },
     { "engine functions", test_engine_functions },
     { "ops", test_ops },
+#ifdef WGML_SAFETENSORS_MAX_DIMS
+    { "safetensors and checkpoint functions", test_safetensors_functions },
+    { "config functions", test_config_functions },
+    { "tokenizer functions", test_tokenizer_functions },
+#endif
     { "header coverage", test_header_coverage },
     { "summary", summary },
     { "close other context", close_other_context },
