@@ -1113,7 +1113,7 @@ static void test_safetensors_functions(void)
     n = st_blob(buf, "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, w, 8);
     ST_FORMAT(n, "dtype");
     n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", 0, w, 8);
-    ST_FORMAT(n, "shape");
+    ST_FORMAT(n, "dimensions");
     n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                      "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 0, w, 8);
     ST_FORMAT(n, "w");                                                           /* a key twice */
@@ -1188,7 +1188,7 @@ static void test_safetensors_functions(void)
 #undef WRITE_BAD
     TH_CHECK(access(path, F_OK) != 0 && dir_entries(dir) == 0, "refused writes left %d files in %s", dir_entries(dir), dir);
     BADP(fn, "/nonexistent/wgml/out.safetensors", wgml_safetensors_write("/nonexistent/wgml/out.safetensors", e, 1, NULL),
-         WGML_ERROR_IO, "open");
+         WGML_ERROR_IO, "write");
     TH_EXPECT(wgml_safetensors_write(path, e, 2, "{\"format\": \"pt\"}"), WGML_OK);
 
     /* checkpoints over that folder */
@@ -1295,7 +1295,7 @@ static void test_tokenizer_functions(void)
     tok = (wgml_tokenizer *)&tok;
     BADP(fn, nm, wgml_tokenizer_parse("{\"model\": ", 10, nm, &tok), WGML_ERROR_FORMAT, "JSON");
     TH_CHECK(tok == NULL, "%s: *out not NULL after a failure", fn);
-    const char *wordpiece = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}";
+    const char *wordpiece = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
     BADP(fn, nm, wgml_tokenizer_parse(wordpiece, strlen(wordpiece), nm, &tok), WGML_ERROR_FORMAT, "model.type");
     BAD("wgml_tokenizer_bytes", wgml_tokenizer_bytes(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
 
