@@ -772,9 +772,22 @@ static void rule_str(const smut *m, char *buf, size_t cap)
 
 static char pending[2048];   /* rows skipped: the library lacks the function */
 
+/* Whether the library has fn. The dynamic linker must see the library (a shared build):
+   wgml_add is always there, so a lookup that fails for it fails the test instead of
+   quietly skipping every row. */
+static bool library_has(const char *fn)
+{
+    static int linker_ok = -1;
+    if (linker_ok < 0) {
+        linker_ok = dlsym(RTLD_DEFAULT, "wgml_add") != NULL;
+        TH_CHECK(linker_ok, "the dynamic linker does not see the library's symbols (dlsym of wgml_add failed)");
+    }
+    return !linker_ok || dlsym(RTLD_DEFAULT, fn) != NULL;
+}
+
 static void run_row(const oprow *r)
 {
-    if (!dlsym(RTLD_DEFAULT, r->fn)) {
+    if (!library_has(r->fn)) {
         if (!strstr(pending, r->fn) && strlen(pending) + strlen(r->fn) + 2 < sizeof pending) {
             strcat(pending, " ");
             strcat(pending, r->fn);
@@ -1375,7 +1388,7 @@ static void test_header_coverage(void)
         for (int i = 0; i < ncounts && !known; i++) known = !strcmp(counts[i].fn, name) && counts[i].bad > 0;
         for (size_t i = 0; i < sizeof no_bad_inputs / sizeof no_bad_inputs[0] && !known; i++) known = !strcmp(no_bad_inputs[i], name);
         if (known) { covered++; continue; }
-        if (dlsym(RTLD_DEFAULT, name) == NULL) {   /* declared, not implemented yet on this branch */
+        if (!library_has(name)) {   /* declared, not implemented yet on this branch */
             if (strlen(missing) + len + 3 < sizeof missing) { strcat(missing, " "); strcat(missing, name); }
             continue;
         }
