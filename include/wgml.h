@@ -421,11 +421,57 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
 
 /* ---- matrix products (src/ops/matmul.c) ---------------------------------------------- */
 
+/* MATRIX PRODUCTS
+   All three compute out[M, N] = A @ B with f32 inputs, f32 accumulation and an f32 output;
+   they differ in how A and B are stored (all row-major):
+
+     wgml_matmul     a [..., K] is A [M, K]     b [K, N] is B          out = a @ b
+     wgml_matmul_bt  a [..., K] is A [M, K]     b [N, K] is B^T        out = a @ b^T
+     wgml_matmul_at  a [..., M] is A^T [K, M]   b [..., N] is B        out = a^T @ b
+
+   Shapes. b of wgml_matmul and wgml_matmul_bt must be 2-D; the leading dimensions of a
+   flatten into M (M = numel(a) / K), so a [batch, seq, K] or a 1-D vector [K] (M = 1) work.
+   For wgml_matmul_at, M is a's last dimension and N is b's; the leading dimensions of both
+   flatten into K, which must be the same (K = numel(a) / M = numel(b) / N): the weight
+   gradient dW = x^T @ dy of x [batch, seq, in] and dy [batch, seq, out] is
+   wgml_matmul_at(x, dy, dW [in, out]). out may have any shape with M * N elements and last
+   dimension N ([M, N], [batch, seq, N], or [N] when M = 1). Any M, N, K >= 1 works.
+
+   Written: every element of out (its previous contents are never read). Results are
+   deterministic (no atomics; the same call on the same device gives the same bits) but may
+   differ in the last bits between adapters and kernel variants: each element is a sum of
+   K products whose error is at most about K * 2^-24 * sum_k |A[m,k] * B[k,n]|.
+
+   Kernels: M == 1 or N == 1 (decode) use matrix-vector kernels that read each weight once
+   with vec4 loads; other shapes use a register-tiled kernel with tiles sized from the
+   adapter's workgroup-memory limit; small outputs with a long K are split along K into
+   several workgroups and a reduction, through a temporary buffer of (slices * M * N) floats
+   that the call allocates and releases. Inputs whose contiguous dimension is a multiple of
+   4 take the fastest path.
+
+   Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
+   the same tensor (e.g. wgml_matmul_bt(x, x, gram)).
+
+   Errors (nothing is recorded, out is untouched):
+     WGML_ERROR_INVALID_ARGUMENT  engine, a, b or out is NULL
+     WGML_ERROR_CONTEXT           a tensor belongs to another context than the engine
+     WGML_ERROR_DTYPE             a, b or out is not f32
+     WGML_ERROR_ALIAS             out is the same tensor as a or b
+     WGML_ERROR_SHAPE             b is not 2-D (matmul, matmul_bt); a's last dimension is not
+                                  K (matmul: b's first, matmul_bt: b's second dimension); the
+                                  K of a and b differ (matmul_at); out does not have M * N
+                                  elements with last dimension N
+     WGML_ERROR_LIMIT             a tensor over 2^32 elements (32-bit indexing); a matrix
+                                  larger than one storage binding cannot exist as a tensor
+                                  (wgml_tensor_create refuses it)
+     WGML_ERROR_OUT_OF_MEMORY     the split-K buffer could not be allocated */
+
 /* out[M, N] = a[M, K] @ b[K, N]. */
 WGML_API wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
-/* out[M, N] = a[M, K] @ b[N, K]^T. */
+/* out[M, N] = a[M, K] @ b[N, K]^T: the linear layer y = x @ W^T with PyTorch's weight layout
+   W [out, in]. Its gradients: dx = wgml_matmul(dy, W), dW = wgml_matmul_at(dy, x). */
 WGML_API wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
-/* out[M, N] = a[K, M]^T @ b[K, N]. */
+/* out[M, N] = a[K, M]^T @ b[K, N]: the weight gradient of a linear layer. */
 WGML_API wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
 
 /* ---- normalisation and softmax (src/ops/norm.c, src/ops/softmax.c) ------------------- */

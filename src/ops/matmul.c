@@ -1,0 +1,388 @@
+/* Matrix products: wgml_matmul (a @ b), wgml_matmul_bt (a @ b^T), wgml_matmul_at (a^T @ b).
+   Kernels: src/kernels/matmul.wgsl (its top comment explains the kernels' design).
+
+   Every call is planned in three steps:
+     1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
+     2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
+        register-tiled gemm with a tile configuration that fits the adapter's limits
+        (128x128 for large outputs, 64x64 when 128-tiles would leave the GPU half empty);
+     3. split K across workgroups (split-K) when the output alone gives too few threads to
+        fill a large GPU and K is long: slice z writes a partial result into a workspace
+        tensor and splitk_reduce adds the slices in a fixed order (deterministic).
+
+   WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
+   choices, as comma-separated tokens:
+     t128 t128sb t64 t64k8                   the gemm tile configuration (see TILES below)
+     nogemv                                  use gemm even when M == 1 or N == 1
+     splitk=<n>                              n K-slices, 1..4096 (1: never split)
+     gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8
+     gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
+                                             power of 2
+   An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
+   WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
+   asked for. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
+
+/* The uniform block of every kernel of matmul.wgsl (see Params there). */
+typedef struct mm_params {
+    uint32_t M, N, K, kchunk;
+    uint32_t tiles_n, tiles, group_m, out_slice;
+} mm_params;
+
+/* gemm tile configurations: WG_S x WG_S threads, an 8x8 micro-tile each (tile side 8 * WG_S),
+   BK values of k per step, double-buffered or not. Each thread moves 4x4 blocks between
+   global and workgroup memory, so 2 * (8 WG_S / 4) * (BK / 4) blocks must be a multiple of
+   the WG_S^2 threads (1 or 2 blocks each). */
+typedef struct tile_cfg {
+    const char *name;
+    uint32_t wg_s, bk, db;
+} tile_cfg;
+
+enum { T128 = 0, T128SB, T64, T64K8, NTILES };
+static const tile_cfg TILES[NTILES] = {
+    [T128] = { "t128", 16, 16, 1 },     /* 256 threads, 32 KiB: the default              */
+    [T128SB] = { "t128sb", 16, 16, 0 }, /* one buffer, two barriers per step, 16 KiB      */
+    [T64] = { "t64", 8, 16, 1 },        /* 64 threads: 4x the workgroups, 16 KiB          */
+    [T64K8] = { "t64k8", 8, 8, 1 },     /* 8 KiB: adapters with little workgroup memory   */
+};
+
+#define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
+#define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
+#define GEMV_ROWS 4          /* rows per workgroup of gemv_rows */
+#define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
+#define MAX_SPLIT 64
+
+typedef struct variant {
+    int tile;          /* index into TILES, or -1: automatic */
+    bool nogemv;
+    uint32_t splitk;   /* 0: automatic */
+    uint32_t gemv_rows; /* 0: automatic */
+    uint32_t gemv_cols; /* 0: automatic */
+} variant;
+
+static uint32_t smem_bytes(const tile_cfg *c)
+{
+    return 2 * (c->db + 1) * c->bk * (2 * c->wg_s) * 16;
+}
+
+static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
+{
+    uint32_t nt = c->wg_s * c->wg_s;
+    return smem_bytes(c) <= ctx->limits.maxComputeWorkgroupStorageSize && nt <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
+           nt <= ctx->limits.maxComputeWorkgroupSizeX;
+}
+
+/* Parses $WGML_MATMUL_VARIANT. A token it does not know, or a tile configuration the adapter
+   cannot hold, is an error: a benchmark must never time another kernel than it asked for. */
+static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
+{
+    *v = (variant){ .tile = -1 };
+    const char *s = getenv("WGML_MATMUL_VARIANT");
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        bool known = false;
+        for (int i = 0; i < NTILES; i++)
+            if (strlen(TILES[i].name) == n && strncmp(s, TILES[i].name, n) == 0) {
+                if (!tile_fits(ctx, &TILES[i]))
+                    return wgml__fail(ctx, WGML_ERROR_LIMIT,
+                                      "%s: WGML_MATMUL_VARIANT asks for %s, which needs %u bytes of workgroup memory and %u "
+                                      "invocations; the adapter has %u and %u",
+                                      fn, TILES[i].name, smem_bytes(&TILES[i]), TILES[i].wg_s * TILES[i].wg_s,
+                                      ctx->limits.maxComputeWorkgroupStorageSize, ctx->limits.maxComputeInvocationsPerWorkgroup);
+                v->tile = i;
+                known = true;
+            }
+        if (n == 6 && strncmp(s, "nogemv", 6) == 0) {
+            v->nogemv = true;
+            known = true;
+        }
+        /* name=value tokens */
+        const struct { const char *name; uint32_t lo, hi; bool pow2; uint32_t *dst; } nums[] = {
+            { "splitk", 1, 4096, false, &v->splitk },
+            { "gemvrows", 1, 8, true, &v->gemv_rows },
+            { "gemvcols", 1, 64, true, &v->gemv_cols },
+        };
+        const char *eq = memchr(s, '=', n);
+        for (size_t i = 0; eq && i < sizeof nums / sizeof nums[0]; i++) {
+            size_t len = (size_t)(eq - s), vlen = n - len - 1;
+            if (len != strlen(nums[i].name) || strncmp(s, nums[i].name, len) != 0 || vlen == 0 || vlen > 8) continue;
+            char num[16];
+            memcpy(num, eq + 1, vlen);
+            num[vlen] = 0;
+            char *end;
+            unsigned long x = strtoul(num, &end, 10);
+            if (*end == 0 && x >= nums[i].lo && x <= nums[i].hi && (!nums[i].pow2 || (x & (x - 1)) == 0)) {
+                *nums[i].dst = (uint32_t)x;
+                known = true;
+            }
+        }
+        if (!known && n > 0)
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT has an unknown token \"%.*s\"", fn,
+                              (int)n, s);
+        s += n;
+        if (*s == ',') s++;
+    }
+    return WGML_OK;
+}
+
+static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
+{
+    return (uint64_t)wgml__ceil_div(M, side) * wgml__ceil_div(N, side);
+}
+
+/* The tile configuration for an M x N output: 128-tiles when they give at least 128
+   workgroups (about one per SM of a large GPU), else 64-tiles; each falls back to the
+   configurations with less workgroup memory when the adapter cannot hold it. */
+static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N)
+{
+    if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
+    static const int big[] = { T128, T128SB, T64, T64K8 };
+    static const int small[] = { T64, T64K8, T128, T128SB };
+    bool large = tiles_of(M, N, 128) >= 128;
+    const int *order = large ? big : small;
+    size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
+    for (size_t i = 0; i < n; i++)
+        if (tile_fits(ctx, &TILES[order[i]])) return &TILES[order[i]];
+    return NULL;
+}
+
+/* One planned product. */
+typedef struct mm_plan {
+    wgml__kernel kernel;
+    mm_params prm;
+    const wgml_tensor *x, *y;   /* the A and B bindings */
+    uint64_t workgroups;        /* along x * y, before split-K */
+    uint32_t threads;           /* per workgroup */
+    uint32_t min_chunk;         /* smallest K range worth a slice */
+} mm_plan;
+
+static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
+                      const wgml_tensor *b)
+{
+    /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
+       the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
+    bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
+    uint32_t side = 8 * c->wg_s;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,
+                                 .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_S", c->wg_s }, { "BK", c->bk },
+                                                { "DB", c->db } } };
+    pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = wgml__ceil_div(N, side),
+                           .tiles = (uint32_t)tiles_of(M, N, side), .group_m = GROUP_M };
+    pl->x = a;
+    pl->y = b;
+    pl->workgroups = pl->prm.tiles;
+    pl->threads = c->wg_s * c->wg_s;
+    pl->min_chunk = 256;
+}
+
+/* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
+static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+{
+    uint32_t gr = v->gemv_rows ? v->gemv_rows : GEMV_ROWS;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
+                                 .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
+    pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, gr) };
+    pl->x = x;
+    pl->y = y;
+    pl->workgroups = pl->prm.tiles;
+    pl->threads = GEMV_WG;
+    pl->min_chunk = 1024;
+}
+
+/* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
+static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+{
+    /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
+       warp still reads 64-byte row segments */
+    uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2,
+                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
+    pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
+    pl->x = x;
+    pl->y = y;
+    pl->workgroups = pl->prm.tiles;
+    pl->threads = GEMV_WG;
+    pl->min_chunk = 1024;
+}
+
+static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
+                                            .constants = { { "WGV", GEMV_WG } } };
+
+/* Number of K-slices: forced by the variant, or enough to reach FILL_THREADS when the
+   output gives fewer, keeping every slice at least min_chunk long. Limited by the largest
+   workspace the adapter can bind. Sets kchunk. */
+static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *v, uint64_t mn)
+{
+    uint32_t K = pl->prm.K, S = 1, gran = 16;
+    if (v->splitk) {
+        S = v->splitk;
+        gran = 4;
+    } else if (pl->workgroups * pl->threads < FILL_THREADS && K >= 2 * pl->min_chunk) {
+        uint64_t want = (FILL_THREADS + pl->workgroups * pl->threads - 1) / (pl->workgroups * pl->threads);
+        uint64_t most = K / pl->min_chunk;
+        S = (uint32_t)(want < most ? want : most);
+        if (S > MAX_SPLIT) S = MAX_SPLIT;
+    }
+    uint64_t mnp = (mn + 3) & ~(uint64_t)3;
+    uint64_t room = ctx->limits.maxStorageBufferBindingSize / (mnp * 4);
+    if (room > 0xFFFFFFF0u / mnp) room = 0xFFFFFFF0u / mnp;   /* 32-bit indexing of the workspace */
+    if (S > room) S = (uint32_t)room;
+    if (S <= 1) {
+        pl->prm.kchunk = K;
+        return 1;
+    }
+    uint32_t chunk = (wgml__ceil_div(K, S) + gran - 1) / gran * gran;
+    pl->prm.kchunk = chunk;
+    return wgml__ceil_div(K, chunk);
+}
+
+static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
+                       const wgml_tensor *b, wgml_tensor *out)
+{
+    wgml_context *ctx = e->ctx;
+    variant v;
+    WGML_CHECK(read_variant(ctx, fn, &v));
+    mm_plan pl;
+    if (!v.nogemv && M == 1 && N == 1) {
+        plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
+    } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
+        plan_gemv_rows(&pl, &v, M, K, a, b);                 /* a [M, K] . b */
+    } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
+        plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
+    } else if (!v.nogemv && M == 1) {
+        plan_gemv_cols(&pl, &v, N, K, b, a);                 /* a . b [K, N] */
+    } else if (!v.nogemv && N == 1) {
+        plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
+    } else {
+        const tile_cfg *c = pick_tile(ctx, &v, M, N);
+        if (!c)
+            return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
+                              ctx->limits.maxComputeWorkgroupStorageSize);
+        plan_gemm(&pl, c, layout, M, N, K, a, b);
+    }
+    uint64_t mn = (uint64_t)M * N;
+    uint32_t S = plan_split(ctx, &pl, &v, mn);
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
+
+    /* Compile what will be recorded first, so a failure records nothing. */
+    WGPUComputePipeline pipe;
+    WGPUBindGroupLayout bgl;
+    WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
+    if (S == 1) {
+        wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), wgml__t(out) };
+        return wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, 1);
+    }
+
+    WGML_CHECK(wgml__pipeline_get(e, &reduce_kernel, &pipe, &bgl));
+    uint64_t mnp = (mn + 3) & ~(uint64_t)3;
+    uint32_t rx, ry;
+    WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
+    wgml_tensor *ws;
+    size_t ws_shape[1] = { (size_t)(S * mnp) };
+    WGML_CHECK(wgml_tensor_create(ctx, WGML_F32, 1, ws_shape, &ws));
+    pl.prm.out_slice = (uint32_t)mnp;
+    wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), wgml__t(ws) };
+    wgml_status s = wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S);
+    if (s == WGML_OK) {
+        mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
+        wgml__arg rargs[2] = { wgml__t(ws), wgml__t(out) };
+        s = wgml__dispatch(e, &reduce_kernel, &rp, sizeof rp, rargs, 2, rx, ry, 1);
+    }
+    wgml_tensor_release(ws);   /* the recorded work keeps the buffer alive */
+    return s;
+}
+
+/* ---- validation ---------------------------------------------------------------------- */
+
+static size_t last_dim(const wgml_tensor *t) { return t->shape[t->ndim - 1]; }
+
+static wgml_status check_common(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b, const wgml_tensor *out)
+{
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "a", a, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "b", b, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "a", a));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "b", b));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "a", a));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "b", b));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "out", out));
+    return WGML_OK;
+}
+
+static wgml_status check_out(wgml_engine *e, const char *fn, const wgml_tensor *out, size_t M, size_t N)
+{
+    if (last_dim(out) != N || wgml_tensor_numel(out) != (uint64_t)M * N)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: out has %zu elements with last dimension %zu; it must have M*N = %zu*%zu elements with last "
+                          "dimension N = %zu",
+                          fn, wgml_tensor_numel(out), last_dim(out), M, N, N);
+    return WGML_OK;
+}
+
+wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    const char *fn = "wgml_matmul";
+    WGML_CHECK(check_common(e, fn, a, b, out));
+    if (b->ndim != 2)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [K, N]; it has %u dimensions", fn, b->ndim);
+    size_t K = b->shape[0], N = b->shape[1];
+    if (last_dim(a) != K)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: a's last dimension is %zu; it must equal K = %zu, b's first dimension",
+                          fn, last_dim(a), K);
+    size_t M = wgml_tensor_numel(a) / K;
+    WGML_CHECK(check_out(e, fn, out, M, N));
+    return run(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out);
+}
+
+wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    const char *fn = "wgml_matmul_bt";
+    WGML_CHECK(check_common(e, fn, a, b, out));
+    if (b->ndim != 2)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [N, K]; it has %u dimensions", fn, b->ndim);
+    size_t N = b->shape[0], K = b->shape[1];
+    if (last_dim(a) != K)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: a's last dimension is %zu; it must equal K = %zu, b's second dimension",
+                          fn, last_dim(a), K);
+    size_t M = wgml_tensor_numel(a) / K;
+    WGML_CHECK(check_out(e, fn, out, M, N));
+    return run(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out);
+}
+
+wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    const char *fn = "wgml_matmul_at";
+    WGML_CHECK(check_common(e, fn, a, b, out));
+    size_t M = last_dim(a), N = last_dim(b);
+    size_t Ka = wgml_tensor_numel(a) / M, Kb = wgml_tensor_numel(b) / N;
+    if (Ka != Kb)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: a is [K, M] with K = %zu rows (M = %zu, its last dimension), b is [K, N] with K = %zu rows "
+                          "(N = %zu); the K must be equal",
+                          fn, Ka, M, Kb, N);
+    WGML_CHECK(check_out(e, fn, out, M, N));
+    return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
+}
+
+/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm of each layout for
+   sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
+#define GEMM_DEFAULT(lay)                                                                                            \
+    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,                                                 \
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_S", 16 }, { "BK", 16 }, { "DB", 1 } } }
+const wgml__kernel wgml__matmul_kernels[] = {
+    GEMM_DEFAULT(LAYOUT_NN),
+    GEMM_DEFAULT(LAYOUT_NT),
+    GEMM_DEFAULT(LAYOUT_TN),
+    { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
+    { .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
+    { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
+};
+const size_t wgml__matmul_kernel_count = sizeof wgml__matmul_kernels / sizeof wgml__matmul_kernels[0];

@@ -1,0 +1,380 @@
+/* wgml_matmul, wgml_matmul_bt and wgml_matmul_at against the double reference
+   (tests/ref/ref_matmul.c): awkward and tile-filling shapes, matrix-vector products, long K
+   (split-K), leading dimensions, every kernel variant, exact integer products, bad inputs.
+
+   Tolerance. Each output is a sum of K products accumulated in f32. Whatever the order of
+   the additions (one thread's running sum, a tree reduction in workgroup memory, split-K
+   slices added afterwards), each product passes through at most K - 1 additions that round
+   (adding an exact zero does not round) plus its own rounding, so
+       |got - exact| <= gamma_(K+1) * sum_k |a_k * b_k|,  gamma_n = n u / (1 - n u), u = 2^-24
+   (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., section 3.1). The test
+   allows (K + 2) u * sum_k |a_k b_k| per element, computed by the reference, plus 1e-30
+   against denormal flushing. Because that bound grows like K^2 relative to one term, at
+   large K it could hide a missing term; the exact tests therefore use small integers, whose
+   products and partial sums are exact in f32 (|sum| < 2^24), and demand bit-exact results. */
+#include "harness.h"
+#include "ref_matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef wgml_status (*mm_fn)(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *);
+
+static const struct {
+    const char *name;
+    mm_fn fn;
+    ref_mm_layout layout;
+} ops[3] = {
+    { "matmul", wgml_matmul, REF_MM_NN },
+    { "matmul_bt", wgml_matmul_bt, REF_MM_NT },
+    { "matmul_at", wgml_matmul_at, REF_MM_TN },
+};
+
+#define U32_EPS (1.0 / 16777216.0)   /* u = 2^-24, the unit roundoff of f32 */
+
+/* got vs ref within factor * (K + 2) u * bound[i] + 1e-30 for every element (factor 0:
+   bit-exact). Prints the first mismatches and the worst one. */
+static bool check_product(const char *what, const float *got, const double *ref, const double *bound, size_t n, size_t K,
+                          double factor)
+{
+    size_t bad = 0, worst = 0;
+    double worst_ratio = -1;
+    for (size_t i = 0; i < n; i++) {
+        double tol = factor * (double)(K + 2) * U32_EPS * bound[i] + (factor > 0 ? 1e-30 : 0);
+        double d = fabs((double)got[i] - ref[i]);
+        bool ok = d <= tol;   /* false for NaN */
+        double ratio = ok ? d / (tol > 0 ? tol : 1) : INFINITY;
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
+        if (!ok) {
+            if (bad < 10) fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g (tol %.3g)\n", what, i, (double)got[i], ref[i], tol);
+            bad++;
+        }
+    }
+    TH_CHECK(bad == 0, "%s: %zu of %zu elements out of tolerance; worst [%zu] got %.9g want %.9g", what, bad, n, worst,
+             n ? (double)got[worst] : 0.0, n ? ref[worst] : 0.0);
+    return bad == 0;
+}
+
+/* Small integers in [-3, 3]: every product and partial sum is exact in f32. */
+static float *random_ints(size_t n)
+{
+    float *p = th_alloc_f(n);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(th_rand_u32() % 7) - 3);
+    return p;
+}
+
+/* Runs op o on an M x N x K product with the natural shapes (a [M, K] or [K, M], b [K, N]
+   or [N, K], out [M, N]) and checks it. ints: integer inputs and an exact comparison. */
+static void run_case(int o, size_t M, size_t N, size_t K, bool ints, const char *variant)
+{
+    float *a = ints ? random_ints(M * K) : th_random(M * K, -1, 1);
+    float *b = ints ? random_ints(K * N) : th_random(K * N, -1, 1);
+    double *ref = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
+    ref_matmul(ops[o].layout, a, b, M, N, K, ref, bound);
+    wgml_tensor *ta = ops[o].layout == REF_MM_TN ? th_tensor(WGML_F32, a, TH_SHAPE(K, M)) : th_tensor(WGML_F32, a, TH_SHAPE(M, K));
+    wgml_tensor *tb = ops[o].layout == REF_MM_NT ? th_tensor(WGML_F32, b, TH_SHAPE(N, K)) : th_tensor(WGML_F32, b, TH_SHAPE(K, N));
+    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(M, N));
+    TH_EXPECT(ops[o].fn(th_eng, ta, tb, to), WGML_OK);
+    float *got = th_read(to);
+    char what[128];
+    snprintf(what, sizeof what, "%s %zux%zux%zu%s%s%s", ops[o].name, M, N, K, ints ? " ints" : "", variant ? " variant " : "",
+             variant ? variant : "");
+    check_product(what, got, ref, bound, M * N, K, ints ? 0.0 : 1.0);
+    free(a); free(b); free(ref); free(bound); free(got);
+    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(to);
+}
+
+typedef struct shape { size_t M, N, K; } shape;
+
+/* Awkward sizes, M = 1 and N = 1 (the matrix-vector kernels, vec4 and scalar), K = 1,
+   full 64- and 128-tiles, long K (split-K), in all three layouts. */
+static void test_shapes(void)
+{
+    static const shape shapes[] = {
+        { 1, 1, 1 }, { 1, 1, 7 }, { 2, 3, 1 }, { 33, 45, 1 }, { 7, 13, 17 }, { 61, 67, 71 }, { 127, 129, 131 },
+        { 1, 300, 517 },   /* M = 1, K odd: scalar matrix-vector loads */
+        { 1, 1000, 1024 }, /* M = 1, vec4 loads */
+        { 1, 4099, 96 },   /* M = 1, N odd and wide */
+        { 1, 8192, 40 },   /* M = 1, the widest column blocks */
+        { 300, 1, 517 }, { 1000, 1, 1024 }, /* N = 1 */
+        { 64, 68, 128 }, { 256, 256, 256 }, { 512, 384, 640 },
+    };
+    for (int o = 0; o < 3; o++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
+}
+
+/* K much larger than M * N: split-K with the gemm and with both matrix-vector kernels. */
+static void test_long_k(void)
+{
+    static const shape shapes[] = {
+        { 5, 7, 8192 }, { 64, 64, 8192 }, { 1, 64, 8192 }, { 48, 1, 8192 }, { 1, 1, 32771 }, { 3, 5, 40000 },
+    };
+    for (int o = 0; o < 3; o++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
+}
+
+/* Integer inputs: the result is exact in any summation order, so any lost, repeated or
+   misplaced product shows, even at K where the rounding bound is wide. */
+static void test_exact_integers(void)
+{
+    static const shape shapes[] = {
+        { 1, 1, 32771 }, { 1, 257, 8195 }, { 259, 1, 8192 }, { 9, 11, 8197 }, { 130, 131, 200 }, { 64, 96, 4100 },
+        /* M = 1 with K - g = 3 * G for some group g: the four-row loop of gemv_cols ends exactly */
+        { 1, 77, 400 }, { 1, 2053, 200 },
+    };
+    for (int o = 0; o < 3; o++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, true, NULL);
+}
+
+static void test_random_shapes(void)
+{
+    for (int i = 0; i < 18; i++) {
+        size_t M = 1 + th_rand_u32() % 150, N = 1 + th_rand_u32() % 150, K = 1 + th_rand_u32() % 300;
+        run_case(i % 3, M, N, K, false, NULL);
+    }
+}
+
+/* Every kernel variant that WGML_MATMUL_VARIANT can force, so each is correct when a
+   benchmark picks it. A configuration the adapter cannot hold is refused (WGML_ERROR_LIMIT),
+   as is an unknown token, with nothing recorded. */
+static const struct { const char *name; unsigned smem_bytes; } forced_tiles[] = {
+    { "t128", 32768 }, { "t128sb", 16384 }, { "t64", 16384 }, { "t64k8", 8192 },
+};
+
+static void test_variants(void)
+{
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    static const shape shapes[] = { { 130, 67, 45 }, { 96, 132, 76 } };
+    static const shape vectors[] = { { 1, 77, 50 }, { 65, 1, 36 } };
+    /* tile configurations: one shape (scalar loads) per layout; t128sb differs from t128 only
+       in its buffering, so one layout (both operands contiguous along K) covers it */
+    for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
+        if (forced_tiles[v].smem_bytes > info.max_workgroup_storage_size) {
+            float z[4] = { 0 };
+            wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
+            uint64_t before = th_commands();
+            for (int op = 0; op < 3; op++)
+                TH_EXPECT_ERR(ops[op].fn(th_eng, a, a, o), WGML_ERROR_LIMIT, "WGML_MATMUL_VARIANT asks for");
+            TH_CHECK(th_commands() == before, "a refused variant recorded commands");
+            wgml_tensor_release(a); wgml_tensor_release(o);
+            continue;
+        }
+        bool one_layout = strcmp(forced_tiles[v].name, "t128sb") == 0;
+        for (int o = one_layout ? 1 : 0; o < (one_layout ? 2 : 3); o++)
+            run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);
+    }
+    /* the default tiles with vec4 loads, edge tiles on both sides */
+    setenv("WGML_MATMUL_VARIANT", "t128", 1);
+    for (int o = 0; o < 3; o++) run_case(o, 200, 260, 72, false, "t128");
+    /* forced matrix-vector and split-K choices, on products and on vectors */
+    static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
+                                     "gemvrows=1,gemvcols=1", "gemvrows=8,gemvcols=64,splitk=2" };
+    for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", choices[v], 1);
+        for (int o = 0; o < 3; o++) {
+            for (size_t s = 0; s < 2; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, choices[v]);
+            for (size_t s = 0; s < 2; s++) run_case(o, vectors[s].M, vectors[s].N, vectors[s].K, false, choices[v]);
+        }
+    }
+    /* slices of 400 = 3 * 128 + 16 rows: the four-row loop of gemv_cols must stop exactly at the
+       end of a slice (reading past it would add the next slice's first row twice) */
+    setenv("WGML_MATMUL_VARIANT", "splitk=3", 1);
+    for (int op = 0; op < 3; op++) run_case(op, 1, 77, 1200, true, "splitk=3");
+    /* unknown tokens */
+    static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
+                                 "gemvcols=128", "splitk=3x", "=4" };
+    float z[4] = { 0 };
+    wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
+    uint64_t before = th_commands();
+    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", bad[v], 1);
+        TH_EXPECT_ERR(wgml_matmul(th_eng, a, a, o), WGML_ERROR_INVALID_ARGUMENT, "WGML_MATMUL_VARIANT has an unknown token");
+    }
+    TH_CHECK(th_commands() == before, "a refused variant recorded commands");
+    wgml_tensor_release(a); wgml_tensor_release(o);
+    unsetenv("WGML_MATMUL_VARIANT");
+}
+
+/* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have
+   any shape with M*N elements and last dimension N; 1-D vectors work. */
+static void test_leading_dims(void)
+{
+    size_t B = 2, T = 3, K = 37, N = 29;
+    float *a = th_random(B * T * K, -1, 1), *b = th_random(K * N, -1, 1), *bt = th_random(N * K, -1, 1);
+    double *ref = th_alloc_d(B * T * N), *bound = th_alloc_d(B * T * N);
+    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(B, T, K));
+    wgml_tensor *tb = th_tensor(WGML_F32, b, TH_SHAPE(K, N)), *tbt = th_tensor(WGML_F32, bt, TH_SHAPE(N, K));
+    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(B, T, N));
+    TH_EXPECT(wgml_matmul(th_eng, ta, tb, to), WGML_OK);
+    ref_matmul(REF_MM_NN, a, b, B * T, N, K, ref, bound);
+    float *got = th_read(to);
+    check_product("matmul [2,3,37] @ [37,29]", got, ref, bound, B * T * N, K, 1);
+    free(got);
+    wgml_tensor *to2 = th_poisoned(WGML_F32, TH_SHAPE(B * T * N / N, N));
+    TH_EXPECT(wgml_matmul_bt(th_eng, ta, tbt, to2), WGML_OK);
+    ref_matmul(REF_MM_NT, a, bt, B * T, N, K, ref, bound);
+    got = th_read(to2);
+    check_product("matmul_bt [2,3,37] @ [29,37]^T", got, ref, bound, B * T * N, K, 1);
+    free(got);
+
+    /* weight gradient: x [2, 3, 37] (K = 6, M = 37), dy [6, 29] -> [37, 29] */
+    float *dy = th_random(B * T * N, -1, 1);
+    double *refw = th_alloc_d(K * N), *boundw = th_alloc_d(K * N);
+    wgml_tensor *tdy = th_tensor(WGML_F32, dy, TH_SHAPE(B, T, N));
+    wgml_tensor *tw = th_poisoned(WGML_F32, TH_SHAPE(K, N));
+    TH_EXPECT(wgml_matmul_at(th_eng, ta, tdy, tw), WGML_OK);
+    ref_matmul(REF_MM_TN, a, dy, K, N, B * T, refw, boundw);
+    got = th_read(tw);
+    check_product("matmul_at [2,3,37]^T @ [2,3,29]", got, refw, boundw, K * N, B * T, 1);
+    free(got);
+
+    /* decode: x [K] @ W^T [N, K] -> [N] */
+    wgml_tensor *tx = th_tensor(WGML_F32, a, TH_SHAPE(K)), *ty = th_poisoned(WGML_F32, TH_SHAPE(N));
+    TH_EXPECT(wgml_matmul_bt(th_eng, tx, tbt, ty), WGML_OK);
+    ref_matmul(REF_MM_NT, a, bt, 1, N, K, ref, bound);
+    got = th_read(ty);
+    check_product("matmul_bt [37] @ [29,37]^T", got, ref, bound, N, K, 1);
+    free(got);
+
+    free(a); free(b); free(bt); free(dy); free(ref); free(bound); free(refw); free(boundw);
+    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(tbt); wgml_tensor_release(to);
+    wgml_tensor_release(to2); wgml_tensor_release(tdy); wgml_tensor_release(tw); wgml_tensor_release(tx);
+    wgml_tensor_release(ty);
+}
+
+/* a and b may be the same tensor: the Gram matrix x x^T, x^T x, and x x for a square x. */
+static void test_shared_input(void)
+{
+    size_t M = 70, K = 70;
+    float *x = th_random(M * K, -1, 1);
+    double *ref = th_alloc_d(M * M), *bound = th_alloc_d(M * M);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(M, K)), *to = th_poisoned(WGML_F32, TH_SHAPE(M, M));
+    for (int o = 0; o < 3; o++) {
+        TH_EXPECT(ops[o].fn(th_eng, tx, tx, to), WGML_OK);
+        ref_matmul(ops[o].layout, x, x, M, M, K, ref, bound);
+        float *got = th_read(to);
+        char what[64];
+        snprintf(what, sizeof what, "%s(x, x)", ops[o].name);
+        check_product(what, got, ref, bound, M * M, K, 1);
+        free(got);
+    }
+    free(x); free(ref); free(bound);
+    wgml_tensor_release(tx); wgml_tensor_release(to);
+}
+
+/* More workgroups than one grid dimension holds: a matrix-vector product over 2.2 million
+   columns (68750 workgroups of 32 columns). */
+static void test_large_grid(void)
+{
+    size_t K = 2, N = 2200000;
+    float *a = th_random(K, -1, 1), *b = th_random(K * N, -1, 1);
+    double *ref = th_alloc_d(N), *bound = th_alloc_d(N);
+    ref_matmul(REF_MM_NN, a, b, 1, N, K, ref, bound);
+    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(1, K)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(K, N));
+    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(1, N));
+    TH_EXPECT(wgml_matmul(th_eng, ta, tb, to), WGML_OK);
+    float *got = th_read(to);
+    check_product("matmul 1x2200000x2", got, ref, bound, N, K, 1);
+    free(a); free(b); free(ref); free(bound); free(got);
+    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(to);
+}
+
+/* Products issued back to back see each other's results (chained layers). */
+static void test_chain(void)
+{
+    size_t n = 40;
+    float *x = th_random(n * n, -1, 1), *w = th_random(n * n, -1, 1);
+    double *h = th_alloc_d(n * n), *h2 = th_alloc_d(n * n), *bound = th_alloc_d(n * n);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(n, n)), *tw = th_tensor(WGML_F32, w, TH_SHAPE(n, n));
+    wgml_tensor *t1 = th_poisoned(WGML_F32, TH_SHAPE(n, n)), *t2 = th_poisoned(WGML_F32, TH_SHAPE(n, n));
+    TH_EXPECT(wgml_matmul(th_eng, tx, tw, t1), WGML_OK);
+    TH_EXPECT(wgml_matmul_bt(th_eng, t1, tw, t2), WGML_OK);
+    float *g1 = th_read(t1), *g2 = th_read(t2);
+    ref_matmul(REF_MM_NN, x, w, n, n, n, h, bound);
+    check_product("chain step 1", g1, h, bound, n * n, n, 1);
+    /* step 2 from the GPU's own step-1 values: its inputs are what the kernel read */
+    ref_matmul(REF_MM_NT, g1, w, n, n, n, h2, bound);
+    check_product("chain step 2", g2, h2, bound, n * n, n, 1);
+    free(x); free(w); free(h); free(h2); free(bound); free(g1); free(g2);
+    wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(t1); wgml_tensor_release(t2);
+}
+
+static void test_bad_inputs(void)
+{
+    float z[64] = { 0 };
+    wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(4, 3));    /* M 4, K 3 */
+    wgml_tensor *b = th_tensor(WGML_F32, z, TH_SHAPE(3, 5));    /* K 3, N 5 (matmul, matmul_at needs K 4) */
+    wgml_tensor *bt = th_tensor(WGML_F32, z, TH_SHAPE(5, 3));   /* N 5, K 3 */
+    wgml_tensor *b3 = th_tensor(WGML_F32, z, TH_SHAPE(1, 3, 5));
+    wgml_tensor *b4 = th_tensor(WGML_F32, z, TH_SHAPE(4, 5));   /* K 4 */
+    wgml_tensor *sq = th_tensor(WGML_F32, z, TH_SHAPE(4, 4));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(4, 5));
+    wgml_tensor *out_t = th_poisoned(WGML_F32, TH_SHAPE(5, 4));   /* 20 elements, last dimension 4 */
+    wgml_tensor *out_small = th_poisoned(WGML_F32, TH_SHAPE(3, 5));
+    wgml_tensor *out_at = th_poisoned(WGML_F32, TH_SHAPE(3, 5));  /* matmul_at of a [4,3], b4 [4,5] */
+    wgml_tensor *out_at_t = th_poisoned(WGML_F32, TH_SHAPE(5, 3));
+    wgml_tensor *u = th_tensor(WGML_U32, z, TH_SHAPE(4, 3));
+    wgml_tensor *h = th_tensor(WGML_F16, z, TH_SHAPE(3, 5));
+    wgml_context *other;
+    TH_EXPECT(wgml_context_create(NULL, &other), WGML_OK);
+    wgml_tensor *foreign;
+    TH_EXPECT(wgml_tensor_from_data(other, WGML_F32, 2, (size_t[]){ 3, 5 }, z, &foreign), WGML_OK);
+
+    uint64_t before = th_commands();
+    for (int o = 0; o < 3; o++) {
+        mm_fn f = ops[o].fn;
+        const wgml_tensor *B = o == 0 ? b : o == 1 ? bt : b4;
+        wgml_tensor *O = o == 2 ? out_at : out;
+        TH_EXPECT_ERR(f(NULL, a, B, O), WGML_ERROR_INVALID_ARGUMENT, "engine is NULL");
+        TH_EXPECT_ERR(f(th_eng, NULL, B, O), WGML_ERROR_INVALID_ARGUMENT, "a is NULL");
+        TH_EXPECT_ERR(f(th_eng, a, NULL, O), WGML_ERROR_INVALID_ARGUMENT, "b is NULL");
+        TH_EXPECT_ERR(f(th_eng, a, B, NULL), WGML_ERROR_INVALID_ARGUMENT, "out is NULL");
+        TH_EXPECT_ERR(f(th_eng, u, B, O), WGML_ERROR_DTYPE, "a is u32");
+        TH_EXPECT_ERR(f(th_eng, a, h, O), WGML_ERROR_DTYPE, "b is f16");
+        TH_EXPECT_ERR(f(th_eng, a, B, u), WGML_ERROR_DTYPE, "out is u32");
+        TH_EXPECT_ERR(f(th_eng, a, foreign, O), WGML_ERROR_CONTEXT, "b belongs to another context");
+        TH_EXPECT_ERR(f(th_eng, sq, sq, sq), WGML_ERROR_ALIAS, "out must not be the same tensor as a");
+        TH_EXPECT_ERR(f(th_eng, a, sq, sq), WGML_ERROR_ALIAS, "out must not be the same tensor as b");
+        TH_EXPECT_ERR(f(th_eng, a, B, o == 2 ? out : out_small), WGML_ERROR_SHAPE, o == 2 ? "out has 20 elements" : "out has 15 elements");
+        TH_EXPECT_ERR(f(th_eng, a, B, o == 2 ? out_at_t : out_t), WGML_ERROR_SHAPE, "with last dimension");
+    }
+    TH_EXPECT_ERR(wgml_matmul(th_eng, a, b4, out), WGML_ERROR_SHAPE, "a's last dimension is 3; it must equal K = 4");
+    TH_EXPECT_ERR(wgml_matmul(th_eng, a, b3, out), WGML_ERROR_SHAPE, "b must be 2-D");
+    TH_EXPECT_ERR(wgml_matmul_bt(th_eng, a, b, out), WGML_ERROR_SHAPE, "a's last dimension is 3; it must equal K = 5");
+    TH_EXPECT_ERR(wgml_matmul_bt(th_eng, a, b3, out), WGML_ERROR_SHAPE, "b must be 2-D");
+    TH_EXPECT_ERR(wgml_matmul_at(th_eng, a, b, out_at), WGML_ERROR_SHAPE, "the K must be equal");
+    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
+    wgml_tensor *outs[] = { out, out_t, out_small, out_at, out_at_t };
+    for (size_t i = 0; i < 5; i++) {
+        uint32_t got[20];
+        th_read_into(outs[i], got);
+        for (size_t j = 0; j < wgml_tensor_numel(outs[i]); j++)
+            TH_CHECK(got[j] == 0xFFFFFFFFu, "output %zu element %zu was written by a rejected call", i, j);
+    }
+    /* the valid forms of the same tensors pass */
+    TH_EXPECT(wgml_matmul(th_eng, a, b, out), WGML_OK);
+    TH_EXPECT(wgml_matmul_bt(th_eng, a, bt, out), WGML_OK);
+    TH_EXPECT(wgml_matmul_at(th_eng, a, b4, out_at), WGML_OK);
+    TH_EXPECT(wgml_matmul(th_eng, sq, sq, out_t), WGML_ERROR_SHAPE);   /* out 5x4 vs 4x4 */
+
+    wgml_tensor_release(foreign);
+    wgml_context_destroy(other);
+    wgml_tensor *all[] = { a, b, bt, b3, b4, sq, out, out_t, out_small, out_at, out_at_t, u, h };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
+}
+
+static const th_case cases[] = {
+    { "shapes", test_shapes },
+    { "long_k", test_long_k },
+    { "exact_integers", test_exact_integers },
+    { "random_shapes", test_random_shapes },
+    { "variants", test_variants },
+    { "leading_dims", test_leading_dims },
+    { "shared_input", test_shared_input },
+    { "large_grid", test_large_grid },
+    { "chain", test_chain },
+    { "bad_inputs", test_bad_inputs },
+};
+TH_MAIN(cases)
