@@ -130,14 +130,9 @@ C3(c_embedding, wgml_embedding)
 C3(c_embedding_backward, wgml_embedding_backward)
 C2(c_dequantize, wgml_dequantize)
 
-/* Ops declared in wgml.h but possibly not implemented yet on this branch are called
-   through the dynamic linker; run_row() skips a row whose function the library lacks. */
-typedef wgml_status (*op3_fn)(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *);
-#define DYN3(name) static wgml_status c_##name(wgml_engine *e, wgml_tensor *const *t, const scal *s) \
-    { (void)s; op3_fn f = (op3_fn)dlsym(RTLD_DEFAULT, "wgml_" #name); return f ? f(e, t[0], t[1], t[2]) : WGML_ERROR_UNSUPPORTED; }
-DYN3(matmul)
-DYN3(matmul_bt)
-DYN3(matmul_at)
+C3(c_matmul, wgml_matmul)
+C3(c_matmul_bt, wgml_matmul_bt)
+C3(c_matmul_at, wgml_matmul_at)
 
 static wgml_status c_copy_tensor(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_copy_tensor(e, t[0], t[1], s->z); }
@@ -359,6 +354,16 @@ static const oprow rows[] = {
              { .name = "b", .shape = SH(3, 4), .bad = { { SH(2, 4) }, { SH(4, 4) } } },
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(3, 4) } } } },
       .refused = { { 2, 0 }, { 2, 1 } } },
+
+    /* the layouts the header allows besides [M, K]: a vector (M = 1) and leading dimensions */
+    { .fn = "wgml_matmul", .call = c_matmul, .scalars_only = true,
+      .a = { F32A("a", 0, 3), F32A("b", 0, 3, 4), F32A("out", OUT, 4) }, .refused = { { 2, 0 } } },
+    { .fn = "wgml_matmul_bt", .call = c_matmul_bt, .scalars_only = true,
+      .a = { F32A("a", 0, 2, 1, 3), F32A("b", 0, 3, 3), F32A("out", OUT, 2, 3) }, .refused = { { 2, 1 } } },
+    { .fn = "wgml_matmul_bt", .call = c_matmul_bt, .scalars_only = true,   /* a and b the same tensor: a Gram matrix */
+      .a = { F32A("a", 0, 2, 3), F32A("b", 0, 2, 3), F32A("out", OUT, 2, 2) }, .allowed = { { 1, 0 } } },
+    { .fn = "wgml_matmul_at", .call = c_matmul_at, .scalars_only = true,
+      .a = { F32A("a", 0, 2, 2, 3), F32A("b", 0, 4, 4), F32A("out", OUT, 3, 4) }, .refused = { { 2, 0 } } },
 
     /* ---- normalisation, softmax ---- */
     { .fn = "wgml_rms_norm", .call = c_rms_norm,
