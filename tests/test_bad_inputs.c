@@ -42,7 +42,7 @@
 #define MAXA 16     /* tensor arguments of one op */
 #define MAXBAD 6    /* listed bad replacements of one argument */
 #define MAXSM 24    /* scalar rules of one row */
-#define MAXAL 16    /* alias pairs of one row */
+#define MAXAL 24    /* alias pairs of one row */
 
 /* ---- description of an op ------------------------------------------------------------ */
 
@@ -91,6 +91,15 @@ typedef struct smut {
 
 typedef struct apair { int dst, src; } apair;   /* slot dst receives slot src's tensor */
 
+/* A whole set of shapes that must be refused (a rule no single argument breaks, e.g. an odd
+   head_dim in q, k, v and out together): shapes[i] replaces argument i's shape where set. */
+typedef struct bad_config {
+    const char *what;
+    size_t shapes[MAXA][WGML_MAX_DIMS + 1];
+    wgml_status st;
+    const char *needle;
+} bad_config;
+
 typedef wgml_status (*call_fn)(wgml_engine *e, wgml_tensor *const *t, const scal *s);
 
 typedef struct oprow {
@@ -102,6 +111,7 @@ typedef struct oprow {
     apair refused[MAXAL];        /* WGML_ERROR_ALIAS */
     apair allowed[MAXAL];        /* must succeed */
     smut accept[MAXSM];          /* boundary values the header allows: must succeed (st, needle unused) */
+    const bad_config *configs;   /* terminated by what == NULL */
     bool scalars_only;           /* a second row of a function: skip the per-tensor mutations */
 } oprow;
 
@@ -133,6 +143,34 @@ C2(c_dequantize, wgml_dequantize)
 C3(c_matmul, wgml_matmul)
 C3(c_matmul_bt, wgml_matmul_bt)
 C3(c_matmul_at, wgml_matmul_at)
+
+/* Ops declared in wgml.h but possibly not implemented yet on this branch: called through
+   the dynamic linker (run_row() skips the rows of functions the library lacks). */
+#define SYM(fn) ((__typeof__(&fn))dlsym(RTLD_DEFAULT, #fn))
+static wgml_attention_options attn_of(const scal *s)
+{
+    return (wgml_attention_options){ .causal = s->u[0] != 0, .causal_offset = s->u[1], .window = s->u[2], .seed = s->u[3],
+                                     .dropout_prob = s->f[0], .scale = s->f[1] };
+}
+static wgml_status c_flash_attention(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return SYM(wgml_flash_attention)(e, t[0], t[1], t[2], t[3], s->u[0] != 0); }
+static wgml_status c_flash_attention_v2(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return SYM(wgml_flash_attention_v2)(e, t[0], t[1], t[2], t[3], s->u[0] != 0, s->f[0], s->u[3], t[4]); }
+static wgml_status c_flash_attention_v2_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{
+    wgml_attention_options o = attn_of(s);
+    return SYM(wgml_flash_attention_v2_with)(e, t[0], t[1], t[2], t[3], (s->nullp & 1) ? NULL : &o, t[4]);
+}
+static wgml_status c_flash_attention_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return SYM(wgml_flash_attention_backward)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
+static wgml_status c_flash_attention_v2_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return SYM(wgml_flash_attention_v2_backward)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
+static wgml_status c_flash_attention_v2_backward_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{
+    wgml_attention_options o = attn_of(s);
+    return SYM(wgml_flash_attention_v2_backward_with)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                                                      (s->nullp & 1) ? NULL : &o, t[8]);
+}
 
 static wgml_status c_copy_tensor(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_copy_tensor(e, t[0], t[1], s->z); }
@@ -364,6 +402,82 @@ static const oprow rows[] = {
       .a = { F32A("a", 0, 2, 3), F32A("b", 0, 2, 3), F32A("out", OUT, 2, 2) }, .allowed = { { 1, 0 } } },
     { .fn = "wgml_matmul_at", .call = c_matmul_at, .scalars_only = true,
       .a = { F32A("a", 0, 2, 2, 3), F32A("b", 0, 4, 4), F32A("out", OUT, 3, 4) }, .refused = { { 2, 0 } } },
+
+    /* ---- attention: every tensor [batch 1, seq 2, heads 2, head_dim 2] (the mask too), so
+       that any two are alias candidates; GQA and masks broadcast in the rows after ---- */
+#define Q4 1, 2, 2, 2
+#define ATT_IN(nm) { .name = nm, .shape = SH(Q4) }
+#define ATT_QK_BAD(nm) { .name = nm, .shape = SH(Q4), .bad = { { SH(2, 2, 2) }, { SH(2, 2, 2, 2) }, { SH(1, 2, 3, 2) }, { SH(1, 2, 2, 4) } } }
+#define ATT_LIKE(nm, fl) { .name = nm, .shape = SH(Q4), .flags = (fl), .bad = { { SH(1, 3, 2, 2) }, { SH(8) }, { SH(1, 2, 2, 4) } } }
+#define ATT_MASK { .name = "mask", .shape = SH(Q4), .flags = OPT, \
+                   .bad = { { SH(1, 2, 2, 3) }, { SH(2, 2, 2) }, { SH(3, 2) }, { SH(2, 1, 1, 2) }, { SH(1, 3, 1, 2) } } }
+/* n: the number of q, k, v-shaped arguments; the q-shaped ones are q, out (forward) and
+   out, grad_out, grad_q (backward) */
+#define Q3 SH(1, 2, 3, 2)
+#define ATT_CONFIGS(n, ...) (const bad_config[]){ \
+    { "head_dim 3", { [0 ... (n) - 1] = SH(1, 2, 2, 3) }, WGML_ERROR_SHAPE, "head_dim" }, \
+    { "head_dim 130", { [0 ... (n) - 1] = SH(1, 2, 2, 130) }, WGML_ERROR_SHAPE, "head_dim" }, \
+    { "3 heads over 2 kv heads", { __VA_ARGS__ }, WGML_ERROR_SHAPE, "num_heads" }, \
+    { 0 } }
+#define ATT_DROPOUT_RULES RULE(SF, 0, -0.1, INVAL, "dropout_prob"), RULE(SF, 0, 1, INVAL, "dropout_prob"), \
+    RULE(SF, 0, 2, INVAL, "dropout_prob"), RULE(SF, 0, NAN, INVAL, "dropout_prob"), RULE(SF, 0, INFINITY, INVAL, "dropout_prob")
+#define ATT_OPTS_RULES ATT_DROPOUT_RULES, RULE(SF, 1, NAN, INVAL, "scale"), RULE(SF, 1, INFINITY, INVAL, "scale"), \
+    RULE(SU, 1, 268435457, INVAL, "causal_offset"), RULE(SU, 1, U32MAX, INVAL, "causal_offset")
+#define ATT_OPTS_OK OKV(SF, 0, 0.5), OKV(SF, 0, 0.99999994), OKV(SF, 1, -0.5), OKV(SU, 1, 268435456), OKV(SU, 2, 1), \
+    OKV(SU, 2, U32MAX), OKV(SU, 0, 0)
+#define ATT_FWD_REFUSED { { 3, 0 }, { 3, 1 }, { 3, 2 }, { 3, 4 } }
+#define ATT_BWD_REFUSED { { 5, 0 }, { 5, 1 }, { 5, 2 }, { 5, 3 }, { 5, 4 }, { 6, 0 }, { 6, 1 }, { 6, 2 }, { 6, 3 }, { 6, 4 }, \
+    { 7, 0 }, { 7, 1 }, { 7, 2 }, { 7, 3 }, { 7, 4 }, { 6, 5 }, { 7, 5 }, { 7, 6 }, { 5, 8 }, { 6, 8 }, { 7, 8 } }
+    { .fn = "wgml_flash_attention", .call = c_flash_attention,
+      .a = { { .name = "q", .shape = SH(2, 2), .bad = { { SH(4) }, { SH(1, 2, 2) }, { SH(2, 4) } } },
+             { .name = "k", .shape = SH(2, 2), .bad = { { SH(4) }, { SH(2, 4) } } },
+             { .name = "v", .shape = SH(2, 2), .bad = { { SH(3, 2) }, { SH(2, 4) } } },
+             { .name = "out", .shape = SH(2, 2), .flags = OUT, .bad = { { SH(3, 2) }, { SH(4) } } } },
+      .configs = (const bad_config[]){ { "head_dim 3", { [0 ... 3] = SH(2, 3) }, WGML_ERROR_SHAPE, "head_dim" },
+                                       { "head_dim 130", { [0 ... 3] = SH(2, 130) }, WGML_ERROR_SHAPE, "head_dim" }, { 0 } },
+      .s = { .u = { 1 } }, .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 } }, .accept = { OKV(SU, 0, 0) } },
+    { .fn = "wgml_flash_attention_v2", .call = c_flash_attention_v2,
+      .a = { ATT_QK_BAD("q"), ATT_QK_BAD("k"), ATT_LIKE("v", 0), ATT_LIKE("out", OUT), ATT_MASK },
+      .configs = ATT_CONFIGS(4, [0] = Q3, [3] = Q3), .s = { .u = { 1 } }, .sm = { ATT_DROPOUT_RULES }, .refused = ATT_FWD_REFUSED,
+      .accept = { OKV(SF, 0, 0.5), OKV(SU, 0, 0) } },
+    { .fn = "wgml_flash_attention_v2_with", .call = c_flash_attention_v2_with,
+      .a = { ATT_QK_BAD("q"), ATT_QK_BAD("k"), ATT_LIKE("v", 0), ATT_LIKE("out", OUT), ATT_MASK },
+      .configs = ATT_CONFIGS(4, [0] = Q3, [3] = Q3), .s = { .u = { 1, 0, 0, 7 } }, .sm = { ATT_OPTS_RULES }, .refused = ATT_FWD_REFUSED,
+      .accept = { ATT_OPTS_OK } },
+    { .fn = "wgml_flash_attention_backward", .call = c_flash_attention_backward,
+      .a = { { .name = "q", .shape = SH(2, 2), .bad = { { SH(4) }, { SH(2, 4) } } },
+             { .name = "k", .shape = SH(2, 2), .bad = { { SH(2, 4) } } },
+             { .name = "v", .shape = SH(2, 2), .bad = { { SH(3, 2) } } },
+             { .name = "out", .shape = SH(2, 2), .bad = { { SH(3, 2) } } },
+             { .name = "grad_out", .shape = SH(2, 2), .bad = { { SH(3, 2) } } },
+             { .name = "grad_q", .shape = SH(2, 2), .flags = OUT, .bad = { { SH(3, 2) } } },
+             { .name = "grad_k", .shape = SH(2, 2), .flags = OUT, .bad = { { SH(3, 2) } } },
+             { .name = "grad_v", .shape = SH(2, 2), .flags = OUT, .bad = { { SH(3, 2) } } } },
+      .configs = (const bad_config[]){ { "head_dim 3", { [0 ... 7] = SH(2, 3) }, WGML_ERROR_SHAPE, "head_dim" }, { 0 } },
+      .s = { .u = { 1 } },
+      .refused = { { 5, 0 }, { 5, 1 }, { 5, 2 }, { 5, 3 }, { 5, 4 }, { 6, 0 }, { 6, 1 }, { 6, 2 }, { 6, 3 }, { 6, 4 },
+                   { 7, 0 }, { 7, 1 }, { 7, 2 }, { 7, 3 }, { 7, 4 }, { 6, 5 }, { 7, 5 }, { 7, 6 } } },
+    { .fn = "wgml_flash_attention_v2_backward", .call = c_flash_attention_v2_backward,
+      .a = { ATT_QK_BAD("q"), ATT_QK_BAD("k"), ATT_LIKE("v", 0), ATT_LIKE("out", 0), ATT_LIKE("grad_out", 0),
+             ATT_LIKE("grad_q", OUT), ATT_LIKE("grad_k", OUT), ATT_LIKE("grad_v", OUT) },
+      .configs = ATT_CONFIGS(8, [0] = Q3, [3] = Q3, [4] = Q3, [5] = Q3), .s = { .u = { 1 } },
+      .refused = { { 5, 0 }, { 5, 1 }, { 5, 2 }, { 5, 3 }, { 5, 4 }, { 6, 0 }, { 6, 1 }, { 6, 2 }, { 6, 3 }, { 6, 4 },
+                   { 7, 0 }, { 7, 1 }, { 7, 2 }, { 7, 3 }, { 7, 4 }, { 6, 5 }, { 7, 5 }, { 7, 6 } } },
+    { .fn = "wgml_flash_attention_v2_backward_with", .call = c_flash_attention_v2_backward_with,
+      .a = { ATT_QK_BAD("q"), ATT_QK_BAD("k"), ATT_LIKE("v", 0), ATT_LIKE("out", 0), ATT_LIKE("grad_out", 0),
+             ATT_LIKE("grad_q", OUT), ATT_LIKE("grad_k", OUT), ATT_LIKE("grad_v", OUT), ATT_MASK },
+      .configs = ATT_CONFIGS(8, [0] = Q3, [3] = Q3, [4] = Q3, [5] = Q3), .s = { .u = { 1, 0, 0, 7 } }, .sm = { ATT_OPTS_RULES }, .refused = ATT_BWD_REFUSED,
+      .accept = { ATT_OPTS_OK } },
+    /* grouped-query attention and broadcast masks must be accepted */
+    { .fn = "wgml_flash_attention_v2_with", .call = c_flash_attention_v2_with, .scalars_only = true,
+      .a = { F32A("q", 0, 2, 3, 4, 4), F32A("k", 0, 2, 5, 2, 4), F32A("v", 0, 2, 5, 2, 4), F32A("out", OUT, 2, 3, 4, 4),
+             F32A("mask", OPT, 1, 4, 1, 5) },
+      .s = { .u = { 1, 2, 3, 9 }, .f = { 0.25f, 0.5f } }, .refused = { { 3, 0 } } },
+    { .fn = "wgml_flash_attention_v2_backward_with", .call = c_flash_attention_v2_backward_with, .scalars_only = true,
+      .a = { F32A("q", 0, 1, 3, 4, 4), F32A("k", 0, 1, 5, 1, 4), F32A("v", 0, 1, 5, 1, 4), F32A("out", 0, 1, 3, 4, 4),
+             F32A("grad_out", 0, 1, 3, 4, 4), F32A("grad_q", OUT, 1, 3, 4, 4), F32A("grad_k", OUT, 1, 5, 1, 4),
+             F32A("grad_v", OUT, 1, 5, 1, 4), F32A("mask", OPT, 3, 5) },
+      .s = { .u = { 1, 2, 0, 9 } }, .refused = { { 6, 2 } } },
 
     /* ---- normalisation, softmax ---- */
     { .fn = "wgml_rms_norm", .call = c_rms_norm,
@@ -820,6 +934,14 @@ static void run_row(const oprow *r)
         with_slot(&st, t2, p.dst, st.t[p.src]);
         snprintf(what, sizeof what, "%s is the tensor of %s", r->a[p.dst].name, r->a[p.src].name);
         try_bad(&st, th_eng, t2, &r->s, what, WGML_ERROR_ALIAS, r->a[p.dst].name, r->a[p.src].name);
+    }
+
+    for (const bad_config *c = r->configs; c && c->what; c++) {
+        wgml_tensor *t2[MAXA] = { 0 };
+        for (int i = 0; i < st.na; i++)
+            t2[i] = make(th_ctx, r->a[i].dtype, c->shapes[i][0] ? c->shapes[i] : r->a[i].shape, false);
+        try_bad(&st, th_eng, t2, &r->s, c->what, c->st, c->needle, NULL);
+        for (int i = 0; i < st.na; i++) wgml_tensor_release(t2[i]);
     }
 
     /* nothing recorded, and every output still holds its poison */
