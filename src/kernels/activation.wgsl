@@ -90,11 +90,21 @@ fn dsilu(x: vec4f) -> vec4f {
     return g.s * (1.0 + x * g.c);
 }
 
+// max(x, 0) decided on the bits: WGSL lets compilers assume there are no NaNs, and the
+// H200's driver then folds a float comparison so that relu(NaN) became 0. Zero when the
+// sign bit is set or the value is +0, except for NaNs, which pass through.
+fn relu(x: vec4f) -> vec4f {
+    let b = bitcast<vec4u>(x);
+    let nan = (b & vec4u(0x7fffffffu)) > vec4u(0x7f800000u);
+    let non_positive = ((b & vec4u(0x80000000u)) != vec4u(0u)) | (b == vec4u(0u));
+    return select(x, vec4f(0.0), non_positive & !nan);
+}
+
 fn apply(p: vec4f, q: vec4f, r: vec4f) -> Result {
     let z = vec4f(0.0);
     switch OP {
         case 0u: { return Result(silu(p), z); }
-        case 1u: { return Result(select(p, z, p <= z), z); }
+        case 1u: { return Result(relu(p), z); }
         case 2u: { return Result(p * dsilu(q), z); }
         case 3u: { return Result(select(z, p, q > z), z); }
         case 4u: { return Result(silu(p) * q, z); }
