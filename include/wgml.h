@@ -365,7 +365,8 @@ WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *
    every number, -inf included, so a NaN is chosen only when fewer than k values are not
    NaN, and then the NaNs come last, by index. The result is deterministic: the same input
    always gives the same indices. Runs on the GPU in one dispatch for n <= 1024 and five
-   for longer rows (a radix select over all the GPU's cores, then one sort of k items); for
+   for longer rows (a radix select over all the GPU's cores that stops once the bucket of
+   the k-th largest value is small, then one sort of at most 2048 candidates); for
    those the engine keeps a scratch buffer (about 4 bytes per element of the longest row so
    far, at most 2 MiB) until it is destroyed.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; k == 0; k > n), WGML_ERROR_CONTEXT,

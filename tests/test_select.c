@@ -60,9 +60,9 @@ static float *make_row(int kind, size_t n)
     return x;
 }
 
-static void run_case(int kind, size_t n, uint32_t k)
+/* Checks wgml_top_k on the row x (freed here) against the reference. */
+static void run_row(float *x, size_t n, uint32_t k, const char *what)
 {
-    float *x = make_row(kind, n);
     uint32_t *want = malloc(k * sizeof *want);
     ref_top_k(x, n, want, k);
     const size_t extra = 3;
@@ -70,14 +70,19 @@ static void run_case(int kind, size_t n, uint32_t k)
     TH_EXPECT(wgml_top_k(th_eng, in, out, k), WGML_OK);
     uint32_t *got = malloc((k + extra + 4) * sizeof *got);
     th_read_into(out, got);
-    char what[96];
-    snprintf(what, sizeof what, "top_k %s n=%zu k=%u", kind_names[kind], n, k);
     th_compare_u32(what, got, want, k);
     bool untouched = true;
     for (size_t i = k; i < k + extra; i++) untouched &= got[i] == 0xFFFFFFFFu;
     TH_CHECK(untouched, "%s wrote past out_idx[k - 1]", what);
     free(x); free(want); free(got);
     wgml_tensor_release(in); wgml_tensor_release(out);
+}
+
+static void run_case(int kind, size_t n, uint32_t k)
+{
+    char what[96];
+    snprintf(what, sizeof what, "top_k %s n=%zu k=%u", kind_names[kind], n, k);
+    run_row(make_row(kind, n), n, k, what);
 }
 
 static uint32_t min_u32(size_t a, uint32_t b) { return a < b ? (uint32_t)a : b; }
@@ -112,6 +117,51 @@ static void test_large_rows(void)
     run_case(D_ASCENDING, n, 1000);
     run_case(D_UNIFORM, 256 * 2048 + 4097, 1000);
     run_case(D_SPARSE_TIES, 256 * 2048 + 4097, 1024);
+}
+
+/* The two ways the longer rows finish. When the elements above the k-th largest value's
+   22-bit bucket plus that whole bucket number at most 2048, they all go to the final sort
+   (fast); otherwise a third histogram pass and a ranking of the ties pick exactly k (slow).
+   Rows built to land on each side of that bound: `above` distinct values over the threshold,
+   then `bucket` elements in the threshold's bucket, either all equal (ties, taken by lowest
+   index) or differing only in their low 10 key bits, scattered over the whole row; the rest
+   negative (the 11-bit bucket of 1.125 holds only those: a one-pass finish) or, with
+   `close`, in [1, 1.1), the same 11-bit bucket as 1.125 but lower 22-bit ones (a two-pass
+   finish). The finish is checked on both sides of the bound at both depths. */
+static void run_bucket_case(size_t n, uint32_t k, uint32_t above, uint32_t bucket, bool equal, bool close)
+{
+    float *x = th_random(n, -10, -1);
+    if (close)
+        for (size_t i = 0; i < n; i++) x[i] = 1.0f + (x[i] + 10.0f) / 90.0f;   /* [1, 1.1) */
+    uint32_t stride = (uint32_t)(n / (above + bucket));
+    for (uint32_t j = 0; j < above + bucket; j++) {
+        size_t i = (size_t)j * stride + (size_t)(j * 2654435761u) % stride;   /* one per window */
+        x[i] = j < above ? 100.0f + (float)j : equal ? 1.125f : bits_float(0x3F900000u + th_rand_u32() % 1024);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "top_k bucket n=%zu k=%u above=%u bucket=%u %s%s", n, k, above, bucket,
+             equal ? "equal" : "low-bits", close ? " close" : "");
+    run_row(x, n, k, what);
+}
+
+static void test_fast_and_slow_finish(void)
+{
+    const size_t n = 262144;
+    /* above + bucket = 2048 fits the sort; 2049 does not */
+    for (int close = 0; close < 2; close++) {
+        run_bucket_case(n, 1024, 600, 1448, true, close);
+        run_bucket_case(n, 1024, 600, 1449, true, close);
+        run_bucket_case(n, 1024, 600, 1448, false, close);
+        run_bucket_case(n, 1024, 600, 1449, false, close);
+        run_bucket_case(n, 1024, 1023, 1025, true, close);
+        run_bucket_case(n, 1024, 1023, 1026, true, close);
+        run_bucket_case(n, 1024, 0, 2048, false, close);
+        run_bucket_case(n, 1024, 0, 2049, false, close);
+        run_bucket_case(n, 50, 49, 1999, true, close);
+        run_bucket_case(n, 50, 10, 5000, true, close);
+        run_bucket_case(100003, 1, 0, 3000, true, close);
+        run_bucket_case(5000, 700, 300, 1748, false, close);
+    }
 }
 
 /* k = n: the whole row sorted, up to the largest k. */
@@ -185,6 +235,7 @@ static void test_bad_inputs(void)
 static const th_case cases[] = {
     { "small_and_medium_rows", test_small_and_medium_rows },
     { "large_rows", test_large_rows },
+    { "fast_and_slow_finish", test_fast_and_slow_finish },
     { "k_equals_n", test_k_equals_n },
     { "back_to_back", test_back_to_back },
     { "bad_inputs", test_bad_inputs },
