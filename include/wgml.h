@@ -804,9 +804,12 @@ WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, co
 /* Gradient of wgml_embedding: grad_table[v, :] = sum of grad_out[i, :] over i with
    ids[i] == v, added in increasing i; rows no id names are 0; ids >= V contribute
    nothing. grad_table is written, not accumulated. Deterministic: bitwise the same every
-   run (no float atomics, no sort). grad_table: f32 [V, D]; grad_out: f32 with N * D
-   elements and last dimension D; ids: u32, N elements. The work grows with V * D * N
-   (every workgroup scans all ids): meant for N up to a few hundred thousand.
+   run, and equal to a sequential f32 sum in increasing i (no float atomics: a stable
+   counting sort of the ids, then one in-order sum per row). grad_table: f32 [V, D];
+   grad_out: f32 with N * D elements and last dimension D; ids: u32, N elements. Reads
+   grad_out once and writes grad_table once; the sort runs in one workgroup (its time
+   grows with N + V) and uses engine scratch of 4 * (V + N) bytes. An id repeated r times
+   costs r / 2 sequential steps in its row (one id on every position: N / 2 round trips).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE,
            WGML_ERROR_ALIAS (grad_table is grad_out), WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,

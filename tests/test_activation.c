@@ -317,7 +317,10 @@ static void test_relu_special_values(void)
     wgml_tensor_release(tx); wgml_tensor_release(out);
 }
 
-/* More vec4 than 65535 workgroups of 64 threads hold: the 2-D grid. */
+/* A large tensor in place: 17M floats, 16.6k workgroups of 256 threads x 4 vec4. (This
+   size made a 2-D grid with the former 64 threads x 1 vec4 per workgroup; the 2-D split
+   now needs more than a gigabyte per tensor, too much for a CPU test: the kernels' linear
+   index wid.x + wid.y * nwg.x is the one test_elementwise checks across the split.) */
 static void test_large_grid(void)
 {
     wgml_adapter_info info;

@@ -22,6 +22,8 @@ static void test_lookup(void)
 {
     static const struct { size_t v, d, n; } shapes[] = {
         { 1, 1, 1 }, { 7, 3, 5 }, { 50, 8, 65 }, { 1000, 63, 1000 }, { 300, 576, 4097 }, { 3, 4, 1 }, { 40000, 12, 70000 },
+        /* rows wider than one workgroup's 256 threads x 4: two column chunks, the last partial */
+        { 5, 4100, 7 }, { 5, 1027, 9 },
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t v = shapes[s].v, d = shapes[s].d, n = shapes[s].n;
@@ -118,6 +120,53 @@ static void test_backward_extremes(void)
     free(ids);
 }
 
+/* The sorted backward pass (a stable counting sort of the ids, then one row sum per id in
+   order): heavy repetition, one id everywhere on the vec4 path, a vocabulary of one row,
+   a vocabulary larger than the sort's workgroup (several counters per scan thread), and
+   segments of every length around the 8-wide unrolled sum. */
+static void test_backward_sorted(void)
+{
+    size_t n = 5000;
+    uint32_t *ids = malloc(n * sizeof *ids);
+
+    /* half the positions name row 3 (a padding token), the rest are spread, some past V */
+    uint32_t *mix = make_ids(n, 50, 0.05);
+    for (size_t i = 0; i < n; i++) ids[i] = (i % 2 == 0) ? 3u : mix[i];
+    check_backward(50, 8, n, ids, "half the ids equal, D % 4 == 0");
+    check_backward(50, 7, n, ids, "half the ids equal, D % 4 != 0");
+    free(mix);
+
+    for (size_t i = 0; i < n; i++) ids[i] = 0;
+    check_backward(1, 12, n, ids, "V = 1, every id 0");
+    check_backward(2, 12, n, ids, "V = 2, every id 0 (row 1 zero)");
+    for (size_t i = 0; i < n; i++) ids[i] = (i % 3 == 0) ? 1u : 0u;
+    check_backward(1, 3, n, ids, "V = 1, a third of the ids past V");
+
+    /* segment lengths 1 .. 40 (row k appears k + 1 times), shuffled */
+    size_t m = 0;
+    for (uint32_t k = 0; k < 40 && m < n; k++)
+        for (uint32_t r = 0; r <= k && m < n; r++) ids[m++] = k;
+    for (size_t i = m; i-- > 1;) {
+        size_t j = th_rand_u32() % (i + 1);
+        uint32_t t = ids[i]; ids[i] = ids[j]; ids[j] = t;
+    }
+    check_backward(41, 20, m, ids, "segment lengths 1 to 40, row 40 empty");
+    free(ids);
+
+    /* rows wider than one row-sum workgroup (64 threads x 4 columns): several column
+       chunks, the last one partial, on the vec4 path (D 2056: 514 vec4) and the scalar
+       path (D 1030) */
+    ids = make_ids(300, 20, 0.05);
+    check_backward(20, 2056, 300, ids, "V 20 D 2056 N 300 (3 column chunks of vec4)");
+    check_backward(20, 1030, 300, ids, "V 20 D 1030 N 300 (5 column chunks)");
+    free(ids);
+
+    /* more rows than the sort workgroup has threads, many empty */
+    ids = make_ids(20000, 40000, 0.02);
+    check_backward(40000, 4, 20000, ids, "V 40000 D 4 N 20000");
+    free(ids);
+}
+
 /* The backward of L(table) = sum(embedding(table, ids) * G) by central differences of the
    forward in double (L is linear in table: exact up to rounding). */
 static void test_backward_finite_differences(void)
@@ -210,6 +259,7 @@ static const th_case cases[] = {
     { "lookup_batched_shape", test_lookup_batched_shape },
     { "backward", test_backward },
     { "backward_extremes", test_backward_extremes },
+    { "backward_sorted", test_backward_sorted },
     { "backward_finite_differences", test_backward_finite_differences },
     { "bad_inputs", test_bad_inputs },
 };

@@ -261,6 +261,44 @@ static void test_prefill(void)
     wgml_tensor_release(t);
 }
 
+/* Tokens of 20 heads: for head_dim 64..256 a token has more heads than head groups, and
+   20 is not a multiple of the group count, so threads rotate 1, 2 or 3 heads (the vec4
+   paths load each next head before storing the current one). Both pairings, forward and
+   inverse, frequencies from theta and from an inv_freq tensor. */
+static void test_many_heads(void)
+{
+    static const uint32_t hds[] = { 8, 64, 128, 256 };
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+        for (int pairing = 0; pairing < 2; pairing++)
+            for (int use_freqs = 0; use_freqs < 2; use_freqs++) {
+                uint32_t hd = hds[h], pos = 4099;
+                size_t ntok = 6, hidden = 20 * (size_t)hd, n = ntok * hidden;
+                bool inverse = (h + (size_t)pairing) % 2 == 1;
+                float *x = th_random(n, -2, 2), *f = th_alloc_f(hd / 2);
+                long double *freqs = malloc(hd / 2 * sizeof *freqs);
+                double *ref = th_alloc_d(n);
+                ref_rope_freqs(500000.0, hd, freqs);
+                if (use_freqs) {
+                    llama3_freqs(hd, f);
+                    for (size_t i = 0; i < hd / 2; i++) freqs[i] = f[i];
+                }
+                ref_rope(x, ntok, 3, hidden, hd, pos, freqs, pairing, inverse, ref);
+                wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(2, 3, hidden)), *tf = NULL;
+                if (use_freqs) tf = th_tensor(WGML_F32, f, TH_SHAPE(hd / 2));
+                wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = 500000.0f, .pairing = pairing, .inv_freq = tf,
+                                        .inverse = inverse };
+                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
+                float *got = th_read(t);
+                char what[128];
+                snprintf(what, sizeof what, "rope 20 heads hd %u %s%s%s", hd, pairing ? "interleaved" : "rotate-half",
+                         inverse ? " inverse" : "", use_freqs ? " inv_freq" : "");
+                compare_rot(what, got, x, ref, n, hd, pairing, 1);
+                free(x); free(f); free(freqs); free(ref); free(got);
+                wgml_tensor_release(t);
+                wgml_tensor_release(tf);
+            }
+}
+
 static void test_bad_inputs(void)
 {
     float z[64];
@@ -372,6 +410,7 @@ static const th_case cases[] = {
     { "prefill", test_prefill },
     { "grid_2d", test_grid_2d },
     { "fast_unsafe", test_fast_unsafe },
+    { "many_heads", test_many_heads },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)

@@ -29,8 +29,9 @@ static void summation_shape(size_t rows, size_t d, double *mu, double *K)
    output is exp(t_i) / S, where exp(t_i) may be a product of up to L exps (the register
    path's e * exp(m - max), online rescales, chunk combines) whose arguments add up to t_i
    because the running maxima only grow: (6 L + 5 |t_i|) u. S is a sum of such terms, so
-   its relative error is their weighted mean plus the summation's: (4 mu + 8 + K) u for
-   chains of 4 mu lanes per thread, a tree of depth 8 and K chunks. Three more roundings
+   its relative error is their weighted mean plus the summation's: (4 mu + 30 + K) u for
+   chains of 4 mu lanes per thread, the radix-16 fold of a segment (two chains of at most
+   15 adds) and K chunks. Three more roundings
    (division, product). Near zero, a flush of subnormals: 2e-38 absolute. */
 static void softmax_tol(const float *x, const double *ref, size_t rows, size_t d, double *tol)
 {
@@ -49,7 +50,7 @@ static void softmax_tol(const float *x, const double *ref, size_t rows, size_t d
             num += (6 * L + 5 * t) * e;
             den += e;
         }
-        double rel_s = (den > 0 ? num / den : 0) * U + (4 * mu + 8 + K) * U;
+        double rel_s = (den > 0 ? num / den : 0) * U + (4 * mu + 30 + K) * U;
         for (size_t j = 0; j < d; j++) {
             double t = xr[j] == -INFINITY ? 0 : fabs((double)xr[j] - m);
             tol[r * d + j] = fabs(ref[r * d + j]) * ((6 * L + 5 * t) * U + rel_s + 3 * U) + 2e-38;
@@ -238,7 +239,7 @@ static void backward_case(size_t rows, size_t d, bool masked)
     ref_softmax_backward(g, y, rows, d, gin, scale);
     double mu, K;
     summation_shape(rows, d, &mu, &K);
-    for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (4 * mu + 8 + K + 3) * U + 1e-38;
+    for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (4 * mu + 30 + K + 3) * U + 1e-38;
     wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d)), *ty = th_tensor(WGML_F32, y, TH_SHAPE(rows, d));
     wgml_tensor *tgin = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
     TH_EXPECT(wgml_softmax_backward(th_eng, tg, ty, tgin), WGML_OK);
@@ -355,7 +356,7 @@ static void test_fast_unsafe(void)
         ref_softmax_backward(g, y, rows, d, gin, scale);
         double mu, K;
         summation_shape(rows, d, &mu, &K);
-        for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (4 * mu + 8 + K + 3) * U + 1e-38;
+        for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (4 * mu + 30 + K + 3) * U + 1e-38;
         wgml_tensor *tx, *tg, *ty, *out, *tgin;
         size_t shape[2] = { rows, d };
         TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, x, &tx), WGML_OK);
@@ -380,6 +381,43 @@ static void test_fast_unsafe(void)
     wgml_context_destroy(ctx);
 }
 
+/* Both register plans that $WGML_SOFTMAX_UPT selects (4 and 8 units per thread), forward
+   (with masked entries and a fully masked row) and backward, against the reference; and a
+   value it does not know refused before anything is recorded. */
+static void test_units_per_thread(void)
+{
+    static const struct { size_t rows, d; } us[] = { { 65, 7 }, { 3, 63 }, { 7, 1000 }, { 3, 4096 }, { 300, 64 }, { 2, 8192 } };
+    static const char *upts[] = { "4", "8" };
+    for (size_t v = 0; v < 2; v++) {
+        setenv("WGML_SOFTMAX_UPT", upts[v], 1);
+        for (size_t c = 0; c < sizeof us / sizeof us[0]; c++) {
+            size_t rows = us[c].rows, d = us[c].d, n = rows * d;
+            float *x = th_random(n, -10, 10);
+            check_softmax(upts[v][0] == '4' ? "upt 4" : "upt 8", x, rows, d);
+            for (size_t i = 0; i < n; i++)
+                if (th_rand_u32() % 4 == 0 || i < d) x[i] = -INFINITY;   /* row 0 fully masked */
+            check_softmax(upts[v][0] == '4' ? "upt 4 masked" : "upt 8 masked", x, rows, d);
+            free(x);
+            backward_case(rows, d, c % 2 == 0);
+        }
+    }
+    float z[8] = { 0 };
+    wgml_tensor *x = th_tensor(WGML_F32, z, TH_SHAPE(2, 4)), *out = th_poisoned(WGML_F32, TH_SHAPE(2, 4));
+    uint64_t before = th_commands();
+    static const char *bad[] = { "16", "0", "x", "8 " };
+    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+        setenv("WGML_SOFTMAX_UPT", bad[v], 1);
+        TH_EXPECT_ERR(wgml_softmax(th_eng, x, out), WGML_ERROR_INVALID_ARGUMENT, "WGML_SOFTMAX_UPT");
+        TH_EXPECT_ERR(wgml_softmax_backward(th_eng, x, x, out), WGML_ERROR_INVALID_ARGUMENT, "must be 4 or 8");
+    }
+    unsetenv("WGML_SOFTMAX_UPT");
+    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
+    uint32_t got[8];
+    th_read_into(out, got);
+    for (int i = 0; i < 8; i++) TH_CHECK(got[i] == 0xFFFFFFFFu, "out[%d] was written by a rejected call", i);
+    wgml_tensor_release(x); wgml_tensor_release(out);
+}
+
 static const th_case cases[] = {
     { "shapes", test_shapes },
     { "large_logits", test_large_logits },
@@ -391,5 +429,6 @@ static const th_case cases[] = {
     { "backward_finite_differences", test_backward_finite_differences },
     { "fast_unsafe", test_fast_unsafe },
     { "bad_inputs", test_bad_inputs },
+    { "units_per_thread", test_units_per_thread },
 };
 TH_MAIN(cases)

@@ -14,10 +14,14 @@
 //   8   silu_gate_backward up, gate, grad         o0 = grad * gate * silu'(up), o1 = grad * silu(up)
 //
 // Layout: every tensor is a flat f32 array viewed as vec4 (tensor buffers are padded to 16
-// bytes, so the last partial vec4 is in bounds and its extra lanes are padding). One thread
-// per vec4: 16-byte loads and stores, coalesced, one pass over memory, which is what a
-// memory-bound op needs to run near the bandwidth limit. Workgroups of 64 threads (still
-// full occupancy on NVIDIA: 32 resident groups of 64 fill an SM); the grid is 2-D when the
+// bytes, so the last partial vec4 is in bounds and its extra lanes are padding). Each
+// thread handles EU (4) vec4 at stride WG and issues all its loads before any store, so
+// several independent loads per thread are in flight (one vec4 per thread left a single-
+// input op with one outstanding load per thread, too little to cover DRAM latency): 16-byte loads and stores, coalesced, one pass over memory, which is what a
+// memory-bound op needs to run near the bandwidth limit. Workgroups of 256 threads, like
+// elementwise.wgsl, which streams at the copy peak on the H200 (with 64-thread groups
+// silu/relu ran ~20% below it there; NVIDIA also caps resident workgroups per SM, so
+// small groups can leave thread slots empty); the grid is 2-D when the
 // vec4 count needs more than 65535 workgroups, with linear index wid.x + wid.y * nwg.x.
 //
 // In place. WebGPU forbids binding one buffer both read-only and read_write in a dispatch,
@@ -28,7 +32,7 @@
 // Entry points differ only in how many outputs and read-only bindings they have:
 //   one_rN: one output (binding 1), N read-only bindings from 2
 //   two_rN: two outputs (bindings 1, 2), N read-only bindings from 3
-// A thread loads every input of its vec4 before it stores any output, so an output that is
+// A thread loads every input of its vec4s before it stores any output, so an output that is
 // also an input (silu(x, x), relu_backward(g, x, g), mul_backward(g, a, b, a, b), ...) is
 // read before it is overwritten; no two threads touch the same element.
 //
@@ -50,7 +54,8 @@ override NIN: u32 = 1u;    // how many of p, q, r the op reads
 override SRC_P: u32 = 2u;
 override SRC_Q: u32 = 2u;
 override SRC_R: u32 = 2u;
-override WG: u32 = 64u;
+override WG: u32 = 256u;
+const EU: u32 = 4u;        // vec4 per thread, at stride WG
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> o0: array<vec4f>;
@@ -115,8 +120,9 @@ fn apply(p: vec4f, q: vec4f, r: vec4f) -> Result {
     }
 }
 
+// First vec4 of this thread; its others follow at stride WG.
 fn linear_index(wid: vec3u, lid: vec3u, nwg: vec3u) -> u32 {
-    return (wid.x + wid.y * nwg.x) * WG + lid.x;
+    return (wid.x + wid.y * nwg.x) * (WG * EU) + lid.x;
 }
 
 // Loaders, one per binding set: each names only the bindings its entry points have.
@@ -158,88 +164,154 @@ fn ld_two3(s: u32, i: u32) -> vec4f {
 @compute @workgroup_size(WG)
 fn one_r0(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_one0(SRC_P, i);
-    if (NIN > 1u) { q = ld_one0(SRC_Q, i); }
-    o0[i] = apply(p, q, r).a;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_one0(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_one0(SRC_Q, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn one_r1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_one1(SRC_P, i);
-    if (NIN > 1u) { q = ld_one1(SRC_Q, i); }
-    o0[i] = apply(p, q, r).a;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_one1(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_one1(SRC_Q, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn one_r2(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_one2(SRC_P, i);
-    if (NIN > 1u) { q = ld_one2(SRC_Q, i); }
-    o0[i] = apply(p, q, r).a;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_one2(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_one2(SRC_Q, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn two_r0(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_two0(SRC_P, i);
-    if (NIN > 1u) { q = ld_two0(SRC_Q, i); }
-    if (NIN > 2u) { r = ld_two0(SRC_R, i); }
-    let res = apply(p, q, r);
-    o0[i] = res.a;
-    o1[i] = res.b;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_two0(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_two0(SRC_Q, i); }
+            if (NIN > 2u) { r[u] = ld_two0(SRC_R, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+            o1[i] = res.b;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn two_r1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_two1(SRC_P, i);
-    if (NIN > 1u) { q = ld_two1(SRC_Q, i); }
-    if (NIN > 2u) { r = ld_two1(SRC_R, i); }
-    let res = apply(p, q, r);
-    o0[i] = res.a;
-    o1[i] = res.b;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_two1(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_two1(SRC_Q, i); }
+            if (NIN > 2u) { r[u] = ld_two1(SRC_R, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+            o1[i] = res.b;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn two_r2(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_two2(SRC_P, i);
-    if (NIN > 1u) { q = ld_two2(SRC_Q, i); }
-    if (NIN > 2u) { r = ld_two2(SRC_R, i); }
-    let res = apply(p, q, r);
-    o0[i] = res.a;
-    o1[i] = res.b;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_two2(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_two2(SRC_Q, i); }
+            if (NIN > 2u) { r[u] = ld_two2(SRC_R, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+            o1[i] = res.b;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn two_r3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_index(wid, lid, nwg);
-    if (i >= params.n4) { return; }
-    var p = vec4f(0.0); var q = vec4f(0.0); var r = vec4f(0.0);
-    p = ld_two3(SRC_P, i);
-    if (NIN > 1u) { q = ld_two3(SRC_Q, i); }
-    if (NIN > 2u) { r = ld_two3(SRC_R, i); }
-    let res = apply(p, q, r);
-    o0[i] = res.a;
-    o1[i] = res.b;
+    let base = linear_index(wid, lid, nwg);
+    var p: array<vec4f, EU>; var q: array<vec4f, EU>; var r: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            p[u] = ld_two3(SRC_P, i);
+            if (NIN > 1u) { q[u] = ld_two3(SRC_Q, i); }
+            if (NIN > 2u) { r[u] = ld_two3(SRC_R, i); }
+        }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < params.n4) {
+            let res = apply(p[u], q[u], r[u]);
+            o0[i] = res.a;
+            o1[i] = res.b;
+        }
+    }
 }

@@ -10,7 +10,7 @@
 // shared by the seq consecutive elements of a row. A vec4 may straddle rows (seq need not be
 // a multiple of 4): each lane finds its own row and position, and the zero padding applies at
 // every row boundary. Lanes past n (the tensor's vec4 padding) are written as 0 without
-// touching weight or bias. The grid is 2-D past 65535 workgroups (linear index
+// touching weight or bias. One integer division per vec4 (not per lane). The grid is 2-D past 65535 workgroups (linear index
 // wid.x + wid.y * nwg.x).
 
 struct Params {
@@ -20,7 +20,7 @@ struct Params {
     _pad: u32,
 }
 
-override WG: u32 = 64u;
+override WG: u32 = 256u;   // like elementwise.wgsl, which streams at the copy peak
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4f>;
@@ -41,11 +41,17 @@ fn conv1d_k3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
     // lanes -1..4 of this vec4: e[l + 1] = x[4j + l]
     var e = array<f32, 6>(prev, v.x, v.y, v.z, v.w, next);
     var r = vec4f(0.0);
+    // One division per vec4: the row of lane 0, then each later lane steps over the row
+    // boundaries it crosses (at most 4 steps in all, whatever seq is).
+    var d = (4u * j) / params.seq;
+    var s = 4u * j - d * params.seq;
     for (var l = 0u; l < 4u; l++) {
         let i = 4u * j + l;
         if (i >= params.n) { break; }
-        let d = i / params.seq;
-        let s = i - d * params.seq;
+        if (l > 0u) {
+            s += 1u;
+            while (s >= params.seq) { s -= params.seq; d += 1u; }
+        }
         let left = select(0.0, e[l], s > 0u);
         let right = select(0.0, e[l + 2u], s + 1u < params.seq);
         r[l] = bias[d] + weight[3u * d] * left + weight[3u * d + 1u] * e[l + 1u] + weight[3u * d + 2u] * right;

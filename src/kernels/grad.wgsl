@@ -7,6 +7,7 @@
 //   square / square_inplace         out = x * x
 //   scale_inplace                   io *= s
 //   accumulate / accumulate_self    io += other  (io += io when both are the same tensor)
+// EU (4) vec4 per thread, loads before stores: see below.
 //
 // Global norm, deterministic and without float atomics:
 //   sumsq_xK   K tensors per dispatch (K = 1, 4 or 8, as many as the device's storage
@@ -51,47 +52,90 @@ fn linear_wg(wid: vec3u, nwg: vec3u) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
+// Each thread handles EU vec4 at stride WG (every access of a workgroup coalesced): it
+// issues all its loads before any store, so EU independent 16-byte loads per thread are in
+// flight. With one vec4 per thread a single-stream in-place op (io *= s) has only one load
+// per thread outstanding, which on the H200 is too little to cover DRAM latency.
+const EU: u32 = 4u;
+
 @compute @workgroup_size(WG)
 fn square(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
           @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_in[i];
-    e_out[i] = x * x;
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_in[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_out[i] = x[u] * x[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn square_inplace(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                  @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_io[i];
-    e_io[i] = x * x;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] * x[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn scale_inplace(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                 @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    e_io[i] = e_io[i] * ep.scale;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] * ep.scale; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn accumulate(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-              @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    e_io[i] = e_io[i] + e_other[i];
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    var y: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; y[u] = e_other[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] + y[u]; }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn accumulate_self(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                   @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= ep.n4) { return; }
-    let x = e_io[i];
-    e_io[i] = x + x;
+          @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * EU) + lid.x;
+    var x: array<vec4f, EU>;
+    
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { x[u] = e_io[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < ep.n4) { e_io[i] = x[u] + x[u]; }
+    }
 }
 
 // ---- global norm and clipping -----------------------------------------------------------
@@ -143,31 +187,6 @@ fn locate(wg: u32, nslots: u32) -> vec2u {
     return vec2u(nslots, 0u);
 }
 
-fn load_t(slot: u32, i: u32) -> vec4f {
-    switch slot {
-        case 0u: { return t0[i]; }
-        case 1u: { return t1[i]; }
-        case 2u: { return t2[i]; }
-        case 3u: { return t3[i]; }
-        case 4u: { return t4[i]; }
-        case 5u: { return t5[i]; }
-        case 6u: { return t6[i]; }
-        default: { return t7[i]; }
-    }
-}
-
-// The narrower entries' loaders touch only their own bindings (a pipeline must bind every
-// variable its entry point reaches).
-
-fn load_t4(slot: u32, i: u32) -> vec4f {
-    switch slot {
-        case 0u: { return t0[i]; }
-        case 1u: { return t1[i]; }
-        case 2u: { return t2[i]; }
-        default: { return t3[i]; }
-    }
-}
-
 // Sum of squares of chunk c of a tensor of numel n, per thread (lanes past n masked).
 fn chunk_bounds(c: u32, n: u32) -> vec2u {
     let n4 = (n + 3u) / 4u;
@@ -195,6 +214,141 @@ fn reduce_and_store(lid: u32, wg: u32, acc: f32) {
     }
 }
 
+// Per-slot chunk sums: the slot is chosen once per workgroup (a switch outside the loop),
+// and each thread issues 8 independent 16-byte loads (stride WG) before it adds their
+// squares, so 8 loads per thread are in flight instead of one load, one add. The adds run
+// in the same order as a plain strided loop (i = begin + lid, + WG, ...); masked slots
+// add nothing, so the partials are bitwise those of that loop.
+const UNROLL: u32 = 8u;
+fn chunk_sum0(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t0[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum1(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t1[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum2(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t2[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum3(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t3[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum4(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t4[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum5(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t5[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum6(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t6[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+fn chunk_sum7(r: vec2u, lid: u32, n: u32) -> f32 {
+    var acc = 0.0;
+    for (var b = r.x + lid; b < r.y; b += UNROLL * WG) {
+        var x: array<vec4f, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            x[u] = vec4f(0.0);
+            if (i < r.y) { x[u] = t7[i]; }
+        }
+        for (var u = 0u; u < UNROLL; u++) {
+            let i = b + u * WG;
+            if (i < r.y) { acc += square_masked(x[u], i, n); }
+        }
+    }
+    return acc;
+}
+
 @compute @workgroup_size(WG)
 fn sumsq_x1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
             @builtin(num_workgroups) nwg: vec3u) {
@@ -202,12 +356,7 @@ fn sumsq_x1(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid
     let at = locate(wg, 1u);
     if (at.x >= 1u) { return; }
     let n = mp.slots[at.x].y;
-    let r = chunk_bounds(at.y, n);
-    var acc = 0.0;
-    for (var i = r.x + lid.x; i < r.y; i += WG) {
-        acc += square_masked(t0[i], i, n);
-    }
-    reduce_and_store(lid.x, wg, acc);
+    reduce_and_store(lid.x, wg, chunk_sum0(chunk_bounds(at.y, n), lid.x, n));
 }
 
 @compute @workgroup_size(WG)
@@ -219,8 +368,11 @@ fn sumsq_x4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid
     let n = mp.slots[at.x].y;
     let r = chunk_bounds(at.y, n);
     var acc = 0.0;
-    for (var i = r.x + lid.x; i < r.y; i += WG) {
-        acc += square_masked(load_t4(at.x, i), i, n);
+    switch at.x {
+        case 0u: { acc = chunk_sum0(r, lid.x, n); }
+        case 1u: { acc = chunk_sum1(r, lid.x, n); }
+        case 2u: { acc = chunk_sum2(r, lid.x, n); }
+        default: { acc = chunk_sum3(r, lid.x, n); }
     }
     reduce_and_store(lid.x, wg, acc);
 }
@@ -234,8 +386,15 @@ fn sumsq_x8(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid
     let n = mp.slots[at.x].y;
     let r = chunk_bounds(at.y, n);
     var acc = 0.0;
-    for (var i = r.x + lid.x; i < r.y; i += WG) {
-        acc += square_masked(load_t(at.x, i), i, n);
+    switch at.x {
+        case 0u: { acc = chunk_sum0(r, lid.x, n); }
+        case 1u: { acc = chunk_sum1(r, lid.x, n); }
+        case 2u: { acc = chunk_sum2(r, lid.x, n); }
+        case 3u: { acc = chunk_sum3(r, lid.x, n); }
+        case 4u: { acc = chunk_sum4(r, lid.x, n); }
+        case 5u: { acc = chunk_sum5(r, lid.x, n); }
+        case 6u: { acc = chunk_sum6(r, lid.x, n); }
+        default: { acc = chunk_sum7(r, lid.x, n); }
     }
     reduce_and_store(lid.x, wg, acc);
 }

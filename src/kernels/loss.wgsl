@@ -58,6 +58,7 @@ struct Pair {
 
 override OP: u32 = 0u;        // 0: 0.5 * (a - b)^2, 1: a - b
 override SWAP: bool = false;  // pair_inplace: io is the second operand (target)
+const PAIR_EU: u32 = 4u;      // vec4 per thread
 
 @group(0) @binding(0) var<uniform> pair_p: Pair;
 @group(0) @binding(1) var<storage, read> pa: array<vec4f>;
@@ -78,33 +79,51 @@ fn linear_wg(wid: vec3u, nwg: vec3u) -> u32 {
     return wid.x + wid.y * nwg.x;
 }
 
+// PAIR_EU vec4 per thread at stride WG, all loads before any store: several independent
+// loads in flight per thread, every access of a workgroup coalesced.
 @compute @workgroup_size(WG)
 fn pair(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
         @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= pair_p.n4) { return; }
-    pout[i] = pair_op(pa[i], pb[i]);
+    let base = linear_wg(wid, nwg) * (WG * PAIR_EU) + lid.x;
+    var x: array<vec4f, PAIR_EU>; var y: array<vec4f, PAIR_EU>;
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { x[u] = pa[i]; y[u] = pb[i]; }
+    }
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { pout[i] = pair_op(x[u], y[u]); }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn pair_inplace(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-                @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= pair_p.n4) { return; }
-    if (SWAP) {
-        pio[i] = pair_op(pother[i], pio[i]);
-    } else {
-        pio[i] = pair_op(pio[i], pother[i]);
+        @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * PAIR_EU) + lid.x;
+    var x: array<vec4f, PAIR_EU>; var y: array<vec4f, PAIR_EU>;
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { x[u] = pio[i]; y[u] = pother[i]; }
+    }
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { if (SWAP) { pio[i] = pair_op(y[u], x[u]); } else { pio[i] = pair_op(x[u], y[u]); } }
     }
 }
 
 @compute @workgroup_size(WG)
 fn pair_self(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
-             @builtin(num_workgroups) nwg: vec3u) {
-    let i = linear_wg(wid, nwg) * WG + lid.x;
-    if (i >= pair_p.n4) { return; }
-    let x = pio[i];
-    pio[i] = pair_op(x, x);
+        @builtin(num_workgroups) nwg: vec3u) {
+    let base = linear_wg(wid, nwg) * (WG * PAIR_EU) + lid.x;
+    var x: array<vec4f, PAIR_EU>; var y: array<vec4f, PAIR_EU>;
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { x[u] = pio[i]; }
+    }
+    for (var u = 0u; u < PAIR_EU; u++) {
+        let i = base + u * WG;
+        if (i < pair_p.n4) { pio[i] = pair_op(x[u], x[u]); }
+    }
 }
 
 // ---- cross-entropy ------------------------------------------------------------------

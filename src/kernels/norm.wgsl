@@ -17,18 +17,21 @@
 // Why it is shaped so (memory-bound: the goal is one read of the inputs and one write of
 // the outputs at full bandwidth):
 //   - A row belongs to one segment of `tpr` threads (a power of two, chosen by the host so
-//     that each thread holds about four units). A workgroup of WG threads holds WG/tpr
-//     segments, so short rows pack several to a workgroup (64 rows of 64 elements, 256 rows
-//     of 1) and rows of more than 512 units get a whole workgroup (4096 f32: 256 threads x
-//     4 vec4). Thread j of a segment takes units j, j+tpr, ...: consecutive threads read
+//     that each thread holds about `upt` units: 8 on the forward pass, so 4096 f32 are 128
+//     threads x 8 vec4 and a workgroup holds two such rows; 4 on the backward pass, whose
+//     weight-gradient sums need it). A workgroup of WG threads holds WG/tpr segments, so
+//     short rows pack several to a workgroup and rows of more than upt * WG / 2 units get
+//     a whole workgroup. More units per thread means more independent 16-byte loads in
+//     flight per thread and one row reduction per more bytes. Thread j of a segment takes units j, j+tpr, ...: consecutive threads read
 //     consecutive 16-byte units, so every warp access is coalesced.
 //   - Cached path (NV = 1..8 units per thread, rows up to 8 * WG units): the row is loaded
 //     once into registers, reduced, then scaled from the registers, so DRAM sees exactly one
 //     read and one write. NV is an override so the unit loops unroll into registers.
 //   - Long path (NV = 0, longer rows): a strided loop reads the row twice (the second read
 //     mostly hits L2; 16 KB to 1 MB per row).
-//   - Reductions are trees in workgroup memory over each segment (log2(tpr) barriers), in a
-//     fixed order, so results are deterministic and need no subgroup support.
+//   - Reductions are radix-16 folds in workgroup memory over each segment (one barrier for
+//     segments of up to 16 threads, two for up to 256; a binary tree needed log2(tpr) + 2),
+//     in a fixed order, so results are deterministic and need no subgroup support.
 //   - The weight gradient is a column sum over all rows. bwd_dw gives each workgroup a fixed
 //     block of `grows` consecutive row blocks (at most ~1024 workgroups in all, decided by the
 //     shape alone): each thread accumulates its columns in registers over those rows, the
@@ -76,7 +79,10 @@ const NVMAX: u32 = 8u;
 @group(0) @binding(1) var<storage, read> part_in: array<vec4f>;
 @group(0) @binding(2) var<storage, read_write> gw: array<vec4f>;
 
+const RAD: u32 = 16u;            // seg_sum radix; WG <= RAD * RAD (the host uses 256)
+
 var<workgroup> red: array<vec2f, WG>;
+var<workgroup> red2: array<vec2f, WG / RAD>;
 var<workgroup> accs: array<vec4f, WG * 4u>;
 
 // ---- units ------------------------------------------------------------------------------
@@ -135,17 +141,40 @@ fn st_gin(r: u32, j: u32, v: vec4f) {
 
 // Sum of v over the segment of p.tpr threads that lid belongs to, returned to all of them.
 // Must be reached by the whole workgroup (uniform control flow).
+//
+// Radix-RAD in workgroup memory rather than a binary tree: a binary tree over 256 threads
+// is 8 dependent steps of load, add, store and barrier per row, during which the
+// workgroup has no loads in flight. Here segments of up to RAD threads take one barrier
+// and every thread adds the RAD slots of its segment itself; longer segments take two:
+// thread j < tpr / RAD of a segment adds the RAD slots j*RAD .. j*RAD+RAD-1 into red2,
+// then every thread adds its segment's (at most RAD) red2 slots. The order of the adds
+// depends only on tpr, so every thread of a row gets the same bits, run after run.
 fn seg_sum(lid: u32, v: vec2f) -> vec2f {
     red[lid] = v;
     workgroupBarrier();
     let j = lid & (p.tpr - 1u);
-    for (var s = p.tpr >> 1u; s > 0u; s >>= 1u) {
-        if (j < s) { red[lid] = red[lid] + red[lid + s]; }
+    let base = lid - j;
+    if (p.tpr <= RAD) {
+        var t = red[base];
+        for (var i = 1u; i < p.tpr; i++) { t += red[base + i]; }
+        // The next call writes red: wait until every thread has read it.
         workgroupBarrier();
+        return t;
     }
-    let total = red[lid - j];
+    let n2 = p.tpr / RAD;   // <= RAD while WG <= RAD * RAD
+    if (j < n2) {
+        let b = base + j * RAD;
+        var t = red[b];
+        for (var i = 1u; i < RAD; i++) { t += red[b + i]; }
+        red2[base / RAD + j] = t;
+    }
     workgroupBarrier();
-    return total;
+    // No barrier after: the next call writes red (everyone is past reading it) and only
+    // writes red2 after its own first barrier (everyone is past reading red2 by then).
+    let b2 = base / RAD;
+    var t = red2[b2];
+    for (var i = 1u; i < n2; i++) { t += red2[b2 + i]; }
+    return t;
 }
 
 fn group_index(wid: vec3u, nwg: vec3u) -> u32 {

@@ -2,8 +2,8 @@
 //
 // Layout: every tensor is a flat f32 array viewed as vec4 (buffers are padded to 16
 // bytes, so the last partial vec4 is in bounds; lanes past numel are padding, which these
-// kernels may update: nothing reads it). One thread per vec4: 16-byte loads and stores
-// are what reach full bandwidth, and every element is read once and written once.
+// kernels may update: nothing reads it). EU (4) vec4 per thread: 16-byte loads and
+// stores are what reach full bandwidth, and every element is read once and written once.
 //
 // AdamW is memory-bound: per parameter it reads w, g, m, v (16 bytes) and writes w, m, v
 // (12 bytes), exactly the traffic of PyTorch's fused AdamW, so the kernel is a single pass
@@ -47,6 +47,10 @@ struct Sgd {
 }
 
 override WG: u32 = 256u;
+// vec4 per thread (stride WG, so each workgroup access stays coalesced). A thread issues
+// all its loads before any store: EU times the bytes in flight per thread of the one-vec4
+// form, which left the in-place updates at less than half the H200's bandwidth.
+const EU: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> adam_p: Adam;
 @group(0) @binding(1) var<storage, read_write> w0: array<vec4f>;
@@ -93,29 +97,59 @@ fn locate(wg: u32, lid: u32, nslots: u32) -> vec2u {
     for (var k = 0u; k < nslots; k++) {
         let end = adam_p.slots[k].x;
         if (wg < end) {
-            return vec2u(k, (wg - start) * WG + lid);
+            return vec2u(k, (wg - start) * (WG * EU) + lid);
         }
         start = end;
     }
     return vec2u(nslots, 0u);
 }
 
-fn slot0(i: u32) {
-    if (i >= adam_p.slots[0].y) { return; }
-    let s = adam(w0[i], g0[i], m0[i], v0[i]);
-    w0[i] = s.w; m0[i] = s.m; v0[i] = s.v;
+fn slot0(base: u32) {
+    let n4 = adam_p.slots[0].y;
+    var w: array<vec4f, EU>; var g: array<vec4f, EU>; var m: array<vec4f, EU>; var v: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) { w[u] = w0[i]; g[u] = g0[i]; m[u] = m0[i]; v[u] = v0[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) {
+            let s = adam(w[u], g[u], m[u], v[u]);
+            w0[i] = s.w; m0[i] = s.m; v0[i] = s.v;
+        }
+    }
 }
 
-fn slot1(i: u32) {
-    if (i >= adam_p.slots[1].y) { return; }
-    let s = adam(w1[i], g1[i], m1[i], v1[i]);
-    w1[i] = s.w; m1[i] = s.m; v1[i] = s.v;
+fn slot1(base: u32) {
+    let n4 = adam_p.slots[1].y;
+    var w: array<vec4f, EU>; var g: array<vec4f, EU>; var m: array<vec4f, EU>; var v: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) { w[u] = w1[i]; g[u] = g1[i]; m[u] = m1[i]; v[u] = v1[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) {
+            let s = adam(w[u], g[u], m[u], v[u]);
+            w1[i] = s.w; m1[i] = s.m; v1[i] = s.v;
+        }
+    }
 }
 
-fn slot2(i: u32) {
-    if (i >= adam_p.slots[2].y) { return; }
-    let s = adam(w2[i], g2[i], m2[i], v2[i]);
-    w2[i] = s.w; m2[i] = s.m; v2[i] = s.v;
+fn slot2(base: u32) {
+    let n4 = adam_p.slots[2].y;
+    var w: array<vec4f, EU>; var g: array<vec4f, EU>; var m: array<vec4f, EU>; var v: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) { w[u] = w2[i]; g[u] = g2[i]; m[u] = m2[i]; v[u] = v2[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < n4) {
+            let s = adam(w[u], g[u], m[u], v[u]);
+            w2[i] = s.w; m2[i] = s.m; v2[i] = s.v;
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
@@ -139,11 +173,18 @@ fn adamw_x3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid
     if (at.x == 0u) { slot0(at.y); } else if (at.x == 1u) { slot1(at.y); } else if (at.x == 2u) { slot2(at.y); }
 }
 
-// weight -= lr * grad, one vec4 per thread.
+// weight -= lr * grad, EU vec4 per thread.
 @compute @workgroup_size(WG)
 fn sgd(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
        @builtin(num_workgroups) nwg: vec3u) {
-    let i = wg_linear(wid, nwg) * WG + lid.x;
-    if (i >= sgd_p.n4) { return; }
-    sgd_w[i] = sgd_w[i] - sgd_p.lr * sgd_g[i];
+    let base = wg_linear(wid, nwg) * (WG * EU) + lid.x;
+    var w: array<vec4f, EU>; var g: array<vec4f, EU>;
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < sgd_p.n4) { w[u] = sgd_w[i]; g[u] = sgd_g[i]; }
+    }
+    for (var u = 0u; u < EU; u++) {
+        let i = base + u * WG;
+        if (i < sgd_p.n4) { sgd_w[i] = w[u] - sgd_p.lr * g[u]; }
+    }
 }

@@ -31,6 +31,11 @@
 //     frequencies once per token and reuses them for every head it rotates, so the integer
 //     and polynomial work is paid once per (token, frequency), not per element.
 //   - Consecutive threads take consecutive units of a head: coalesced 16-byte accesses.
+//   - On the vec4 paths a thread loads its first head's units before the frequency table
+//     is built and each next head's before storing the current one, so DRAM latency
+//     overlaps the table, the barrier and the trigonometry rather than following them
+//     (a workgroup of one 128-dim, 32-head token is only 16 KB: latency, not bandwidth,
+//     bounded it).
 // The grid may be 2-D: the linear workgroup index is wid.x + wid.y * nwg.x.
 
 struct Params {
@@ -199,16 +204,44 @@ fn rotation(P: u32, i: u32) -> vec2f {
 fn ld(e: u32) -> f32 { return io[e >> 2u][e & 3u]; }
 fn st(e: u32, v: f32) { io[e >> 2u][e & 3u] = v; }
 
-fn rotate_heads(g: u32, lid: u32) {
-    let u = lid % p.uh;
+// What thread lid of workgroup g rotates: unit u of heads hgi, hgi + hg, ... of token n
+// (ok false: a thread past the last token of the workgroup or of the tensor).
+struct Slot {
+    ok: bool,
+    u: u32,
+    hgi: u32,
+    P: u32,     // position of the token
+    tok: u32,   // element offset of the token
+}
+
+fn slot_of(g: u32, lid: u32) -> Slot {
+    var sl: Slot;
+    sl.u = lid % p.uh;
     let rest = lid / p.uh;
-    let hgi = rest % p.hg;
+    sl.hgi = rest % p.hg;   // < hg <= heads: every thread has at least one head
     let tk = rest / p.hg;
-    if (tk >= p.tpw) { return; }
     let n = g * p.tpw + tk;
-    if (n >= p.ntok) { return; }
-    let P = p.pos + n % p.seq;
-    let tok = n * p.hidden;
+    sl.ok = tk < p.tpw && n < p.ntok;
+    sl.P = p.pos + n % p.seq;
+    sl.tok = n * p.hidden;
+    return sl;
+}
+
+// vec4 index of the first unit that slot sl rotates in head h (MODE 0: the x half; the y
+// half is p.half / 4 further on; MODE 1: the interleaved pairs).
+fn unit_index(sl: Slot, h: u32) -> u32 {
+    return (sl.tok + h * p.hd) / 4u + sl.u;
+}
+
+// Rotates the heads of slot sl. On the vec4 paths (a, b) are the first head's units,
+// loaded by the caller before the frequency table was built, and each head's loads are
+// issued before the previous head's stores: the loads' latency overlaps the table, the
+// barrier and the trigonometry instead of following them.
+fn rotate_heads(sl: Slot, a0: vec4f, b0: vec4f) {
+    let u = sl.u;
+    let P = sl.P;
+    let tok = sl.tok;
+    let hgi = sl.hgi;
     switch MODE {
         case 0u: {
             let c0 = rotation(P, 4u * u);
@@ -217,13 +250,21 @@ fn rotate_heads(g: u32, lid: u32) {
             let c3 = rotation(P, 4u * u + 3u);
             let c = vec4f(c0.x, c1.x, c2.x, c3.x);
             let s = vec4f(c0.y, c1.y, c2.y, c3.y);
+            let off = p.half / 4u;
+            var ia = unit_index(sl, hgi);
+            var a = a0;
+            var b = b0;
             for (var h = hgi; h < p.heads; h += p.hg) {
-                let ia = (tok + h * p.hd) / 4u + u;
-                let ib = ia + p.half / 4u;
-                let a = io[ia];
-                let b = io[ib];
+                let hn = h + p.hg;
+                let ian = unit_index(sl, hn);
+                var an = vec4f(0.0);
+                var bn = vec4f(0.0);
+                if (hn < p.heads) { an = io[ian]; bn = io[ian + off]; }   // another head: no overlap
                 io[ia] = a * c - b * s;
-                io[ib] = b * c + a * s;
+                io[ia + off] = b * c + a * s;
+                ia = ian;
+                a = an;
+                b = bn;
             }
         }
         case 1u: {
@@ -231,10 +272,16 @@ fn rotate_heads(g: u32, lid: u32) {
             let c1 = rotation(P, 2u * u + 1u);
             let c = vec4f(c0.x, c0.x, c1.x, c1.x);
             let s = vec4f(c0.y, c0.y, c1.y, c1.y);
+            var i = unit_index(sl, hgi);
+            var v = a0;
             for (var h = hgi; h < p.heads; h += p.hg) {
-                let i = (tok + h * p.hd) / 4u + u;
-                let v = io[i];
+                let hn = h + p.hg;
+                let inext = unit_index(sl, hn);
+                var vn = vec4f(0.0);
+                if (hn < p.heads) { vn = io[inext]; }
                 io[i] = v * c + vec4f(-v.y, v.x, -v.w, v.z) * s;
+                i = inext;
+                v = vn;
             }
         }
         case 2u: {
@@ -261,14 +308,27 @@ fn rotate_heads(g: u32, lid: u32) {
     }
 }
 
+// The first head's units of a vec4 path, as (a, b) for rotate_heads.
+fn first_units(sl: Slot) -> array<vec4f, 2> {
+    var r = array<vec4f, 2>(vec4f(0.0), vec4f(0.0));
+    if (sl.ok && MODE <= 1u) {
+        let i = unit_index(sl, sl.hgi);
+        r[0] = io[i];
+        if (MODE == 0u) { r[1] = io[i + p.half / 4u]; }
+    }
+    return r;
+}
+
 @compute @workgroup_size(WG)
 fn rope(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) lid: u32) {
     let g = wid.x + wid.y * nwg.x;
     if (g >= p.groups) { return; }
+    let sl = slot_of(g, lid);
+    let ab = first_units(sl);   // in flight while the table is built
     for (var i = lid; i < p.half; i += WG) { tab[i] = theta_turns(i); }
     workgroupBarrier();
-    rotate_heads(g, lid);
+    if (sl.ok) { rotate_heads(sl, ab[0], ab[1]); }
 }
 
 @compute @workgroup_size(WG)
@@ -276,7 +336,9 @@ fn rope_freqs(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
               @builtin(local_invocation_index) lid: u32) {
     let g = wid.x + wid.y * nwg.x;
     if (g >= p.groups) { return; }
+    let sl = slot_of(g, lid);
+    let ab = first_units(sl);   // in flight while the table is built
     for (var i = lid; i < p.half; i += WG) { tab[i] = f32_turns(inv_freq[i]); }
     workgroupBarrier();
-    rotate_heads(g, lid);
+    if (sl.ok) { rotate_heads(sl, ab[0], ab[1]); }
 }

@@ -18,21 +18,23 @@
 // to ~1e30 are stable. +inf and NaN entries give unspecified results.
 //
 // Why it is shaped so (memory-bound: one read and one write at full bandwidth):
-//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: about four
-//     units per thread, several short rows per workgroup, a whole workgroup for rows of
-//     more than 512 units; thread j of a segment takes units j, j+tpr, ..., so every warp
-//     access is a coalesced run of 16-byte loads.
+//   - Rows are split over segments of `tpr` threads exactly as in norm.wgsl: about `upt`
+//     units per thread (8 by default: 4096 f32 are 128 threads x 8 vec4, two rows per
+//     workgroup; the host can plan 4), several short rows per workgroup, a whole
+//     workgroup for rows of more than upt * WG / 2 units; thread j of a segment takes
+//     units j, j+tpr, ..., so every warp access is a coalesced run of 16-byte loads.
 //   - Register path (NV = 1..8 units per thread, rows up to 8 * WG units): each thread
 //     keeps its units, finds its local max m, replaces them by e = exp(x - m) and sums them;
-//     one tree in workgroup memory combines the (max, sum) pairs of the segment; the output
+//     one radix-16 fold in workgroup memory (two barriers) combines the (max, sum) pairs
+//     of the segment; the output
 //     is e * exp(m - max) / sum. One exp per element, one read, one write.
 //   - Long path (NV = 0): an online (max, sum) pass over the row (the sum is rescaled only
-//     when the running max grows), the same tree, then a second pass writes exp(x - max) /
+//     when the running max grows), the same fold, then a second pass writes exp(x - max) /
 //     sum; the second read mostly hits L2.
 //   - Split path, for few very long rows (a 262,144-entry vocabulary row and a handful of
 //     rows would otherwise run on a handful of SMs): each row is cut into `chunks` chunks, a
 //     workgroup each; pass 1 writes one (max, sum) pair per chunk to a scratch buffer, pass 2
-//     folds its row's pairs (strided over the threads, then the tree: an order fixed by the
+//     folds its row's pairs (strided over the threads, then the fold: an order fixed by the
 //     chunk count, so every workgroup of a row gets the same bits) and writes its chunk.
 //   - The backward pass has the same three shapes with sum(g * y) in place of (max, sum).
 // The grid may be 2-D: the linear workgroup index is wid.x + wid.y * nwg.x and workgroups
@@ -67,7 +69,10 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 @group(0) @binding(3) var<storage, read_write> bpart: array<vec2f>;    // softmax_bwd_stats
 @group(0) @binding(4) var<storage, read> bpart_in: array<vec2f>;  // softmax_bwd_split
 
+const RAD: u32 = 16u;   // seg_reduce radix; WG <= RAD * RAD (the host uses 256)
+
 var<workgroup> red: array<vec2f, WG>;
+var<workgroup> red2: array<vec2f, WG / RAD>;
 
 // ---- units ------------------------------------------------------------------------------
 
@@ -112,22 +117,56 @@ fn combine(a: vec2f, b: vec2f) -> vec2f {
     return vec2f(m, a.y * exp(a.x - m) + b.y * exp(b.x - m));
 }
 
+// n consecutive entries of `red` from b combined: sums of .x, or (max, sum) pairs when ms,
+// folded as one max then one sum of rescaled terms (independent exps, not a chain of
+// pairwise combines). Fixed order.
+fn fold_red(b: u32, n: u32, ms: bool) -> vec2f {
+    if (!ms) {
+        var t = red[b];
+        for (var i = 1u; i < n; i++) { t += red[b + i]; }
+        return t;
+    }
+    var m = red[b].x;
+    for (var i = 1u; i < n; i++) { m = max(m, red[b + i].x); }
+    var s = 0.0;
+    for (var i = 0u; i < n; i++) { let q = red[b + i]; s += q.y * exp(q.x - m); }
+    return vec2f(m, s);
+}
+
+fn fold_red2(b: u32, n: u32, ms: bool) -> vec2f {
+    if (!ms) {
+        var t = red2[b];
+        for (var i = 1u; i < n; i++) { t += red2[b + i]; }
+        return t;
+    }
+    var m = red2[b].x;
+    for (var i = 1u; i < n; i++) { m = max(m, red2[b + i].x); }
+    var s = 0.0;
+    for (var i = 0u; i < n; i++) { let q = red2[b + i]; s += q.y * exp(q.x - m); }
+    return vec2f(m, s);
+}
+
 // Combines v over the segment of p.tpr threads that lid belongs to (pairs when ms, sums of
 // .x otherwise) and returns the result to all of them. Whole workgroup, uniform flow.
+// Radix-RAD in workgroup memory, as in norm.wgsl: one barrier for segments of up to RAD
+// threads, two for longer ones (a binary tree took log2(tpr) + 2 barriers per row, with
+// no loads in flight meanwhile). The order depends only on tpr: every thread of a row
+// gets the same bits, run after run.
 fn seg_reduce(lid: u32, v: vec2f, ms: bool) -> vec2f {
     red[lid] = v;
     workgroupBarrier();
     let j = lid & (p.tpr - 1u);
-    for (var s = p.tpr >> 1u; s > 0u; s >>= 1u) {
-        if (j < s) {
-            if (ms) { red[lid] = combine(red[lid], red[lid + s]); }
-            else { red[lid] = red[lid] + red[lid + s]; }
-        }
-        workgroupBarrier();
+    let base = lid - j;
+    if (p.tpr <= RAD) {
+        let t = fold_red(base, p.tpr, ms);
+        workgroupBarrier();   // red is rewritten by the next call
+        return t;
     }
-    let total = red[lid - j];
+    let n2 = p.tpr / RAD;   // <= RAD while WG <= RAD * RAD
+    if (j < n2) { red2[base / RAD + j] = fold_red(base + j * RAD, RAD, ms); }
     workgroupBarrier();
-    return total;
+    // No barrier after: the next call rewrites red2 only after its own first barrier.
+    return fold_red2(base / RAD, n2, ms);
 }
 
 fn group_index(wid: vec3u, nwg: vec3u) -> u32 {
@@ -233,7 +272,7 @@ fn softmax_split(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     if (gi >= p.groups) { return; }
     let r = gi / p.chunks;
     let c = gi % p.chunks;
-    // Fold the row's chunk pairs: strided per thread, then the tree. The order depends only
+    // Fold the row's chunk pairs: strided per thread, then seg_reduce. The order depends only
     // on the chunk count, so every workgroup of the row gets the same bits.
     var st = vec2f(NEG, 0.0);
     for (var k = lid; k < p.chunks; k += WG) { st = combine(st, part_in[r * p.chunks + k]); }

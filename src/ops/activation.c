@@ -9,7 +9,8 @@
    must be different tensors (they would receive different values). */
 #include "internal.h"
 
-#define WG 64
+#define WG 256
+#define EU 4   /* vec4 per thread: EU in the kernel */
 
 enum {
     OP_SILU = 0,
@@ -60,7 +61,7 @@ static wgml_status run(wgml_engine *e, int op, uint32_t nin, const wgml_tensor *
     uint64_t n4 = (wgml_tensor_numel(out[0]) + 3) / 4;
     act_params p = { .n4 = (uint32_t)n4 };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG - 1) / WG, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG * EU - 1) / (WG * EU), &gx, &gy));
     wgml__kernel k = { .file = "activation", .entry = entries[nout - 1][nreads], .layout = layouts[nout - 1][nreads],
                        .nconst = 5,
                        .constants = { { "OP", op }, { "NIN", nin }, { "SRC_P", src[0] }, { "SRC_Q", src[1] },

@@ -1,7 +1,7 @@
 /* Depthwise 1-D convolution, kernel 3, padding 1. Kernel: src/kernels/conv.wgsl. */
 #include "internal.h"
 
-#define WG 64
+#define WG 256
 
 typedef struct conv_params { uint32_t n, seq, n4, pad; } conv_params;
 

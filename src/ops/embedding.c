@@ -2,10 +2,10 @@
 #include "internal.h"
 
 #define WG_LOOKUP 256
-#define WG_BACK 64     /* columns per workgroup in the backward pass */
-/* Vocabulary rows per workgroup: 63 * 64 accumulators plus the 128-byte id mask fit the
-   16 KiB of workgroup memory every WebGPU device offers. */
-#define R_BACK 63
+#define U_LOOKUP 4     /* columns (vec4 or floats) per thread in a lookup: U in the kernel */
+#define WG_SORT 256    /* the one workgroup of the counting sort of the ids */
+#define WG_SUM 64      /* threads per workgroup of the backward row sums */
+#define CU_SUM 4       /* columns per thread there: CU in the kernel */
 
 typedef struct emb_params { uint32_t n, v, d, chunks; } emb_params;
 
@@ -44,9 +44,10 @@ wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, const wgml_
 
     bool vec4 = d % 4 == 0;
     uint32_t dd = (uint32_t)(vec4 ? d / 4 : d);
-    emb_params p = { .n = (uint32_t)n, .v = (uint32_t)v, .d = dd };
+    uint32_t chunks = wgml__ceil_div(dd, WG_LOOKUP * U_LOOKUP);
+    emb_params p = { .n = (uint32_t)n, .v = (uint32_t)v, .d = dd, .chunks = chunks };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, ((uint64_t)n * dd + WG_LOOKUP - 1) / WG_LOOKUP, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (uint64_t)n * chunks, &gx, &gy));
     wgml__kernel k = { .file = "embedding", .entry = vec4 ? "lookup4" : "lookup1", .layout = "urrw", .nconst = 1,
                        .constants = { { "WG", WG_LOOKUP } } };
     return wgml__dispatch(e, &k, &p, sizeof p, (wgml__arg[]){ wgml__t(ids), wgml__t(table), wgml__t(out) }, 3, gx, gy, 1);
@@ -64,20 +65,41 @@ wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out,
     WGML_CHECK(check_rows(e, fn, "grad_out", grad_out, n, d, "grad_table"));
     WGML_CHECK(wgml__check_no_alias(e, fn, "grad_table", grad_table, "grad_out", grad_out));
 
-    uint32_t chunks = wgml__ceil_div(d, WG_BACK);
-    uint64_t blocks = (v + R_BACK - 1) / R_BACK;
-    emb_params p = { .n = (uint32_t)n, .v = (uint32_t)v, .d = (uint32_t)d, .chunks = chunks };
+    /* 1. stable counting sort of the ids into scratch: V segment ends, then N positions */
+    wgml__arg scratch;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_TRAIN, 4 * ((uint64_t)v + n), &scratch));
+    emb_params sp = { .n = (uint32_t)n, .v = (uint32_t)v };
+    wgml__arg sargs[] = { wgml__t(ids), scratch };
+    uint32_t cx, cy, hx, hy;
+    WGML_CHECK(wgml__grid(e->ctx, wgml__ceil_div(v, WG_SORT), &cx, &cy));
+    WGML_CHECK(wgml__grid(e->ctx, wgml__ceil_div(n, WG_SORT), &hx, &hy));
+    wgml__kernel ks = { .file = "embedding", .entry = "clear_counts", .layout = "urw", .nconst = 1,
+                        .constants = { { "WG", WG_SORT } } };
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, cx, cy, 1));
+    ks.entry = "count_ids";
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, hx, hy, 1));
+    ks.entry = "sort_ids";
+    WGML_CHECK(wgml__dispatch(e, &ks, &sp, sizeof sp, sargs, 2, 1, 1, 1));
+
+    /* 2. one workgroup per (row, chunk of WG_SUM columns) sums the row's segment in order */
+    bool vec4 = d % 4 == 0;
+    uint32_t dd = (uint32_t)(vec4 ? d / 4 : d);
+    uint32_t chunks = wgml__ceil_div(dd, WG_SUM * CU_SUM);
+    emb_params p = { .n = (uint32_t)n, .v = (uint32_t)v, .d = dd, .chunks = chunks };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, blocks * chunks, &gx, &gy));
-    wgml__kernel k = { .file = "embedding", .entry = "backward", .layout = "urrw", .nconst = 2,
-                       .constants = { { "WG", WG_BACK }, { "R", R_BACK } } };
-    return wgml__dispatch(e, &k, &p, sizeof p, (wgml__arg[]){ wgml__t(ids), wgml__t(grad_out), wgml__t(grad_table) }, 3, gx,
-                          gy, 1);
+    WGML_CHECK(wgml__grid(e->ctx, (uint64_t)v * chunks, &gx, &gy));
+    wgml__kernel k = { .file = "embedding", .entry = vec4 ? "row_sum4" : "row_sum1", .layout = "urrw", .nconst = 1,
+                       .constants = { { "WG", WG_SUM } } };
+    return wgml__dispatch(e, &k, &p, sizeof p, (wgml__arg[]){ scratch, wgml__t(grad_out), wgml__t(grad_table) }, 3, gx, gy, 1);
 }
 
 const wgml__kernel wgml__embedding_kernels[] = {
     { .file = "embedding", .entry = "lookup4", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_LOOKUP } } },
     { .file = "embedding", .entry = "lookup1", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_LOOKUP } } },
-    { .file = "embedding", .entry = "backward", .layout = "urrw", .nconst = 2, .constants = { { "WG", WG_BACK }, { "R", R_BACK } } },
+    { .file = "embedding", .entry = "clear_counts", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
+    { .file = "embedding", .entry = "count_ids", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
+    { .file = "embedding", .entry = "sort_ids", .layout = "urw", .nconst = 1, .constants = { { "WG", WG_SORT } } },
+    { .file = "embedding", .entry = "row_sum4", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_SUM } } },
+    { .file = "embedding", .entry = "row_sum1", .layout = "urrw", .nconst = 1, .constants = { { "WG", WG_SUM } } },
 };
 const size_t wgml__embedding_kernel_count = sizeof wgml__embedding_kernels / sizeof wgml__embedding_kernels[0];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #define WG 256
+#define EU 4              /* vec4 per thread in the element-wise entries: EU in the kernel */
 #define CHUNK4 2048u      /* vec4 per workgroup in sumsq; keep equal to the WGSL default */
 #define MAX_SLOTS 8
 
@@ -31,7 +32,7 @@ static wgml_status elementwise(wgml_engine *e, const char *entry, const char *la
     uint64_t n4 = (wgml_tensor_numel(t) + 3) / 4;
     elem_params p = { .n4 = (uint32_t)n4, .scale = scale };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG - 1) / WG, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG * EU - 1) / (WG * EU), &gx, &gy));
     wgml__kernel k = grad_kernel(entry, layout);
     return wgml__dispatch(e, &k, &p, sizeof p, args, nargs, gx, gy, 1);
 }

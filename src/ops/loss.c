@@ -12,6 +12,7 @@
 #define NO_TARGET 0xFFFFFFFFu   /* the ignore_index of the single-vector ops: never a valid target */
 
 enum { OP_MSE = 0, OP_MSE_BACKWARD = 1 };
+#define PAIR_EU 4   /* vec4 per thread in the MSE kernels: PAIR_EU in the kernel */
 
 typedef struct pair_params { uint32_t n4, pad[3]; } pair_params;
 
@@ -30,7 +31,7 @@ static wgml_status pair_op(wgml_engine *e, const char *fn, int op, const wgml_te
     uint64_t n4 = (wgml_tensor_numel(pred) + 3) / 4;
     pair_params p = { .n4 = (uint32_t)n4 };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG - 1) / WG, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG * PAIR_EU - 1) / (WG * PAIR_EU), &gx, &gy));
     bool op_ = wgml__same(out, pred), ot = wgml__same(out, target);
     wgml__kernel k = { .file = "loss", .nconst = 3, .constants = { { "WG", WG }, { "OP", op }, { "SWAP", 0 } } };
     wgml__arg args[3];

@@ -3,6 +3,8 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define WG 256u
 #define NVMAX 8u       /* units per thread held in registers (norm.wgsl NVMAX) */
@@ -31,15 +33,33 @@ static uint32_t pow2_at_least(uint32_t n)
     return p;
 }
 
+/* Units per thread the forward pass aims at. 8 by default: for rows of 4096 f32 that is
+   128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
+   loads in flight and each row reduction is paid over twice the bytes of the 4-unit plan.
+   $WGML_NORM_UPT ("4" or "8") forces one, for measuring both on a device (and for tests);
+   any other value is an error, so a benchmark never times another plan than it asked for. */
+static wgml_status forward_upt(wgml_engine *e, const char *fn, uint32_t *upt)
+{
+    const char *s = getenv("WGML_NORM_UPT");
+    *upt = 8;
+    if (!s || !*s) return WGML_OK;
+    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
+        *upt = (uint32_t)(s[0] - '0');
+        return WGML_OK;
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_NORM_UPT (%s) must be 4 or 8", fn, s);
+}
+
 /* Rows of up to NVMAX * WG units are cached in registers, spread so that each thread holds
-   about four units (a whole workgroup for more than 512 units); longer rows loop. */
-static row_plan plan_rows(size_t d)
+   about `upt` units (4 or 8; a whole workgroup when the row has more than upt * WG / 2
+   units); longer rows loop. upt 4 keeps nv <= 4 whenever segs > 1 (bwd_dw relies on it). */
+static row_plan plan_rows(size_t d, uint32_t upt)
 {
     row_plan pl;
     pl.vec = d % 4 == 0;
     pl.units = (uint32_t)(pl.vec ? d / 4 : d);
     if (pl.units <= NVMAX * WG) {
-        pl.tpr = pow2_at_least((pl.units + 3) / 4);
+        pl.tpr = pow2_at_least((pl.units + upt - 1) / upt);
         if (pl.tpr > WG) pl.tpr = WG;
         pl.nv = (pl.units + pl.tpr - 1) / pl.tpr;
     } else {
@@ -81,12 +101,12 @@ static wgml_status check_weight(wgml_engine *e, const char *fn, const char *t_na
 
 /* Records the forward pass once everything is validated. res may be NULL (plain RMSNorm);
    sum may be NULL, distinct from x and res, or the same tensor as x or res. */
-static wgml_status record_forward(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *res, const wgml_tensor *weight,
-                                  wgml_tensor *out, wgml_tensor *sum, float eps)
+static wgml_status record_forward(wgml_engine *e, uint32_t upt, const wgml_tensor *x, const wgml_tensor *res,
+                                  const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum, float eps)
 {
     size_t d = x->shape[x->ndim - 1];
     uint32_t rows = (uint32_t)(wgml_tensor_numel(x) / d);
-    row_plan pl = plan_rows(d);
+    row_plan pl = plan_rows(d, upt);
     uint64_t groups = ((uint64_t)rows + pl.segs - 1) / pl.segs;
     norm_params p = { .rows = rows, .d = (uint32_t)d, .units = pl.units, .tpr = pl.tpr, .segs = pl.segs,
                       .groups = (uint32_t)groups, .grows = 1, .eps = eps };
@@ -138,7 +158,9 @@ static wgml_status rms_norm(wgml_engine *e, const char *fn, const wgml_tensor *i
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    return record_forward(e, input, NULL, weight, out, NULL, eps);
+    uint32_t upt;
+    WGML_CHECK(forward_upt(e, fn, &upt));
+    return record_forward(e, upt, input, NULL, weight, out, NULL, eps);
 }
 
 wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out)
@@ -172,7 +194,9 @@ static wgml_status rms_norm_residual(wgml_engine *e, const char *fn, const wgml_
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "sum_out", sum_out));
     WGML_CHECK(wgml__check_no_alias(e, fn, "sum_out", sum_out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    return record_forward(e, x, residual, weight, out, sum_out, eps);
+    uint32_t upt;
+    WGML_CHECK(forward_upt(e, fn, &upt));
+    return record_forward(e, upt, x, residual, weight, out, sum_out, eps);
 }
 
 wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
@@ -215,7 +239,7 @@ wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, 
 
     size_t d = input->shape[input->ndim - 1];
     uint32_t rows = (uint32_t)(wgml_tensor_numel(input) / d);
-    row_plan pl = plan_rows(d);
+    row_plan pl = plan_rows(d, 4);   /* bwd_dw sums segments through accs: nv <= 4 when segs > 1 */
     uint32_t blocks = (rows + pl.segs - 1) / pl.segs;   /* row blocks of segs rows */
     /* Without grad_weight every workgroup takes one block; with it, each takes `grows`
        consecutive blocks so that at most PMAX partial rows are written. */
@@ -248,14 +272,15 @@ wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, 
     }
 }
 
-/* Default variants for wgml_engine_warmup: rows of 4096 (NV 4) and 2048 (NV 2) elements. */
+/* Default variants for wgml_engine_warmup: forward rows of 4096 and 2048 elements (NV 8:
+   128 and 64 threads a row), backward rows of 4096 (NV 4). */
 #define KV(ENTRY, LAYOUT, NV_, RES, SELF)                                                                       \
     { .file = "norm", .entry = ENTRY, .layout = LAYOUT, .nconst = 5,                                           \
       .constants = { { "WG", WG }, { "NV", NV_ }, { "VEC", 1 }, { "HAS_RES", RES }, { "SELF", SELF } } }
 const wgml__kernel wgml__norm_kernels[] = {
-    KV("fwd", "urrrw", 4, 0, 0),          KV("fwd", "urrrw", 2, 0, 0),
-    KV("fwd", "urrrw", 4, 1, 0),          KV("fwd_sum", "urrrww", 4, 1, 0),
-    KV("fwd_sum_inplace", "uwrrw", 4, 1, 0),
+    KV("fwd", "urrrw", 8, 0, 0),
+    KV("fwd", "urrrw", 8, 1, 0),          KV("fwd_sum", "urrrww", 8, 1, 0),
+    KV("fwd_sum_inplace", "uwrrw", 8, 1, 0),
     KV("bwd_dw", "urrrww", 4, 0, 0),      KV("bwd", "urrrw", 4, 0, 0),
     KV("dw_reduce", "urw", 0, 0, 0),
 };

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #define WG 256
+#define EU 4   /* vec4 per thread: EU in the kernel */
 #define MAX_SLOTS 3   /* adamw_x1 .. adamw_x3 */
 
 typedef struct adam_uniform {
@@ -33,7 +34,7 @@ wgml_status wgml_sgd_update(wgml_engine *e, wgml_tensor *weight, const wgml_tens
     uint64_t n4 = (wgml_tensor_numel(weight) + 3) / 4;
     sgd_uniform p = { .n4 = (uint32_t)n4, .lr = lr };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG - 1) / WG, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (n4 + WG * EU - 1) / (WG * EU), &gx, &gy));
     wgml__kernel k = { .file = "optim", .entry = "sgd", .layout = "uwr", .nconst = 1, .constants = { { "WG", WG } } };
     wgml__arg args[2] = { wgml__t(weight), wgml__t(grad) };
     return wgml__dispatch(e, &k, &p, sizeof p, args, 2, gx, gy, 1);
@@ -154,7 +155,7 @@ static wgml_status record(wgml_engine *e, adam_uniform *u, wgml_tensor *const *w
         wgml__arg args[4 * MAX_SLOTS];
         while (k < kmax && first + k < count) {
             size_t i = first + k;
-            uint64_t n4 = (wgml_tensor_numel(w[i]) + 3) / 4, groups = (n4 + WG - 1) / WG;
+            uint64_t n4 = (wgml_tensor_numel(w[i]) + 3) / 4, groups = (n4 + WG * EU - 1) / (WG * EU);
             if (k > 0 && total + groups > max_wg) break;   /* the grid is full: next dispatch */
             total += groups;
             u->slots[k][0] = (uint32_t)total;

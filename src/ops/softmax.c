@@ -2,6 +2,9 @@
    Kernels: src/kernels/softmax.wgsl (its top comment explains the layout and the paths). */
 #include "internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define WG 256u
 #define NVMAX 8u          /* units per thread held in registers (softmax.wgsl NVMAX) */
 #define SPLIT_TARGET 1024u /* long rows: cut rows into chunks until about this many
@@ -28,10 +31,28 @@ static uint32_t pow2_at_least(uint32_t n)
     return p;
 }
 
-/* Rows of up to NVMAX * WG units go through registers, several short rows to a workgroup;
+/* Units per thread the register path aims at. 8 by default: for rows of 4096 f32 that is
+   128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
+   loads in flight and each row reduction is paid over twice the bytes of the 4-unit plan.
+   $WGML_SOFTMAX_UPT ("4" or "8") forces one, for measuring both on a device (and for
+   tests); any other value is an error, so a benchmark never times another plan than it
+   asked for. */
+static wgml_status read_upt(wgml_engine *e, const char *fn, uint32_t *upt)
+{
+    const char *s = getenv("WGML_SOFTMAX_UPT");
+    *upt = 8;
+    if (!s || !*s) return WGML_OK;
+    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
+        *upt = (uint32_t)(s[0] - '0');
+        return WGML_OK;
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_SOFTMAX_UPT (%s) must be 4 or 8", fn, s);
+}
+
+/* Rows of up to NVMAX * WG units go through registers (about `upt` units a thread), several short rows to a workgroup;
    longer rows take a workgroup each, or, when there are too few of them to fill the GPU,
    several workgroups each (the split path). */
-static softmax_plan plan(size_t d, uint32_t rows)
+static softmax_plan plan(size_t d, uint32_t rows, uint32_t upt)
 {
     softmax_plan pl = { 0 };
     pl.vec = d % 4 == 0;
@@ -42,7 +63,7 @@ static softmax_plan plan(size_t d, uint32_t rows)
     pl.p.chunks = 1;
     pl.p.chunk = units;
     if (units <= NVMAX * WG) {
-        uint32_t tpr = pow2_at_least((units + 3) / 4);
+        uint32_t tpr = pow2_at_least((units + upt - 1) / upt);
         if (tpr > WG) tpr = WG;
         pl.path = PATH_REGISTERS;
         pl.nv = (units + tpr - 1) / tpr;
@@ -94,7 +115,9 @@ wgml_status wgml_softmax(wgml_engine *e, const wgml_tensor *input, wgml_tensor *
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
 
     size_t d = input->shape[input->ndim - 1];
-    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(input) / d));
+    uint32_t upt;
+    WGML_CHECK(read_upt(e, fn, &upt));
+    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(input) / d), upt);
     if (pl.path != PATH_SPLIT) {
         wgml__arg args[2] = { wgml__t(input), wgml__t(out) };
         return dispatch(e, "softmax", "urw", &pl, args, 2);
@@ -122,7 +145,9 @@ wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, c
     WGML_CHECK(wgml__check_no_alias(e, fn, "grad_in", grad_in, "final_out", final_out));
 
     size_t d = final_out->shape[final_out->ndim - 1];
-    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(final_out) / d));
+    uint32_t upt;
+    WGML_CHECK(read_upt(e, fn, &upt));
+    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(final_out) / d), upt);
     if (pl.path != PATH_SPLIT) {
         wgml__arg args[3] = { wgml__t(final_out), wgml__t(grad_out), wgml__t(grad_in) };
         return dispatch(e, "softmax_bwd", "urrw", &pl, args, 3);
@@ -135,14 +160,14 @@ wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, c
     return dispatch(e, "softmax_bwd_split", "urrwr", &pl, a2, 4);
 }
 
-/* Default variants for wgml_engine_warmup: rows of 4096 elements (NV 4) and the long-row
+/* Default variants for wgml_engine_warmup: rows of 4096 elements (NV 8) and the long-row
    and split paths of vocabulary-sized rows. */
 #define KV(ENTRY, LAYOUT, NV_) \
     { .file = "softmax", .entry = ENTRY, .layout = LAYOUT, .nconst = 3, .constants = { { "WG", WG }, { "NV", NV_ }, { "VEC", 1 } } }
 const wgml__kernel wgml__softmax_kernels[] = {
-    KV("softmax", "urw", 4),          KV("softmax", "urw", 0),
+    KV("softmax", "urw", 8),          KV("softmax", "urw", 0),
     KV("softmax_stats", "urw", 0),    KV("softmax_split", "urwr", 0),
-    KV("softmax_bwd", "urrw", 4),     KV("softmax_bwd", "urrw", 0),
+    KV("softmax_bwd", "urrw", 8),     KV("softmax_bwd", "urrw", 0),
     KV("softmax_bwd_stats", "urrw", 0), KV("softmax_bwd_split", "urrwr", 0),
 };
 #undef KV
