@@ -137,9 +137,18 @@ static void test_random_shapes(void)
 /* Every kernel variant that WGML_MATMUL_VARIANT can force, so each is correct when a
    benchmark picks it. A configuration the adapter cannot hold is refused (WGML_ERROR_LIMIT),
    as is an unknown token, with nothing recorded. */
-static const struct { const char *name; unsigned smem_bytes; } forced_tiles[] = {
-    { "t128", 32768 }, { "t128sb", 16384 }, { "t64", 16384 }, { "t64k8", 8192 },
+static const struct { const char *name; unsigned smem_bytes, threads; } forced_tiles[] = {
+    { "t128", 32768, 256 },    { "t128sb", 16384, 256 },  { "t64", 16384, 64 },      { "t64k8", 8192, 64 },
+    { "t128f", 32768, 256 },   { "t128np", 32768, 256 },  { "t128npf", 32768, 256 }, { "t128k32", 32768, 256 },
+    { "t128k8", 16384, 256 },  { "t128x64", 24576, 128 }, { "t64x128", 24576, 128 }, { "m4x8", 24576, 256 },
+    { "t128m4", 32768, 512 },
 };
+
+static bool tile_refused(wgml_adapter_info *info, size_t v)
+{
+    return forced_tiles[v].smem_bytes > info->max_workgroup_storage_size ||
+           forced_tiles[v].threads > info->max_invocations_per_workgroup || forced_tiles[v].threads > info->max_workgroup_size_x;
+}
 
 static void test_variants(void)
 {
@@ -151,7 +160,7 @@ static void test_variants(void)
        in its buffering, so one layout (both operands contiguous along K) covers it */
     for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
-        if (forced_tiles[v].smem_bytes > info.max_workgroup_storage_size) {
+        if (tile_refused(&info, v)) {
             float z[4] = { 0 };
             wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
             uint64_t before = th_commands();
@@ -161,16 +170,33 @@ static void test_variants(void)
             wgml_tensor_release(a); wgml_tensor_release(o);
             continue;
         }
-        bool one_layout = strcmp(forced_tiles[v].name, "t128sb") == 0;
-        for (int o = one_layout ? 1 : 0; o < (one_layout ? 2 : 3); o++)
+        /* every layout for the four base tiles; the others differ from them in tile shape,
+           buffering or clamps, not in the per-layout load code: one layout each, rotating
+           (pipelines compile slowly on lavapipe) */
+        bool all = v < 4 && strcmp(forced_tiles[v].name, "t128sb") != 0;
+        int o0 = all ? 0 : (int)(v % 3);
+        for (int o = o0; o < (all ? 3 : o0 + 1); o++)
             run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);
     }
-    /* the default tiles with vec4 loads, edge tiles on both sides */
-    setenv("WGML_MATMUL_VARIANT", "t128", 1);
-    for (int o = 0; o < 3; o++) run_case(o, 200, 260, 72, false, "t128");
+    /* every tile configuration with vec4 loads, edge tiles on both sides; K = 96 (a multiple
+       of every BK) gives the interior tiles of the fast variants their unclamped path, and
+       split-K slices of 48 give it to BK 16 but not to BK 32 */
+    for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
+        if (tile_refused(&info, v)) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s", forced_tiles[v].name);
+        setenv("WGML_MATMUL_VARIANT", name, 1);
+        int o = (int)((v + 1) % 3);   /* the vec4 pipeline of one layout, rotating */
+        run_case(o, 200, 260, 72, false, name);
+        run_case(o, 200, 260, 96, true, name);
+        snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
+        setenv("WGML_MATMUL_VARIANT", name, 1);
+        run_case(o, 136, 132, 96, false, name);
+    }
     /* forced matrix-vector and split-K choices, on products and on vectors */
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
-                                     "gemvrows=1,gemvcols=1", "gemvrows=8,gemvcols=64,splitk=2" };
+                                     "gemvrows=1,gemvcols=1", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
+                                     "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16" };
     for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", choices[v], 1);
         for (int o = 0; o < 3; o++) {
@@ -182,6 +208,17 @@ static void test_variants(void)
        end of a slice (reading past it would add the next slice's first row twice) */
     setenv("WGML_MATMUL_VARIANT", "splitk=3", 1);
     for (int op = 0; op < 3; op++) run_case(op, 1, 77, 1200, true, "splitk=3");
+    /* the same for gemv_cols4's two-quad loop; K = 1203 (slices of 404 and 395) and 1202 end
+       on a partial quad */
+    static const char *c4[] = { "gemvc4,splitk=3", "gemvc4", "gemvc4,gemvcols=2,splitk=2" };
+    for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", c4[v], 1);
+        for (int op = 0; op < 3; op += 2) {
+            run_case(op, 1, 77, 1200, true, c4[v]);
+            run_case(op, 1, 77, 1203, true, c4[v]);
+            run_case(op, 1, 1000, 1202, false, c4[v]);
+        }
+    }
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4" };

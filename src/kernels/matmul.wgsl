@@ -5,15 +5,16 @@
 // All matrices are dense and row-major. Host: src/ops/matmul.c (shapes, variants, split-K).
 //
 // gemm: the register-tiled kernel for everything that is not a matrix-vector product.
-//   * A workgroup of WG_S x WG_S threads owns a BT x BT tile of out (BT = 8 * WG_S: 128 with
-//     256 threads by default); each thread owns an 8x8 micro-tile held in 16 vec4 registers,
-//     so every k step costs 4 vec4 loads from workgroup memory for 64 FMAs.
-//   * The micro-tile is split in two 4-row by two 4-column quads BT/2 apart (rows ty*4.. and
-//     BT/2 + ty*4.., same for columns), so a warp's vec4 reads of one k-row are contiguous.
+//   * A workgroup of WG_M x WG_N threads owns a BM x BN tile of out (BM = TM * WG_M, BN =
+//     8 * WG_N: 128 x 128 with 256 threads by default); each thread owns a TM x 8 micro-tile
+//     (TM 8: 16 vec4 registers; TM 4: 8), so every k step costs TM/4 + 2 vec4 loads from
+//     workgroup memory for 8 TM FMAs.
+//   * The micro-tile is split in 4-row by 4-column quads BM/2 (BN/2) apart (rows ty*4.. and
+//     BM/2 + ty*4.., same for columns), so a warp's vec4 reads of one k-row are contiguous.
 //     Threads are mapped to (tx, ty) in 8 x 4 blocks of 32 lanes: a warp touches 8 column
 //     quads and 4 row quads per k (a 32 x 64 warp tile): one shared-memory wavefront per read.
 //   * Both operand tiles live in workgroup memory k-major ("transposed" for A): k-row k holds
-//     the BT values of that k as T4 = BT/4 vec4 (As[k][m], Bs[k][n]), so the inner product
+//     the BM (BN) values of that k as T4A = BM/4 (T4B = BN/4) vec4 (As[k][m], Bs[k][n]), so the inner product
 //     reads are vec4 broadcasts, never strided, and need no padding or swizzle.
 //   * Global loads move 4x4 blocks: a thread loads 4 vec4 and stores 4 vec4. For an operand
 //     contiguous along M or N (B of matmul, A of matmul_at) a block is 4 k-rows of one vec4
@@ -24,9 +25,16 @@
 //     8 rows x 64 contiguous bytes and the 8 lanes of each 16-byte store phase write 8
 //     consecutive vec4 of one k-row: no bank conflicts, no padding. Half the workgroup loads
 //     A, the other half B (whole warps, so the branch never diverges).
-//   * Double buffering (DB 1): the next tile is loaded from global memory into registers
-//     before the current one is multiplied, then stored into the other buffer: one barrier
-//     per BK step. DB 0 uses one buffer and two barriers (half the workgroup memory).
+//   * Double buffering (DB 1) with register prefetch (PF 1): the next tile is loaded from
+//     global memory into registers before the current one is multiplied, then stored into
+//     the other buffer: one barrier per BK step. DB 0 uses one buffer and two barriers (half
+//     the workgroup memory). PF 0: no registers live across the products (fewer registers,
+//     more workgroups per SM): each step loads and stores its own blocks (any number per
+//     thread), a barrier, the products; with DB 1 still one barrier per step.
+//   * FAST: a workgroup whose tile and every k step are in range (and VEC) takes plain vec4
+//     loads without clamps; the choice is uniform, one branch per load group.
+//   * Variants (FLAGS packs DB, PF, FAST, TM; src/ops/matmul.c names them, and
+//     bench/notes/matmul.md gives the hypothesis each one tests on the H200).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
 //     out of range, the value by 0), so no access leaves a buffer even with robustness off,
 //     and interior tiles pay a select, not a branch. With VEC / VEC (the operand's
@@ -44,6 +52,8 @@
 // gemv_cols: out[c] = sum_k B[k] * A[k, c] for a matrix contiguous along its columns (matmul
 //   with M = 1: threads over N, coalesced): C4 vec4 columns per workgroup and WGV / C4 groups
 //   of k rows, four rows per iteration in flight, a tree reduction over the groups.
+// gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
+//   consecutive rows, two quads (8 rows, 128 bytes per thread) in flight, two accumulators.
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 //
 // Bindings: A and B are read as array<vec4f>; a scalar element e is A[e >> 2][e & 3], so the
@@ -68,27 +78,37 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> sum_out: array<vec4f>;   // splitk_reduce
 
 override LAYOUT: u32 = 0u;   // 0 matmul, 1 matmul_bt, 2 matmul_at
-override WG_S: u32 = 16u;    // gemm: threads per side (8 or 16); BT = 8 * WG_S
-override BK: u32 = 16u;      // gemm: k per tile step (8 or 16)
-override DB: u32 = 1u;       // gemm: 1 double-buffered, 0 single buffer
+override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
+override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
+override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
+override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8
 override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
                              // K and N for matmul, K for matmul_bt, M and N for matmul_at;
                              // gemv: the row length of A): vec4 loads
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 4u;       // gemv_rows: rows per workgroup (<= 8)
 
-override NT: u32 = WG_S * WG_S;          // threads
-override BT: u32 = WG_S * 8u;            // tile side
-override T4: u32 = WG_S * 2u;            // vec4 per tile k-row
+override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
+override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers
+override FAST: bool = ((FLAGS >> 2u) & 1u) == 1u;  // interior tiles load without clamps
+override TM: u32 = 8u - 4u * ((FLAGS >> 3u) & 1u); // micro-tile rows: 8 (two quads) or 4
+override NT: u32 = WG_M * WG_N;          // threads
+override BM: u32 = WG_M * TM;            // tile rows
+override BN: u32 = WG_N * 8u;            // tile columns
+override T4A: u32 = BM / 4u;             // vec4 per k-row of A's tile
+override T4B: u32 = BN / 4u;             // vec4 per k-row of B's tile
 override QN: u32 = BK / 4u;              // k-quads per tile
-override NB: u32 = T4 * QN;              // 4x4 blocks per operand tile
-override BPT: u32 = 2u * NB / NT;        // blocks each thread moves per step (1 or 2)
-override BUF: u32 = BK * T4;             // vec4 per buffer
-override TILE_VEC4: u32 = (DB + 1u) * BUF;
+override NBA: u32 = T4A * QN;            // 4x4 blocks of A's tile
+override NBB: u32 = T4B * QN;            // 4x4 blocks of B's tile
+override BPT: u32 = (NBA + NBB) / NT;    // PF 1: blocks each thread moves per step (1 or 2)
+override BUFA: u32 = BK * T4A;           // vec4 per buffer of A
+override BUFB: u32 = BK * T4B;
+override SZA: u32 = (DB + 1u) * BUFA;
+override SZB: u32 = (DB + 1u) * BUFB;
 override RED_N: u32 = GR * WGV;
 
-var<workgroup> As: array<vec4f, TILE_VEC4>;
-var<workgroup> Bs: array<vec4f, TILE_VEC4>;
+var<workgroup> As: array<vec4f, SZA>;
+var<workgroup> Bs: array<vec4f, SZB>;
 var<workgroup> red: array<f32, RED_N>;
 var<workgroup> redv: array<vec4f, WGV>;
 
@@ -119,15 +139,16 @@ fn b_vec(e: u32, ok: bool, n: u32) -> vec4f {
 }
 
 // ---- gemm tile movement ---------------------------------------------------------------
-// Block b of an operand's tile maps to a vec4 column g (0 .. T4-1) and a k-quad q (0 .. QN-1):
-//   contiguous along K:    g = b % 8 + 8 * (b / (8 QN)), q = (b / 8) % QN
-//   contiguous along M/N:  g = b % T4, q = b / T4
+// Block b of an operand's tile (t4 vec4 per k-row) maps to a vec4 column g (0 .. t4-1) and a
+// k-quad q (0 .. QN-1):
+//   contiguous along K:    g = b % 8 + 8 * (b / (8 QN)), q = (b / 8) % QN   (t4 % 8 == 0)
+//   contiguous along M/N:  g = b % t4, q = b / t4
 
-fn block_gq(b: u32, k_contiguous: bool) -> vec2u {
+fn block_gq(b: u32, k_contiguous: bool, t4: u32) -> vec2u {
     if (k_contiguous) {
         return vec2u(b % 8u + 8u * (b / (8u * QN)), (b / 8u) % QN);
     }
-    return vec2u(b % T4, b / T4);
+    return vec2u(b % t4, b / t4);
 }
 
 fn transposed(v0: vec4f, v1: vec4f, v2: vec4f, v3: vec4f) -> array<vec4f, 4> {
@@ -135,91 +156,126 @@ fn transposed(v0: vec4f, v1: vec4f, v2: vec4f, v3: vec4f) -> array<vec4f, 4> {
                            vec4f(v0.z, v1.z, v2.z, v3.z), vec4f(v0.w, v1.w, v2.w, v3.w));
 }
 
-// The 4 vec4 of block b of A's tile at (m0, k0), as 4 k-rows of 4 tile columns.
-fn load_a(b: u32, m0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
+// The 4 vec4 of block b of A's tile at (m0, k0), as 4 k-rows of 4 tile columns. fast: the
+// whole tile step is in range and VEC holds (FAST only): plain vec4 loads, no clamps.
+fn load_a(b: u32, m0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
     let kc = LAYOUT != 2u;
-    let gq = block_gq(b, kc);
+    let gq = block_gq(b, kc, T4A);
     let m = m0 + 4u * gq.x;
     let k = k0 + 4u * gq.y;
     if (kc) {                                     // A [M, K]: 4 rows x 4 k, transposed
+        let e = m * p.K + k;
+        if (FAST && fast) {
+            let i = e >> 2u;
+            let s = p.K >> 2u;
+            return transposed(A[i], A[i + s], A[i + 2u * s], A[i + 3u * s]);
+        }
         let ok = k < kend;
         let nk = kend - min(k, kend);
-        let e = m * p.K + k;
         return transposed(a_vec(e, ok && m < p.M, nk), a_vec(e + p.K, ok && m + 1u < p.M, nk),
                           a_vec(e + 2u * p.K, ok && m + 2u < p.M, nk),
                           a_vec(e + 3u * p.K, ok && m + 3u < p.M, nk));
     }
-    let ok = m < p.M;                             // A [K, M]: 4 k-rows of one vec4
+    let e = k * p.M + m;                          // A [K, M]: 4 k-rows of one vec4
+    if (FAST && fast) {
+        let i = e >> 2u;
+        let s = p.M >> 2u;
+        return array<vec4f, 4>(A[i], A[i + s], A[i + 2u * s], A[i + 3u * s]);
+    }
+    let ok = m < p.M;
     let n = p.M - min(m, p.M);
-    let e = k * p.M + m;
     return array<vec4f, 4>(a_vec(e, ok && k < kend, n), a_vec(e + p.M, ok && k + 1u < kend, n),
                            a_vec(e + 2u * p.M, ok && k + 2u < kend, n),
                            a_vec(e + 3u * p.M, ok && k + 3u < kend, n));
 }
 
 // The same for B's tile at (n0, k0).
-fn load_b(b: u32, n0: u32, k0: u32, kend: u32) -> array<vec4f, 4> {
+fn load_b(b: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
     let kc = LAYOUT == 1u;
-    let gq = block_gq(b, kc);
+    let gq = block_gq(b, kc, T4B);
     let n = n0 + 4u * gq.x;
     let k = k0 + 4u * gq.y;
     if (kc) {                                     // B [N, K]
+        let e = n * p.K + k;
+        if (FAST && fast) {
+            let i = e >> 2u;
+            let s = p.K >> 2u;
+            return transposed(B[i], B[i + s], B[i + 2u * s], B[i + 3u * s]);
+        }
         let ok = k < kend;
         let nk = kend - min(k, kend);
-        let e = n * p.K + k;
         return transposed(b_vec(e, ok && n < p.N, nk), b_vec(e + p.K, ok && n + 1u < p.N, nk),
                           b_vec(e + 2u * p.K, ok && n + 2u < p.N, nk),
                           b_vec(e + 3u * p.K, ok && n + 3u < p.N, nk));
     }
-    let ok = n < p.N;                             // B [K, N]
+    let e = k * p.N + n;                          // B [K, N]
+    if (FAST && fast) {
+        let i = e >> 2u;
+        let s = p.N >> 2u;
+        return array<vec4f, 4>(B[i], B[i + s], B[i + 2u * s], B[i + 3u * s]);
+    }
+    let ok = n < p.N;
     let c = p.N - min(n, p.N);
-    let e = k * p.N + n;
     return array<vec4f, 4>(b_vec(e, ok && k < kend, c), b_vec(e + p.N, ok && k + 1u < kend, c),
                            b_vec(e + 2u * p.N, ok && k + 2u < kend, c),
                            b_vec(e + 3u * p.N, ok && k + 3u < kend, c));
 }
 
-// What one thread moves per step: with BPT 2 (NB == NT) A's block lid and B's block lid;
-// with BPT 1 (NB == NT / 2) A's block lid for the first half of the threads, else B's
-// block lid - NB (whole warps either way).
+fn put_a(base: u32, b: u32, w: array<vec4f, 4>) {
+    let gq = block_gq(b, LAYOUT != 2u, T4A);
+    let i = base + 4u * gq.y * T4A + gq.x;
+    As[i] = w[0]; As[i + T4A] = w[1]; As[i + 2u * T4A] = w[2]; As[i + 3u * T4A] = w[3];
+}
+
+fn put_b(base: u32, b: u32, w: array<vec4f, 4>) {
+    let gq = block_gq(b, LAYOUT == 1u, T4B);
+    let i = base + 4u * gq.y * T4B + gq.x;
+    Bs[i] = w[0]; Bs[i + T4B] = w[1]; Bs[i + 2u * T4B] = w[2]; Bs[i + 3u * T4B] = w[3];
+}
+
+// Block j of a step: A's blocks first (j < NBA), then B's. NBA is a multiple of 32, so the
+// choice is uniform across a warp.
+fn load_blk(j: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
+    if (j < NBA) {
+        return load_a(j, m0, k0, kend, fast);
+    }
+    return load_b(j - NBA, n0, k0, kend, fast);
+}
+
+fn put_blk(buf: u32, j: u32, w: array<vec4f, 4>) {
+    if (j < NBA) {
+        put_a(buf * BUFA, j, w);
+    } else {
+        put_b(buf * BUFB, j - NBA, w);
+    }
+}
+
+// PF 1: what one thread moves per step, blocks lid and lid + NT (BPT == 2).
 struct Blocks {
     r0: array<vec4f, 4>,
     r1: array<vec4f, 4>,
 }
 
-fn fetch(lid: u32, m0: u32, n0: u32, k0: u32, kend: u32) -> Blocks {
+fn fetch(lid: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> Blocks {
     var r: Blocks;
+    r.r0 = load_blk(lid, m0, n0, k0, kend, fast);
     if (BPT == 2u) {
-        r.r0 = load_a(lid, m0, k0, kend);
-        r.r1 = load_b(lid, n0, k0, kend);
-    } else if (lid < NB) {
-        r.r0 = load_a(lid, m0, k0, kend);
-    } else {
-        r.r0 = load_b(lid - NB, n0, k0, kend);
+        r.r1 = load_blk(lid + NT, m0, n0, k0, kend, fast);
     }
     return r;
 }
 
-fn put_a(base: u32, b: u32, w: array<vec4f, 4>) {
-    let gq = block_gq(b, LAYOUT != 2u);
-    let i = base + 4u * gq.y * T4 + gq.x;
-    As[i] = w[0]; As[i + T4] = w[1]; As[i + 2u * T4] = w[2]; As[i + 3u * T4] = w[3];
-}
-
-fn put_b(base: u32, b: u32, w: array<vec4f, 4>) {
-    let gq = block_gq(b, LAYOUT == 1u);
-    let i = base + 4u * gq.y * T4 + gq.x;
-    Bs[i] = w[0]; Bs[i + T4] = w[1]; Bs[i + 2u * T4] = w[2]; Bs[i + 3u * T4] = w[3];
-}
-
-fn stash(base: u32, lid: u32, r: Blocks) {
+fn stash(buf: u32, lid: u32, r: Blocks) {
+    put_blk(buf, lid, r.r0);
     if (BPT == 2u) {
-        put_a(base, lid, r.r0);
-        put_b(base, lid, r.r1);
-    } else if (lid < NB) {
-        put_a(base, lid, r.r0);
-    } else {
-        put_b(base, lid - NB, r.r0);
+        put_blk(buf, lid + NT, r.r1);
+    }
+}
+
+// PF 0: load and store every block of the step at once (any block count).
+fn move_tile(buf: u32, lid: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) {
+    for (var j = lid; j < NBA + NBB; j += NT) {
+        put_blk(buf, j, load_blk(j, m0, n0, k0, kend, fast));
     }
 }
 
@@ -248,23 +304,28 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let first_m = (id / per_group) * p.group_m;
     let gsize = min(tiles_m - first_m, p.group_m);
     let local = id % per_group;
-    let m0 = (first_m + local % gsize) * BT;
-    let n0 = (local / gsize) * BT;
+    let m0 = (first_m + local % gsize) * BM;
+    let n0 = (local / gsize) * BN;
 
     let kbeg = wid.z * p.kchunk;
     let kend = min(p.K, kbeg + p.kchunk);
     let nsteps = (kend - kbeg + BK - 1u) / BK;
+    // every load of every step in range: the clamps can go (uniform across the workgroup)
+    let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
 
     // 32-lane blocks of 8 x 4 threads.
     let lane = lid % 32u;
     let w = lid / 32u;
-    let wx = WG_S / 8u;
+    let wx = WG_N / 8u;
     let tx = (w % wx) * 8u + lane % 8u;
     let ty = (w / wx) * 4u + lane / 8u;
 
-    var r = fetch(lid, m0, n0, kbeg, kend);
-    stash(0u, lid, r);
-    workgroupBarrier();
+    var r: Blocks;
+    if (PF == 1u) {
+        r = fetch(lid, m0, n0, kbeg, kend, fast);
+        stash(0u, lid, r);
+        workgroupBarrier();
+    }
 
     var c00 = vec4f(0.0); var c01 = vec4f(0.0); var c10 = vec4f(0.0); var c11 = vec4f(0.0);
     var c20 = vec4f(0.0); var c21 = vec4f(0.0); var c30 = vec4f(0.0); var c31 = vec4f(0.0);
@@ -273,47 +334,64 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
     for (var t = 0u; t < nsteps; t++) {
         let more = t + 1u < nsteps;
-        if (more) {
-            r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend);
+        let cb = t & DB;
+        if (PF == 1u) {
+            if (more) {
+                r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend, fast);
+            }
+        } else {
+            if (DB == 0u && t > 0u) {
+                workgroupBarrier();       // every warp is done with the previous tile
+            }
+            move_tile(cb, lid, m0, n0, kbeg + t * BK, kend, fast);
+            workgroupBarrier();
         }
-        let cur = (t & DB) * BUF;
+        let ca = cb * BUFA;
+        let cbb = cb * BUFB;
         for (var k = 0u; k < BK; k++) {
-            let row = cur + k * T4;
-            let a0 = As[row + ty];
-            let a1 = As[row + ty + WG_S];
-            let b0 = Bs[row + tx];
-            let b1 = Bs[row + tx + WG_S];
+            let ra = ca + k * T4A;
+            let rb = cbb + k * T4B;
+            let a0 = As[ra + ty];
+            let b0 = Bs[rb + tx];
+            let b1 = Bs[rb + tx + WG_N];
             c00 = fma(vec4f(a0.x), b0, c00); c01 = fma(vec4f(a0.x), b1, c01);
             c10 = fma(vec4f(a0.y), b0, c10); c11 = fma(vec4f(a0.y), b1, c11);
             c20 = fma(vec4f(a0.z), b0, c20); c21 = fma(vec4f(a0.z), b1, c21);
             c30 = fma(vec4f(a0.w), b0, c30); c31 = fma(vec4f(a0.w), b1, c31);
-            c40 = fma(vec4f(a1.x), b0, c40); c41 = fma(vec4f(a1.x), b1, c41);
-            c50 = fma(vec4f(a1.y), b0, c50); c51 = fma(vec4f(a1.y), b1, c51);
-            c60 = fma(vec4f(a1.z), b0, c60); c61 = fma(vec4f(a1.z), b1, c61);
-            c70 = fma(vec4f(a1.w), b0, c70); c71 = fma(vec4f(a1.w), b1, c71);
+            if (TM == 8u) {
+                let a1 = As[ra + ty + WG_M];
+                c40 = fma(vec4f(a1.x), b0, c40); c41 = fma(vec4f(a1.x), b1, c41);
+                c50 = fma(vec4f(a1.y), b0, c50); c51 = fma(vec4f(a1.y), b1, c51);
+                c60 = fma(vec4f(a1.z), b0, c60); c61 = fma(vec4f(a1.z), b1, c61);
+                c70 = fma(vec4f(a1.w), b0, c70); c71 = fma(vec4f(a1.w), b1, c71);
+            }
         }
-        if (DB == 0u) {
+        if (PF == 1u) {
+            if (DB == 0u) {
+                workgroupBarrier();
+            }
+            if (more) {
+                stash((t + 1u) & DB, lid, r);
+            }
             workgroupBarrier();
         }
-        if (more) {
-            stash(((t + 1u) & DB) * BUF, lid, r);
-        }
-        workgroupBarrier();
     }
 
     let ob = wid.z * p.out_slice;
     let rr0 = m0 + ty * 4u;
-    let rr1 = rr0 + WG_S * 4u;
     let q0 = n0 + tx * 4u;
-    let q1 = q0 + WG_S * 4u;
+    let q1 = q0 + WG_N * 4u;
     put(ob, rr0, q0, c00); put(ob, rr0, q1, c01);
     put(ob, rr0 + 1u, q0, c10); put(ob, rr0 + 1u, q1, c11);
     put(ob, rr0 + 2u, q0, c20); put(ob, rr0 + 2u, q1, c21);
     put(ob, rr0 + 3u, q0, c30); put(ob, rr0 + 3u, q1, c31);
-    put(ob, rr1, q0, c40); put(ob, rr1, q1, c41);
-    put(ob, rr1 + 1u, q0, c50); put(ob, rr1 + 1u, q1, c51);
-    put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
-    put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
+    if (TM == 8u) {
+        let rr1 = rr0 + WG_M * 4u;
+        put(ob, rr1, q0, c40); put(ob, rr1, q1, c41);
+        put(ob, rr1 + 1u, q0, c50); put(ob, rr1 + 1u, q1, c51);
+        put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
+        put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
+    }
 }
 
 // ---- matrix-vector products ---------------------------------------------------------
@@ -424,6 +502,86 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     for (var s = G / 2u; s > 0u; s >>= 1u) {
         if (g < s) {
             redv[lid] += redv[lid + s * C4];
+        }
+        workgroupBarrier();
+    }
+    if (g == 0u && ok) {
+        let v = redv[c];
+        let e = wid.z * p.out_slice + col;
+        out[e] = v.x;
+        if (n > 1u) { out[e + 1u] = v.y; }
+        if (n > 2u) { out[e + 2u] = v.z; }
+        if (n > 3u) { out[e + 3u] = v.w; }
+    }
+}
+
+// gemv_cols with k in quads: group g takes k-quads g, g + G, ..., reads the 4 coefficients of
+// a quad as one vec4 of B and 4 rows of A, two quads (8 rows, 128 bytes per thread) in flight,
+// two accumulators. kbeg is a multiple of 4 (split-K chunks are); a last partial quad of
+// the range is done row by row.
+@compute @workgroup_size(WGV)
+fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+              @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.tiles) {
+        return;
+    }
+    let kbeg = wid.z * p.kchunk;
+    let kend = min(p.K, kbeg + p.kchunk);
+    let C4 = p.N;
+    let G = WGV / C4;
+    let c = lid % C4;
+    let g = lid / C4;
+    let col = (wg * C4 + c) * 4u;
+    let ok = col < p.M;
+    let n = p.M - min(col, p.M);
+    let s = p.M;
+    var acc0 = vec4f(0.0);
+    var acc1 = vec4f(0.0);
+    let qend = kend / 4u;                  // quads wholly inside the range end here
+    var q = kbeg / 4u + g;
+    loop {
+        if (q + G >= qend) {
+            break;
+        }
+        let w0 = B[q];
+        let w1 = B[q + G];
+        let e0 = 4u * q * s + col;
+        let e1 = 4u * (q + G) * s + col;
+        let x0 = a_vec(e0, ok, n);
+        let x1 = a_vec(e0 + s, ok, n);
+        let x2 = a_vec(e0 + 2u * s, ok, n);
+        let x3 = a_vec(e0 + 3u * s, ok, n);
+        let y0 = a_vec(e1, ok, n);
+        let y1 = a_vec(e1 + s, ok, n);
+        let y2 = a_vec(e1 + 2u * s, ok, n);
+        let y3 = a_vec(e1 + 3u * s, ok, n);
+        acc0 = fma(vec4f(w0.x), x0, acc0);
+        acc1 = fma(vec4f(w1.x), y0, acc1);
+        acc0 = fma(vec4f(w0.y), x1, acc0);
+        acc1 = fma(vec4f(w1.y), y1, acc1);
+        acc0 = fma(vec4f(w0.z), x2, acc0);
+        acc1 = fma(vec4f(w1.z), y2, acc1);
+        acc0 = fma(vec4f(w0.w), x3, acc0);
+        acc1 = fma(vec4f(w1.w), y3, acc1);
+        q += 2u * G;
+    }
+    if (q < qend) {
+        let w0 = B[q];
+        let e0 = 4u * q * s + col;
+        acc0 = fma(vec4f(w0.x), a_vec(e0, ok, n), acc0);
+        acc0 = fma(vec4f(w0.y), a_vec(e0 + s, ok, n), acc0);
+        acc0 = fma(vec4f(w0.z), a_vec(e0 + 2u * s, ok, n), acc0);
+        acc0 = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc0);
+    }
+    for (var k = max(4u * qend, kbeg) + g; k < kend; k += G) {   // the partial quad
+        acc1 = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * s + col, ok, n), acc1);
+    }
+    redv[lid] = acc0 + acc1;
+    workgroupBarrier();
+    for (var h = G / 2u; h > 0u; h >>= 1u) {
+        if (g < h) {
+            redv[lid] += redv[lid + h * C4];
         }
         workgroupBarrier();
     }

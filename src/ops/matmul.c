@@ -12,8 +12,12 @@
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
-     t128 t128sb t64 t64k8                   the gemm tile configuration (see TILES below)
+     t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
+                                             the gemm tile configuration (see TILES below;
+                                             bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
+     gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
+                                             the column matrix-vector products
      splitk=<n>                              n K-slices, 1..4096 (1: never split)
      gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
@@ -34,21 +38,32 @@ typedef struct mm_params {
     uint32_t tiles_n, tiles, group_m, out_slice;
 } mm_params;
 
-/* gemm tile configurations: WG_S x WG_S threads, an 8x8 micro-tile each (tile side 8 * WG_S),
-   BK values of k per step, double-buffered or not. Each thread moves 4x4 blocks between
-   global and workgroup memory, so 2 * (8 WG_S / 4) * (BK / 4) blocks must be a multiple of
-   the WG_S^2 threads (1 or 2 blocks each). */
+/* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
+   quads, 64 accumulators; TM 4: one, 32), a (TM WG_M) x (8 WG_N) tile, BK values of k per
+   step; db: two tile buffers (one barrier per step); pf: the next step's blocks are
+   prefetched into registers during the products (needs (blocks of A + blocks of B) = 1 or 2
+   per thread), else each step loads and stores its blocks before the products; fast:
+   interior tiles load without clamps. */
 typedef struct tile_cfg {
     const char *name;
-    uint32_t wg_s, bk, db;
+    uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
 } tile_cfg;
 
-enum { T128 = 0, T128SB, T64, T64K8, NTILES };
+enum { T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4, NTILES };
 static const tile_cfg TILES[NTILES] = {
-    [T128] = { "t128", 16, 16, 1 },     /* 256 threads, 32 KiB: the default              */
-    [T128SB] = { "t128sb", 16, 16, 0 }, /* one buffer, two barriers per step, 16 KiB      */
-    [T64] = { "t64", 8, 16, 1 },        /* 64 threads: 4x the workgroups, 16 KiB          */
-    [T64K8] = { "t64k8", 8, 8, 1 },     /* 8 KiB: adapters with little workgroup memory   */
+    [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB: the default          */
+    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB  */
+    [T64] = { "t64", 8, 8, 8, 16, 1, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
+    [T64K8] = { "t64k8", 8, 8, 8, 8, 1, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
+    [T128F] = { "t128f", 16, 16, 8, 16, 1, 1, 1 },      /* t128, interior tiles without clamps        */
+    [T128NP] = { "t128np", 16, 16, 8, 16, 1, 0, 0 },    /* t128 without register prefetch             */
+    [T128NPF] = { "t128npf", 16, 16, 8, 16, 1, 0, 1 },  /* t128np + interior fast path                */
+    [T128K32] = { "t128k32", 16, 16, 8, 32, 0, 0, 1 },  /* BK 32, one buffer, no prefetch, 32 KiB     */
+    [T128K8] = { "t128k8", 16, 16, 8, 8, 1, 0, 1 },     /* BK 8, no prefetch, 16 KiB                  */
+    [T128X64] = { "t128x64", 16, 8, 8, 16, 1, 0, 1 },   /* 128 x 64 tile, 128 threads, 24 KiB         */
+    [T64X128] = { "t64x128", 8, 16, 8, 16, 1, 0, 1 },   /* 64 x 128 tile, 128 threads, 24 KiB         */
+    [M4X8] = { "m4x8", 16, 16, 4, 16, 1, 0, 1 },        /* 4x8 micro-tile: 64 x 128, 256 threads      */
+    [T128M4] = { "t128m4", 32, 16, 4, 16, 1, 0, 1 },    /* 4x8 micro-tile, 128 x 128, 512 threads     */
 };
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
@@ -60,19 +75,24 @@ static const tile_cfg TILES[NTILES] = {
 typedef struct variant {
     int tile;          /* index into TILES, or -1: automatic */
     bool nogemv;
+    bool gemv_c4;      /* gemv_cols4 instead of gemv_cols */
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
 } variant;
 
+static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
+static uint32_t tile_n(const tile_cfg *c) { return c->wg_n * 8; }
+static uint32_t threads_of(const tile_cfg *c) { return c->wg_m * c->wg_n; }
+
 static uint32_t smem_bytes(const tile_cfg *c)
 {
-    return 2 * (c->db + 1) * c->bk * (2 * c->wg_s) * 16;
+    return (c->db + 1) * c->bk * (tile_m(c) + tile_n(c)) * 4;
 }
 
 static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
 {
-    uint32_t nt = c->wg_s * c->wg_s;
+    uint32_t nt = threads_of(c);
     return smem_bytes(c) <= ctx->limits.maxComputeWorkgroupStorageSize && nt <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
            nt <= ctx->limits.maxComputeWorkgroupSizeX;
 }
@@ -92,13 +112,17 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
                     return wgml__fail(ctx, WGML_ERROR_LIMIT,
                                       "%s: WGML_MATMUL_VARIANT asks for %s, which needs %u bytes of workgroup memory and %u "
                                       "invocations; the adapter has %u and %u",
-                                      fn, TILES[i].name, smem_bytes(&TILES[i]), TILES[i].wg_s * TILES[i].wg_s,
+                                      fn, TILES[i].name, smem_bytes(&TILES[i]), threads_of(&TILES[i]),
                                       ctx->limits.maxComputeWorkgroupStorageSize, ctx->limits.maxComputeInvocationsPerWorkgroup);
                 v->tile = i;
                 known = true;
             }
         if (n == 6 && strncmp(s, "nogemv", 6) == 0) {
             v->nogemv = true;
+            known = true;
+        }
+        if (n == 6 && strncmp(s, "gemvc4", 6) == 0) {
+            v->gemv_c4 = true;
             known = true;
         }
         /* name=value tokens */
@@ -167,16 +191,17 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t side = 8 * c->wg_s;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,
-                                 .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_S", c->wg_s }, { "BK", c->bk },
-                                                { "DB", c->db } } };
-    pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = wgml__ceil_div(N, side),
-                           .tiles = (uint32_t)tiles_of(M, N, side), .group_m = GROUP_M };
+    uint32_t flags = c->db | c->pf << 1 | c->fast << 2 | (c->tm == 4) << 3;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,
+                                 .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_M", c->wg_m }, { "WG_N", c->wg_n },
+                                                { "BK", c->bk }, { "FLAGS", flags } } };
+    uint32_t tn = wgml__ceil_div(N, tile_n(c));
+    pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
+                           .tiles = wgml__ceil_div(M, tile_m(c)) * tn, .group_m = GROUP_M };
     pl->x = a;
     pl->y = b;
     pl->workgroups = pl->prm.tiles;
-    pl->threads = c->wg_s * c->wg_s;
+    pl->threads = threads_of(c);
     pl->min_chunk = 256;
 }
 
@@ -200,7 +225,7 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
        warp still reads 64-byte row segments */
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2,
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw", .nconst = 2,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = x;
@@ -375,7 +400,7 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
    sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,                                                 \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_S", 16 }, { "BK", 16 }, { "DB", 1 } } }
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 16 }, { "FLAGS", 3 } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
