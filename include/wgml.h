@@ -612,34 +612,120 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
 
 /* ---- attention (src/ops/attention.c) -------------------------------------------------- */
 
+/*
+ * ATTENTION
+ * =========
+ * For every batch b, query head h and query row i:
+ *     P[j] = softmax over the keys j visible to i of  scale * q[b,i,h,:] . k[b,j,h/g,:] + mask[b,h,i,j]
+ *     out[b,i,h,:] = sum_j dropout(P[j]) * v[b,j,h/g,:]
+ * where g = num_heads / num_kv_heads (grouped-query attention; num_kv_heads == 1 is MQA).
+ *
+ * Layout: q, out, grad_out, grad_q are [batch, seq_q, num_heads, head_dim]; k, v, grad_k,
+ * grad_v are [batch, seq_k, num_kv_heads, head_dim]; every tensor f32, dense, row-major.
+ * seq_q and seq_k may differ. head_dim must be even and at most 128 (any even value: 64,
+ * 80, 96, 128, ...); odd head dims and head dims over 128 are refused. seq_q and seq_k may
+ * be up to 2^26 (131072 keys and more work while the buffers fit the device).
+ *
+ * Visibility: query i sits at absolute position i + causal_offset (e.g. the number of
+ * tokens already in a KV cache). Key j is visible when
+ *     (!causal || j <= i + causal_offset) && (window == 0 || |i + causal_offset - j| < window).
+ * Work follows the visible band: key blocks no query of a block can see are skipped.
+ *
+ * Mask (optional, NULL for none): an additive f32 tensor, 4-D [batch|1, num_heads|1,
+ * seq_q|1, seq_k|1] or 2-D [seq_q|1, seq_k|1]; a dimension of size 1 broadcasts. 3-D
+ * masks are refused (ambiguous). An entry of -inf hides its key; finite entries below
+ * about -2.3e38 act as -inf (they overflow when the kernels scale scores to base 2).
+ *
+ * Rows without a key: a query row with no visible key, or whose every visible key is
+ * masked with -inf, yields out = 0 and grad_q = 0 (never NaN) and adds nothing to grad_k
+ * and grad_v.
+ *
+ * Dropout (dropout_prob p in [0, 1), 0 = off): each probability P[b,h,i,j] is kept with
+ * probability 1 - p and scaled by 1/(1 - p), or set to 0. The decision is a pure function
+ * of (seed, b * num_heads + h, i, j), i being the row of q (not its position):
+ *     mix32(x): x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16
+ *     seed_key  = mix32(seed_lo ^ mix32(seed_hi ^ 0x9e3779b9)),  seed_key2 = mix32(seed_key ^ 0x85ebca6b)
+ *     keep iff mix32(mix32(mix32(seed_key ^ (b * num_heads + h)) + i) ^ mix32(seed_key2 ^ j))
+ *              >= floor(p * 2^32)
+ * so one seed gives identical results run after run, and the backward regenerates the
+ * forward's decisions exactly.
+ *
+ * Determinism and memory: no atomics; results are bitwise reproducible. Nothing of size
+ * seq_q x seq_k is stored: the backward keeps 2 floats per query row (a scratch of
+ * 2 * batch * num_heads * seq_q floats, allocated per call), decoding (seq_q == 1) a
+ * partial result per key split. With seq_q == 1 the forward splits the keys across
+ * workgroups (flash-decoding) and merges the partials in a second pass.
+ *
+ * Aliasing: no output may share memory with an input or with another output
+ * (WGML_ERROR_ALIAS); inputs may alias each other (k == v, q == k, ...).
+ *
+ * Tuning: the environment variables WGML_ATTN_FWD, WGML_ATTN_DQ, WGML_ATTN_DKDV
+ * ("BR,TC,KPT,SHARED": rows per workgroup, lanes per row group, columns per lane, one
+ * staging region) and WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") replace the
+ * tile shapes chosen from the device's limits; a shape that does not fit the device is
+ * refused with WGML_ERROR_INVALID_ARGUMENT.
+ *
+ * Errors of every attention call (nothing is recorded when one is returned):
+ *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or
+ *                                NaN; scale not finite; causal_offset over 2^28; a tuning
+ *                                variable that does not fit
+ *   WGML_ERROR_CONTEXT           a tensor of another context than the engine
+ *   WGML_ERROR_DTYPE             a tensor that is not f32
+ *   WGML_ERROR_SHAPE             q/k not 4-D (2-D for the single-head calls); batch of k
+ *                                differs from q; num_heads not a multiple of num_kv_heads;
+ *                                head_dim of k differs from q, is odd or over 128; v not
+ *                                shaped like k; out, grad_out, grad_q not shaped like q;
+ *                                grad_k, grad_v not shaped like k; a mask shape that does
+ *                                not broadcast
+ *   WGML_ERROR_ALIAS             an output sharing memory with an input or another output
+ *   WGML_ERROR_LIMIT             seq_q or seq_k over 2^26, a tensor of 2^32 elements or
+ *                                more, or a device without enough workgroup storage
+ *   WGML_ERROR_OUT_OF_MEMORY     the scratch of the backward or of decoding
+ */
+
+/* Zero-initialise: every zero field is the default. NULL options mean all defaults. */
 typedef struct wgml_attention_options {
     bool causal;              /* key j visible to query i only when j <= i + causal_offset */
-    uint32_t causal_offset;   /* absolute position of query 0 (e.g. tokens already cached) */
-    uint32_t window;          /* 0: unlimited; else |i + causal_offset - j| < window */
-    float dropout_prob;       /* 0: no dropout */
+    uint32_t causal_offset;   /* absolute position of query 0 (e.g. tokens already cached); <= 2^28 */
+    uint32_t window;          /* 0: unlimited; else key j visible only when |i + causal_offset - j| < window */
+    float dropout_prob;       /* in [0, 1); 0: no dropout */
     uint64_t seed;            /* dropout decisions are a pure function of this and the indices */
-    float scale;              /* 0 means 1/sqrt(head_dim) */
+    float scale;              /* 0 means 1/sqrt(head_dim); otherwise any finite value */
 } wgml_attention_options;
 
-/* Single head: q, k, v, out [seq_len, head_dim]. */
+/* Single head: q, out [seq_q, head_dim]; k, v [seq_k, head_dim] (seq_q may differ from
+   seq_k). Runs the v2 kernels on [1, seq, 1, head_dim] views: no mask, no dropout. */
 WGML_API wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                           const wgml_tensor *v, wgml_tensor *out, bool causal);
 /* q, out [batch, seq_q, num_heads, head_dim]; k, v [batch, seq_k, num_kv_heads, head_dim];
-   mask (may be NULL) additive [batch|1, heads|1, seq_q|1, seq_k]. */
+   mask (may be NULL) additive [batch|1, heads|1, seq_q|1, seq_k|1] or [seq_q|1, seq_k|1].
+   Writes every element of out. wgml_flash_attention_v2_with for offsets and windows. */
 WGML_API wgml_status wgml_flash_attention_v2(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                              const wgml_tensor *v, wgml_tensor *out, bool causal,
                                              float dropout_prob, uint64_t seed, const wgml_tensor *mask);
+/* wgml_flash_attention_v2 with every option (opts may be NULL: the defaults). */
 WGML_API wgml_status wgml_flash_attention_v2_with(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                                   const wgml_tensor *v, wgml_tensor *out,
                                                   const wgml_attention_options *opts, const wgml_tensor *mask);
+/* Backward of wgml_flash_attention: q, out, grad_out, grad_q [seq_q, head_dim]; k, v,
+   grad_k, grad_v [seq_k, head_dim]. out is the forward output. Writes (does not
+   accumulate into) grad_q, grad_k, grad_v. */
 WGML_API wgml_status wgml_flash_attention_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                                    const wgml_tensor *v, const wgml_tensor *out,
                                                    const wgml_tensor *grad_out, wgml_tensor *grad_q,
                                                    wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal);
+/* Backward of wgml_flash_attention_v2 without mask or dropout. */
 WGML_API wgml_status wgml_flash_attention_v2_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                                       const wgml_tensor *v, const wgml_tensor *out,
                                                       const wgml_tensor *grad_out, wgml_tensor *grad_q,
                                                       wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal);
+/* Backward of wgml_flash_attention_v2_with. out is the forward output for the same inputs,
+   opts and mask must be those of the forward (dropout decisions are regenerated from
+   opts->seed). grad_out, grad_q like q; grad_k, grad_v like k; all written, not
+   accumulated; the mask gets no gradient. The logsumexp of each row is recomputed (the
+   forward does not keep it) and D = rowsum(grad_out * out) is taken from out: an `out`
+   from other inputs gives wrong gradients. With GQA, grad_k and grad_v sum over the
+   query heads sharing a kv head, in a fixed order. */
 WGML_API wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_tensor *q,
                                                            const wgml_tensor *k, const wgml_tensor *v,
                                                            const wgml_tensor *out, const wgml_tensor *grad_out,

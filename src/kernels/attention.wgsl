@@ -1,0 +1,987 @@
+// Flash attention: forward, backward and single-query decode, with GQA/MQA, causal masks
+// with a KV-cache offset, sliding windows, an additive broadcast mask and attention dropout.
+//
+// Layout (all f32, row-major): q, out, dout, dq [batch, seq_q, heads, head_dim];
+// k, v, dk, dv [batch, seq_k, kv_heads, head_dim]; query head h reads kv head h / group.
+// mask (optional) is read at b*m_sb + h*m_sh + i*m_sq + j*m_sk (stride 0 = broadcast).
+// Query i sits at position i + offset; key j is visible when (!causal || j <= pos) and
+// (window == 0 || |pos - j| < window). Scores live in log2 units: q (or k) is pre-multiplied
+// by scale*log2(e), the mask by log2(e), and exp2 replaces exp.
+// A row with no visible key has l = 0 and yields 0 (forward) and zero gradients.
+//
+// Entry points
+//   fwd             MODE 0: out = softmax(q k^T * scale + mask) (dropped) v.
+//                   MODE 1 (backward statistics): stats[bh*seq_q + i] = log2-sum-exp2 of
+//                   row i (+inf for an empty row, so that exp2(s - lse) = 0) and
+//                   stats[B*H*seq_q + bh*seq_q + i] = D_i = sum_d dout * out
+//                   (binding 3 then holds the forward output, binding 6 dout).
+//   bwd_dq          dq = scale * sum_j dS_ij k_j, one workgroup per block of BR queries.
+//   bwd_dkdv        dk = scale * sum_i dS_ij q_i, dv = sum_i Pdrop_ij dout_i, one workgroup
+//                   per block of BR keys; it loops over the `group` query heads sharing the
+//                   kv head in a fixed order (deterministic, no atomics).
+//   decode          seq_q == 1 (flash-decoding): keys split across workgroups; each writes
+//                   a partial (max, sum, unnormalised acc) per head.
+//   decode_combine  merges the partials of each (batch, head) into out.
+//
+// Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
+// (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys; queries
+// for bwd_dkdv) through workgroup memory. Its WG = (BR/4)*TC threads form BR/4 row groups
+// of TC lanes. Phase 1 (S = rows . cols^T, contraction over head_dim) gives each lane a
+// 4 x KPT register tile: rows 4g..4g+3, columns c, c+TC, ...; per vec4 of head_dim it loads
+// 4 + KPT vec4 from workgroup memory for 16*KPT FMAs (the row vec4 is a broadcast within
+// the row group; columns are spread over lanes, and rows are padded by one vec4 so that
+// lanes reading different rows hit different banks). The row max is reduced through a
+// small TC x BR array (one barrier per block); row sums stay per lane until the end.
+// Phase 2 (acc += W . cols, contraction over the block) gives each lane the same 4 rows x
+// OCV vec4 of head_dim (vec4 index c + TC*j): per column it loads 1 vec4 of W (stored
+// transposed, 4 rows per vec4) and OCV vec4 of the column operand for 16*OCV FMAs.
+// Accumulators stay in registers for the whole loop; at the end they go through the
+// workgroup tile so that the stores are row-contiguous.
+// Only blocks intersecting the visible band are visited (causal / window skip whole
+// blocks; causal query blocks run longest first), and fully visible blocks without a mask
+// skip the per-element visibility test. Nothing of size seq_q x seq_k is ever stored: the
+// backward recomputes P from the row statistics of MODE 1 (2 floats per query row).
+// What bounds the speed: f32 tiles must fit 48 KiB of workgroup storage (H200), which
+// caps the register tile at 4 x 4 (4 x 2 in the backward at head_dim 128); phase 1 then
+// issues one 16-byte workgroup load per 8 FMAs (phase 2 one per 13), so workgroup-memory
+// bandwidth, not FMA throughput, is the first limit. SHARED_STAGE trades a barrier for
+// memory: fwd/bwd_dq stage k and v one after the other in one region; bwd_dkdv stages q
+// and dout one after the other (q twice). The host picks BR, TC, KPT and SHARED_STAGE
+// from the device's workgroup storage (48 KiB on the H200: head_dim 128 gets BR 32 x BC 32
+// forward and BR 16 x BC 32 backward with one staging region; head_dim 64 gets BR 64 x
+// BC 32 forward; lavapipe has 32 KiB). head_dim is a run-time value: a pipeline serves
+// every head_dim of one OCV class (OCV = ceil(ceil(head_dim / 4) / TC)).
+//
+// Dropout is a pure function of (seed, b*heads + h, i, j):
+//   keep iff mix32(row_key(bh, i) ^ key_hash(j)) >= drop_threshold (= floor(p * 2^32)),
+// row_key = mix32(mix32(seed_key ^ bh) + i), key_hash = mix32(seed_key2 ^ j), with the
+// seed keys derived from the 64-bit seed on the host; the backward regenerates it exactly.
+// Visibility, masking and dropout work on vec4 of 4 (row, column) pairs at a time.
+//
+// Every function variable has an explicit initializer: a `var x: T;` declared inside a
+// loop was seen to keep its value from the previous iteration (lavapipe through Dawn).
+//
+// Rows of head_dim floats start at even offsets (head_dim is even); when head_dim % 4 == 2
+// a vec4 of a row is assembled from two aligned vec4 loads. Outputs are stored as scalars
+// (once per element), so any even head_dim works.
+
+struct Params {
+    batch: u32, seq_q: u32, seq_k: u32, heads: u32,
+    kv_heads: u32, group: u32, q_blocks: u32, k_blocks: u32,
+    causal: u32, offset: i32, window: i32, flags: u32,           // flags: 1 mask, 2 dropout
+    scale_log2: f32, drop_threshold: u32, drop_scale: f32, seed_key: u32,
+    m_sb: u32, m_sh: u32, m_sq: u32, m_sk: u32,
+    total_wg: u32, key_lo: i32, key_hi: i32, splits: u32,         // decode: visible keys, splits
+    keys_per_split: u32, head_chunks: u32, seed_key2: u32, neg_inf: f32,
+    pos_inf: f32, scale: f32, dim: u32, d4: u32,           // head_dim, ceil(head_dim / 4)
+}
+
+const LOG2E: f32 = 1.4426950408889634;
+
+override OCV: u32 = 2u;             // vec4 of head_dim per lane in phase 2 (1..4): ceil(d4 / TC)
+override BR: u32 = 32u;             // rows per workgroup (multiple of 4)
+override TC: u32 = 8u;              // lanes per row group
+override KPT: u32 = 4u;             // columns per lane in phase 1 (1, 2 or 4)
+override SHARED_STAGE: bool = false;
+override MODE: u32 = 0u;            // fwd only: 0 output, 1 backward statistics
+
+override DP4: u32 = OCV * TC;                // padded row length in vec4 (>= d4)
+override RS: u32 = DP4 + 1u;                 // workgroup row stride in vec4
+override BC: u32 = KPT * TC;                 // columns per block
+override RG: u32 = BR / 4u;                  // row groups
+override WG: u32 = RG * TC;                  // threads per workgroup
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<vec4f>;
+@group(0) @binding(2) var<storage, read> k: array<vec4f>;
+@group(0) @binding(3) var<storage, read> v: array<vec4f>;       // fwd MODE 1: forward output
+@group(0) @binding(4) var<storage, read> mask: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dst: array<f32>; // out / stats / dq / dk
+@group(0) @binding(6) var<storage, read> dout: array<vec4f>;
+@group(0) @binding(7) var<storage, read> stats: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dst2: array<f32>; // dv
+@group(0) @binding(5) var<storage, read_write> part: array<vec4f>;       // decode
+@group(0) @binding(1) var<storage, read> part_in: array<vec4f>;          // decode_combine
+@group(0) @binding(2) var<storage, read_write> comb_out: array<f32>;     // decode_combine
+
+// ---- helpers -------------------------------------------------------------------------
+
+fn mix32(x0: u32) -> u32 {   // "lowbias32" (C. Wellons): a 32-bit bijection, full avalanche
+    var x = x0;
+    x ^= x >> 16u;
+    x *= 0x7feb352du;
+    x ^= x >> 15u;
+    x *= 0x846ca68bu;
+    x ^= x >> 16u;
+    return x;
+}
+fn mix32v(x0: vec4u) -> vec4u {
+    var x = x0;
+    x ^= x >> vec4u(16u);
+    x *= 0x7feb352du;
+    x ^= x >> vec4u(15u);
+    x *= 0x846ca68bu;
+    x ^= x >> vec4u(16u);
+    return x;
+}
+fn row_key(bh: u32, i: u32) -> u32 { return mix32(mix32(p.seed_key ^ bh) + i); }
+fn row_keys(bh: u32, i: vec4u) -> vec4u { return mix32v(vec4u(mix32(p.seed_key ^ bh)) + i); }
+fn key_hash(j: u32) -> u32 { return mix32(p.seed_key2 ^ j); }
+fn key_hashes(j: vec4u) -> vec4u { return mix32v(vec4u(p.seed_key2) ^ j); }
+fn kept(rk: u32, kh: u32) -> bool { return mix32(rk ^ kh) >= p.drop_threshold; }
+// Dropout factor (0 or 1/(1-p)) of 4 (row key, key hash) pairs.
+fn keep4(rk: vec4u, kh: vec4u) -> vec4f {
+    return select(vec4f(0.0), vec4f(p.drop_scale), mix32v(rk ^ kh) >= vec4u(p.drop_threshold));
+}
+
+fn has_mask() -> bool { return (p.flags & 1u) != 0u; }
+fn has_dropout() -> bool { return (p.flags & 2u) != 0u; }
+
+// Visibility of 4 (query i, key j) pairs (j < seq_k included).
+fn visible4(i: vec4u, j: vec4u) -> vec4<bool> {
+    let pos = vec4i(i) + vec4i(p.offset);
+    let jj = vec4i(j);
+    var ok = j < vec4u(p.seq_k);
+    if (p.causal != 0u) { ok = ok & (jj <= pos); }
+    if (p.window > 0) { ok = ok & (abs(pos - jj) < vec4i(p.window)); }
+    return ok;
+}
+
+// Scores s (log2 units) of 4 (i, j) pairs with hidden pairs set to -inf and the mask added.
+// Pairs out of range read a clamped, in-bounds mask element that is then discarded.
+fn mask_scores(s: vec4f, b: u32, h: u32, i: vec4u, j: vec4u) -> vec4f {
+    let ok = visible4(i, j) & (i < vec4u(p.seq_q));
+    var x = s;
+    if (has_mask()) {
+        let base = b * p.m_sb + h * p.m_sh;
+        let ic = min(i, vec4u(p.seq_q - 1u));
+        let jc = min(j, vec4u(p.seq_k - 1u));
+        let e = vec4u(base) + ic * p.m_sq + jc * p.m_sk;
+        x += vec4f(mask[e.x], mask[e.y], mask[e.z], mask[e.w]) * LOG2E;
+    }
+    return select(vec4f(p.neg_inf), x, ok);
+}
+
+fn mask_at(b: u32, h: u32, i: u32, j: u32) -> f32 {
+    return mask[b * p.m_sb + h * p.m_sh + i * p.m_sq + j * p.m_sk] * LOG2E;
+}
+
+// Visible keys [x, y) of the query rows [i0, i1) (i1 > i0); empty when y <= x.
+fn key_range(i0: u32, i1: u32) -> vec2i {
+    var lo = 0;
+    var hi = i32(p.seq_k);
+    let first = i32(i0) + p.offset;
+    let last = i32(i1) - 1 + p.offset;
+    if (p.causal != 0u) { hi = min(hi, last + 1); }
+    if (p.window > 0) {
+        lo = max(lo, first - p.window + 1);
+        hi = min(hi, last + p.window);
+    }
+    return vec2i(lo, hi);
+}
+
+// Queries [x, y) that see at least one of the keys [j0, j1).
+fn query_range(j0: u32, j1: u32) -> vec2i {
+    var lo = 0;
+    var hi = i32(p.seq_q);
+    if (p.causal != 0u) { lo = max(lo, i32(j0) - p.offset); }
+    if (p.window > 0) {
+        lo = max(lo, i32(j0) - p.offset - p.window + 1);
+        hi = min(hi, i32(j1) - 1 - p.offset + p.window);
+    }
+    return vec2i(lo, hi);
+}
+
+// True when every key of [j0, j0 + n) is visible to every query of [i0, i1): the block
+// needs no per-element test (unless there is a mask).
+fn block_visible(i0: u32, i1: u32, j0: u32, n: u32) -> bool {
+    if (j0 + n > p.seq_k) { return false; }
+    let first = i32(i0) + p.offset;
+    let last = i32(i1) - 1 + p.offset;
+    let jl = i32(j0 + n) - 1;
+    if (p.causal != 0u && jl > first) { return false; }
+    if (p.window > 0 && (last - i32(j0) >= p.window || jl - first >= p.window)) { return false; }
+    return true;
+}
+
+// Zeroes the lanes of a row vec4 at or past DIM; x was loaded at element offset e.
+fn unaligned(lo: vec4f, hi: vec4f, e: u32, d4: u32) -> vec4f {
+    var x = lo;
+    if ((e & 3u) != 0u) { x = vec4f(lo.zw, hi.xy); }
+    let lane = vec4u(0u, 1u, 2u, 3u) + 4u * d4;
+    return select(vec4f(0.0), x, lane < vec4u(p.dim));
+}
+
+// vec4 number d4 of the row starting at element `base` (0 past the row's end).
+fn ld_q(base: u32, d4: u32) -> vec4f {
+    if (d4 >= p.d4) { return vec4f(0.0); }
+    let e = base + 4u * d4;
+    if ((p.dim & 3u) == 0u) { return q[e >> 2u]; }
+    var hi = vec4f(0.0);
+    if ((e & 3u) != 0u && 4u * d4 + 2u < p.dim) { hi = q[(e >> 2u) + 1u]; }
+    return unaligned(q[e >> 2u], hi, e, d4);
+}
+fn ld_k(base: u32, d4: u32) -> vec4f {
+    if (d4 >= p.d4) { return vec4f(0.0); }
+    let e = base + 4u * d4;
+    if ((p.dim & 3u) == 0u) { return k[e >> 2u]; }
+    var hi = vec4f(0.0);
+    if ((e & 3u) != 0u && 4u * d4 + 2u < p.dim) { hi = k[(e >> 2u) + 1u]; }
+    return unaligned(k[e >> 2u], hi, e, d4);
+}
+fn ld_v(base: u32, d4: u32) -> vec4f {
+    if (d4 >= p.d4) { return vec4f(0.0); }
+    let e = base + 4u * d4;
+    if ((p.dim & 3u) == 0u) { return v[e >> 2u]; }
+    var hi = vec4f(0.0);
+    if ((e & 3u) != 0u && 4u * d4 + 2u < p.dim) { hi = v[(e >> 2u) + 1u]; }
+    return unaligned(v[e >> 2u], hi, e, d4);
+}
+fn ld_do(base: u32, d4: u32) -> vec4f {
+    if (d4 >= p.d4) { return vec4f(0.0); }
+    let e = base + 4u * d4;
+    if ((p.dim & 3u) == 0u) { return dout[e >> 2u]; }
+    var hi = vec4f(0.0);
+    if ((e & 3u) != 0u && 4u * d4 + 2u < p.dim) { hi = dout[(e >> 2u) + 1u]; }
+    return unaligned(dout[e >> 2u], hi, e, d4);
+}
+
+fn st_dst(base: u32, d4: u32, x: vec4f) {
+    for (var e = 0u; e < 4u; e++) {
+        if (4u * d4 + e < p.dim) { dst[base + 4u * d4 + e] = x[e]; }
+    }
+}
+fn st_dst2(base: u32, d4: u32, x: vec4f) {
+    for (var e = 0u; e < 4u; e++) {
+        if (4u * d4 + e < p.dim) { dst2[base + 4u * d4 + e] = x[e]; }
+    }
+}
+
+// ---- staging and output helpers ----------------------------------------------------------
+// Tiles move between memory and workgroup arrays with thread (g, c) taking rows g, g + RG,
+// ... and vec4 c, c + TC, ... of each row: a row group reads TC consecutive vec4 (coalesced)
+// and the inner loop runs over the real d4 vec4 only (padding is never read).
+
+// ---- forward and backward statistics ---------------------------------------------------
+
+override F_QN: u32 = BR * RS;
+override F_KVN: u32 = select(2u, 1u, SHARED_STAGE || MODE == 1u) * BC * RS;
+override F_PN: u32 = select(BC * RG, 1u, MODE == 1u);
+override F_RN: u32 = TC * RG;
+var<workgroup> f_q: array<vec4f, F_QN>;     // q tile [BR][RS], pre-scaled; at the end: out
+var<workgroup> f_kv: array<vec4f, F_KVN>;   // k tile [BC][RS], then (or beside) the v tile
+var<workgroup> f_p: array<vec4f, F_PN>;     // P transposed: [BC][RG] vec4 of 4 rows
+var<workgroup> f_red: array<vec4f, F_RN>;   // per-lane partials [TC][RG]
+
+fn f_stage_k(off: u32, kb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let j = kb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (j < p.seq_k) { x = ld_k(base + j * stride, d4); }
+            f_kv[off + r * RS + d4] = x;
+        }
+    }
+}
+fn f_stage_v(off: u32, kb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let j = kb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (j < p.seq_k) { x = ld_v(base + j * stride, d4); }
+            f_kv[off + r * RS + d4] = x;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+       @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / p.group;
+    let g = tid / TC;
+    let c = tid % TC;
+    let i0 = qb * BR;
+    let i1 = min(i0 + BR, p.seq_q);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let rows = vec4u(i0 + 4u * g) + vec4u(0u, 1u, 2u, 3u);   // this lane's 4 query rows
+
+    for (var r = g; r < BR; r += RG) {
+        let i = i0 + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (i < p.seq_q) { x = ld_q(q_base + i * q_stride, d4) * p.scale_log2; }
+            f_q[r * RS + d4] = x;
+        }
+    }
+    var rk = vec4u(0u);
+    if (dropout) { rk = row_keys(bh, rows); }
+
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / BC) * BC;
+    let v_off = select(BC * RS, 0u, SHARED_STAGE);
+    var m = vec4f(p.neg_inf);
+    var l = vec4f(0.0);
+    var o = array<vec4f, 16>();      // o[4 * r + j]: row 4g + r, vec4 c + TC * j of the head
+    for (var kb = kb0; i32(kb) < range.y; kb += BC) {
+        workgroupBarrier();
+        f_stage_k(0u, kb, k_base, k_stride, g, c);
+        if (MODE == 0u && !SHARED_STAGE) { f_stage_v(v_off, kb, k_base, k_stride, g, c); }
+        workgroupBarrier();
+
+        // phase 1: s[jj] = scores (log2 units) of rows 4g..4g+3 with key kb + c + TC*jj
+        var s = array<vec4f, 4>();
+        for (var d4 = 0u; d4 < p.d4; d4++) {
+            let a0 = f_q[(4u * g) * RS + d4];
+            let a1 = f_q[(4u * g + 1u) * RS + d4];
+            let a2 = f_q[(4u * g + 2u) * RS + d4];
+            let a3 = f_q[(4u * g + 3u) * RS + d4];
+            for (var jj = 0u; jj < 4u; jj++) {
+                if (jj < KPT) {
+                    let kv = f_kv[(c + TC * jj) * RS + d4];
+                    s[jj] += vec4f(dot(a0, kv), dot(a1, kv), dot(a2, kv), dot(a3, kv));
+                }
+            }
+        }
+        if (!block_visible(i0, i1, kb, BC) || has_mask()) {
+            for (var jj = 0u; jj < 4u; jj++) {
+                if (jj < KPT) { s[jj] = mask_scores(s[jj], b, h, rows, vec4u(kb + c + TC * jj)); }
+            }
+        }
+        var pm = s[0];
+        for (var jj = 1u; jj < 4u; jj++) {
+            if (jj < KPT) { pm = max(pm, s[jj]); }
+        }
+        f_red[c * RG + g] = pm;
+        workgroupBarrier();
+        if (MODE == 0u && SHARED_STAGE) { f_stage_v(0u, kb, k_base, k_stride, g, c); }   // k is no longer read
+        var mx = f_red[g];
+        for (var cc = 1u; cc < TC; cc++) { mx = max(mx, f_red[cc * RG + g]); }
+        let m_new = max(m, mx);
+        let m_use = select(m_new, vec4f(0.0), m_new == vec4f(p.neg_inf));   // no finite score yet
+        let alpha = exp2(m - m_use);
+        m = m_new;
+        var lsum = vec4f(0.0);
+        for (var jj = 0u; jj < 4u; jj++) {
+            if (jj < KPT) {
+                s[jj] = exp2(s[jj] - m_use);
+                lsum += s[jj];
+            }
+        }
+        l = l * alpha + lsum;
+
+        if (MODE == 0u) {
+            for (var j = 0u; j < 4u; j++) {
+                if (j < OCV) {
+                    o[j] *= alpha.x;
+                    o[4u + j] *= alpha.y;
+                    o[8u + j] *= alpha.z;
+                    o[12u + j] *= alpha.w;
+                }
+            }
+            for (var jj = 0u; jj < 4u; jj++) {
+                if (jj < KPT) {
+                    var pd = s[jj];
+                    if (dropout) { pd *= keep4(rk, vec4u(key_hash(kb + c + TC * jj))); }
+                    f_p[(c + TC * jj) * RG + g] = pd;
+                }
+            }
+            workgroupBarrier();
+            // phase 2: o += P v over the block's keys
+            for (var kk = 0u; kk < BC; kk++) {
+                let pv = f_p[kk * RG + g];
+                for (var j = 0u; j < 4u; j++) {
+                    if (j < OCV) {
+                        let vv = f_kv[v_off + kk * RS + c + TC * j];
+                        o[j] += pv.x * vv;
+                        o[4u + j] += pv.y * vv;
+                        o[8u + j] += pv.z * vv;
+                        o[12u + j] += pv.w * vv;
+                    }
+                }
+            }
+        }
+    }
+
+    // row sums: reduce the per-lane partials
+    workgroupBarrier();
+    f_red[c * RG + g] = l;
+    workgroupBarrier();
+    var lt = f_red[g];
+    for (var cc = 1u; cc < TC; cc++) { lt += f_red[cc * RG + g]; }
+
+    if (MODE == 0u) {
+        // normalise into the q tile, then store it row by row
+        let inv = select(vec4f(0.0), 1.0 / lt, lt > vec4f(0.0));
+        for (var j = 0u; j < 4u; j++) {
+            if (j < OCV) {
+                f_q[(4u * g) * RS + c + TC * j] = o[j] * inv.x;
+                f_q[(4u * g + 1u) * RS + c + TC * j] = o[4u + j] * inv.y;
+                f_q[(4u * g + 2u) * RS + c + TC * j] = o[8u + j] * inv.z;
+                f_q[(4u * g + 3u) * RS + c + TC * j] = o[12u + j] * inv.w;
+            }
+        }
+        workgroupBarrier();
+        for (var r = g; r < BR; r += RG) {
+            let i = i0 + r;
+            if (i < p.seq_q) {
+                for (var d4 = c; d4 < p.d4; d4 += TC) { st_dst(q_base + i * q_stride, d4, f_q[r * RS + d4]); }
+            }
+        }
+    } else {
+        // lse (log2 units; +inf for an empty row) and D = rowsum(dout * out)
+        let lse = select(vec4f(p.pos_inf), m + log2(lt), lt > vec4f(0.0));
+        var dpart = vec4f(0.0);
+        for (var r = 0u; r < 4u; r++) {
+            let i = i0 + 4u * g + r;
+            if (i < p.seq_q) {
+                let row = q_base + i * q_stride;
+                var acc = 0.0;
+                for (var d4 = c; d4 < p.d4; d4 += TC) { acc += dot(ld_do(row, d4), ld_v(row, d4)); }
+                dpart[r] = acc;
+            }
+        }
+        workgroupBarrier();
+        f_red[c * RG + g] = dpart;
+        workgroupBarrier();
+        if (c == 0u) {
+            var dsum = f_red[g];
+            for (var cc = 1u; cc < TC; cc++) { dsum += f_red[cc * RG + g]; }
+            let n = p.batch * p.heads * p.seq_q;
+            for (var r = 0u; r < 4u; r++) {
+                let i = i0 + 4u * g + r;
+                if (i < p.seq_q) {
+                    dst[bh * p.seq_q + i] = lse[r];
+                    dst[n + bh * p.seq_q + i] = dsum[r];
+                }
+            }
+        }
+    }
+}
+
+// ---- backward: dq ------------------------------------------------------------------------
+
+override Q_AN: u32 = 2u * BR * RS;
+override Q_BN: u32 = select(2u, 1u, SHARED_STAGE) * BC * RS;
+override Q_WN: u32 = BC * RG;
+var<workgroup> dq_a: array<vec4f, Q_AN>;   // q (pre-scaled) [BR][RS], dout [BR][RS]; at the end dq
+var<workgroup> dq_b: array<vec4f, Q_BN>;   // k [BC][RS] and v (beside it, or in its place)
+var<workgroup> dq_w: array<vec4f, Q_WN>;   // dS transposed [BC][RG]
+
+fn dq_stage_k(off: u32, kb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let j = kb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (j < p.seq_k) { x = ld_k(base + j * stride, d4); }
+            dq_b[off + r * RS + d4] = x;
+        }
+    }
+}
+fn dq_stage_v(off: u32, kb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let j = kb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (j < p.seq_k) { x = ld_v(base + j * stride, d4); }
+            dq_b[off + r * RS + d4] = x;
+        }
+    }
+}
+// 4 x KPT tile of (rows at a_off) . (columns at b_off)^T
+fn dq_phase1(a_off: u32, b_off: u32, g: u32, c: u32) -> array<vec4f, 4> {
+    var s = array<vec4f, 4>();
+    for (var d4 = 0u; d4 < p.d4; d4++) {
+        let a0 = dq_a[a_off + (4u * g) * RS + d4];
+        let a1 = dq_a[a_off + (4u * g + 1u) * RS + d4];
+        let a2 = dq_a[a_off + (4u * g + 2u) * RS + d4];
+        let a3 = dq_a[a_off + (4u * g + 3u) * RS + d4];
+        for (var jj = 0u; jj < 4u; jj++) {
+            if (jj < KPT) {
+                let x = dq_b[b_off + (c + TC * jj) * RS + d4];
+                s[jj] += vec4f(dot(a0, x), dot(a1, x), dot(a2, x), dot(a3, x));
+            }
+        }
+    }
+    return s;
+}
+
+@compute @workgroup_size(WG)
+fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+          @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / p.group;
+    let g = tid / TC;
+    let c = tid % TC;
+    let i0 = qb * BR;
+    let i1 = min(i0 + BR, p.seq_q);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let n = p.batch * p.heads * p.seq_q;
+    let rows = vec4u(i0 + 4u * g) + vec4u(0u, 1u, 2u, 3u);
+
+    for (var r = g; r < BR; r += RG) {
+        let i = i0 + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            var y = vec4f(0.0);
+            if (i < p.seq_q) {
+                x = ld_q(q_base + i * q_stride, d4) * p.scale_log2;
+                y = ld_do(q_base + i * q_stride, d4);
+            }
+            dq_a[r * RS + d4] = x;
+            dq_a[BR * RS + r * RS + d4] = y;
+        }
+    }
+    var lse = vec4f(p.pos_inf);
+    var di = vec4f(0.0);
+    for (var r = 0u; r < 4u; r++) {
+        let i = i0 + 4u * g + r;
+        if (i < p.seq_q) {
+            lse[r] = stats[bh * p.seq_q + i];
+            di[r] = stats[n + bh * p.seq_q + i];
+        }
+    }
+    var rk = vec4u(0u);
+    if (dropout) { rk = row_keys(bh, rows); }
+
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / BC) * BC;
+    var acc = array<vec4f, 16>();
+    for (var kb = kb0; i32(kb) < range.y; kb += BC) {
+        workgroupBarrier();
+        var s = array<vec4f, 4>();
+        var dp = array<vec4f, 4>();
+        if (SHARED_STAGE) {
+            dq_stage_v(0u, kb, k_base, k_stride, g, c);
+            workgroupBarrier();
+            dp = dq_phase1(BR * RS, 0u, g, c);
+            workgroupBarrier();
+            dq_stage_k(0u, kb, k_base, k_stride, g, c);
+            workgroupBarrier();
+            s = dq_phase1(0u, 0u, g, c);
+        } else {
+            dq_stage_k(0u, kb, k_base, k_stride, g, c);
+            dq_stage_v(BC * RS, kb, k_base, k_stride, g, c);
+            workgroupBarrier();
+            s = dq_phase1(0u, 0u, g, c);
+            dp = dq_phase1(BR * RS, BC * RS, g, c);
+        }
+        let check = !block_visible(i0, i1, kb, BC) || has_mask();
+        for (var jj = 0u; jj < 4u; jj++) {
+            if (jj < KPT) {
+                let j = kb + c + TC * jj;
+                var sj = s[jj];
+                if (check) { sj = mask_scores(sj, b, h, rows, vec4u(j)); }
+                let pj = exp2(sj - lse);
+                var dpj = dp[jj];
+                if (dropout) { dpj *= keep4(rk, vec4u(key_hash(j))); }
+                dq_w[(c + TC * jj) * RG + g] = pj * (dpj - di);
+            }
+        }
+        workgroupBarrier();
+        // phase 2: acc += dS k over the block's keys (k is at dq_b[0..])
+        for (var kk = 0u; kk < BC; kk++) {
+            let w = dq_w[kk * RG + g];
+            for (var j = 0u; j < 4u; j++) {
+                if (j < OCV) {
+                    let kv = dq_b[kk * RS + c + TC * j];
+                    acc[j] += w.x * kv;
+                    acc[4u + j] += w.y * kv;
+                    acc[8u + j] += w.z * kv;
+                    acc[12u + j] += w.w * kv;
+                }
+            }
+        }
+    }
+
+    workgroupBarrier();
+    for (var j = 0u; j < 4u; j++) {
+        if (j < OCV) {
+            dq_a[(4u * g) * RS + c + TC * j] = acc[j] * p.scale;
+            dq_a[(4u * g + 1u) * RS + c + TC * j] = acc[4u + j] * p.scale;
+            dq_a[(4u * g + 2u) * RS + c + TC * j] = acc[8u + j] * p.scale;
+            dq_a[(4u * g + 3u) * RS + c + TC * j] = acc[12u + j] * p.scale;
+        }
+    }
+    workgroupBarrier();
+    for (var r = g; r < BR; r += RG) {
+        let i = i0 + r;
+        if (i < p.seq_q) {
+            for (var d4 = c; d4 < p.d4; d4 += TC) { st_dst(q_base + i * q_stride, d4, dq_a[r * RS + d4]); }
+        }
+    }
+}
+
+// ---- backward: dk, dv --------------------------------------------------------------------
+
+override K_AN: u32 = 2u * BR * RS;
+override K_BN: u32 = select(2u, 1u, SHARED_STAGE) * BC * RS;
+override K_WN: u32 = 2u * BC * RG;
+override K_LN: u32 = 2u * BC;
+var<workgroup> kv_a: array<vec4f, K_AN>;   // k (pre-scaled) [BR][RS], v [BR][RS]; at the end dk, dv
+var<workgroup> kv_b: array<vec4f, K_BN>;   // q [BC][RS] and dout (beside it, or in its place)
+var<workgroup> kv_w: array<vec4f, K_WN>;   // Pdrop^T then dS^T: [BC][RG] vec4 of 4 keys
+var<workgroup> kv_l: array<f32, K_LN>;     // lse, D of the block's queries
+
+fn kv_stage_q(off: u32, qb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let i = qb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (i < p.seq_q) { x = ld_q(base + i * stride, d4); }
+            kv_b[off + r * RS + d4] = x;
+        }
+    }
+}
+fn kv_stage_do(off: u32, qb: u32, base: u32, stride: u32, g: u32, c: u32) {
+    for (var r = g; r < BC; r += RG) {
+        let i = qb + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            if (i < p.seq_q) { x = ld_do(base + i * stride, d4); }
+            kv_b[off + r * RS + d4] = x;
+        }
+    }
+}
+fn kv_phase1(a_off: u32, b_off: u32, g: u32, c: u32) -> array<vec4f, 4> {
+    var s = array<vec4f, 4>();
+    for (var d4 = 0u; d4 < p.d4; d4++) {
+        let a0 = kv_a[a_off + (4u * g) * RS + d4];
+        let a1 = kv_a[a_off + (4u * g + 1u) * RS + d4];
+        let a2 = kv_a[a_off + (4u * g + 2u) * RS + d4];
+        let a3 = kv_a[a_off + (4u * g + 3u) * RS + d4];
+        for (var jj = 0u; jj < 4u; jj++) {
+            if (jj < KPT) {
+                let x = kv_b[b_off + (c + TC * jj) * RS + d4];
+                s[jj] += vec4f(dot(a0, x), dot(a1, x), dot(a2, x), dot(a3, x));
+            }
+        }
+    }
+    return s;
+}
+// acc[4r + j] += sum over the block's columns of w[col][row 4g + r] * x[col][vec4 c + TC*j]
+fn kv_phase2(acc: ptr<function, array<vec4f, 16>>, w_off: u32, x_off: u32, g: u32, c: u32) {
+    for (var ci = 0u; ci < BC; ci++) {
+        let w = kv_w[w_off + ci * RG + g];
+        for (var j = 0u; j < 4u; j++) {
+            if (j < OCV) {
+                let x = kv_b[x_off + ci * RS + c + TC * j];
+                (*acc)[j] += w.x * x;
+                (*acc)[4u + j] += w.y * x;
+                (*acc)[8u + j] += w.z * x;
+                (*acc)[12u + j] += w.w * x;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let kbi = wg % p.k_blocks;
+    let bk = wg / p.k_blocks;
+    let kvh = bk % p.kv_heads;
+    let b = bk / p.kv_heads;
+    let g = tid / TC;
+    let c = tid % TC;
+    let j0 = kbi * BR;
+    let j1 = min(j0 + BR, p.seq_k);
+    let q_stride = p.heads * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let n = p.batch * p.heads * p.seq_q;
+    let keys = vec4u(j0 + 4u * g) + vec4u(0u, 1u, 2u, 3u);   // this lane's 4 keys
+
+    for (var r = g; r < BR; r += RG) {
+        let j = j0 + r;
+        for (var d4 = c; d4 < p.d4; d4 += TC) {
+            var x = vec4f(0.0);
+            var y = vec4f(0.0);
+            if (j < p.seq_k) {
+                x = ld_k(k_base + j * k_stride, d4) * p.scale_log2;
+                y = ld_v(k_base + j * k_stride, d4);
+            }
+            kv_a[r * RS + d4] = x;
+            kv_a[BR * RS + r * RS + d4] = y;
+        }
+    }
+    var kh = vec4u(0u);
+    if (dropout) { kh = key_hashes(keys); }
+
+    let range = query_range(j0, j1);
+    let qb0 = (u32(max(range.x, 0)) / BC) * BC;
+    let full_keys = j0 + BR <= p.seq_k;
+    var dk = array<vec4f, 16>();
+    var dv = array<vec4f, 16>();
+    for (var hh = 0u; hh < p.group; hh++) {
+        let h = kvh * p.group + hh;
+        let bh = b * p.heads + h;
+        let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+        for (var qb = qb0; i32(qb) < range.y; qb += BC) {
+            workgroupBarrier();
+            for (var idx = tid; idx < BC; idx += WG) {
+                let i = qb + idx;
+                var lse = p.pos_inf;
+                var di = 0.0;
+                if (i < p.seq_q) {
+                    lse = stats[bh * p.seq_q + i];
+                    di = stats[n + bh * p.seq_q + i];
+                }
+                kv_l[idx] = lse;
+                kv_l[BC + idx] = di;
+            }
+            kv_stage_q(0u, qb, q_base, q_stride, g, c);
+            if (!SHARED_STAGE) { kv_stage_do(BC * RS, qb, q_base, q_stride, g, c); }
+            workgroupBarrier();
+
+            // s[jj]: scores of keys 4g..4g+3 with query qb + c + TC*jj (log2 units)
+            let s = kv_phase1(0u, 0u, g, c);
+            var dp = array<vec4f, 4>();
+            if (!SHARED_STAGE) { dp = kv_phase1(BR * RS, BC * RS, g, c); }
+            let i_last = min(qb + BC, p.seq_q);
+            let check = !(full_keys && block_visible(qb, i_last, j0, BR)) || has_mask();
+            var pr = array<vec4f, 4>();    // P (not dropped)
+            for (var jj = 0u; jj < 4u; jj++) {
+                if (jj < KPT) {
+                    let ci = c + TC * jj;
+                    let i = qb + ci;
+                    var sj = s[jj];
+                    if (check || i >= p.seq_q) { sj = mask_scores(sj, b, h, vec4u(i), keys); }
+                    let pj = exp2(sj - vec4f(kv_l[ci]));
+                    pr[jj] = pj;
+                    var pd = pj;
+                    if (dropout) { pd *= keep4(vec4u(row_key(bh, i)), kh); }
+                    kv_w[ci * RG + g] = pd;
+                }
+            }
+            if (SHARED_STAGE) {
+                workgroupBarrier();
+                kv_stage_do(0u, qb, q_base, q_stride, g, c);
+                workgroupBarrier();
+                dp = kv_phase1(BR * RS, 0u, g, c);
+            }
+            for (var jj = 0u; jj < 4u; jj++) {
+                if (jj < KPT) {
+                    let ci = c + TC * jj;
+                    var dpj = dp[jj];
+                    if (dropout) { dpj *= keep4(vec4u(row_key(bh, qb + ci)), kh); }
+                    kv_w[BC * RG + ci * RG + g] = pr[jj] * (dpj - vec4f(kv_l[BC + ci]));
+                }
+            }
+            if (SHARED_STAGE) {
+                // dv += Pdrop^T dout now (dout is staged; Pdrop was written before two barriers),
+                // then q again for dk += dS^T q
+                kv_phase2(&dv, 0u, 0u, g, c);
+                workgroupBarrier();
+                kv_stage_q(0u, qb, q_base, q_stride, g, c);
+                workgroupBarrier();
+                kv_phase2(&dk, BC * RG, 0u, g, c);
+            } else {
+                workgroupBarrier();
+                kv_phase2(&dv, 0u, BC * RS, g, c);
+                kv_phase2(&dk, BC * RG, 0u, g, c);
+            }
+        }
+    }
+
+    workgroupBarrier();
+    for (var j = 0u; j < 4u; j++) {
+        if (j < OCV) {
+            for (var r = 0u; r < 4u; r++) {
+                kv_a[(4u * g + r) * RS + c + TC * j] = dk[4u * r + j] * p.scale;
+                kv_a[BR * RS + (4u * g + r) * RS + c + TC * j] = dv[4u * r + j];
+            }
+        }
+    }
+    workgroupBarrier();
+    for (var r = g; r < BR; r += RG) {
+        let j = j0 + r;
+        if (j < p.seq_k) {
+            for (var d4 = c; d4 < p.d4; d4 += TC) {
+                st_dst(k_base + j * k_stride, d4, kv_a[r * RS + d4]);
+                st_dst2(k_base + j * k_stride, d4, kv_a[BR * RS + r * RS + d4]);
+            }
+        }
+    }
+}
+
+// ---- decode: one query row per (batch, head), keys split across workgroups ---------------
+//
+// A workgroup owns HG query heads that share one kv head (GQA: k and v are read once for
+// all of them) and a contiguous range of keys_per_split visible keys, streamed in chunks of
+// CK keys. Per chunk: stage k and v (coalesced vec4), scores of (head, key) pairs spread
+// over threads, one thread per head updates its running max / sum and turns scores into
+// probabilities, then each thread updates its (head, vec4 of DIM) accumulators. The
+// partial (max, sum, acc) goes to `part`; decode_combine rescales and sums the splits.
+// Enough splits are used to fill the device even for one batch of a few kv heads.
+
+override DC: u32 = 8u;          // vec4 per row held in workgroup memory (>= d4)
+override DWG: u32 = 128u;       // threads
+override CK: u32 = 32u;         // keys per chunk
+override HG: u32 = 4u;          // query heads per workgroup
+override KRS: u32 = DC + 1u;
+override NSLOT: u32 = (HG * DC + DWG - 1u) / DWG;   // accumulators per thread (<= 8)
+override DC_QN: u32 = HG * DC;
+override DC_KN: u32 = CK * KRS;
+override DC_VN: u32 = CK * DC;
+override DC_SN: u32 = HG * CK;
+var<workgroup> dc_q: array<vec4f, DC_QN>;
+var<workgroup> dc_k: array<vec4f, DC_KN>;
+var<workgroup> dc_v: array<vec4f, DC_VN>;
+var<workgroup> dc_s: array<f32, DC_SN>;
+var<workgroup> dc_h: array<vec4f, HG>;    // per head: running max, running sum, rescale
+
+@compute @workgroup_size(DWG)
+fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+          @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let split = wg % p.splits;
+    let rest = wg / p.splits;
+    let hc = rest % p.head_chunks;
+    let bk = rest / p.head_chunks;
+    let kvh = bk % p.kv_heads;
+    let b = bk / p.kv_heads;
+    let h0 = kvh * p.group + hc * HG;
+    let nh = min(HG, p.group - hc * HG);
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+
+    for (var idx = tid; idx < HG * DC; idx += DWG) {
+        let hh = idx / DC;
+        let d4 = idx % DC;
+        var x = vec4f(0.0);
+        if (hh < nh) { x = ld_q((b * p.heads + h0 + hh) * p.dim, d4) * p.scale_log2; }   // 0 past d4
+        dc_q[idx] = x;
+    }
+    if (tid < HG) { dc_h[tid] = vec4f(p.neg_inf, 0.0, 0.0, 0.0); }
+
+    let ks = p.key_lo + i32(split * p.keys_per_split);
+    let ke = min(p.key_hi, ks + i32(p.keys_per_split));
+    var acc = array<vec4f, 8>();
+    for (var kc = ks; kc < ke; kc += i32(CK)) {
+        workgroupBarrier();
+        for (var idx = tid; idx < CK * DC; idx += DWG) {
+            let r = idx / DC;
+            let d4 = idx % DC;
+            let j = kc + i32(r);
+            var x = vec4f(0.0);
+            var y = vec4f(0.0);
+            if (j < ke) {
+                x = ld_k(k_base + u32(j) * k_stride, d4);
+                y = ld_v(k_base + u32(j) * k_stride, d4);
+            }
+            dc_k[r * KRS + d4] = x;
+            dc_v[r * DC + d4] = y;
+        }
+        workgroupBarrier();
+        for (var pair = tid; pair < HG * CK; pair += DWG) {
+            let hh = pair / CK;
+            let kk = pair % CK;
+            let j = kc + i32(kk);
+            var sc = p.neg_inf;
+            if (hh < nh && j < ke) {
+                var acc_s = 0.0;
+                for (var d4 = 0u; d4 < p.d4; d4++) { acc_s += dot(dc_q[hh * DC + d4], dc_k[kk * KRS + d4]); }
+                sc = acc_s;
+                if (has_mask()) { sc += mask_at(b, h0 + hh, 0u, u32(j)); }
+            }
+            dc_s[pair] = sc;
+        }
+        workgroupBarrier();
+        if (tid < nh) {
+            let st = dc_h[tid];
+            var mx = p.neg_inf;
+            for (var kk = 0u; kk < CK; kk++) { mx = max(mx, dc_s[tid * CK + kk]); }
+            let m_new = max(st.x, mx);
+            let m_use = select(m_new, 0.0, m_new == p.neg_inf);
+            let alpha = exp2(st.x - m_use);
+            var sum = 0.0;
+            let rk = row_key(b * p.heads + h0 + tid, 0u);
+            for (var kk = 0u; kk < CK; kk++) {
+                var e = exp2(dc_s[tid * CK + kk] - m_use);
+                sum += e;
+                if (has_dropout()) {
+                    e = select(0.0, e * p.drop_scale, kept(rk, key_hash(u32(kc) + kk)));
+                }
+                dc_s[tid * CK + kk] = e;
+            }
+            dc_h[tid] = vec4f(m_new, st.y * alpha + sum, alpha, 0.0);
+        }
+        workgroupBarrier();
+        for (var n = 0u; n < 8u; n++) {
+            let idx = tid + n * DWG;
+            if (n < NSLOT && idx < HG * DC && idx % DC < p.d4) {
+                let hh = idx / DC;
+                let d4 = idx % DC;
+                var a = acc[n] * dc_h[hh].z;
+                for (var kk = 0u; kk < CK; kk++) { a += dc_s[hh * CK + kk] * dc_v[kk * DC + d4]; }
+                acc[n] = a;
+            }
+        }
+    }
+
+    let stride = p.d4 + 1u;
+    for (var n = 0u; n < 8u; n++) {
+        let idx = tid + n * DWG;
+        if (n < NSLOT && idx < nh * DC && idx % DC < p.d4) {
+            let hh = idx / DC;
+            let d4 = idx % DC;
+            part[((b * p.heads + h0 + hh) * p.splits + split) * stride + 1u + d4] = acc[n];
+        }
+    }
+    if (tid < nh) {
+        let st = dc_h[tid];
+        part[((b * p.heads + h0 + tid) * p.splits + split) * stride] = vec4f(st.x, st.y, 0.0, 0.0);
+    }
+}
+
+// One workgroup per (batch, head): out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M).
+@compute @workgroup_size(32)
+fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                  @builtin(local_invocation_index) tid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.total_wg) { return; }
+    let stride = p.d4 + 1u;
+    let base = row * p.splits * stride;
+    var mx = p.neg_inf;
+    for (var s = 0u; s < p.splits; s++) { mx = max(mx, part_in[base + s * stride].x); }
+    let m_use = select(mx, 0.0, mx == p.neg_inf);
+    var l = 0.0;
+    for (var s = 0u; s < p.splits; s++) {
+        let st = part_in[base + s * stride];
+        l += st.y * exp2(st.x - m_use);
+    }
+    let inv = select(0.0, 1.0 / l, l > 0.0);
+    for (var d4 = tid; d4 < p.d4; d4 += 32u) {
+        var a = vec4f(0.0);
+        for (var s = 0u; s < p.splits; s++) {
+            a += part_in[base + s * stride + 1u + d4] * exp2(part_in[base + s * stride].x - m_use);
+        }
+        a *= inv;
+        for (var e = 0u; e < 4u; e++) {
+            if (4u * d4 + e < p.dim) { comb_out[row * p.dim + 4u * d4 + e] = a[e]; }
+        }
+    }
+}

@@ -1,0 +1,567 @@
+/* Flash attention: forward, backward, single-query decode. Kernels: src/kernels/attention.wgsl.
+
+   Forward (seq_q > 1): one dispatch of `fwd`. Forward (seq_q == 1): `decode` over key splits
+   then `decode_combine`. Backward: `fwd` in statistics mode (logsumexp and D = rowsum(dO*O)
+   per query row into a scratch of 2*batch*heads*seq_q floats), then `bwd_dq` and `bwd_dkdv`.
+   Tile shapes come from the device's workgroup storage (see pick_tiles); the environment
+   variables WGML_ATTN_FWD, WGML_ATTN_DQ, WGML_ATTN_DKDV ("BR,TC,KPT,SHARED") and
+   WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DIM 128u
+#define MAX_SEQ (1u << 26)
+#define MAX_OFFSET (1u << 28)
+#define LOG2E 1.4426950408889634
+
+/* Mirrors struct Params of attention.wgsl. */
+typedef struct attn_params {
+    uint32_t batch, seq_q, seq_k, heads;
+    uint32_t kv_heads, group, q_blocks, k_blocks;
+    uint32_t causal;
+    int32_t offset, window;
+    uint32_t flags;
+    float scale_log2;
+    uint32_t drop_threshold;
+    float drop_scale;
+    uint32_t seed_key;
+    uint32_t m_sb, m_sh, m_sq, m_sk;
+    uint32_t total_wg;
+    int32_t key_lo, key_hi;
+    uint32_t splits;
+    uint32_t keys_per_split, head_chunks, seed_key2;
+    float neg_inf;
+    float pos_inf, scale;
+    uint32_t dim, d4;
+} attn_params;
+_Static_assert(sizeof(attn_params) == 128, "attn_params must match struct Params");
+
+typedef struct attn_shape { uint32_t batch, seq_q, seq_k, heads, kv_heads, dim; } attn_shape;
+
+/* ---- tile shapes ---------------------------------------------------------------------- */
+
+enum { K_FWD, K_STATS, K_DQ, K_DKDV };
+
+typedef struct tiles { uint32_t br, tc, kpt, shared; } tiles;
+
+/* Preference order: 4 columns per lane first (phase 1 then does 8 FMAs per workgroup load
+   instead of 5.3 with 2: these kernels are bound by workgroup-memory bandwidth more than
+   by L2), then more rows per workgroup (fewer re-reads of k/v or q/dout from L2),
+   then separate staging regions (fewer barriers, loads overlap) over one shared region. */
+static const tiles tile_candidates[] = {
+    { 64, 8, 4, 0 }, { 64, 8, 4, 1 }, { 32, 8, 4, 0 }, { 32, 8, 4, 1 }, { 16, 8, 4, 0 }, { 16, 8, 4, 1 },
+    { 32, 8, 2, 0 }, { 32, 8, 2, 1 }, { 16, 8, 2, 0 }, { 16, 8, 2, 1 }, { 16, 8, 1, 1 }, { 8, 8, 1, 1 },
+    { 4, 8, 1, 1 },
+};
+
+/* Workgroup bytes of a kernel with tiles t at head_dim dim (mirrors the WGSL arrays). */
+static uint64_t tile_bytes(int kind, uint32_t dim, tiles t)
+{
+    uint64_t d4 = (dim + 3) / 4, ocv = (d4 + t.tc - 1) / t.tc, rs = ocv * t.tc + 1;
+    uint64_t bc = (uint64_t)t.kpt * t.tc, rg = t.br / 4, stage = t.shared ? 1 : 2;
+    switch (kind) {
+    case K_FWD: return 16 * (t.br * rs + stage * bc * rs + bc * rg + t.tc * rg);
+    case K_STATS: return 16 * (t.br * rs + bc * rs + 1 + t.tc * rg);
+    case K_DQ: return 16 * (2 * t.br * rs + stage * bc * rs + bc * rg);
+    default: return 16 * (2 * t.br * rs + stage * bc * rs + 2 * bc * rg) + 4 * 2 * bc;
+    }
+}
+
+static bool tiles_fit(wgml_context *ctx, int kind, uint32_t dim, tiles t)
+{
+    if (t.br < 4 || t.br % 4 || t.tc < 1 || (t.kpt != 1 && t.kpt != 2 && t.kpt != 4) || t.shared > 1) return false;
+    uint32_t d4 = (dim + 3) / 4, ocv = (d4 + t.tc - 1) / t.tc;
+    uint64_t wg = (uint64_t)(t.br / 4) * t.tc;
+    if (ocv > 4 || wg > ctx->limits.maxComputeInvocationsPerWorkgroup || wg > ctx->limits.maxComputeWorkgroupSizeX)
+        return false;
+    return tile_bytes(kind, dim, t) <= ctx->limits.maxComputeWorkgroupStorageSize;
+}
+
+static const char *tile_env(int kind)
+{
+    return kind == K_DQ ? "WGML_ATTN_DQ" : kind == K_DKDV ? "WGML_ATTN_DKDV" : "WGML_ATTN_FWD";
+}
+
+static wgml_status pick_tiles(wgml_context *ctx, const char *fn, int kind, uint32_t dim, tiles *out)
+{
+    const char *name = tile_env(kind), *env = getenv(name);
+    if (env && *env) {
+        tiles t = { 0 };
+        if (sscanf(env, "%u,%u,%u,%u", &t.br, &t.tc, &t.kpt, &t.shared) != 4 || !tiles_fit(ctx, kind, dim, t))
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                              "%s: %s=\"%s\" is not BR,TC,KPT,SHARED tiles that fit this device at head_dim %u", fn, name,
+                              env, dim);
+        *out = t;
+        return WGML_OK;
+    }
+    for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
+        if (tiles_fit(ctx, kind, dim, tile_candidates[i])) {
+            *out = tile_candidates[i];
+            return WGML_OK;
+        }
+    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
+                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
+}
+
+typedef struct decode_cfg { uint32_t threads, ck, hg, target; } decode_cfg;
+
+static uint32_t decode_dc(uint32_t dim);
+
+static uint64_t decode_bytes(uint32_t dim, decode_cfg c)
+{
+    uint64_t dc = decode_dc(dim);
+    return 16 * (c.hg * dc + c.ck * (dc + 1) + c.ck * dc + c.hg) + 4ull * c.hg * c.ck;
+}
+
+static bool decode_fits(wgml_context *ctx, uint32_t dim, decode_cfg c)
+{
+    uint64_t dc = decode_dc(dim);
+    if (c.threads < 1 || c.ck < 1 || c.hg < 1 || c.target < 1) return false;
+    if (c.threads > ctx->limits.maxComputeInvocationsPerWorkgroup || c.threads > ctx->limits.maxComputeWorkgroupSizeX) return false;
+    if (c.hg * dc > 8ull * c.threads) return false;   /* 8 accumulators per thread */
+    return decode_bytes(dim, c) <= ctx->limits.maxComputeWorkgroupStorageSize;
+}
+
+static wgml_status pick_decode(wgml_context *ctx, const char *fn, uint32_t dim, uint32_t group, decode_cfg *out)
+{
+    const char *env = getenv("WGML_ATTN_DECODE");
+    if (env && *env) {
+        decode_cfg c = { 0 };
+        if (sscanf(env, "%u,%u,%u,%u", &c.threads, &c.ck, &c.hg, &c.target) != 4 || !decode_fits(ctx, dim, c))
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                              "%s: WGML_ATTN_DECODE=\"%s\" is not THREADS,CK,HG,TARGET that fit this device at head_dim %u", fn,
+                              env, dim);
+        *out = c;
+        return WGML_OK;
+    }
+    uint32_t threads = 128;
+    if (threads > ctx->limits.maxComputeInvocationsPerWorkgroup) threads = ctx->limits.maxComputeInvocationsPerWorkgroup;
+    /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
+       few pipelines serve every model (unused head slots only idle some threads: decoding
+       is bound by reading k and v). */
+    uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
+    if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
+    for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
+        for (uint32_t ck = 64; ck >= 4; ck /= 2) {
+            decode_cfg c = { threads, ck, hg, 512 };
+            if (decode_fits(ctx, dim, c)) {
+                *out = c;
+                return WGML_OK;
+            }
+        }
+        if (hg == 1) break;
+    }
+    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
+                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
+}
+
+/* ---- validation ----------------------------------------------------------------------- */
+
+static bool same_dims(const wgml_tensor *a, const wgml_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (uint32_t i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static void shape_str(const wgml_tensor *t, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (uint32_t i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%zu", i ? ", " : "", t->shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+/* q [B, Sq, H, D] (or [Sq, D] when single), k [B, Sk, KVH, D] (or [Sk, D]). */
+static wgml_status check_qk(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
+                            attn_shape *s)
+{
+    uint32_t nd = single ? 2 : 4;
+    const char *layout_q = single ? "[seq_len, head_dim]" : "[batch, seq_q, num_heads, head_dim]";
+    const char *layout_k = single ? "[seq_len, head_dim]" : "[batch, seq_k, num_kv_heads, head_dim]";
+    if (q->ndim != nd)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: q must be %u-D %s; it is %u-D", fn, nd, layout_q, q->ndim);
+    if (k->ndim != nd)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: k must be %u-D %s; it is %u-D", fn, nd, layout_k, k->ndim);
+    size_t sq = q->shape[single ? 0 : 1], sk = k->shape[single ? 0 : 1];
+    if (!single) {
+        if (k->shape[0] != q->shape[0])
+            return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: k has batch %zu, q has batch %zu; they must be equal", fn, k->shape[0],
+                              q->shape[0]);
+        if (q->shape[2] % k->shape[2])
+            return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                              "%s: q's num_heads (%zu) must be a multiple of k's num_kv_heads (%zu)", fn, q->shape[2],
+                              k->shape[2]);
+    }
+    size_t dq = q->shape[nd - 1], dk = k->shape[nd - 1];
+    if (dk != dq)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: k has head_dim %zu, q has head_dim %zu; they must be equal", fn, dk, dq);
+    if (dq % 2 || dq > MAX_DIM)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: head_dim is %zu; it must be even and at most %u", fn, dq, MAX_DIM);
+    if (sq > MAX_SEQ || sk > MAX_SEQ)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: seq_q (%zu) and seq_k (%zu) must be at most %u", fn, sq, sk, MAX_SEQ);
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "q", q));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "k", k));
+    if (single) *s = (attn_shape){ 1, (uint32_t)sq, (uint32_t)sk, 1, 1, (uint32_t)dq };
+    else
+        *s = (attn_shape){ (uint32_t)q->shape[0], (uint32_t)sq, (uint32_t)sk, (uint32_t)q->shape[2], (uint32_t)k->shape[2],
+                           (uint32_t)dq };
+    return WGML_OK;
+}
+
+static wgml_status check_like(wgml_engine *e, const char *fn, const char *name, const wgml_tensor *t, const char *ref_name,
+                              const wgml_tensor *ref)
+{
+    if (same_dims(t, ref)) return WGML_OK;
+    char a[96], b[96];
+    shape_str(t, a, sizeof a);
+    shape_str(ref, b, sizeof b);
+    return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: %s has shape %s; it must have %s's shape %s", fn, name, a, ref_name, b);
+}
+
+/* mask: 4-D [batch|1, heads|1, seq_q|1, seq_k|1] or 2-D [seq_q|1, seq_k|1]; sets strides. */
+static wgml_status check_mask(wgml_engine *e, const char *fn, const wgml_tensor *mask, const attn_shape *s, attn_params *p)
+{
+    if (!mask) return WGML_OK;
+    WGML_CHECK(wgml__check_tensor(e, fn, "mask", mask, WGML_F32));
+    size_t full[4] = { s->batch, s->heads, s->seq_q, s->seq_k }, dims[4] = { 1, 1, 1, 1 };
+    if (mask->ndim == 4) for (int i = 0; i < 4; i++) dims[i] = mask->shape[i];
+    else if (mask->ndim == 2) { dims[2] = mask->shape[0]; dims[3] = mask->shape[1]; }
+    else
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: mask must be 4-D [batch|1, heads|1, seq_q|1, seq_k|1] or 2-D [seq_q|1, seq_k|1]; it is %u-D", fn,
+                          mask->ndim);
+    static const char *names[4] = { "batch", "heads", "seq_q", "seq_k" };
+    for (int i = 0; i < 4; i++)
+        if (dims[i] != 1 && dims[i] != full[i]) {
+            char a[96];
+            shape_str(mask, a, sizeof a);
+            return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: mask has shape %s; its %s dimension must be 1 or %zu", fn, a,
+                              names[i], full[i]);
+        }
+    p->m_sk = dims[3] == 1 ? 0 : 1;
+    p->m_sq = dims[2] == 1 ? 0 : (uint32_t)dims[3];
+    p->m_sh = dims[1] == 1 ? 0 : (uint32_t)(dims[2] * dims[3]);
+    p->m_sb = dims[0] == 1 ? 0 : (uint32_t)(dims[1] * dims[2] * dims[3]);
+    p->flags |= 1;
+    return WGML_OK;
+}
+
+static uint32_t mix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Options into the parameters every kernel shares. */
+static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attention_options *o, const attn_shape *s,
+                              attn_params *p)
+{
+    wgml_attention_options def = { 0 };
+    if (!o) o = &def;
+    if (!(o->dropout_prob >= 0.0f && o->dropout_prob < 1.0f))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dropout_prob is %g; it must be in [0, 1)", fn,
+                          (double)o->dropout_prob);
+    if (!isfinite(o->scale))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: scale is %g; it must be finite (0 means 1/sqrt(head_dim))", fn,
+                          (double)o->scale);
+    if (o->causal_offset > MAX_OFFSET)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: causal_offset is %u; it must be at most %u", fn,
+                          o->causal_offset, MAX_OFFSET);
+    double scale = o->scale != 0.0f ? (double)o->scale : 1.0 / sqrt((double)s->dim);
+    /* A window wider than any distance between a position and a key hides nothing. */
+    uint64_t window = o->window;
+    if (window > (uint64_t)s->seq_q + o->causal_offset + s->seq_k) window = 0;
+    p->batch = s->batch;
+    p->seq_q = s->seq_q;
+    p->seq_k = s->seq_k;
+    p->heads = s->heads;
+    p->kv_heads = s->kv_heads;
+    p->group = s->heads / s->kv_heads;
+    p->causal = o->causal ? 1 : 0;
+    p->offset = (int32_t)o->causal_offset;
+    p->window = (int32_t)window;
+    p->scale = (float)scale;
+    p->scale_log2 = (float)(scale * LOG2E);
+    p->neg_inf = -INFINITY;
+    p->pos_inf = INFINITY;
+    p->dim = s->dim;
+    p->d4 = (s->dim + 3) / 4;
+    uint32_t threshold = (uint32_t)floor((double)o->dropout_prob * 4294967296.0);
+    if (threshold > 0) {
+        p->flags |= 2;
+        p->drop_threshold = threshold;
+        p->drop_scale = (float)(1.0 / (1.0 - (double)o->dropout_prob));
+    }
+    p->seed_key = mix32((uint32_t)o->seed ^ mix32((uint32_t)(o->seed >> 32) ^ 0x9e3779b9u));
+    p->seed_key2 = mix32(p->seed_key ^ 0x85ebca6bu);
+    return WGML_OK;
+}
+
+/* ---- scratch -------------------------------------------------------------------------- */
+
+static wgml_status scratch(wgml_engine *e, uint64_t floats, wgml_tensor **t)
+{
+    if (floats > 0xFFFFFFFFull - 4096)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
+                          (unsigned long long)floats);
+    size_t n = (size_t)(floats ? floats : 1);
+    return wgml_tensor_create(e->ctx, WGML_F32, 1, &n, t);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------- */
+
+/* Pipelines depend on the tiles and on OCV = ceil(ceil(head_dim / 4) / TC) only; head_dim
+   itself is a run-time parameter, so head dims of one class share a pipeline. */
+static wgml__kernel tile_kernel(const char *entry, const char *layout, uint32_t dim, tiles t, int mode)
+{
+    uint32_t ocv = ((dim + 3) / 4 + t.tc - 1) / t.tc;
+    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 5,
+                       .constants = { { "OCV", ocv }, { "BR", t.br }, { "TC", t.tc }, { "KPT", t.kpt }, { "SHARED_STAGE", t.shared } } };
+    if (mode >= 0) {
+        k.constants[5].name = "MODE";
+        k.constants[5].value = mode;
+        k.nconst = 6;
+    }
+    return k;
+}
+
+/* vec4 of a row that decode keeps in workgroup memory: head_dim / 4 rounded up to 8 */
+static uint32_t decode_dc(uint32_t dim) { return ((dim + 3) / 4 + 7) / 8 * 8; }
+
+static wgml__kernel decode_kernel(uint32_t dim, decode_cfg c)
+{
+    return (wgml__kernel){ .file = "attention", .entry = "decode", .layout = "urrrrw", .nconst = 4,
+                           .constants = { { "DC", decode_dc(dim) }, { "DWG", c.threads }, { "CK", c.ck }, { "HG", c.hg } } };
+}
+
+static const wgml__kernel combine_kernel = { .file = "attention", .entry = "decode_combine", .layout = "urw" };
+
+static wgml_status dispatch_tiles(wgml_engine *e, const wgml__kernel *k, attn_params p, uint64_t workgroups,
+                                  const wgml__arg *args, uint32_t nargs)
+{
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, workgroups, &gx, &gy));
+    p.total_wg = (uint32_t)workgroups;
+    return wgml__dispatch(e, k, &p, sizeof p, args, nargs, gx, gy, 1);
+}
+
+/* Visible keys [lo, hi) of the single query row at position offset (decode). */
+static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
+{
+    int64_t pos = p->offset, l = 0, h = p->seq_k;
+    if (p->causal && h > pos + 1) h = pos + 1;
+    if (p->window > 0) {
+        if (l < pos - p->window + 1) l = pos - p->window + 1;
+        if (h > pos + p->window) h = pos + p->window;
+    }
+    if (h < l) h = l;
+    *lo = l;
+    *hi = h;
+}
+
+static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask)
+{
+    wgml_context *ctx = e->ctx;
+    uint32_t dim = s->dim;
+    wgml__arg m = wgml__t(mask ? mask : q);
+    if (s->seq_q > 1) {
+        tiles t = { 0 };
+        WGML_CHECK(pick_tiles(ctx, fn, K_FWD, dim, &t));
+        p.q_blocks = wgml__ceil_div(s->seq_q, t.br);
+        wgml__kernel kf = tile_kernel("fwd", "urrrrwr", dim, t, 0);
+        wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(q) };
+        return dispatch_tiles(e, &kf, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 6);
+    }
+
+    decode_cfg c = { 0 };
+    WGML_CHECK(pick_decode(ctx, fn, dim, p.group, &c));
+    int64_t lo, hi;
+    decode_range(&p, &lo, &hi);
+    uint64_t range = (uint64_t)(hi - lo);
+    p.head_chunks = wgml__ceil_div(p.group, c.hg);
+    uint64_t rows = (uint64_t)s->batch * s->kv_heads * p.head_chunks;
+    uint64_t want = (c.target + rows - 1) / rows, max_splits = range ? (range + c.ck - 1) / c.ck : 1;
+    if (want > max_splits) want = max_splits;
+    if (want < 1) want = 1;
+    uint64_t kps = range ? (range + want - 1) / want : 0;
+    kps = (kps + c.ck - 1) / c.ck * c.ck;
+    p.splits = kps ? (uint32_t)((range + kps - 1) / kps) : 1;
+    p.keys_per_split = (uint32_t)kps;
+    p.key_lo = (int32_t)lo;
+    p.key_hi = (int32_t)hi;
+    uint32_t d4 = (dim + 3) / 4;
+    wgml_tensor *part;
+    WGML_CHECK(scratch(e, (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4, &part));
+    wgml__kernel kd = decode_kernel(dim, c);
+    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(part) };
+    wgml_status st = dispatch_tiles(e, &kd, p, rows * p.splits, args, 5);
+    if (st == WGML_OK) {
+        wgml__arg cargs[] = { wgml__t(part), wgml__t(out) };
+        st = dispatch_tiles(e, &combine_kernel, p, (uint64_t)s->batch * s->heads, cargs, 2);
+    }
+    wgml_tensor_release(part);
+    return st;
+}
+
+static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                            const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
+                            const attn_shape *s, attn_params p, const wgml_tensor *mask)
+{
+    wgml_context *ctx = e->ctx;
+    uint32_t dim = s->dim;
+    tiles ts = { 0 }, tq = { 0 }, tk = { 0 };
+    WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
+    WGML_CHECK(pick_tiles(ctx, fn, K_DQ, dim, &tq));
+    WGML_CHECK(pick_tiles(ctx, fn, K_DKDV, dim, &tk));
+    wgml_tensor *st;
+    WGML_CHECK(scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+    wgml__arg m = wgml__t(mask ? mask : q);
+
+    attn_params ps = p;
+    ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
+    wgml__kernel kst = tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, wgml__t(st), wgml__t(dout) };
+    wgml_status r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+
+    if (r == WGML_OK) {
+        attn_params pq = p;
+        pq.q_blocks = wgml__ceil_div(s->seq_q, tq.br);
+        wgml__kernel kq = tile_kernel("bwd_dq", "urrrrwrr", dim, tq, -1);
+        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), wgml__t(st) };
+        r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
+    }
+    if (r == WGML_OK) {
+        attn_params pk = p;
+        pk.k_blocks = wgml__ceil_div(s->seq_k, tk.br);
+        wgml__kernel kk = tile_kernel("bwd_dkdv", "urrrrwrrw", dim, tk, -1);
+        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), wgml__t(st), wgml__t(dv) };
+        r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
+    }
+    wgml_tensor_release(st);
+    return r;
+}
+
+/* ---- public entry points -------------------------------------------------------------- */
+
+static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
+                               const wgml_tensor *v, wgml_tensor *out, const wgml_attention_options *opts,
+                               const wgml_tensor *mask)
+{
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "q", q, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "k", k, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "v", v, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    attn_shape s;
+    attn_params p = { 0 };
+    WGML_CHECK(check_qk(e, fn, single, q, k, &s));
+    WGML_CHECK(check_like(e, fn, "v", v, "k", k));
+    WGML_CHECK(check_like(e, fn, "out", out, "q", q));
+    WGML_CHECK(check_mask(e, fn, mask, &s, &p));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "q", q));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "k", k));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "v", v));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "mask", mask));
+    WGML_CHECK(check_opts(e, fn, opts, &s, &p));
+    return forward(e, fn, q, k, v, out, &s, p, mask);
+}
+
+static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
+                                const wgml_tensor *v, const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq,
+                                wgml_tensor *dk, wgml_tensor *dv, const wgml_attention_options *opts, const wgml_tensor *mask)
+{
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "q", q, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "k", k, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "v", v, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_out", dout, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_q", dq, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_k", dk, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_v", dv, WGML_F32));
+    attn_shape s;
+    attn_params p = { 0 };
+    WGML_CHECK(check_qk(e, fn, single, q, k, &s));
+    WGML_CHECK(check_like(e, fn, "v", v, "k", k));
+    WGML_CHECK(check_like(e, fn, "out", out, "q", q));
+    WGML_CHECK(check_like(e, fn, "grad_out", dout, "q", q));
+    WGML_CHECK(check_like(e, fn, "grad_q", dq, "q", q));
+    WGML_CHECK(check_like(e, fn, "grad_k", dk, "k", k));
+    WGML_CHECK(check_like(e, fn, "grad_v", dv, "k", k));
+    WGML_CHECK(check_mask(e, fn, mask, &s, &p));
+    const char *in_names[] = { "q", "k", "v", "out", "grad_out", "mask" };
+    const wgml_tensor *ins[] = { q, k, v, out, dout, mask };
+    const char *out_names[] = { "grad_q", "grad_k", "grad_v" };
+    wgml_tensor *outs[] = { dq, dk, dv };
+    for (int o = 0; o < 3; o++) {
+        for (int i = 0; i < 6; i++) WGML_CHECK(wgml__check_no_alias(e, fn, out_names[o], outs[o], in_names[i], ins[i]));
+        for (int o2 = 0; o2 < o; o2++) WGML_CHECK(wgml__check_no_alias(e, fn, out_names[o], outs[o], out_names[o2], outs[o2]));
+    }
+    WGML_CHECK(check_opts(e, fn, opts, &s, &p));
+    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask);
+}
+
+wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                 wgml_tensor *out, bool causal)
+{
+    wgml_attention_options o = { .causal = causal };
+    return forward_api(e, "wgml_flash_attention", true, q, k, v, out, &o, NULL);
+}
+
+wgml_status wgml_flash_attention_v2(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                    wgml_tensor *out, bool causal, float dropout_prob, uint64_t seed, const wgml_tensor *mask)
+{
+    wgml_attention_options o = { .causal = causal, .dropout_prob = dropout_prob, .seed = seed };
+    return forward_api(e, "wgml_flash_attention_v2", false, q, k, v, out, &o, mask);
+}
+
+wgml_status wgml_flash_attention_v2_with(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                         wgml_tensor *out, const wgml_attention_options *opts, const wgml_tensor *mask)
+{
+    return forward_api(e, "wgml_flash_attention_v2_with", false, q, k, v, out, opts, mask);
+}
+
+wgml_status wgml_flash_attention_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                          const wgml_tensor *out, const wgml_tensor *grad_out, wgml_tensor *grad_q,
+                                          wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal)
+{
+    wgml_attention_options o = { .causal = causal };
+    return backward_api(e, "wgml_flash_attention_backward", true, q, k, v, out, grad_out, grad_q, grad_k, grad_v, &o, NULL);
+}
+
+wgml_status wgml_flash_attention_v2_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                             const wgml_tensor *out, const wgml_tensor *grad_out, wgml_tensor *grad_q,
+                                             wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal)
+{
+    wgml_attention_options o = { .causal = causal };
+    return backward_api(e, "wgml_flash_attention_v2_backward", false, q, k, v, out, grad_out, grad_q, grad_k, grad_v, &o, NULL);
+}
+
+wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
+                                                  const wgml_tensor *v, const wgml_tensor *out, const wgml_tensor *grad_out,
+                                                  wgml_tensor *grad_q, wgml_tensor *grad_k, wgml_tensor *grad_v,
+                                                  const wgml_attention_options *opts, const wgml_tensor *mask)
+{
+    return backward_api(e, "wgml_flash_attention_v2_backward_with", false, q, k, v, out, grad_out, grad_q, grad_k, grad_v, opts,
+                        mask);
+}
+
+/* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
+   workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
+   of decoding is listed; the rest compile on first use (one pipeline per tile shape and
+   head_dim class, see tile_kernel). */
+const wgml__kernel wgml__attention_kernels[] = {
+    { .file = "attention", .entry = "decode_combine", .layout = "urw" },
+};
+const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
