@@ -144,31 +144,28 @@ C3(c_matmul, wgml_matmul)
 C3(c_matmul_bt, wgml_matmul_bt)
 C3(c_matmul_at, wgml_matmul_at)
 
-/* Ops declared in wgml.h but possibly not implemented yet on this branch: called through
-   the dynamic linker (run_row() skips the rows of functions the library lacks). */
-#define SYM(fn) ((__typeof__(&fn))dlsym(RTLD_DEFAULT, #fn))
 static wgml_attention_options attn_of(const scal *s)
 {
     return (wgml_attention_options){ .causal = s->u[0] != 0, .causal_offset = s->u[1], .window = s->u[2], .seed = s->u[3],
                                      .dropout_prob = s->f[0], .scale = s->f[1] };
 }
 static wgml_status c_flash_attention(wgml_engine *e, wgml_tensor *const *t, const scal *s)
-{ return SYM(wgml_flash_attention)(e, t[0], t[1], t[2], t[3], s->u[0] != 0); }
+{ return wgml_flash_attention(e, t[0], t[1], t[2], t[3], s->u[0] != 0); }
 static wgml_status c_flash_attention_v2(wgml_engine *e, wgml_tensor *const *t, const scal *s)
-{ return SYM(wgml_flash_attention_v2)(e, t[0], t[1], t[2], t[3], s->u[0] != 0, s->f[0], s->u[3], t[4]); }
+{ return wgml_flash_attention_v2(e, t[0], t[1], t[2], t[3], s->u[0] != 0, s->f[0], s->u[3], t[4]); }
 static wgml_status c_flash_attention_v2_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 {
     wgml_attention_options o = attn_of(s);
-    return SYM(wgml_flash_attention_v2_with)(e, t[0], t[1], t[2], t[3], (s->nullp & 1) ? NULL : &o, t[4]);
+    return wgml_flash_attention_v2_with(e, t[0], t[1], t[2], t[3], (s->nullp & 1) ? NULL : &o, t[4]);
 }
 static wgml_status c_flash_attention_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
-{ return SYM(wgml_flash_attention_backward)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
+{ return wgml_flash_attention_backward(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
 static wgml_status c_flash_attention_v2_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
-{ return SYM(wgml_flash_attention_v2_backward)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
+{ return wgml_flash_attention_v2_backward(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], s->u[0] != 0); }
 static wgml_status c_flash_attention_v2_backward_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 {
     wgml_attention_options o = attn_of(s);
-    return SYM(wgml_flash_attention_v2_backward_with)(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+    return wgml_flash_attention_v2_backward_with(e, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
                                                       (s->nullp & 1) ? NULL : &o, t[8]);
 }
 
@@ -1496,9 +1493,9 @@ static void with_env(const char *var, const char *value, const char *fn, wgml_st
 
 static wgml_status env_matmul(wgml_tensor *const *t) { return wgml_matmul(th_eng, t[0], t[1], t[2]); }
 static wgml_status env_attention(wgml_tensor *const *t)
-{ return SYM(wgml_flash_attention_v2)(th_eng, t[0], t[1], t[2], t[3], true, 0, 0, NULL); }
+{ return wgml_flash_attention_v2(th_eng, t[0], t[1], t[2], t[3], true, 0, 0, NULL); }
 static wgml_status env_attention_backward(wgml_tensor *const *t)
-{ return SYM(wgml_flash_attention_v2_backward)(th_eng, t[0], t[1], t[2], t[3], t[3], t[4], t[5], t[6], true); }
+{ return wgml_flash_attention_v2_backward(th_eng, t[0], t[1], t[2], t[3], t[3], t[4], t[5], t[6], true); }
 
 static void test_tuning_variables(void)
 {
@@ -1510,7 +1507,6 @@ static void test_tuning_variables(void)
     with_env("WGML_MATMUL_VARIANT", "no-such-kernel", "wgml_matmul", env_matmul, t, WGML_ERROR_INVALID_ARGUMENT);
     with_env("WGML_MATMUL_VARIANT", "splitk=0", "wgml_matmul", env_matmul, t, WGML_ERROR_INVALID_ARGUMENT);
     for (int i = 0; i < 3; i++) wgml_tensor_release(t[i]);
-    if (!library_has("wgml_flash_attention_v2")) return;
     for (int i = 0; i < 7; i++) t[i] = make(th_ctx, WGML_F32, (size_t[]){ 1, 4, 2, 8, 0 }, i >= 4);
     with_env("WGML_ATTN_FWD", "0,0,0,0", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
     with_env("WGML_ATTN_FWD", "huge", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
