@@ -195,7 +195,7 @@ static void test_variants(void)
     }
     /* forced matrix-vector and split-K choices, on products and on vectors */
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
-                                     "gemvrows=1,gemvcols=1", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
+                                     "gemvrows=1,gemvcols=1", "gemvc1", "gemvc1,gemvcols=64,splitk=2", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
                                      "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16" };
     for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", choices[v], 1);

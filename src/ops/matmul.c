@@ -5,7 +5,8 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (128x128 for large outputs, 64x64 when 128-tiles would leave the GPU half empty);
+        (128x128 for large outputs, single-buffered (t128sb: fastest in the H200 sweep),
+        64x64 when 128-tiles would leave the GPU half empty);
      3. split K across workgroups (split-K) when the output alone gives too few threads to
         fill a large GPU and K is long: slice z writes a partial result into a workspace
         tensor and splitk_reduce adds the slices in a fixed order (deterministic).
@@ -17,7 +18,8 @@
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
-                                             the column matrix-vector products
+                                             the column matrix-vector products (the default)
+     gemvc1                                  the one-column gemv_cols kernel instead
      splitk=<n>                              n K-slices, 1..4096 (1: never split)
      gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
@@ -51,8 +53,8 @@ typedef struct tile_cfg {
 
 enum { T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4, NTILES };
 static const tile_cfg TILES[NTILES] = {
-    [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB: the default          */
-    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB  */
+    [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
+    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB: the default */
     [T64] = { "t64", 8, 8, 8, 16, 1, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
     [T64K8] = { "t64k8", 8, 8, 8, 8, 1, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
     [T128F] = { "t128f", 16, 16, 8, 16, 1, 1, 1 },      /* t128, interior tiles without clamps        */
@@ -101,7 +103,7 @@ static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
    cannot hold, is an error: a benchmark must never time another kernel than it asked for. */
 static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
 {
-    *v = (variant){ .tile = -1 };
+    *v = (variant){ .tile = -1, .gemv_c4 = true };   /* gemv_cols4: measured faster on the H200 */
     const char *s = getenv("WGML_MATMUL_VARIANT");
     while (s && *s) {
         size_t n = strcspn(s, ",");
@@ -123,6 +125,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "gemvc4", 6) == 0) {
             v->gemv_c4 = true;
+            known = true;
+        }
+        if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
+            v->gemv_c4 = false;
             known = true;
         }
         /* name=value tokens */
@@ -165,7 +171,8 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    static const int big[] = { T128, T128SB, T64, T64K8 };
+    /* t128sb first: measured fastest of the tile variants on the H200 (bench/notes/matmul.md) */
+    static const int big[] = { T128SB, T128, T64, T64K8 };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128;
     const int *order = large ? big : small;
@@ -399,15 +406,15 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
 /* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm of each layout for
    sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
 #define GEMM_DEFAULT(lay)                                                                                            \
-    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 5,                                                 \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 16 }, { "FLAGS", 3 } } }
+    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,                                                 \
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 16 }, { "FLAGS", 2 } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
     GEMM_DEFAULT(LAYOUT_TN),
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
-    { .file = "matmul", .entry = "gemv_cols", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
+    { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
 };
 const size_t wgml__matmul_kernel_count = sizeof wgml__matmul_kernels / sizeof wgml__matmul_kernels[0];
