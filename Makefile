@@ -6,7 +6,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ENV = . deps/env.sh &&
 
-.PHONY: run test deps build install sanitize clean
+.PHONY: run test deps build install sanitize clean fuzz
 
 run: build
 	$(ENV) $(BUILD)/wgml info
@@ -32,3 +32,17 @@ sanitize: deps
 
 clean:
 	rm -rf $(BUILD) build-sanitize
+
+# The parsers of untrusted files (src/io/) under libFuzzer, ASan and UBSan: builds
+# tests/fuzz alone into build-fuzz with clang (needs clang and libclang-rt-14-dev; no WebGPU
+# runtime), then runs each target for FUZZ_TIME seconds from its seed corpus, keeping what
+# it finds in build-fuzz/corpus/<target> and crashes in build-fuzz/crash-*.
+FUZZ_TIME ?= 20
+FUZZ_TARGETS = safetensors config index tokenizer encode
+fuzz:
+	@command -v clang >/dev/null || { echo "make fuzz needs clang and libclang-rt-14-dev (apt-get install clang libclang-rt-14-dev)"; exit 1; }
+	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	@for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/corpus/$$t; \
+	  build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=10 -dict=tests/fuzz/json.dict \
+	    -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; done

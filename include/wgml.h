@@ -901,6 +901,268 @@ WGML_API wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, co
 WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *ids,
                                              wgml_tensor *grad_table);
 
+/* ---- files: safetensors, JSON configs, tokenizers (src/io/) ---- */
+
+/* FILES
+   =====
+   Readers of the files a Hugging Face checkpoint comes as: safetensors weights (one file
+   or sharded with model.safetensors.index.json), config.json, tokenizer.json; and a
+   safetensors writer for checkpoints. These are host-side and need no context.
+
+   Every file is treated as hostile: each offset, size and count is checked before it is
+   used, with overflow-safe arithmetic, and every parser is fuzzed (tests/fuzz/). A
+   malformed file returns WGML_ERROR_FORMAT and wgml_last_error(NULL) reads
+   "<file>: <problem>", e.g. "model.safetensors: data_offsets [10, 8] of tensor 'w' are
+   reversed" (names taken from a file are printed escaped and shortened). A file that
+   cannot be opened or read returns WGML_ERROR_IO; host memory exhaustion
+   WGML_ERROR_OUT_OF_MEMORY; NULL arguments WGML_ERROR_INVALID_ARGUMENT. On failure *out
+   is set to NULL.
+
+   Objects returned here are immutable once opened: any number of threads may read the
+   same one at once (the tokenizer's encode and decode included). */
+
+/* ---- safetensors -------------------------------------------------------------------
+
+   The format: an 8-byte little-endian header length N; N bytes of UTF-8 JSON starting with
+   '{', an object mapping each tensor name to {"dtype", "shape", "data_offsets": [begin,
+   end]} plus an optional "__metadata__" object of string values, padded with trailing
+   spaces; then the data, row-major and little-endian. Offsets are relative to the start
+   of the data. wgml enforces what the format specifies: keys are unique; the header is at
+   most 100,000,000 bytes; end - begin == numel * bits / 8; and the tensors' byte ranges
+   cover the data exactly, with no gap, overlap or trailing byte (empty tensors and scalars,
+   shape [], are allowed). */
+
+typedef enum wgml_safetensors_dtype {
+    WGML_ST_BOOL = 0, WGML_ST_U8, WGML_ST_I8,
+    WGML_ST_F8_E5M2, WGML_ST_F8_E4M3, WGML_ST_F8_E8M0, WGML_ST_F8_E4M3FNUZ, WGML_ST_F8_E5M2FNUZ,
+    WGML_ST_I16, WGML_ST_U16, WGML_ST_F16, WGML_ST_BF16,
+    WGML_ST_I32, WGML_ST_U32, WGML_ST_F32,
+    WGML_ST_I64, WGML_ST_U64, WGML_ST_F64, WGML_ST_C64,
+    WGML_ST_F4, WGML_ST_F6_E2M3, WGML_ST_F6_E3M2,   /* sub-byte: 4 and 6 bits, packed */
+    WGML_ST_DTYPE_COUNT
+} wgml_safetensors_dtype;
+
+/* The file's spelling, e.g. "F32", "BF16"; "?" for a value out of range. */
+WGML_API const char *wgml_safetensors_dtype_name(wgml_safetensors_dtype dtype);
+/* Bits per element (4, 6, 8, 16, 32 or 64); 0 for a value out of range. */
+WGML_API uint32_t wgml_safetensors_dtype_bits(wgml_safetensors_dtype dtype);
+/* The wgml dtype with the same element layout (F32, F16, BF16, U32, U8 map to WGML_F32,
+   WGML_F16, WGML_BF16, WGML_U32, WGML_U8): true and *out, or false for any other. */
+WGML_API bool wgml_safetensors_dtype_to_wgml(wgml_safetensors_dtype dtype, wgml_dtype *out);
+/* The reverse; WGML_ST_DTYPE_COUNT for an unknown wgml dtype. */
+WGML_API wgml_safetensors_dtype wgml_safetensors_dtype_from_wgml(wgml_dtype dtype);
+
+#define WGML_SAFETENSORS_MAX_DIMS 8             /* more dimensions: WGML_ERROR_FORMAT */
+#define WGML_SAFETENSORS_MAX_HEADER 100000000u  /* bytes, as the format's reference reader */
+
+/* One tensor of a file (or of a checkpoint). */
+typedef struct wgml_file_tensor {
+    const char *name;          /* NUL-terminated; valid until the file is closed */
+    wgml_safetensors_dtype dtype;
+    uint32_t ndim;             /* 0 (a scalar) to WGML_SAFETENSORS_MAX_DIMS */
+    uint64_t shape[WGML_SAFETENSORS_MAX_DIMS];   /* 0 past ndim */
+    uint64_t numel;            /* product of the shape: 1 for a scalar, 0 when a dimension is 0 */
+    uint64_t nbytes;           /* numel * bits / 8 */
+    uint64_t offset;           /* byte offset of the tensor's data in its file */
+    uint32_t shard;            /* index of its file in a checkpoint; 0 for a lone file */
+} wgml_file_tensor;
+
+typedef struct wgml_safetensors wgml_safetensors;
+
+/* Opens and validates a safetensors file. The file is memory-mapped read-only: tensor data
+   is read from disk on first touch, and the file must not be truncated while open (that
+   raises SIGBUS on access, as with any mapping).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, WGML_ERROR_FORMAT,
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_safetensors_open(const char *path, wgml_safetensors **out);
+/* As wgml_safetensors_open on size bytes in memory, which must stay valid and unchanged
+   until the object is closed (nothing is copied). name is used in messages (NULL: "memory"). */
+WGML_API wgml_status wgml_safetensors_open_memory(const void *data, size_t size, const char *name,
+                                                  wgml_safetensors **out);
+/* Unmaps and frees. NULL is a no-op. */
+WGML_API void wgml_safetensors_close(wgml_safetensors *st);
+
+/* Number of tensors (the header's order; "__metadata__" is not a tensor). */
+WGML_API size_t wgml_safetensors_count(const wgml_safetensors *st);
+/* Fills *info for tensor i. Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, i >= count). */
+WGML_API wgml_status wgml_safetensors_info(const wgml_safetensors *st, size_t i, wgml_file_tensor *info);
+/* Index of the tensor named name, or -1. */
+WGML_API int64_t wgml_safetensors_find(const wgml_safetensors *st, const char *name);
+/* Pointer to tensor i's nbytes bytes (read-only, little-endian, possibly unaligned: files
+   from wgml_safetensors_write align every tensor whose element is at most 8 bytes to its
+   element size relative to the file start); NULL when i >= count. */
+WGML_API const void *wgml_safetensors_data(const wgml_safetensors *st, size_t i);
+/* The "__metadata__" object: its number of entries, and entry i's key and value
+   (NUL-terminated, valid until close). Errors: WGML_ERROR_INVALID_ARGUMENT. */
+WGML_API size_t wgml_safetensors_metadata_count(const wgml_safetensors *st);
+WGML_API wgml_status wgml_safetensors_metadata_item(const wgml_safetensors *st, size_t i, const char **key,
+                                                    const char **value);
+/* The metadata value of key, or NULL. */
+WGML_API const char *wgml_safetensors_metadata(const wgml_safetensors *st, const char *key);
+
+/* One tensor to write. Zero-initialise, then set the fields. */
+typedef struct wgml_safetensors_entry {
+    const char *name;          /* unique, valid UTF-8, not "__metadata__" */
+    wgml_safetensors_dtype dtype;
+    uint32_t ndim;             /* 0 (a scalar) to WGML_SAFETENSORS_MAX_DIMS */
+    uint64_t shape[WGML_SAFETENSORS_MAX_DIMS];
+    const void *data;          /* numel * bits / 8 bytes; may be NULL when that is 0 */
+} wgml_safetensors_entry;
+
+/* Writes n tensors to path as a safetensors file, atomically: into "<path>.tmp.<pid>",
+   flushed to disk, then renamed over path (an existing file is replaced only on success).
+   metadata_json, when not NULL, is a JSON object of string values stored as
+   "__metadata__" (e.g. "{\"format\":\"pt\"}"). Tensors are laid out by decreasing element
+   size (ties keep the order of entries) after a header padded to a multiple of 8 bytes, so
+   every tensor is aligned to its element size.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL path, NULL entries with n > 0, a bad entry
+           or metadata_json: the message names entries[i] and the rule), WGML_ERROR_IO. */
+WGML_API wgml_status wgml_safetensors_write(const char *path, const wgml_safetensors_entry *entries, size_t n,
+                                            const char *metadata_json);
+
+/* ---- checkpoints: one or more safetensors files ---------------------------------------
+
+   A Hugging Face checkpoint is either one model.safetensors or shards listed by
+   model.safetensors.index.json: {"metadata": {...}, "weight_map": {"<tensor>": "<file>"}}.
+   Shard names must be plain file names in the index's folder (no '/', no "..": an index
+   cannot reach files elsewhere). Every tensor the weight_map lists must be in the shard it
+   names, and no tensor may be in two shards. */
+
+typedef struct wgml_checkpoint wgml_checkpoint;
+
+/* path: a folder (holding model.safetensors.index.json, else model.safetensors), an
+   index file (a name ending in ".json"), or one safetensors file.
+   Errors: as wgml_safetensors_open, for the index and for every shard. */
+WGML_API wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out);
+WGML_API void wgml_checkpoint_close(wgml_checkpoint *ck);
+/* Every tensor of every shard: shards in file-name order, each in its header's order. */
+WGML_API size_t wgml_checkpoint_count(const wgml_checkpoint *ck);
+WGML_API wgml_status wgml_checkpoint_info(const wgml_checkpoint *ck, size_t i, wgml_file_tensor *info);
+WGML_API int64_t wgml_checkpoint_find(const wgml_checkpoint *ck, const char *name);
+WGML_API const void *wgml_checkpoint_data(const wgml_checkpoint *ck, size_t i);
+/* The shard files (e.g. for their metadata); NULL when i is out of range. */
+WGML_API size_t wgml_checkpoint_shard_count(const wgml_checkpoint *ck);
+WGML_API const wgml_safetensors *wgml_checkpoint_shard(const wgml_checkpoint *ck, size_t i);
+
+/* ---- config.json of Llama-family models ----------------------------------------------- */
+
+typedef enum wgml_rope_scaling_type {
+    WGML_ROPE_SCALING_NONE = 0,   /* absent, null, or rope_type "default" */
+    WGML_ROPE_SCALING_LINEAR,     /* positions divided by factor */
+    WGML_ROPE_SCALING_LLAMA3      /* Llama 3.1 frequency-dependent scaling */
+} wgml_rope_scaling_type;
+
+#define WGML_MODEL_CONFIG_MAX_EOS 8
+
+/* A Hugging Face config.json as LlamaForCausalLM reads it. Fields marked "required" must be
+   in the file; the others take the defaults shown when absent or null. */
+typedef struct wgml_model_config {
+    char model_type[32];            /* e.g. "llama"; "" when absent */
+    char torch_dtype[16];           /* e.g. "bfloat16"; "" when absent */
+    uint32_t vocab_size;            /* required, 1 .. 2^24 */
+    uint32_t hidden_size;           /* required, 1 .. 65536 */
+    uint32_t intermediate_size;     /* required, 1 .. 2^20 */
+    uint32_t num_hidden_layers;     /* required, 1 .. 1024 */
+    uint32_t num_attention_heads;   /* required, 1 .. 1024 */
+    uint32_t num_key_value_heads;   /* default num_attention_heads; must divide it */
+    uint32_t head_dim;              /* default hidden_size / num_attention_heads (which must
+                                       then divide exactly); even, 2 .. 1024 */
+    uint32_t max_position_embeddings;   /* default 2048; 1 .. 2^24 */
+    double rms_norm_eps;            /* default 1e-6; in (0, 0.5] */
+    double rope_theta;              /* default 10000; in (0, 1e15] */
+    bool tie_word_embeddings;       /* default false */
+    bool attention_bias;            /* default false */
+    bool mlp_bias;                  /* default false */
+    struct {
+        wgml_rope_scaling_type type;
+        double factor;              /* linear, llama3: >= 1 */
+        double low_freq_factor;     /* llama3: > 0 */
+        double high_freq_factor;    /* llama3: > low_freq_factor */
+        uint32_t original_max_position_embeddings;  /* llama3: >= 1 */
+    } rope_scaling;
+    int64_t bos_token_id;           /* -1 when absent */
+    uint32_t num_eos_token_ids;     /* eos_token_id: one id or a list of up to 8 */
+    uint32_t eos_token_ids[WGML_MODEL_CONFIG_MAX_EOS];
+    struct {
+        uint32_t bits;              /* 0: not quantized; else 2, 3, 4, 5, 6 or 8 */
+        uint32_t group_size;        /* a power of two, 8 .. 1024 */
+    } quantization;                 /* MLX affine: "quantization" or "quantization_config" */
+} wgml_model_config;
+
+/* Parses len bytes (at most 16 MiB) of config.json text, not necessarily NUL-terminated,
+   into *out (zeroed on failure); name is
+   used in messages. Checks types ("hidden_size must be an integer, not a string"), ranges,
+   hidden_act (silu only), rope_scaling types (none, linear, llama3), and that every token
+   id is below vocab_size. Unknown keys are ignored.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT, WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_model_config_parse(const char *json, size_t len, const char *name,
+                                             wgml_model_config *out);
+/* Reads the file (at most 16 MiB) and parses it. Errors: as parse, plus WGML_ERROR_IO. */
+WGML_API wgml_status wgml_model_config_load(const char *path, wgml_model_config *out);
+
+/* ---- tokenizer.json: byte-level BPE (GPT-2, SmolLM2, Llama 3) -------------------------
+
+   Supported: model BPE over the GPT-2 byte-to-unicode alphabet with all 256 byte tokens,
+   merges as "a b" strings or ["a", "b"] pairs, ignore_merges; added_tokens (matched in the
+   text before anything else, longest first, with lstrip, rstrip and single_word); the
+   pre-tokenizers ByteLevel (add_prefix_space, use_regex: the GPT-2 split), Digits
+   (individual_digits or not) and Split with the GPT-2, Llama 3 or Qwen 2 regex (behavior
+   Isolated), alone or in a Sequence; normalizer null; decoder ByteLevel or null. An added
+   token decodes to its content as written (Hugging Face's byte-level decoder would turn a
+   content such as "\u00e9t\u00e9" into the bytes E9 74 E9).
+   Anything else (another model type, a normalizer, another regex, byte_fallback, a
+   continuing_subword_prefix) is refused with WGML_ERROR_FORMAT rather than encoded
+   differently from Hugging Face tokenizers. The regex classes \p{L}, \p{N} and \s follow
+   Unicode 14 general categories and White_Space. Ignored: post_processor (encode adds no
+   BOS: prepend it yourself), truncation, padding, BPE dropout. */
+
+typedef struct wgml_tokenizer wgml_tokenizer;
+
+/* Reads tokenizer.json (at most 256 MiB) and builds the tokenizer.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, WGML_ERROR_FORMAT (the
+           message names the field: "tokenizer.json: merges[17] 'a b': 'ab' is not in the
+           vocab"), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out);
+/* As wgml_tokenizer_load on len bytes of JSON text (at most 256 MiB); name is used in
+   messages. */
+WGML_API wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,
+                                          wgml_tokenizer **out);
+/* The byte tokenizer: vocabulary 256, token id = byte value, no merges, no added tokens. */
+WGML_API wgml_status wgml_tokenizer_bytes(wgml_tokenizer **out);
+/* NULL is a no-op. */
+WGML_API void wgml_tokenizer_free(wgml_tokenizer *tok);
+
+/* 1 + the largest token id (vocab and added tokens); 0 for NULL. */
+WGML_API uint32_t wgml_tokenizer_vocab_size(const wgml_tokenizer *tok);
+/* The id of an added token by its content (e.g. "<|endoftext|>"), else of a vocab token by
+   its spelling in tokenizer.json (byte-level form, e.g. "Ġthe"); -1 when there is none. */
+WGML_API int64_t wgml_tokenizer_token_id(const wgml_tokenizer *tok, const char *token);
+
+/* Encodes len bytes of text (UTF-8; invalid bytes are encoded as themselves, each its own
+   pre-token character) into token ids, as Hugging Face's encode(text,
+   add_special_tokens=False): added tokens found in the text become their ids. Writes the
+   ids to ids[0 .. *n). Never more ids than bytes, so cap = len suffices (2 * len when the
+   ByteLevel step has add_prefix_space, which adds a space to each piece). Texts of 16 KiB
+   or more use a per-call cache of short pieces (natural text repeats its words).
+   len must be below 2^31: encode longer texts in parts.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL tok or n; NULL text with len > 0; NULL ids
+           with cap > 0), WGML_ERROR_SHAPE (more ids than cap: *n is then the number
+           needed and ids holds the first cap), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_tokenizer_encode(const wgml_tokenizer *tok, const char *text, size_t len,
+                                           uint32_t *ids, size_t cap, size_t *n);
+/* As wgml_tokenizer_encode, but added tokens in the text are plain text (for training on
+   untrusted text in which "<|endoftext|>" must not become the special token). */
+WGML_API wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *tok, const char *text, size_t len,
+                                                    uint32_t *ids, size_t cap, size_t *n);
+/* Decodes n ids to the bytes they stand for, written to out[0 .. *len), followed by a NUL
+   when cap > *len. The bytes are exactly what was encoded: a token may end inside a UTF-8
+   sequence (streaming callers keep the incomplete tail for the next call).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; an id >= vocab_size or with no token: the
+           message names ids[i]), WGML_ERROR_SHAPE (more bytes than cap: *len is then the
+           number needed and out holds the first cap bytes). */
+WGML_API wgml_status wgml_tokenizer_decode(const wgml_tokenizer *tok, const uint32_t *ids, size_t n,
+                                           char *out, size_t cap, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

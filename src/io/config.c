@@ -1,0 +1,317 @@
+/* config.json of Llama-family models (LlamaConfig's keys), validated field by field.
+
+   Every field is checked for its JSON type and range before it is stored, and the fields
+   are checked against each other (heads divide evenly, token ids below vocab_size), so a
+   model built from a config that parsed never meets a zero, a non-divisible head count or
+   an absurd size. null counts as absent, as it does for Hugging Face's from_dict. */
+#include "io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONFIG_MAX_BYTES ((size_t)16 << 20)
+
+static const cJSON *get(const cJSON *obj, const char *key)
+{
+    const cJSON *it = obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+    return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
+/* An integer in [min, max]; absent: def, or an error when required. */
+static wgml_status get_uint(const char *what, const cJSON *obj, const char *prefix, const char *key, bool required,
+                            uint64_t def, uint64_t min, uint64_t max, uint64_t *out)
+{
+    const cJSON *it = get(obj, key);
+    if (!it) {
+        if (required) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s is required", what, prefix, key);
+        *out = def;
+        return WGML_OK;
+    }
+    if (!cJSON_IsNumber(it))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s must be an integer, not %s", what, prefix, key,
+                          wgml__json_type(it));
+    double d = it->valuedouble;
+    if (!(d >= (double)min && d <= (double)max) || (double)(uint64_t)d != d)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s must be an integer in [%llu, %llu], not %.17g", what, prefix,
+                          key, (unsigned long long)min, (unsigned long long)max, d);
+    *out = (uint64_t)d;
+    return WGML_OK;
+}
+
+static wgml_status get_u32(const char *what, const cJSON *obj, const char *key, bool required, uint32_t def,
+                           uint32_t min, uint32_t max, uint32_t *out)
+{
+    uint64_t v;
+    wgml_status s = get_uint(what, obj, "", key, required, def, min, max, &v);
+    if (!s) *out = (uint32_t)v;
+    return s;
+}
+
+/* A finite number in the open or closed range; absent: def, or an error when required. */
+static wgml_status get_real(const char *what, const cJSON *obj, const char *prefix, const char *key, bool required,
+                            double def, double lo, bool lo_open, double hi, double *out)
+{
+    const cJSON *it = get(obj, key);
+    if (!it) {
+        if (required) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s is required", what, prefix, key);
+        *out = def;
+        return WGML_OK;
+    }
+    if (!cJSON_IsNumber(it))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s must be a number, not %s", what, prefix, key,
+                          wgml__json_type(it));
+    double d = it->valuedouble;
+    if (!isfinite(d) || (lo_open ? !(d > lo) : !(d >= lo)) || !(d <= hi))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s must be in %c%g, %g], not %.17g", what, prefix, key,
+                          lo_open ? '(' : '[', lo, hi, d);
+    *out = d;
+    return WGML_OK;
+}
+
+static wgml_status get_bool(const char *what, const cJSON *obj, const char *key, bool def, bool *out)
+{
+    const cJSON *it = get(obj, key);
+    if (!it) { *out = def; return WGML_OK; }
+    if (!cJSON_IsBool(it))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be true or false, not %s", what, key, wgml__json_type(it));
+    *out = cJSON_IsTrue(it);
+    return WGML_OK;
+}
+
+/* A string of less than size bytes into buf; absent: "". *found tells whether it was there. */
+static wgml_status get_string(const char *what, const cJSON *obj, const char *prefix, const char *key, char *buf,
+                              size_t size, bool *found)
+{
+    const cJSON *it = get(obj, key);
+    buf[0] = 0;
+    if (found) *found = it != NULL;
+    if (!it) return WGML_OK;
+    if (!cJSON_IsString(it))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s must be a string, not %s", what, prefix, key,
+                          wgml__json_type(it));
+    size_t n = strlen(it->valuestring);
+    if (n >= size) {
+        char q[WGML__QUOTE_MAX];
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s%s '%s' is longer than %zu bytes", what, prefix, key,
+                          wgml__quote(q, sizeof q, it->valuestring, n), size - 1);
+    }
+    memcpy(buf, it->valuestring, n + 1);
+    return WGML_OK;
+}
+
+static wgml_status parse_rope_scaling(const char *what, const cJSON *rs, const char *prefix, wgml_model_config *c)
+{
+    if (!cJSON_IsObject(rs))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %.*s must be an object, not %s", what, (int)strlen(prefix) - 1, prefix,
+                          wgml__json_type(rs));
+    wgml_status s = wgml__json_unique_keys(what, prefix, rs);
+    if (s) return s;
+    char type[32];
+    bool found;
+    if ((s = get_string(what, rs, prefix, "rope_type", type, sizeof type, &found))) return s;
+    if (!found && (s = get_string(what, rs, prefix, "type", type, sizeof type, &found))) return s;
+    if (!found || strcmp(type, "default") == 0) {
+        c->rope_scaling.type = WGML_ROPE_SCALING_NONE;
+        return WGML_OK;
+    }
+    double f;
+    if (strcmp(type, "linear") == 0) {
+        c->rope_scaling.type = WGML_ROPE_SCALING_LINEAR;
+        if ((s = get_real(what, rs, prefix, "factor", true, 1, 1, false, 1e6, &f))) return s;
+        c->rope_scaling.factor = f;
+        return WGML_OK;
+    }
+    if (strcmp(type, "llama3") == 0) {
+        c->rope_scaling.type = WGML_ROPE_SCALING_LLAMA3;
+        double lo, hi;
+        uint64_t orig;
+        if ((s = get_real(what, rs, prefix, "factor", true, 1, 1, false, 1e6, &f))) return s;
+        if ((s = get_real(what, rs, prefix, "low_freq_factor", true, 1, 0, true, 1e6, &lo))) return s;
+        if ((s = get_real(what, rs, prefix, "high_freq_factor", true, 1, 0, true, 1e6, &hi))) return s;
+        if (!(hi > lo))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %shigh_freq_factor %g must be greater than low_freq_factor %g", what,
+                              prefix, hi, lo);
+        if ((s = get_uint(what, rs, prefix, "original_max_position_embeddings", true, 0, 1, 1u << 24, &orig))) return s;
+        c->rope_scaling.factor = f;
+        c->rope_scaling.low_freq_factor = lo;
+        c->rope_scaling.high_freq_factor = hi;
+        c->rope_scaling.original_max_position_embeddings = (uint32_t)orig;
+        return WGML_OK;
+    }
+    char q[WGML__QUOTE_MAX];
+    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %srope_type '%s' is not supported (default, linear, llama3)", what, prefix,
+                      wgml__quote(q, sizeof q, type, strlen(type)));
+}
+
+static wgml_status parse_quantization(const char *what, const cJSON *q, const char *prefix, wgml_model_config *c)
+{
+    if (!cJSON_IsObject(q))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %.*s must be an object, not %s", what, (int)strlen(prefix) - 1, prefix,
+                          wgml__json_type(q));
+    wgml_status s = wgml__json_unique_keys(what, prefix, q);
+    if (s) return s;
+    char method[32], mode[32];
+    bool found;
+    if ((s = get_string(what, q, prefix, "quant_method", method, sizeof method, &found))) return s;
+    if (found) {
+        char qq[WGML__QUOTE_MAX];
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %squant_method '%s' is not supported (MLX affine only)", what, prefix,
+                          wgml__quote(qq, sizeof qq, method, strlen(method)));
+    }
+    if ((s = get_string(what, q, prefix, "mode", mode, sizeof mode, &found))) return s;
+    if (found && strcmp(mode, "affine") != 0) {
+        char qq[WGML__QUOTE_MAX];
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %smode '%s' is not supported (affine only)", what, prefix,
+                          wgml__quote(qq, sizeof qq, mode, strlen(mode)));
+    }
+    uint64_t bits, gs;
+    if ((s = get_uint(what, q, prefix, "bits", true, 0, 2, 8, &bits))) return s;
+    if (bits == 7)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %sbits must be 2, 3, 4, 5, 6 or 8, not 7", what, prefix);
+    if ((s = get_uint(what, q, prefix, "group_size", true, 0, 8, 1024, &gs))) return s;
+    if (gs & (gs - 1))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %sgroup_size %llu is not a power of two", what, prefix,
+                          (unsigned long long)gs);
+    c->quantization.bits = (uint32_t)bits;
+    c->quantization.group_size = (uint32_t)gs;
+    return WGML_OK;
+}
+
+static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_config *c)
+{
+    if (!cJSON_IsObject(root))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: must be a JSON object, not %s", what, wgml__json_type(root));
+    wgml_status s = wgml__json_unique_keys(what, "the config", root);
+    if (s) return s;
+    bool found;
+    if ((s = get_string(what, root, "", "model_type", c->model_type, sizeof c->model_type, NULL))) return s;
+    if ((s = get_string(what, root, "", "torch_dtype", c->torch_dtype, sizeof c->torch_dtype, &found))) return s;
+    if (!found && (s = get_string(what, root, "", "dtype", c->torch_dtype, sizeof c->torch_dtype, NULL))) return s;
+    char act[32];
+    if ((s = get_string(what, root, "", "hidden_act", act, sizeof act, &found))) return s;
+    if (found && strcmp(act, "silu") != 0) {
+        char q[WGML__QUOTE_MAX];
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: hidden_act '%s' is not supported (silu only)", what,
+                          wgml__quote(q, sizeof q, act, strlen(act)));
+    }
+
+    if ((s = get_u32(what, root, "vocab_size", true, 0, 1, 1u << 24, &c->vocab_size))) return s;
+    if ((s = get_u32(what, root, "hidden_size", true, 0, 1, 65536, &c->hidden_size))) return s;
+    if ((s = get_u32(what, root, "intermediate_size", true, 0, 1, 1u << 20, &c->intermediate_size))) return s;
+    if ((s = get_u32(what, root, "num_hidden_layers", true, 0, 1, 1024, &c->num_hidden_layers))) return s;
+    if ((s = get_u32(what, root, "num_attention_heads", true, 0, 1, 1024, &c->num_attention_heads))) return s;
+    uint32_t heads = c->num_attention_heads;
+    if ((s = get_u32(what, root, "num_key_value_heads", false, heads, 1, heads, &c->num_key_value_heads))) return s;
+    if (heads % c->num_key_value_heads != 0)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: num_attention_heads %u is not a multiple of num_key_value_heads %u",
+                          what, heads, c->num_key_value_heads);
+    if (get(root, "head_dim")) {
+        if ((s = get_u32(what, root, "head_dim", true, 0, 2, 1024, &c->head_dim))) return s;
+    } else {
+        if (c->hidden_size % heads != 0)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT,
+                              "%s: hidden_size %u is not a multiple of num_attention_heads %u (and head_dim is not given)",
+                              what, c->hidden_size, heads);
+        c->head_dim = c->hidden_size / heads;
+        if (c->head_dim < 2 || c->head_dim > 1024)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: head_dim = hidden_size / num_attention_heads = %u is not in [2, 1024]",
+                              what, c->head_dim);
+    }
+    if (c->head_dim % 2 != 0)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: head_dim %u is odd (rotary embeddings need it even)", what, c->head_dim);
+    if ((s = get_u32(what, root, "max_position_embeddings", false, 2048, 1, 1u << 24, &c->max_position_embeddings))) return s;
+    if ((s = get_real(what, root, "", "rms_norm_eps", false, 1e-6, 0, true, 0.5, &c->rms_norm_eps))) return s;
+    if ((s = get_bool(what, root, "tie_word_embeddings", false, &c->tie_word_embeddings))) return s;
+    if ((s = get_bool(what, root, "attention_bias", false, &c->attention_bias))) return s;
+    if ((s = get_bool(what, root, "mlp_bias", false, &c->mlp_bias))) return s;
+
+    /* RoPE: rope_theta and rope_scaling at the top level, or (newer files) both inside
+       rope_parameters; the top level wins. */
+    const cJSON *rp = get(root, "rope_parameters");
+    if (rp && !cJSON_IsObject(rp))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: rope_parameters must be an object, not %s", what, wgml__json_type(rp));
+    if (get(root, "rope_theta") || !rp) {
+        if ((s = get_real(what, root, "", "rope_theta", false, 10000, 0, true, 1e15, &c->rope_theta))) return s;
+    } else if ((s = get_real(what, rp, "rope_parameters.", "rope_theta", false, 10000, 0, true, 1e15, &c->rope_theta)))
+        return s;
+    const cJSON *rs = get(root, "rope_scaling");
+    if (rs) {
+        if ((s = parse_rope_scaling(what, rs, "rope_scaling.", c))) return s;
+    } else if (rp) {
+        if ((s = parse_rope_scaling(what, rp, "rope_parameters.", c))) return s;
+    }
+
+    /* token ids */
+    uint64_t v;
+    c->bos_token_id = -1;
+    if (get(root, "bos_token_id")) {
+        if ((s = get_uint(what, root, "", "bos_token_id", true, 0, 0, c->vocab_size - 1, &v))) return s;
+        c->bos_token_id = (int64_t)v;
+    }
+    const cJSON *eos = get(root, "eos_token_id");
+    if (eos && cJSON_IsArray(eos)) {
+        char field[48];
+        uint32_t i = 0;
+        for (const cJSON *e = eos->child; e; e = e->next, i++) {
+            if (i == WGML_MODEL_CONFIG_MAX_EOS)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: eos_token_id lists more than %d ids", what,
+                                  WGML_MODEL_CONFIG_MAX_EOS);
+            snprintf(field, sizeof field, "eos_token_id[%u]", i);
+            if (!cJSON_IsNumber(e))
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be an integer, not %s", what, field, wgml__json_type(e));
+            double d = e->valuedouble;
+            if (!(d >= 0 && d <= (double)(c->vocab_size - 1)) || (double)(uint64_t)d != d)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s must be an integer in [0, %u], not %.17g", what, field,
+                                  c->vocab_size - 1, d);
+            c->eos_token_ids[i] = (uint32_t)d;
+        }
+        c->num_eos_token_ids = i;
+    } else if (eos) {
+        if ((s = get_uint(what, root, "", "eos_token_id", true, 0, 0, c->vocab_size - 1, &v))) return s;
+        c->eos_token_ids[0] = (uint32_t)v;
+        c->num_eos_token_ids = 1;
+    }
+
+    /* MLX quantization */
+    const cJSON *q = get(root, "quantization");
+    if (q) return parse_quantization(what, q, "quantization.", c);
+    q = get(root, "quantization_config");
+    if (q) return parse_quantization(what, q, "quantization_config.", c);
+    return WGML_OK;
+}
+
+wgml_status wgml_model_config_parse(const char *json, size_t len, const char *name, wgml_model_config *out)
+{
+    if (!out || (!json && len))
+        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_parse: json and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    const char *what = name ? name : "config.json";
+    if (len > CONFIG_MAX_BYTES)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu bytes, more than the %zu a config may have", what, len,
+                          CONFIG_MAX_BYTES);
+    cJSON *root;
+    wgml_status s = wgml__json_parse(what, json ? json : "", len, &root);
+    if (s) return s;
+    s = parse_config(what, root, out);
+    cJSON_Delete(root);
+    if (s) memset(out, 0, sizeof *out);
+    return s;
+}
+
+wgml_status wgml_model_config_load(const char *path, wgml_model_config *out)
+{
+    if (!path || !out)
+        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_load: path and out must not be NULL");
+    char *json;
+    size_t len;
+    wgml_status s = wgml__read_file(path, CONFIG_MAX_BYTES, &json, &len);
+    if (s) {
+        memset(out, 0, sizeof *out);
+        return s;
+    }
+    s = wgml_model_config_parse(json, len, path, out);
+    free(json);
+    return s;
+}
