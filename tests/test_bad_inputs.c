@@ -1174,7 +1174,6 @@ static void test_engine_functions(void)
     NOOP("wgml_engine_destroy", true);
 }
 
-#ifdef WGML_SAFETENSORS_MAX_DIMS
 /* ---- files: safetensors, checkpoints, configs, tokenizers ------------------------------ */
 
 /* A safetensors file in buf: the 8-byte little-endian header length, the header padded
@@ -1469,7 +1468,6 @@ static void test_tokenizer_functions(void)
     wgml_tokenizer_free(NULL);
     NOOP("wgml_tokenizer_free", true);
 }
-#endif
 
 /* Tuning variables read at every call: a value that names no kernel, or one that does not
    fit the device, fails the call before anything is recorded (a benchmark must never time
@@ -1606,11 +1604,9 @@ static const th_case cases[] = {
     { "engine functions", test_engine_functions },
     { "ops", test_ops },
     { "tuning variables", test_tuning_variables },
-#ifdef WGML_SAFETENSORS_MAX_DIMS
     { "safetensors and checkpoint functions", test_safetensors_functions },
     { "config functions", test_config_functions },
     { "tokenizer functions", test_tokenizer_functions },
-#endif
     { "header coverage", test_header_coverage },
     { "summary", summary },
     { "close other context", close_other_context },
