@@ -32,6 +32,29 @@ static int run_file(const char *path)
     return 0;
 }
 
+/* Every file in the folder and its sub-folders (a few levels). */
+static int run_dir(const char *dir, size_t *runs, int depth)
+{
+    int bad = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode)) {
+            if (depth < 3) bad += run_dir(p, runs, depth + 1);
+            continue;
+        }
+        bad += run_file(p);
+        (*runs)++;
+    }
+    if (d) closedir(d);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     size_t runs = 0;
@@ -40,16 +63,7 @@ int main(int argc, char **argv)
         struct stat sb;
         if (stat(argv[i], &sb) != 0) { perror(argv[i]); bad++; continue; }
         if (!S_ISDIR(sb.st_mode)) { bad += run_file(argv[i]); runs++; continue; }
-        DIR *d = opendir(argv[i]);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
-            bad += run_file(p);
-            runs++;
-        }
-        if (d) closedir(d);
+        bad += run_dir(argv[i], &runs, 0);
     }
     printf("replayed %zu inputs\n", runs);
     printf("%zu passed, %d failed\n", runs - (size_t)bad, bad);
