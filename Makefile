@@ -8,8 +8,18 @@ ENV = . deps/env.sh &&
 
 .PHONY: run test deps build install sanitize clean fuzz
 
+# make run: the adapter, then a language model trained from scratch on a text file every
+# Debian machine has (about two minutes on a 2-core CPU through lavapipe), then text
+# generated from the checkpoint it wrote. TRAIN_FLAGS / GENERATE_FLAGS add options
+# (e.g. TRAIN_FLAGS="--dim 512 --layers 8 --context 256 --steps 2000" on a big GPU).
+RUN_OUT ?= out
+TRAIN_FLAGS ?=
+GENERATE_FLAGS ?=
+RUN_PROMPT ?= This License
 run: build
 	$(ENV) $(BUILD)/wgml info
+	$(ENV) $(BUILD)/wgml train --out $(RUN_OUT) $(TRAIN_FLAGS)
+	$(ENV) $(BUILD)/wgml generate --model $(RUN_OUT) --prompt "$(RUN_PROMPT)" $(GENERATE_FLAGS)
 
 test: build
 	$(ENV) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -1163,6 +1163,183 @@ WGML_API wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *tok, c
 WGML_API wgml_status wgml_tokenizer_decode(const wgml_tokenizer *tok, const uint32_t *ids, size_t n,
                                            char *out, size_t cap, size_t *len);
 
+/* ------------------------------------------------------------------------------------ */
+/* Models: a Llama-family decoder, trained and run on the GPU (src/model.c)             */
+/* ------------------------------------------------------------------------------------ */
+
+/* MODELS
+   ======
+   A wgml_model is a Llama-style decoder-only transformer whose every parameter is an f32
+   tensor on the GPU, named as Hugging Face's LlamaForCausalLM names it:
+
+       model.embed_tokens.weight                    [vocab, hidden]
+       model.layers.<i>.input_layernorm.weight      [hidden]
+       model.layers.<i>.self_attn.q_proj.weight     [heads * head_dim, hidden]
+       model.layers.<i>.self_attn.k_proj.weight     [kv_heads * head_dim, hidden]
+       model.layers.<i>.self_attn.v_proj.weight     [kv_heads * head_dim, hidden]
+       model.layers.<i>.self_attn.o_proj.weight     [hidden, heads * head_dim]
+       model.layers.<i>.post_attention_layernorm.weight [hidden]
+       model.layers.<i>.mlp.gate_proj.weight        [intermediate, hidden]
+       model.layers.<i>.mlp.up_proj.weight          [intermediate, hidden]
+       model.layers.<i>.mlp.down_proj.weight        [hidden, intermediate]
+       model.norm.weight                            [hidden]
+       lm_head.weight                               [vocab, hidden] (absent when tied)
+
+   (wgml_model_param lists them in this order.) For tokens x the model computes
+       h = embed[x]; per layer: h += Wo attn(rope(Wq n1(h)), rope(Wk n1(h)), Wv n1(h));
+       h += Wd (silu(Wg n2(h)) * Wu n2(h)); logits = Wout nf(h)
+   with RMSNorms n1, n2, nf (eps rms_norm_eps), rotate-half RoPE (rope_theta), causal
+   grouped-query attention scaled by 1/sqrt(head_dim), and Wout = embed when
+   tie_word_embeddings. The configuration is the wgml_model_config of config.json, RoPE
+   scaling (linear, Llama 3) included; attention or MLP biases are refused with
+   WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 128 (the attention kernel's
+   limit).
+
+   Three objects share the model's parameters:
+   - wgml_trainer: activations for a [batch, seq_len] micro-batch, gradients and AdamW
+     moments; forward, backward, gradient accumulation, global-norm clipping, AdamW.
+   - wgml_kv_cache: keys and values of up to max_tokens positions for generation; a
+     prompt runs in one pass, then one token per call.
+   - files: wgml_model_load reads a Hugging Face folder (config.json and one or sharded
+     safetensors files of f32, f16 or bf16, or MLX affine-quantised weights, which are
+     dequantised to f32 on the GPU) and wgml_model_save writes the same layout (f32).
+
+   A model, trainer or cache belongs to the engine (and context) it was created with and
+   follows the THREADS rules of its context. Destroy caches and trainers before their
+   model, and the model before its engine. */
+
+typedef struct wgml_model wgml_model;
+
+/* Creates a model of configuration cfg on e's device with every parameter zero (see
+   wgml_model_init_random and wgml_model_load). cfg is copied, with num_key_value_heads and
+   head_dim filled in when they were 0 (num_attention_heads; hidden_size / heads).
+   cfg.quantization is ignored (it describes files: the model itself is f32). Other fields
+   of cfg not named here (model_type, bos and eos ids) are kept for wgml_model_save.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; vocab_size, hidden_size, intermediate_size,
+           num_hidden_layers or num_attention_heads 0; heads not a multiple of kv_heads;
+           hidden_size not a multiple of heads when head_dim is 0; an odd head_dim;
+           rms_norm_eps <= 0; a RoPE scaling factor < 1; hidden_size != heads * head_dim
+           is allowed), WGML_ERROR_UNSUPPORTED (head_dim > 128, biases), WGML_ERROR_LIMIT
+           and WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
+WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out);
+
+/* Fills the parameters from a seeded generator: norm weights 1, every matrix normal with
+   standard deviation std (0 means 0.02), o_proj and down_proj divided by sqrt(2 * layers)
+   (GPT-2's scaling of residual projections). The same seed gives the same model on every
+   adapter (the numbers are drawn on the host).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL m; std negative or not finite). */
+WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std);
+
+/* Loads a model from path: a folder with config.json and model.safetensors (or
+   model.safetensors.index.json and its shards), or a safetensors file or index file whose
+   folder holds config.json. Tensors not listed above are ignored (e.g. rotary inv_freq);
+   lm_head.weight is ignored when the embedding is tied.
+   Errors: WGML_ERROR_IO (a file missing or unreadable), WGML_ERROR_FORMAT (a malformed
+           file; a missing tensor; a shape that does not match config.json; a dtype other
+           than F32, F16, BF16, or U32 with scales and biases for quantised weights: the
+           message names the tensor), WGML_ERROR_UNSUPPORTED, plus wgml_model_create's. */
+WGML_API wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out);
+
+/* Writes dir/model.safetensors (every parameter, F32, the names above) and dir/config.json
+   (model_type "llama", LlamaForCausalLM), creating dir when missing. Reads the parameters
+   back from the GPU (waits for recorded work).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, device errors. */
+WGML_API wgml_status wgml_model_save(wgml_model *m, const char *dir);
+
+/* Frees the parameters. NULL is a no-op. */
+WGML_API void wgml_model_destroy(wgml_model *m);
+
+/* The model's configuration (never NULL for a model). */
+WGML_API const wgml_model_config *wgml_model_get_config(const wgml_model *m);
+/* Number of parameter tensors, and the total number of parameters (elements). */
+WGML_API size_t wgml_model_param_count(const wgml_model *m);
+WGML_API uint64_t wgml_model_numel(const wgml_model *m);
+/* Parameter tensor i (in the order listed above) and, when name is not NULL, its name;
+   NULL when i is out of range. The tensor may be written (e.g. wgml_tensor_write) but not
+   reshaped or released. */
+WGML_API wgml_tensor *wgml_model_param(const wgml_model *m, size_t i, const char **name);
+
+/* ---- training ---------------------------------------------------------------------- */
+
+typedef struct wgml_trainer wgml_trainer;
+
+/* Zero-initialise, then set what you need; zero fields take the defaults shown. */
+typedef struct wgml_trainer_desc {
+    uint32_t batch;            /* required: sequences per micro-batch */
+    uint32_t seq_len;          /* required: tokens per sequence */
+    float beta1;               /* AdamW, default 0.9 */
+    float beta2;               /* default 0.95 */
+    float eps;                 /* default 1e-8 */
+    float weight_decay;        /* default 0.1, on matrices and embeddings, not on norms;
+                                  a negative value means 0 */
+    float clip_norm;           /* global gradient norm clipped to this; default 1.0,
+                                  a negative value means no clipping */
+} wgml_trainer_desc;
+
+/* Allocates activations for batch * seq_len tokens, a gradient and two AdamW moments per
+   parameter (zero).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0), WGML_ERROR_LIMIT,
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out);
+WGML_API void wgml_trainer_destroy(wgml_trainer *t);
+
+/* Forward pass over ids (batch * seq_len token ids, host memory, sequence-major) and the
+   mean cross-entropy against targets (same layout; an id of UINT32_MAX is ignored, it
+   counts in no mean). Writes mean_loss[0] (an f32 tensor of at least 1 element; may be
+   NULL). The logits stay readable through wgml_trainer_logits until the next call.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL ids or targets, an id >= vocab_size: the
+           message names ids[i] or targets[i]), tensor errors of mean_loss. */
+WGML_API wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets,
+                                       wgml_tensor *mean_loss);
+
+/* wgml_trainer_eval, then the backward pass: adds grad_scale times the gradient of the
+   mean loss to every parameter's accumulated gradient (grad_scale 1/n averages n
+   micro-batches). The logits then hold their gradient, not the logits.
+   Errors: as wgml_trainer_eval. */
+WGML_API wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets,
+                                             float grad_scale, wgml_tensor *mean_loss);
+
+/* One optimizer step on the accumulated gradients: their global L2 norm (written to
+   grad_norm[0] before clipping when grad_norm is not NULL), clipping to clip_norm, AdamW
+   with learning rate lr and the trainer's step count (1-based), then the gradients are
+   cleared for the next accumulation. All on the GPU: nothing is read back.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr negative or not finite, no gradient
+           accumulated since the last step). */
+WGML_API wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm);
+
+/* The logits [batch * seq_len, vocab] of the last eval or accumulate (their gradient
+   after accumulate). Owned by the trainer. */
+WGML_API wgml_tensor *wgml_trainer_logits(const wgml_trainer *t);
+/* The accumulated gradient of parameter i (shape of wgml_model_param(i)); NULL when i is
+   out of range. Owned by the trainer; undefined right after a step. */
+WGML_API wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i);
+/* Optimizer steps taken. */
+WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
+
+/* ---- generation with a KV cache ------------------------------------------------------ */
+
+typedef struct wgml_kv_cache wgml_kv_cache;
+
+/* Keys and values of up to max_tokens positions of one sequence, for every layer (2 *
+   layers * max_tokens * kv_heads * head_dim floats), empty.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, max_tokens 0), WGML_ERROR_LIMIT,
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_kv_cache_create(wgml_model *m, uint32_t max_tokens, wgml_kv_cache **out);
+WGML_API void wgml_kv_cache_destroy(wgml_kv_cache *c);
+/* Positions filled, and capacity. */
+WGML_API uint32_t wgml_kv_cache_length(const wgml_kv_cache *c);
+WGML_API uint32_t wgml_kv_cache_capacity(const wgml_kv_cache *c);
+/* Empties the cache (the next token is at position 0). */
+WGML_API void wgml_kv_cache_reset(wgml_kv_cache *c);
+
+/* Runs n tokens (host ids) at positions length .. length + n - 1 of the cache in one pass,
+   appends their keys and values, and writes logits: a tensor of vocab_size elements gets
+   the last token's logits, one of n * vocab_size elements every token's ([n, vocab]).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, n 0, an id >= vocab_size),
+           WGML_ERROR_SHAPE (length + n > capacity: nothing is run; logits of another
+           size), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. */
+WGML_API wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits);
+
 #ifdef __cplusplus
 }
 #endif

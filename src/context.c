@@ -470,6 +470,9 @@ wgml_status wgml__submit(wgml_context *ctx)
     if (ctx->uniforms_used) wgpuQueueWriteBuffer(ctx->queue, ctx->uniforms, 0, ctx->uniforms_host, ctx->uniforms_used);
     WGPUCommandBuffer cb = wgpuCommandEncoderFinish(ctx->encoder, NULL);
     wgpuQueueSubmit(ctx->queue, 1, &cb);
+    /* Lets Dawn retire finished work: resources released by the caller are only freed
+       when the device ticks, and nothing else ticks it while ops keep coming. */
+    wgpuInstanceProcessEvents(ctx->instance);
     ctx->submits++;
     wgpuCommandBufferRelease(cb);
     wgpuCommandEncoderRelease(ctx->encoder);

@@ -1,0 +1,715 @@
+/* A Llama-family decoder on the GPU: its parameters, training (forward, backward, gradient
+   accumulation, clipping, AdamW) and generation with a KV cache. Every computation is a
+   wgml op; this file allocates tensors and sequences the ops. The CPU reference it is
+   tested against is tests/ref/ref_model.c (the same model in double, written to be read).
+
+   Layouts: a micro-batch of B sequences of T tokens is N = B * T rows. Activations are 2-D
+   [N, width] for the linear layers (matmul_bt against [out, in] weights) and are reshaped
+   (metadata only) to [B, T, heads, head_dim] for RoPE and attention. The residual stream
+   is never added on its own: each RMSNorm after the first is wgml_rms_norm_residual_with,
+   which adds the block's output to the stream, writes the new stream (kept for the
+   backward pass) and normalises it in one pass.
+
+   What is kept for the backward pass, per layer: the stream entering the layer (hin), its
+   norm (xn), q and k after RoPE, v, the attention output, the stream after attention
+   (h2), its norm (xn2), the gate and up projections and their SwiGLU product. The
+   attention probabilities are not kept: the flash-attention backward recomputes them. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(expr) WGML_CHECK(expr)
+
+enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_WG, P_WU, P_WD, P_PER_LAYER };
+
+static const char *const layer_names[P_PER_LAYER] = {
+    "input_layernorm.weight",       "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",      "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight",
+};
+
+struct wgml_model {
+    wgml_engine *e;
+    wgml_context *ctx;
+    wgml_model_config cfg;
+    uint32_t V, D, L, H, Hk, hd, F, QD, KD;
+    float eps, theta;
+    wgml_tensor *inv_freq;        /* RoPE frequencies when config.json scales them, else NULL */
+    size_t nparams;
+    wgml_tensor **p;
+    char **names;
+};
+
+static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[1 + (size_t)layer * P_PER_LAYER + kind]; }
+static size_t final_norm_index(const wgml_model *m) { return 1 + (size_t)m->L * P_PER_LAYER; }
+static size_t head_index(const wgml_model *m) { return m->cfg.tie_word_embeddings ? 0 : 2 + (size_t)m->L * P_PER_LAYER; }
+static bool is_norm_index(const wgml_model *m, size_t i)
+{
+    if (i == final_norm_index(m)) return true;
+    if (i == 0 || i > (size_t)m->L * P_PER_LAYER) return false;
+    size_t k = (i - 1) % P_PER_LAYER;
+    return k == P_ATTN_NORM || k == P_FFN_NORM;
+}
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+static wgml_status mk(wgml_context *ctx, wgml_tensor **out, wgml_dtype dt, uint32_t nd, size_t a, size_t b, size_t c, size_t d)
+{
+    size_t shape[4] = { a, b, c, d };
+    return wgml_tensor_create(ctx, dt, nd, shape, out);
+}
+static wgml_status mk2(wgml_context *ctx, wgml_tensor **out, size_t a, size_t b) { return mk(ctx, out, WGML_F32, 2, a, b, 0, 0); }
+
+static wgml_status shape2(wgml_tensor *t, size_t a, size_t b) { return wgml_tensor_reshape(t, 2, (size_t[]){ a, b }); }
+static wgml_status shape4(wgml_tensor *t, size_t a, size_t b, size_t c, size_t d)
+{
+    return wgml_tensor_reshape(t, 4, (size_t[]){ a, b, c, d });
+}
+
+static void release_all(wgml_tensor **ts, size_t n)
+{
+    if (!ts) return;
+    for (size_t i = 0; i < n; i++) wgml_tensor_release(ts[i]);
+}
+
+/* splitmix64, then Box-Muller: the same stream on every machine */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double uniform01(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+/* ---- the model -------------------------------------------------------------------------- */
+
+/* The RoPE frequencies of config.json's rope_scaling (linear or Llama 3), as
+   transformers' _compute_*_parameters computes them. */
+static void scaled_inv_freq(const wgml_model_config *c, uint32_t hd, double theta, float *out)
+{
+    const double pi = 3.14159265358979323846;
+    for (uint32_t i = 0; i < hd / 2; i++) {
+        double f = pow(theta, -2.0 * i / hd);
+        if (c->rope_scaling.type == WGML_ROPE_SCALING_LINEAR) {
+            f /= c->rope_scaling.factor;
+        } else if (c->rope_scaling.type == WGML_ROPE_SCALING_LLAMA3) {
+            double factor = c->rope_scaling.factor, lo = c->rope_scaling.low_freq_factor,
+                   hi = c->rope_scaling.high_freq_factor, old = c->rope_scaling.original_max_position_embeddings;
+            double wavelen = 2 * pi / f;
+            if (wavelen > old / lo) f /= factor;
+            else if (wavelen >= old / hi) {
+                double smooth = (old / wavelen - lo) / (hi - lo);
+                f = (1 - smooth) * f / factor + smooth * f;
+            }
+        }
+        out[i] = (float)f;
+    }
+}
+
+static wgml_status check_config(wgml_context *ctx, const wgml_model_config *c, uint32_t *Hk, uint32_t *hd)
+{
+    const char *fn = "wgml_model_create";
+    if (!c->vocab_size || !c->hidden_size || !c->intermediate_size || !c->num_hidden_layers || !c->num_attention_heads)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                          "%s: cfg vocab_size (%u), hidden_size (%u), intermediate_size (%u), num_hidden_layers (%u) and "
+                          "num_attention_heads (%u) must all be at least 1", fn, c->vocab_size, c->hidden_size,
+                          c->intermediate_size, c->num_hidden_layers, c->num_attention_heads);
+    *Hk = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
+    if (c->num_attention_heads % *Hk)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg num_attention_heads (%u) must be a multiple of num_key_value_heads (%u)",
+                          fn, c->num_attention_heads, *Hk);
+    *hd = c->head_dim;
+    if (!*hd) {
+        if (c->hidden_size % c->num_attention_heads)
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg hidden_size (%u) must be a multiple of num_attention_heads (%u) "
+                              "when head_dim is 0", fn, c->hidden_size, c->num_attention_heads);
+        *hd = c->hidden_size / c->num_attention_heads;
+    }
+    if (*hd % 2) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg head_dim (%u) must be even (RoPE rotates pairs)", fn, *hd);
+    if (*hd > 128) return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg head_dim %u is over 128, the attention kernel's limit", fn, *hd);
+    if (c->attention_bias || c->mlp_bias)
+        return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg asks for %s biases, which this model does not have", fn,
+                          c->attention_bias ? "attention" : "MLP");
+    if (!(c->rms_norm_eps > 0) || !(c->rope_theta >= 0))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg rms_norm_eps must be > 0 and rope_theta >= 0", fn);
+    if (c->rope_scaling.type != WGML_ROPE_SCALING_NONE && !(c->rope_scaling.factor >= 1))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg rope_scaling.factor must be >= 1", fn);
+    return WGML_OK;
+}
+
+wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out)
+{
+    if (out) *out = NULL;
+    TRY(wgml__check_engine(e, "wgml_model_create"));
+    wgml_context *ctx = e->ctx;
+    if (!cfg || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_create: %s is NULL", cfg ? "out" : "cfg");
+    uint32_t Hk = 0, hd = 0;
+    TRY(check_config(ctx, cfg, &Hk, &hd));
+
+    wgml_model *m = calloc(1, sizeof *m);
+    if (!m) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory");
+    m->e = e;
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->cfg.num_key_value_heads = Hk;
+    m->cfg.head_dim = hd;
+    m->V = cfg->vocab_size; m->D = cfg->hidden_size; m->L = cfg->num_hidden_layers;
+    m->H = cfg->num_attention_heads; m->Hk = Hk; m->hd = hd; m->F = cfg->intermediate_size;
+    m->QD = m->H * hd; m->KD = Hk * hd;
+    m->eps = (float)cfg->rms_norm_eps;
+    m->theta = cfg->rope_theta > 0 ? (float)cfg->rope_theta : 10000.0f;
+    m->nparams = 2 + (size_t)m->L * P_PER_LAYER + (cfg->tie_word_embeddings ? 0 : 1);
+    m->p = calloc(m->nparams, sizeof *m->p);
+    m->names = calloc(m->nparams, sizeof *m->names);
+    wgml_status s = WGML_OK;
+    if (!m->p || !m->names) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); goto fail; }
+
+    for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
+        char name[128];
+        size_t rows, cols = m->D;
+        uint32_t nd = 2;
+        if (i == 0) { snprintf(name, sizeof name, "model.embed_tokens.weight"); rows = m->V; }
+        else if (i == final_norm_index(m)) { snprintf(name, sizeof name, "model.norm.weight"); rows = m->D; nd = 1; }
+        else if (i == final_norm_index(m) + 1) { snprintf(name, sizeof name, "lm_head.weight"); rows = m->V; }
+        else {
+            size_t l = (i - 1) / P_PER_LAYER, k = (i - 1) % P_PER_LAYER;
+            snprintf(name, sizeof name, "model.layers.%zu.%s", l, layer_names[k]);
+            switch (k) {
+            case P_ATTN_NORM: case P_FFN_NORM: rows = m->D; nd = 1; break;
+            case P_WQ: rows = m->QD; break;
+            case P_WK: case P_WV: rows = m->KD; break;
+            case P_WO: rows = m->D; cols = m->QD; break;
+            case P_WG: case P_WU: rows = m->F; break;
+            default: rows = m->D; cols = m->F; break;   /* P_WD */
+            }
+        }
+        m->names[i] = strdup(name);
+        if (!m->names[i]) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); break; }
+        s = nd == 1 ? mk(ctx, &m->p[i], WGML_F32, 1, rows, 0, 0, 0) : mk2(ctx, &m->p[i], rows, cols);
+        if (s == WGML_OK) s = wgml_tensor_zero(m->p[i]);
+    }
+    if (s == WGML_OK && cfg->rope_scaling.type != WGML_ROPE_SCALING_NONE) {
+        float *f = malloc(sizeof(float) * (hd / 2));
+        if (!f) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); goto fail; }
+        scaled_inv_freq(cfg, hd, m->theta, f);
+        s = wgml_tensor_from_data(ctx, WGML_F32, 1, (size_t[]){ hd / 2 }, f, &m->inv_freq);
+        free(f);
+    }
+    if (s != WGML_OK) goto fail;
+    *out = m;
+    return WGML_OK;
+fail:
+    wgml_model_destroy(m);
+    return s;
+}
+
+void wgml_model_destroy(wgml_model *m)
+{
+    if (!m) return;
+    release_all(m->p, m->nparams);
+    if (m->names)
+        for (size_t i = 0; i < m->nparams; i++) free(m->names[i]);
+    wgml_tensor_release(m->inv_freq);
+    free(m->p);
+    free(m->names);
+    free(m);
+}
+
+const wgml_model_config *wgml_model_get_config(const wgml_model *m) { return m ? &m->cfg : NULL; }
+size_t wgml_model_param_count(const wgml_model *m) { return m ? m->nparams : 0; }
+
+uint64_t wgml_model_numel(const wgml_model *m)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; m && i < m->nparams; i++) n += wgml_tensor_numel(m->p[i]);
+    return n;
+}
+
+wgml_tensor *wgml_model_param(const wgml_model *m, size_t i, const char **name)
+{
+    if (!m || i >= m->nparams) return NULL;
+    if (name) *name = m->names[i];
+    return m->p[i];
+}
+
+wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
+{
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_init_random: m is NULL");
+    if (!(std >= 0) || !isfinite(std))
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_init_random: std must be finite and >= 0");
+    if (std == 0) std = 0.02f;
+    uint64_t state = seed;
+    size_t maxn = 0;
+    for (size_t i = 0; i < m->nparams; i++)
+        if (wgml_tensor_numel(m->p[i]) > maxn) maxn = wgml_tensor_numel(m->p[i]);
+    float *buf = malloc(sizeof(float) * maxn);
+    if (!buf) return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_init_random: out of host memory");
+    wgml_status s = WGML_OK;
+    for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
+        size_t n = wgml_tensor_numel(m->p[i]);
+        if (is_norm_index(m, i)) {
+            for (size_t j = 0; j < n; j++) buf[j] = 1.0f;
+        } else {
+            double sd = std;
+            size_t k = (i - 1) % P_PER_LAYER;
+            if (i != 0 && i < final_norm_index(m) && (k == P_WO || k == P_WD)) sd /= sqrt(2.0 * m->L);
+            for (size_t j = 0; j < n; j += 2) {
+                double u1 = uniform01(&state), u2 = uniform01(&state), r = sqrt(-2 * log(u1));
+                buf[j] = (float)(sd * r * cos(2 * 3.14159265358979323846 * u2));
+                if (j + 1 < n) buf[j + 1] = (float)(sd * r * sin(2 * 3.14159265358979323846 * u2));
+            }
+        }
+        s = wgml_tensor_write(m->p[i], 0, buf, n * sizeof(float));
+    }
+    free(buf);
+    return s;
+}
+
+/* RoPE of a [B, T, heads, head_dim] tensor at position pos; inverse for the gradient. */
+static wgml_status rope(const wgml_model *m, wgml_tensor *t, uint32_t pos, bool inverse)
+{
+    wgml_rope_options o = { .head_dim = m->hd, .pos = pos, .theta = m->theta, .pairing = WGML_ROPE_ROTATE_HALF,
+                            .inv_freq = m->inv_freq, .inverse = inverse };
+    return wgml_rope_with(m->e, t, &o);
+}
+
+/* ---- training ------------------------------------------------------------------------- */
+
+typedef struct layer_acts {
+    wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
+} layer_acts;
+#define LAYER_ACTS (sizeof(layer_acts) / sizeof(wgml_tensor *))
+
+struct wgml_trainer {
+    wgml_model *m;
+    wgml_trainer_desc d;
+    uint32_t B, T, N;
+    layer_acts *la;
+    wgml_tensor *ids, *targets, *o, *f, *hf, *xf, *logits, *loss;
+    /* backward scratch: dres is the gradient of the residual stream */
+    wgml_tensor *dres, *dtmp, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
+    wgml_tensor **grad, **gscratch, **m1, **m2, *norm;
+    /* AdamW groups: with weight decay (matrices, embeddings) and without (norms) */
+    wgml_tensor **w_dec, **g_dec, **m_dec, **v_dec, **w_nod, **g_nod, **m_nod, **v_nod;
+    size_t n_dec, n_nod;
+    uint32_t micro, steps;
+    uint32_t *host_ids;
+};
+
+void wgml_trainer_destroy(wgml_trainer *t)
+{
+    if (!t) return;
+    if (t->la)
+        for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
+    wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres, t->dtmp,
+                              t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm };
+    release_all(single, sizeof single / sizeof single[0]);
+    size_t np = t->m->nparams;
+    release_all(t->grad, np); release_all(t->gscratch, np); release_all(t->m1, np); release_all(t->m2, np);
+    free(t->la); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
+    free(t->w_dec); free(t->g_dec); free(t->m_dec); free(t->v_dec);
+    free(t->w_nod); free(t->g_nod); free(t->m_nod); free(t->v_nod);
+    free(t->host_ids);
+    free(t);
+}
+
+/* a tensor shaped like parameter i, zeroed */
+static wgml_status like_param(wgml_model *m, size_t i, wgml_tensor **out)
+{
+    wgml_tensor *p = m->p[i];
+    size_t shape[4];
+    for (uint32_t d = 0; d < wgml_tensor_ndim(p); d++) shape[d] = wgml_tensor_dim(p, d);
+    TRY(wgml_tensor_create(m->ctx, WGML_F32, wgml_tensor_ndim(p), shape, out));
+    return wgml_tensor_zero(*out);
+}
+
+wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out)
+{
+    if (out) *out = NULL;
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: m is NULL");
+    wgml_context *ctx = m->ctx;
+    if (!desc || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: %s is NULL", desc ? "out" : "desc");
+    if (!desc->batch || !desc->seq_len)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc batch (%u) and seq_len (%u) must be at least 1",
+                          desc->batch, desc->seq_len);
+    if ((uint64_t)desc->batch * desc->seq_len > UINT32_MAX / 4)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "wgml_trainer_create: desc batch * seq_len is too large");
+    wgml_trainer *t = calloc(1, sizeof *t);
+    if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory");
+    t->m = m;
+    t->d = *desc;
+    if (t->d.beta1 == 0) t->d.beta1 = 0.9f;
+    if (t->d.beta2 == 0) t->d.beta2 = 0.95f;
+    if (t->d.eps == 0) t->d.eps = 1e-8f;
+    if (t->d.weight_decay == 0) t->d.weight_decay = 0.1f;
+    else if (t->d.weight_decay < 0) t->d.weight_decay = 0;
+    if (t->d.clip_norm == 0) t->d.clip_norm = 1.0f;
+    t->B = desc->batch; t->T = desc->seq_len; t->N = t->B * t->T;
+    size_t N = t->N, np = m->nparams;
+    wgml_status s = WGML_OK;
+    t->la = calloc(m->L, sizeof *t->la);
+    t->grad = calloc(np, sizeof *t->grad); t->gscratch = calloc(np, sizeof *t->gscratch);
+    t->m1 = calloc(np, sizeof *t->m1); t->m2 = calloc(np, sizeof *t->m2);
+    void **groups[8] = { (void **)&t->w_dec, (void **)&t->g_dec, (void **)&t->m_dec, (void **)&t->v_dec,
+                         (void **)&t->w_nod, (void **)&t->g_nod, (void **)&t->m_nod, (void **)&t->v_nod };
+    bool ok = t->la && t->grad && t->gscratch && t->m1 && t->m2;
+    for (int g = 0; g < 8; g++) ok = ok && (*groups[g] = calloc(np, sizeof(wgml_tensor *)));
+    t->host_ids = malloc(sizeof(uint32_t) * N);
+    if (!ok || !t->host_ids) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory"); goto fail; }
+
+#define MK(expr) do { if ((s = (expr)) != WGML_OK) goto fail; } while (0)
+    for (uint32_t l = 0; l < m->L; l++) {
+        layer_acts *A = &t->la[l];
+        MK(mk2(ctx, &A->hin, N, m->D)); MK(mk2(ctx, &A->xn, N, m->D));
+        MK(mk2(ctx, &A->q, N, m->QD)); MK(mk2(ctx, &A->k, N, m->KD)); MK(mk2(ctx, &A->v, N, m->KD));
+        MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
+        MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
+    }
+    MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
+    MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
+    MK(mk2(ctx, &t->xf, N, m->D)); MK(mk2(ctx, &t->logits, N, m->V));
+    MK(mk(ctx, &t->loss, WGML_F32, 1, 1, 0, 0, 0)); MK(mk(ctx, &t->norm, WGML_F32, 1, 1, 0, 0, 0));
+    MK(mk2(ctx, &t->dres, N, m->D)); MK(mk2(ctx, &t->dtmp, N, m->D)); MK(mk2(ctx, &t->dxn, N, m->D));
+    MK(mk2(ctx, &t->datt, N, m->QD)); MK(mk2(ctx, &t->dq, N, m->QD));
+    MK(mk2(ctx, &t->dk, N, m->KD)); MK(mk2(ctx, &t->dv, N, m->KD));
+    MK(mk2(ctx, &t->da, N, m->F)); MK(mk2(ctx, &t->dg, N, m->F)); MK(mk2(ctx, &t->du, N, m->F));
+    if (m->cfg.tie_word_embeddings) MK(mk2(ctx, &t->demb, m->V, m->D));
+    for (size_t i = 0; i < np; i++) {
+        MK(like_param(m, i, &t->grad[i])); MK(like_param(m, i, &t->m1[i])); MK(like_param(m, i, &t->m2[i]));
+        if (is_norm_index(m, i)) {
+            t->w_nod[t->n_nod] = m->p[i]; t->g_nod[t->n_nod] = t->grad[i];
+            t->m_nod[t->n_nod] = t->m1[i]; t->v_nod[t->n_nod++] = t->m2[i];
+        } else {
+            t->w_dec[t->n_dec] = m->p[i]; t->g_dec[t->n_dec] = t->grad[i];
+            t->m_dec[t->n_dec] = t->m1[i]; t->v_dec[t->n_dec++] = t->m2[i];
+        }
+    }
+#undef MK
+    *out = t;
+    return WGML_OK;
+fail:
+    wgml_trainer_destroy(t);
+    return s;
+}
+
+wgml_tensor *wgml_trainer_logits(const wgml_trainer *t) { return t ? t->logits : NULL; }
+wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i) { return t && i < t->m->nparams ? t->grad[i] : NULL; }
+uint32_t wgml_trainer_steps(const wgml_trainer *t) { return t ? t->steps : 0; }
+
+static wgml_status check_ids(wgml_context *ctx, const char *fn, const char *what, const uint32_t *ids, size_t n,
+                             uint32_t vocab, bool allow_ignore)
+{
+    if (!ids) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= vocab && !(allow_ignore && ids[i] == UINT32_MAX))
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] = %u is not below vocab_size %u", fn, what, i, ids[i], vocab);
+    return WGML_OK;
+}
+
+/* The forward pass and the loss; with backward, the CE kernel writes the gradient of the
+   mean loss over the logits. */
+static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t *ids, const uint32_t *targets,
+                                 bool backward, wgml_tensor *mean_loss)
+{
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
+    size_t N = t->N;
+    TRY(check_ids(m->ctx, fn, "ids", ids, N, m->V, false));
+    TRY(check_ids(m->ctx, fn, "targets", targets, N, m->V, true));
+    if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
+    TRY(wgml_tensor_write(t->ids, 0, ids, N * sizeof(uint32_t)));
+    TRY(wgml_tensor_write(t->targets, 0, targets, N * sizeof(uint32_t)));
+    memcpy(t->host_ids, ids, N * sizeof(uint32_t));
+
+    wgml_attention_options ao = { .causal = true };
+    TRY(wgml_embedding(e, m->p[0], t->ids, t->la[0].hin));
+    for (uint32_t l = 0; l < m->L; l++) {
+        layer_acts *A = &t->la[l];
+        if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
+        else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
+        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WQ), A->q));
+        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WK), A->k));
+        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WV), A->v));
+        TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
+        TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
+        TRY(rope(m, A->q, 0, false));
+        TRY(rope(m, A->k, 0, false));
+        wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
+        TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
+        TRY(s);
+        TRY(wgml_matmul_bt(e, A->att, P(m, l, P_WO), t->o));
+        TRY(wgml_rms_norm_residual_with(e, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2, m->eps));
+        TRY(wgml_matmul_bt(e, A->xn2, P(m, l, P_WG), A->g));
+        TRY(wgml_matmul_bt(e, A->xn2, P(m, l, P_WU), A->u));
+        TRY(wgml_silu_gate_fused(e, A->g, A->u, A->a));
+        TRY(wgml_matmul_bt(e, A->a, P(m, l, P_WD), t->f));
+    }
+    TRY(wgml_rms_norm_residual_with(e, t->f, t->la[m->L - 1].h2, m->p[final_norm_index(m)], t->xf, t->hf, m->eps));
+    TRY(wgml_matmul_bt(e, t->xf, m->p[head_index(m)], t->logits));
+    TRY(wgml_cross_entropy_batched(e, t->logits, t->targets, UINT32_MAX, NULL, t->loss, backward ? t->logits : NULL));
+    if (mean_loss) TRY(wgml_copy_tensor(e, t->loss, mean_loss, 0));
+    return WGML_OK;
+}
+
+wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, wgml_tensor *mean_loss)
+{
+    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_eval: t is NULL");
+    return train_forward(t, "wgml_trainer_eval", ids, targets, false, mean_loss);
+}
+
+wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
+                                    wgml_tensor *mean_loss)
+{
+    const char *fn = "wgml_trainer_accumulate";
+    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
+    wgml_context *ctx = m->ctx;
+    if (!isfinite(grad_scale)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_scale must be finite", fn);
+    /* The first micro-batch after a step writes the gradients; later ones write scratch
+       tensors (allocated on first need) and add them. */
+    bool fresh = t->micro == 0;
+    if (!fresh && !t->gscratch[0])
+        for (size_t i = 0; i < m->nparams; i++) TRY(like_param(m, i, &t->gscratch[i]));
+    TRY(train_forward(t, fn, ids, targets, true, mean_loss));
+    wgml_tensor **G = fresh ? t->grad : t->gscratch;
+    size_t N = t->N;
+    wgml_tensor *dlogits = t->logits;
+    if (grad_scale != 1.0f) TRY(wgml_gradient_scale(e, dlogits, grad_scale));
+
+    /* logits = xf @ Wout^T */
+    wgml_tensor *wout = m->p[head_index(m)];
+    TRY(wgml_matmul_at(e, dlogits, t->xf, G[head_index(m)]));
+    TRY(wgml_matmul(e, dlogits, wout, t->dxn));
+    TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, G[final_norm_index(m)], m->eps));
+    wgml_attention_options ao = { .causal = true };
+    for (uint32_t l = m->L; l-- > 0;) {
+        layer_acts *A = &t->la[l];
+        wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER];
+        /* h_out = h2 + (silu(g) * u) @ Wd^T */
+        TRY(wgml_matmul_at(e, t->dres, A->a, GL[P_WD]));
+        TRY(wgml_matmul(e, t->dres, P(m, l, P_WD), t->da));
+        TRY(wgml_silu_gate_backward(e, A->g, A->u, t->da, t->dg, t->du));
+        TRY(wgml_matmul_at(e, t->dg, A->xn2, GL[P_WG]));
+        TRY(wgml_matmul_at(e, t->du, A->xn2, GL[P_WU]));
+        TRY(wgml_matmul(e, t->dg, P(m, l, P_WG), t->dxn));
+        TRY(wgml_matmul(e, t->du, P(m, l, P_WU), t->dtmp));
+        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
+        TRY(wgml_rms_norm_backward(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dtmp, GL[P_FFN_NORM], m->eps));
+        TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
+        /* h2 = hin + att @ Wo^T */
+        TRY(wgml_matmul_at(e, t->dres, A->att, GL[P_WO]));
+        TRY(wgml_matmul(e, t->dres, P(m, l, P_WO), t->datt));
+        wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
+        for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
+        for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
+        wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
+        if (s == WGML_OK) s = rope(m, t->dq, 0, true);
+        if (s == WGML_OK) s = rope(m, t->dk, 0, true);
+        for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
+        for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
+        TRY(s);
+        TRY(wgml_matmul_at(e, t->dq, A->xn, GL[P_WQ]));
+        TRY(wgml_matmul_at(e, t->dk, A->xn, GL[P_WK]));
+        TRY(wgml_matmul_at(e, t->dv, A->xn, GL[P_WV]));
+        TRY(wgml_matmul(e, t->dq, P(m, l, P_WQ), t->dxn));
+        TRY(wgml_matmul(e, t->dk, P(m, l, P_WK), t->dtmp));
+        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
+        TRY(wgml_matmul(e, t->dv, P(m, l, P_WV), t->dtmp));
+        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
+        TRY(wgml_rms_norm_backward(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dtmp, GL[P_ATTN_NORM], m->eps));
+        TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
+    }
+    /* h0 = embed[ids]; with tied weights the head's gradient is already in G[0] */
+    if (m->cfg.tie_word_embeddings) {
+        TRY(wgml_embedding_backward(e, t->dres, t->ids, t->demb));
+        TRY(wgml_add(e, G[0], t->demb, G[0]));
+    } else {
+        TRY(wgml_embedding_backward(e, t->dres, t->ids, G[0]));
+    }
+    if (!fresh)
+        for (size_t i = 0; i < m->nparams; i++) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
+    t->micro++;
+    (void)ctx;
+    return WGML_OK;
+}
+
+wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
+{
+    const char *fn = "wgml_trainer_step";
+    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
+    if (!(lr >= 0) || !isfinite(lr)) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: lr must be finite and >= 0", fn);
+    if (t->micro == 0)
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: no gradient accumulated since the last step", fn);
+    if (grad_norm) TRY(wgml__check_tensor(e, fn, "grad_norm", grad_norm, WGML_F32));
+    TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, m->nparams, t->norm));
+    if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
+    if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, m->nparams, t->norm, t->d.clip_norm));
+    wgml_adam_params ap = { .lr = lr, .beta1 = t->d.beta1, .beta2 = t->d.beta2, .eps = t->d.eps,
+                            .weight_decay = t->d.weight_decay, .t = t->steps + 1 };
+    TRY(wgml_adamw_update_multi(e, t->w_dec, (const wgml_tensor *const *)t->g_dec, t->m_dec, t->v_dec, t->n_dec, &ap));
+    ap.weight_decay = 0;
+    TRY(wgml_adamw_update_multi(e, t->w_nod, (const wgml_tensor *const *)t->g_nod, t->m_nod, t->v_nod, t->n_nod, &ap));
+    t->steps++;
+    t->micro = 0;
+    return WGML_OK;
+}
+
+/* ---- generation ----------------------------------------------------------------------- */
+
+/* Buffers for a pass over n tokens; the layers share them (nothing is kept for a
+   backward pass). */
+typedef struct decode_ws {
+    uint32_t n;
+    wgml_tensor *ids, *h, *h2, *xn, *q, *k, *v, *att, *o, *g, *u, *a, *f, *xf, *last, *xlast;
+} decode_ws;
+#define WS_TENSORS 16
+
+struct wgml_kv_cache {
+    wgml_model *m;
+    uint32_t cap, len;
+    wgml_tensor **k, **v;
+    decode_ws ws[2];   /* [0] for single tokens, [1] for the last prompt length */
+};
+
+static void ws_free(decode_ws *w)
+{
+    release_all(&w->ids, WS_TENSORS);
+    memset(w, 0, sizeof *w);
+}
+
+static wgml_status ws_make(wgml_model *m, decode_ws *w, uint32_t n)
+{
+    wgml_context *ctx = m->ctx;
+    wgml_status s;
+#define MK(expr) do { if ((s = (expr)) != WGML_OK) { ws_free(w); return s; } } while (0)
+    MK(mk(ctx, &w->ids, WGML_U32, 1, n, 0, 0, 0));
+    MK(mk2(ctx, &w->h, n, m->D)); MK(mk2(ctx, &w->h2, n, m->D)); MK(mk2(ctx, &w->xn, n, m->D));
+    MK(mk2(ctx, &w->q, n, m->QD)); MK(mk2(ctx, &w->k, n, m->KD)); MK(mk2(ctx, &w->v, n, m->KD));
+    MK(mk2(ctx, &w->att, n, m->QD)); MK(mk2(ctx, &w->o, n, m->D));
+    MK(mk2(ctx, &w->g, n, m->F)); MK(mk2(ctx, &w->u, n, m->F)); MK(mk2(ctx, &w->a, n, m->F));
+    MK(mk2(ctx, &w->f, n, m->D)); MK(mk2(ctx, &w->xf, n, m->D));
+    MK(mk(ctx, &w->last, WGML_U32, 1, 1, 0, 0, 0)); MK(mk2(ctx, &w->xlast, 1, m->D));
+#undef MK
+    uint32_t last = n - 1;
+    s = wgml_tensor_write(w->last, 0, &last, sizeof last);
+    if (s != WGML_OK) { ws_free(w); return s; }
+    w->n = n;
+    return WGML_OK;
+}
+
+wgml_status wgml_kv_cache_create(wgml_model *m, uint32_t max_tokens, wgml_kv_cache **out)
+{
+    if (out) *out = NULL;
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: m is NULL");
+    if (!out) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: out is NULL");
+    if (!max_tokens) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: max_tokens must be at least 1");
+    wgml_kv_cache *c = calloc(1, sizeof *c);
+    if (c) { c->k = calloc(m->L, sizeof *c->k); c->v = calloc(m->L, sizeof *c->v); }
+    if (!c || !c->k || !c->v) {
+        wgml_kv_cache_destroy(c);
+        return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_kv_cache_create: out of host memory");
+    }
+    c->m = m;
+    c->cap = max_tokens;
+    for (uint32_t l = 0; l < m->L; l++) {
+        /* zeroed: positions past the cached ones are masked, and must not be NaN */
+        wgml_status s = mk(m->ctx, &c->k[l], WGML_F32, 4, 1, max_tokens, m->Hk, m->hd);
+        if (s == WGML_OK) s = wgml_tensor_zero(c->k[l]);
+        if (s == WGML_OK) s = mk(m->ctx, &c->v[l], WGML_F32, 4, 1, max_tokens, m->Hk, m->hd);
+        if (s == WGML_OK) s = wgml_tensor_zero(c->v[l]);
+        if (s != WGML_OK) { wgml_kv_cache_destroy(c); return s; }
+    }
+    *out = c;
+    return WGML_OK;
+}
+
+void wgml_kv_cache_destroy(wgml_kv_cache *c)
+{
+    if (!c) return;
+    if (c->m) { release_all(c->k, c->m->L); release_all(c->v, c->m->L); }
+    ws_free(&c->ws[0]);
+    ws_free(&c->ws[1]);
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+uint32_t wgml_kv_cache_length(const wgml_kv_cache *c) { return c ? c->len : 0; }
+uint32_t wgml_kv_cache_capacity(const wgml_kv_cache *c) { return c ? c->cap : 0; }
+void wgml_kv_cache_reset(wgml_kv_cache *c) { if (c) c->len = 0; }
+
+wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
+{
+    const char *fn = "wgml_model_decode";
+    if (!c) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: c is NULL", fn);
+    wgml_model *m = c->m;
+    wgml_engine *e = m->e;
+    wgml_context *ctx = m->ctx;
+    if (!n) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: n must be at least 1", fn);
+    TRY(check_ids(ctx, fn, "ids", ids, n, m->V, false));
+    TRY(wgml__check_tensor(e, fn, "logits", logits, WGML_F32));
+    size_t numel = wgml_tensor_numel(logits);
+    bool all = numel == (size_t)n * m->V && n > 1;
+    if (numel != m->V && !all)
+        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: logits has %zu elements; it must have vocab_size (%u) or n * vocab_size (%zu)",
+                          fn, numel, m->V, (size_t)n * m->V);
+    if ((uint64_t)c->len + n > c->cap)
+        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: %u cached + %u new tokens exceed the cache's capacity %u", fn, c->len, n, c->cap);
+    decode_ws *w = &c->ws[n == 1 ? 0 : 1];
+    if (w->n != n) {
+        ws_free(w);
+        TRY(ws_make(m, w, n));
+    }
+    uint32_t pos = c->len;
+    TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
+    wgml_attention_options ao = { .causal = true, .causal_offset = pos };
+    TRY(wgml_embedding(e, m->p[0], w->ids, w->h));
+    for (uint32_t l = 0; l < m->L; l++) {
+        if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
+        else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
+        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WQ), w->q));
+        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WK), w->k));
+        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WV), w->v));
+        TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
+        TRY(shape4(w->att, 1, n, m->H, m->hd));
+        wgml_status s = rope(m, w->q, pos, false);
+        if (s == WGML_OK) s = rope(m, w->k, pos, false);
+        /* the cache is [1, cap, Hk, hd]: the new tokens' rows are one contiguous range */
+        size_t at = (size_t)pos * m->KD * sizeof(float);
+        if (s == WGML_OK) s = wgml_copy_tensor(e, w->k, c->k[l], at);
+        if (s == WGML_OK) s = wgml_copy_tensor(e, w->v, c->v[l], at);
+        if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, c->k[l], c->v[l], w->att, &ao, NULL);
+        TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
+        TRY(s);
+        TRY(wgml_matmul_bt(e, w->att, P(m, l, P_WO), w->o));
+        TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
+        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WG), w->g));
+        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WU), w->u));
+        TRY(wgml_silu_gate_fused(e, w->g, w->u, w->a));
+        TRY(wgml_matmul_bt(e, w->a, P(m, l, P_WD), w->f));
+    }
+    TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, m->p[final_norm_index(m)], w->xf, w->h, m->eps));
+    /* logits of every row, or of the last only (gathered with the embedding op) */
+    wgml_tensor *x = w->xf;
+    size_t rows = all ? n : 1;
+    if (!all && n > 1) {
+        TRY(wgml_embedding(e, w->xf, w->last, w->xlast));
+        x = w->xlast;
+    }
+    uint32_t nd = wgml_tensor_ndim(logits);
+    size_t shape[4];
+    for (uint32_t d = 0; d < nd; d++) shape[d] = wgml_tensor_dim(logits, d);
+    TRY(shape2(logits, rows, m->V));
+    wgml_status s = wgml_matmul_bt(e, x, m->p[head_index(m)], logits);
+    TRY(wgml_tensor_reshape(logits, nd, shape));
+    TRY(s);
+    c->len += n;
+    return WGML_OK;
+}

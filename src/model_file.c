@@ -1,0 +1,292 @@
+/* Model files: wgml_model_load reads a Hugging Face Llama-family folder (config.json,
+   safetensors weights in f32, f16 or bf16, or MLX affine-quantised weights) and
+   wgml_model_save writes one (f32). Parsing is src/io/'s: this file maps tensors to the
+   model's parameters, checks every shape against config.json, and converts: half and
+   bfloat16 to f32 on the host while copying to the device, quantised weights on the GPU
+   through wgml_affine_dequantize_with. */
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+    if (exp == 31) bits = sign | 0x7F800000u | (man << 13);             /* inf, NaN */
+    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);      /* normal */
+    else if (!man) bits = sign;                                         /* zero */
+    else {                                                              /* subnormal */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 1024));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 1023) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static float bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Converts n elements of a float tensor in the file (unaligned, little-endian) to f32. */
+static bool to_f32(wgml_safetensors_dtype dt, const void *src, size_t n, float *dst)
+{
+    const uint8_t *p = src;
+    switch (dt) {
+    case WGML_ST_F32: memcpy(dst, src, n * sizeof(float)); return true;
+    case WGML_ST_F16:
+        for (size_t i = 0; i < n; i++) dst[i] = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        return true;
+    case WGML_ST_BF16:
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        return true;
+    default: return false;
+    }
+}
+
+static void shape_string(char *buf, size_t size, uint32_t ndim, const uint64_t *shape)
+{
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (uint32_t i = 0; i < ndim && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+}
+
+static wgml_status find_tensor(wgml_context *ctx, const wgml_checkpoint *ck, const char *name, wgml_file_tensor *info,
+                               int64_t *index)
+{
+    *index = wgml_checkpoint_find(ck, name);
+    if (*index < 0) return WGML_ERROR_FORMAT;
+    wgml_status s = wgml_checkpoint_info(ck, (size_t)*index, info);
+    if (s != WGML_OK) return wgml__fail(ctx, s, "wgml_model_load: %s", wgml_last_error(NULL));
+    return WGML_OK;
+}
+
+/* An f32 tensor of the file's scales or biases of a quantised weight. */
+static wgml_status load_f32(wgml_context *ctx, const wgml_checkpoint *ck, const char *name, uint64_t rows, uint64_t cols,
+                            wgml_tensor **out)
+{
+    wgml_file_tensor info;
+    int64_t idx;
+    if (find_tensor(ctx, ck, name, &info, &idx) != WGML_OK)
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: quantised weight without its tensor '%s'", name);
+    if (info.ndim != 2 || info.shape[0] != rows || info.shape[1] != cols) {
+        char got[96];
+        shape_string(got, sizeof got, info.ndim, info.shape);
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies [%llu, %llu]",
+                          name, got, (unsigned long long)rows, (unsigned long long)cols);
+    }
+    float *buf = malloc(sizeof(float) * info.numel);
+    if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+    if (!to_f32(info.dtype, wgml_checkpoint_data(ck, (size_t)idx), info.numel, buf)) {
+        free(buf);
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16 or BF16", name,
+                          wgml_safetensors_dtype_name(info.dtype));
+    }
+    wgml_status s = wgml_tensor_from_data(ctx, WGML_F32, 2, (size_t[]){ rows, cols }, buf, out);
+    free(buf);
+    return s;
+}
+
+/* Parameter `name` of shape [rows, cols] (cols 0: a vector) from the checkpoint into p. */
+static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
+                              wgml_tensor *p)
+{
+    wgml_context *ctx = e->ctx;
+    uint32_t nd = wgml_tensor_ndim(p);
+    uint64_t want[2] = { wgml_tensor_dim(p, 0), nd == 2 ? wgml_tensor_dim(p, 1) : 0 };
+    wgml_file_tensor info;
+    int64_t idx;
+    if (find_tensor(ctx, ck, name, &info, &idx) != WGML_OK)
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: the checkpoint has no tensor '%s'", name);
+    char got[96], exp[96];
+    shape_string(got, sizeof got, info.ndim, info.shape);
+    shape_string(exp, sizeof exp, nd, want);
+
+    if (info.dtype == WGML_ST_U32 && nd == 2) {
+        /* MLX affine quantisation: bits-wide codes packed little-endian into u32 along the
+           input dimension; one scale and bias per group_size codes. */
+        uint32_t bits = cfg->quantization.bits, group = cfg->quantization.group_size;
+        if (!bits)
+            return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' is U32 (quantised) but config.json has no "
+                              "\"quantization\"", name);
+        if ((bits != 4 && bits != 8) || (group != 32 && group != 64 && group != 128))
+            return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: quantization with %u bits in groups of %u; wgml "
+                              "dequantises 4 or 8 bits in groups of 32, 64 or 128", bits, group);
+        if (info.ndim != 2 || info.shape[0] != want[0] || info.shape[1] * 32 / bits != want[1] || want[1] % group)
+            return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: quantised tensor '%s' has shape %s; %u-bit codes of %s "
+                              "pack into [%llu, %llu]", name, got, bits, exp, (unsigned long long)want[0],
+                              (unsigned long long)(want[1] * bits / 32));
+        size_t base = strlen(name) - strlen(".weight");
+        char sname[512], bname[512];
+        snprintf(sname, sizeof sname, "%.*s.scales", (int)base, name);
+        snprintf(bname, sizeof bname, "%.*s.biases", (int)base, name);
+        wgml_tensor *w = NULL, *sc = NULL, *bi = NULL;
+        wgml_status s = wgml_tensor_from_data(ctx, WGML_U32, 1, (size_t[]){ info.numel }, wgml_checkpoint_data(ck, (size_t)idx), &w);
+        if (s == WGML_OK) s = load_f32(ctx, ck, sname, want[0], want[1] / group, &sc);
+        if (s == WGML_OK) s = load_f32(ctx, ck, bname, want[0], want[1] / group, &bi);
+        if (s == WGML_OK) s = wgml_affine_dequantize_with(e, w, sc, bi, p, bits, group);
+        wgml_tensor_release(w);
+        wgml_tensor_release(sc);
+        wgml_tensor_release(bi);
+        return s;
+    }
+    bool same = info.ndim == nd && info.shape[0] == want[0] && (nd == 1 || info.shape[1] == want[1]);
+    if (!same)
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies %s", name, got, exp);
+    float *buf = malloc(sizeof(float) * (info.numel ? info.numel : 1));
+    if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+    wgml_status s;
+    if (!to_f32(info.dtype, wgml_checkpoint_data(ck, (size_t)idx), info.numel, buf))
+        s = wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16, BF16 (or U32 "
+                       "quantised)", name, wgml_safetensors_dtype_name(info.dtype));
+    else
+        s = wgml_tensor_write(p, 0, buf, info.numel * sizeof(float));
+    free(buf);
+    return s;
+}
+
+wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
+{
+    const char *fn = "wgml_model_load";
+    if (out) *out = NULL;
+    WGML_CHECK(wgml__check_engine(e, fn));
+    wgml_context *ctx = e->ctx;
+    if (!path || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, path ? "out" : "path");
+
+    /* config.json sits in the folder, or beside the file given */
+    char dir[PATH_MAX], cfg_path[PATH_MAX + 16];
+    struct stat st;
+    if (stat(path, &st) != 0) return wgml__fail(ctx, WGML_ERROR_IO, "%s: %s: %s", fn, path, strerror(errno));
+    if (strlen(path) >= sizeof dir) return wgml__fail(ctx, WGML_ERROR_IO, "%s: path too long", fn);
+    strcpy(dir, path);
+    if (!S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else strcpy(dir, ".");
+    }
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    wgml_model_config cfg;
+    wgml_status s = wgml_model_config_load(cfg_path, &cfg);
+    if (s != WGML_OK) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+    wgml_checkpoint *ck = NULL;
+    s = wgml_checkpoint_open(path, &ck);
+    if (s != WGML_OK) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+
+    wgml_model *m = NULL;
+    s = wgml_model_create(e, &cfg, &m);
+    for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
+        const char *name;
+        wgml_tensor *p = wgml_model_param(m, i, &name);
+        s = load_param(e, ck, &cfg, name, p);
+    }
+    if (s == WGML_OK) s = wgml_context_flush(ctx);
+    wgml_checkpoint_close(ck);
+    if (s != WGML_OK) {
+        wgml_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return WGML_OK;
+}
+
+/* ---- saving ------------------------------------------------------------------------------ */
+
+static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, const char *path)
+{
+    size_t tmp_size = strlen(path) + 32;
+    char *tmp = malloc(tmp_size);
+    if (!tmp) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_save: out of host memory");
+    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        wgml_status s = wgml__fail(ctx, WGML_ERROR_IO, "wgml_model_save: %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return s;
+    }
+    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n");
+    fprintf(f, "  \"vocab_size\": %u,\n  \"hidden_size\": %u,\n  \"intermediate_size\": %u,\n", c->vocab_size, c->hidden_size,
+            c->intermediate_size);
+    fprintf(f, "  \"num_hidden_layers\": %u,\n  \"num_attention_heads\": %u,\n  \"num_key_value_heads\": %u,\n",
+            c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads);
+    fprintf(f, "  \"head_dim\": %u,\n  \"max_position_embeddings\": %u,\n", c->head_dim, c->max_position_embeddings);
+    fprintf(f, "  \"rms_norm_eps\": %.9g,\n  \"rope_theta\": %.9g,\n", c->rms_norm_eps, c->rope_theta > 0 ? c->rope_theta : 10000.0);
+    if (c->rope_scaling.type == WGML_ROPE_SCALING_LINEAR)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": %.9g},\n", c->rope_scaling.factor);
+    else if (c->rope_scaling.type == WGML_ROPE_SCALING_LLAMA3)
+        fprintf(f, "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.9g, \"low_freq_factor\": %.9g, "
+                "\"high_freq_factor\": %.9g, \"original_max_position_embeddings\": %u},\n", c->rope_scaling.factor,
+                c->rope_scaling.low_freq_factor, c->rope_scaling.high_freq_factor,
+                c->rope_scaling.original_max_position_embeddings);
+    if (c->bos_token_id >= 0) fprintf(f, "  \"bos_token_id\": %lld,\n", (long long)c->bos_token_id);
+    if (c->num_eos_token_ids == 1) fprintf(f, "  \"eos_token_id\": %u,\n", c->eos_token_ids[0]);
+    else if (c->num_eos_token_ids > 1) {
+        fprintf(f, "  \"eos_token_id\": [");
+        for (uint32_t i = 0; i < c->num_eos_token_ids; i++) fprintf(f, "%s%u", i ? ", " : "", c->eos_token_ids[i]);
+        fprintf(f, "],\n");
+    }
+    fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n", c->tie_word_embeddings ? "true" : "false");
+    bool ok = !ferror(f);
+    ok = (fflush(f) == 0) && ok;
+    ok = (fsync(fileno(f)) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        free(tmp);
+        return wgml__fail(ctx, WGML_ERROR_IO, "wgml_model_save: writing %s: %s", path, strerror(err));
+    }
+    free(tmp);
+    return WGML_OK;
+}
+
+wgml_status wgml_model_save(wgml_model *m, const char *dir)
+{
+    const char *fn = "wgml_model_save";
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: m is NULL", fn);
+    wgml_tensor *p0 = wgml_model_param(m, 0, NULL);
+    wgml_context *ctx = wgml_tensor_context(p0);
+    if (!dir) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dir is NULL", fn);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return wgml__fail(ctx, WGML_ERROR_IO, "%s: cannot create %s: %s", fn, dir, strerror(errno));
+    size_t n = wgml_model_param_count(m);
+    wgml_safetensors_entry *entries = calloc(n, sizeof *entries);
+    if (!entries) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    wgml_status s = WGML_OK;
+    for (size_t i = 0; i < n && s == WGML_OK; i++) {
+        const char *name;
+        wgml_tensor *t = wgml_model_param(m, i, &name);
+        entries[i].name = name;
+        entries[i].dtype = WGML_ST_F32;
+        entries[i].ndim = wgml_tensor_ndim(t);
+        for (uint32_t d = 0; d < entries[i].ndim; d++) entries[i].shape[d] = wgml_tensor_dim(t, d);
+        void *buf = malloc(wgml_tensor_nbytes(t));
+        if (!buf) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn); break; }
+        entries[i].data = buf;
+        s = wgml_tensor_read(t, 0, buf, wgml_tensor_nbytes(t));
+    }
+    char path[PATH_MAX + 32];
+    if (s == WGML_OK) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        s = wgml_safetensors_write(path, entries, n, "{\"format\":\"pt\"}");
+        if (s != WGML_OK) s = wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+    }
+    if (s == WGML_OK) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        s = write_config(ctx, wgml_model_get_config(m), path);
+    }
+    for (size_t i = 0; i < n; i++) free((void *)entries[i].data);
+    free(entries);
+    return s;
+}

@@ -1,0 +1,309 @@
+/* The CPU reference of the decoder (see ref_model.h): forward and backward in double. */
+#include "ref_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ref_model_param_count(const ref_model_shape *s) { return 2 + REF_PER_LAYER * s->layers + (s->tied ? 0 : 1); }
+int ref_model_param(const ref_model_shape *s, int layer, int kind) { (void)s; return 1 + REF_PER_LAYER * layer + kind; }
+int ref_model_final_norm(const ref_model_shape *s) { return 1 + REF_PER_LAYER * s->layers; }
+int ref_model_head(const ref_model_shape *s) { return s->tied ? -1 : 2 + REF_PER_LAYER * s->layers; }
+
+size_t ref_model_param_numel(const ref_model_shape *s, int i)
+{
+    size_t V = (size_t)s->vocab, D = (size_t)s->dim, F = (size_t)s->ffn;
+    size_t QD = (size_t)s->heads * s->head_dim, KD = (size_t)s->kv_heads * s->head_dim;
+    if (i == 0 || i == ref_model_head(s)) return V * D;
+    if (i == ref_model_final_norm(s)) return D;
+    switch ((i - 1) % REF_PER_LAYER) {
+    case REF_ATTN_NORM: case REF_FFN_NORM: return D;
+    case REF_WQ: case REF_WO: return QD * D;
+    case REF_WK: case REF_WV: return KD * D;
+    default: return F * D;   /* Wg, Wu, Wd */
+    }
+}
+
+static double *zeros(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+/* ---- linear: out[n, o] = sum_i in[n, i] * W[o, i] ------------------------------------ */
+
+static void linear_forward(double *out, const double *in, const double *W, int N, int I, int O)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double s = 0;
+            for (int i = 0; i < I; i++) s += in[(size_t)n * I + i] * W[(size_t)o * I + i];
+            out[(size_t)n * O + o] = s;
+        }
+}
+
+/* din += dout @ W; dW += dout^T @ in */
+static void linear_backward(double *din, double *dW, const double *dout, const double *in, const double *W, int N, int I, int O)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double g = dout[(size_t)n * O + o];
+            for (int i = 0; i < I; i++) {
+                din[(size_t)n * I + i] += g * W[(size_t)o * I + i];
+                dW[(size_t)o * I + i] += g * in[(size_t)n * I + i];
+            }
+        }
+}
+
+/* ---- RMSNorm: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) --------------------- */
+
+static void rmsnorm_forward(double *out, double *rstd, const double *x, const double *w, int N, int D, double eps)
+{
+    for (int n = 0; n < N; n++) {
+        const double *xr = x + (size_t)n * D;
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += xr[i] * xr[i];
+        rstd[n] = 1.0 / sqrt(ss / D + eps);
+        for (int i = 0; i < D; i++) out[(size_t)n * D + i] = xr[i] * rstd[n] * w[i];
+    }
+}
+
+/* dx += rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dout * w; dw += dout * xhat */
+static void rmsnorm_backward(double *dx, double *dw, const double *dout, const double *x, const double *rstd,
+                             const double *w, int N, int D)
+{
+    for (int n = 0; n < N; n++) {
+        const double *xr = x + (size_t)n * D, *gr = dout + (size_t)n * D;
+        double dot = 0;
+        for (int i = 0; i < D; i++) {
+            double xhat = xr[i] * rstd[n];
+            dot += gr[i] * w[i] * xhat;
+            dw[i] += gr[i] * xhat;
+        }
+        dot /= D;
+        for (int i = 0; i < D; i++) {
+            double xhat = xr[i] * rstd[n];
+            dx[(size_t)n * D + i] += rstd[n] * (gr[i] * w[i] - xhat * dot);
+        }
+    }
+}
+
+/* ---- RoPE, rotate-half; sign -1 rotates back (the gradient) ------------------------------ */
+
+static void rope(double *x, int B, int T, int nh, int hd, double theta, double sign)
+{
+    int half = hd / 2;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < nh; h++) {
+                double *v = x + (((size_t)b * T + t) * nh + h) * hd;
+                for (int i = 0; i < half; i++) {
+                    double angle = t * pow(theta, -2.0 * i / hd);
+                    double c = cos(angle), s = sign * sin(angle);
+                    double a0 = v[i], a1 = v[i + half];
+                    v[i] = a0 * c - a1 * s;
+                    v[i + half] = a0 * s + a1 * c;
+                }
+            }
+}
+
+/* ---- causal grouped-query attention --------------------------------------------------------
+   q, att [B, T, H, hd]; k, v [B, T, Hk, hd]; probs [B, H, T, T] (row i: query, column j: key) */
+
+typedef struct attn_dims { int B, T, H, Hk, hd; } attn_dims;
+
+static void attention_forward(double *att, double *probs, const double *q, const double *k, const double *v, attn_dims d)
+{
+    double scale = 1.0 / sqrt(d.hd);
+    int group = d.H / d.Hk;
+    for (int b = 0; b < d.B; b++)
+        for (int h = 0; h < d.H; h++)
+            for (int i = 0; i < d.T; i++) {
+                const double *qi = q + (((size_t)b * d.T + i) * d.H + h) * d.hd;
+                double *p = probs + (((size_t)b * d.H + h) * d.T + i) * d.T;
+                double mx = -INFINITY;
+                for (int j = 0; j <= i; j++) {
+                    const double *kj = k + (((size_t)b * d.T + j) * d.Hk + h / group) * d.hd;
+                    double s = 0;
+                    for (int c = 0; c < d.hd; c++) s += qi[c] * kj[c];
+                    p[j] = s * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                double sum = 0;
+                for (int j = 0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int j = 0; j < d.T; j++) p[j] = j <= i ? p[j] / sum : 0;
+                double *o = att + (((size_t)b * d.T + i) * d.H + h) * d.hd;
+                for (int c = 0; c < d.hd; c++) {
+                    double s = 0;
+                    for (int j = 0; j <= i; j++) s += p[j] * v[(((size_t)b * d.T + j) * d.Hk + h / group) * d.hd + c];
+                    o[c] = s;
+                }
+            }
+}
+
+/* dq, dk, dv += the gradients of att given datt */
+static void attention_backward(double *dq, double *dk, double *dv, const double *datt, const double *probs,
+                               const double *q, const double *k, const double *v, attn_dims d)
+{
+    double scale = 1.0 / sqrt(d.hd);
+    int group = d.H / d.Hk;
+    double *dp = malloc(sizeof(double) * (size_t)d.T);
+    for (int b = 0; b < d.B; b++)
+        for (int h = 0; h < d.H; h++)
+            for (int i = 0; i < d.T; i++) {
+                size_t qo = (((size_t)b * d.T + i) * d.H + h) * d.hd;
+                const double *p = probs + (((size_t)b * d.H + h) * d.T + i) * d.T;
+                /* att_i = sum_j p_j v_j: dp_j = datt_i . v_j, dv_j += p_j datt_i */
+                double dot = 0;
+                for (int j = 0; j <= i; j++) {
+                    size_t ko = (((size_t)b * d.T + j) * d.Hk + h / group) * d.hd;
+                    double s = 0;
+                    for (int c = 0; c < d.hd; c++) {
+                        s += datt[qo + c] * v[ko + c];
+                        dv[ko + c] += p[j] * datt[qo + c];
+                    }
+                    dp[j] = s;
+                    dot += p[j] * s;
+                }
+                /* softmax: ds_j = p_j (dp_j - sum_k p_k dp_k); s_j = scale q_i . k_j */
+                for (int j = 0; j <= i; j++) {
+                    size_t ko = (((size_t)b * d.T + j) * d.Hk + h / group) * d.hd;
+                    double ds = p[j] * (dp[j] - dot) * scale;
+                    for (int c = 0; c < d.hd; c++) {
+                        dq[qo + c] += ds * k[ko + c];
+                        dk[ko + c] += ds * q[qo + c];
+                    }
+                }
+            }
+    free(dp);
+}
+
+static double silu(double x) { return x / (1 + exp(-x)); }
+
+/* ---- the whole model ----------------------------------------------------------------------- */
+
+typedef struct layer_acts {
+    double *hin, *xn, *rstd1, *q, *k, *v, *probs, *att, *h2, *xn2, *rstd2, *g, *u, *a;
+} layer_acts;
+
+double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
+                     const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
+{
+    int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
+    int N = B * T, QD = H * hd, KD = Hk * hd;
+    attn_dims ad = { B, T, H, Hk, hd };
+    int np = ref_model_param_count(s);
+
+    /* parameters in double */
+    double **P = malloc(sizeof(double *) * (size_t)np);
+    for (int i = 0; i < np; i++) {
+        size_t n = ref_model_param_numel(s, i);
+        P[i] = malloc(sizeof(double) * n);
+        for (size_t j = 0; j < n; j++) P[i][j] = params[i][j];
+    }
+    const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
+
+    /* ---- forward ---- */
+    layer_acts *la = calloc((size_t)L, sizeof *la);
+    double *h = zeros((size_t)N * D);
+    for (int n = 0; n < N; n++) memcpy(h + (size_t)n * D, emb + (size_t)ids[n] * D, sizeof(double) * D);
+    for (int l = 0; l < L; l++) {
+        layer_acts *A = &la[l];
+        const double *const *W = (const double *const *)&P[ref_model_param(s, l, 0)];
+        A->hin = h;
+        A->xn = zeros((size_t)N * D); A->rstd1 = zeros(N);
+        rmsnorm_forward(A->xn, A->rstd1, h, W[REF_ATTN_NORM], N, D, s->eps);
+        A->q = zeros((size_t)N * QD); A->k = zeros((size_t)N * KD); A->v = zeros((size_t)N * KD);
+        linear_forward(A->q, A->xn, W[REF_WQ], N, D, QD);
+        linear_forward(A->k, A->xn, W[REF_WK], N, D, KD);
+        linear_forward(A->v, A->xn, W[REF_WV], N, D, KD);
+        rope(A->q, B, T, H, hd, s->rope_theta, 1);
+        rope(A->k, B, T, Hk, hd, s->rope_theta, 1);
+        A->probs = zeros((size_t)B * H * T * T); A->att = zeros((size_t)N * QD);
+        attention_forward(A->att, A->probs, A->q, A->k, A->v, ad);
+        A->h2 = zeros((size_t)N * D);
+        linear_forward(A->h2, A->att, W[REF_WO], N, QD, D);
+        for (size_t i = 0; i < (size_t)N * D; i++) A->h2[i] += h[i];
+        A->xn2 = zeros((size_t)N * D); A->rstd2 = zeros(N);
+        rmsnorm_forward(A->xn2, A->rstd2, A->h2, W[REF_FFN_NORM], N, D, s->eps);
+        A->g = zeros((size_t)N * F); A->u = zeros((size_t)N * F); A->a = zeros((size_t)N * F);
+        linear_forward(A->g, A->xn2, W[REF_WG], N, D, F);
+        linear_forward(A->u, A->xn2, W[REF_WU], N, D, F);
+        for (size_t i = 0; i < (size_t)N * F; i++) A->a[i] = silu(A->g[i]) * A->u[i];
+        h = zeros((size_t)N * D);
+        linear_forward(h, A->a, W[REF_WD], N, F, D);
+        for (size_t i = 0; i < (size_t)N * D; i++) h[i] += A->h2[i];
+    }
+    double *xf = zeros((size_t)N * D), *rstdf = zeros(N);
+    rmsnorm_forward(xf, rstdf, h, P[ref_model_final_norm(s)], N, D, s->eps);
+    double *logits = zeros((size_t)N * V);
+    linear_forward(logits, xf, wout, N, D, V);
+
+    /* mean cross-entropy; dlogits = (softmax - onehot) / N */
+    double loss = 0;
+    double *dlogits = zeros((size_t)N * V);
+    for (int n = 0; n < N; n++) {
+        const double *z = logits + (size_t)n * V;
+        double mx = z[0], sum = 0;
+        for (int j = 1; j < V; j++) if (z[j] > mx) mx = z[j];
+        for (int j = 0; j < V; j++) sum += exp(z[j] - mx);
+        loss += (mx + log(sum)) - z[targets[n]];
+        for (int j = 0; j < V; j++) dlogits[(size_t)n * V + j] = (exp(z[j] - mx) / sum - (j == (int)targets[n])) / N;
+    }
+    loss /= N;
+    if (logits_out) memcpy(logits_out, logits, sizeof(double) * (size_t)N * V);
+
+    /* ---- backward ---- */
+    if (grads) {
+        for (int i = 0; i < np; i++) memset(grads[i], 0, sizeof(double) * ref_model_param_numel(s, i));
+        double *dwout = s->tied ? grads[0] : grads[ref_model_head(s)];
+        double *dxf = zeros((size_t)N * D), *dh = zeros((size_t)N * D);
+        linear_backward(dxf, dwout, dlogits, xf, wout, N, D, V);
+        rmsnorm_backward(dh, grads[ref_model_final_norm(s)], dxf, h, rstdf, P[ref_model_final_norm(s)], N, D);
+        double *da = zeros((size_t)N * F), *dg = zeros((size_t)N * F), *du = zeros((size_t)N * F);
+        double *dxn = zeros((size_t)N * D), *datt = zeros((size_t)N * QD);
+        double *dq = zeros((size_t)N * QD), *dk = zeros((size_t)N * KD), *dv = zeros((size_t)N * KD);
+        for (int l = L - 1; l >= 0; l--) {
+            layer_acts *A = &la[l];
+            int p0 = ref_model_param(s, l, 0);
+            const double *const *W = (const double *const *)&P[p0];
+            double *const *G = &grads[p0];
+            /* h_out = h2 + a @ Wd^T: dh flows to h2 unchanged */
+            memset(da, 0, sizeof(double) * (size_t)N * F);
+            linear_backward(da, G[REF_WD], dh, A->a, W[REF_WD], N, F, D);
+            for (size_t i = 0; i < (size_t)N * F; i++) {
+                double g = A->g[i], sg = 1 / (1 + exp(-g));
+                dg[i] = da[i] * A->u[i] * sg * (1 + g * (1 - sg));
+                du[i] = da[i] * silu(g);
+            }
+            memset(dxn, 0, sizeof(double) * (size_t)N * D);
+            linear_backward(dxn, G[REF_WG], dg, A->xn2, W[REF_WG], N, D, F);
+            linear_backward(dxn, G[REF_WU], du, A->xn2, W[REF_WU], N, D, F);
+            rmsnorm_backward(dh, G[REF_FFN_NORM], dxn, A->h2, A->rstd2, W[REF_FFN_NORM], N, D);
+            /* h2 = hin + att @ Wo^T */
+            memset(datt, 0, sizeof(double) * (size_t)N * QD);
+            linear_backward(datt, G[REF_WO], dh, A->att, W[REF_WO], N, QD, D);
+            memset(dq, 0, sizeof(double) * (size_t)N * QD);
+            memset(dk, 0, sizeof(double) * (size_t)N * KD);
+            memset(dv, 0, sizeof(double) * (size_t)N * KD);
+            attention_backward(dq, dk, dv, datt, A->probs, A->q, A->k, A->v, ad);
+            rope(dq, B, T, H, hd, s->rope_theta, -1);
+            rope(dk, B, T, Hk, hd, s->rope_theta, -1);
+            memset(dxn, 0, sizeof(double) * (size_t)N * D);
+            linear_backward(dxn, G[REF_WQ], dq, A->xn, W[REF_WQ], N, D, QD);
+            linear_backward(dxn, G[REF_WK], dk, A->xn, W[REF_WK], N, D, KD);
+            linear_backward(dxn, G[REF_WV], dv, A->xn, W[REF_WV], N, D, KD);
+            rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], N, D);
+        }
+        /* h0 = emb[ids] */
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < D; i++) grads[0][(size_t)ids[n] * D + i] += dh[(size_t)n * D + i];
+        free(dxf); free(dh); free(da); free(dg); free(du); free(dxn); free(datt); free(dq); free(dk); free(dv);
+    }
+
+    for (int l = 0; l < L; l++) {
+        layer_acts *A = &la[l];
+        free(A->hin); free(A->xn); free(A->rstd1); free(A->q); free(A->k); free(A->v); free(A->probs);
+        free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
+    }
+    free(la); free(h); free(xf); free(rstdf); free(logits); free(dlogits);
+    for (int i = 0; i < np; i++) free(P[i]);
+    free(P);
+    return loss;
+}

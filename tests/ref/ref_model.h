@@ -1,0 +1,61 @@
+/* A plain CPU reference of the Llama-style decoder that src/model.c runs on the GPU: the
+   forward pass, the mean cross-entropy loss and every parameter's gradient, in double.
+   It is the specification of the model, written to be read (in the manner of llm.c's
+   train_gpt2.c): one function per layer kind, forward and backward side by side.
+
+   The model, for tokens ids[B, T]:
+       h      = embed[ids]                                   [N = B*T, D]
+       for each layer:
+         xn   = RMSNorm(h) * attn_norm
+         q    = rope(xn @ Wq^T), k = rope(xn @ Wk^T), v = xn @ Wv^T
+         att  = causal grouped-query softmax(q k^T / sqrt(hd)) v
+         h    = h + att @ Wo^T
+         xn2  = RMSNorm(h) * ffn_norm
+         h    = h + (silu(xn2 @ Wg^T) * (xn2 @ Wu^T)) @ Wd^T
+       logits = (RMSNorm(h) * final_norm) @ Wout^T           [N, V]; Wout = embed when tied
+       loss   = mean over rows of -log softmax(logits)[target]
+
+   RoPE rotates the pairs (i, i + hd/2) of every head vector of the token at position t
+   (0-based within its sequence) by t * theta^(-2i/hd). Query head h reads key/value head
+   h / (H / Hk).
+
+   Parameters come as one float array each, in the order of ref_model_param(): the
+   embedding, then per layer attn_norm, Wq, Wk, Wv, Wo, ffn_norm, Wg, Wu, Wd, then the final
+   norm, then Wout when untied. Matrices are [out, in] row-major as Hugging Face stores
+   them. */
+#ifndef WGML_REF_MODEL_H
+#define WGML_REF_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ref_model_shape {
+    int vocab, dim, layers, heads, kv_heads, head_dim, ffn;
+    double rope_theta, eps;
+    bool tied;
+} ref_model_shape;
+
+enum {
+    REF_ATTN_NORM, REF_WQ, REF_WK, REF_WV, REF_WO, REF_FFN_NORM, REF_WG, REF_WU, REF_WD,
+    REF_PER_LAYER
+};
+
+/* Number of parameter tensors: 1 + 9 * layers + 1 (+ 1 untied). */
+int ref_model_param_count(const ref_model_shape *s);
+/* Index of a layer's parameter (kind REF_*); the embedding is 0, the final norm
+   ref_model_final_norm(), the untied head ref_model_head(). */
+int ref_model_param(const ref_model_shape *s, int layer, int kind);
+int ref_model_final_norm(const ref_model_shape *s);
+int ref_model_head(const ref_model_shape *s);   /* -1 when tied */
+/* Element count of parameter i. */
+size_t ref_model_param_numel(const ref_model_shape *s, int i);
+
+/* Runs the model over ids[B*T] and returns the mean loss against targets[B*T]. Writes the
+   logits [B*T, vocab] when logits is not NULL, and each parameter's gradient of the mean
+   loss into grads[i] (ref_model_param_numel(i) doubles, overwritten) when grads is not
+   NULL. */
+double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
+                     const uint32_t *targets, int B, int T, double *logits, double *const *grads);
+
+#endif

@@ -1,0 +1,865 @@
+/* The Llama-style model of src/model.c against the double-precision CPU reference of
+   tests/ref/ref_model.c: logits, loss and every gradient on tiny random models; the
+   reference's own gradients against finite differences; training reduces the loss;
+   gradient accumulation and the AdamW step; a checkpoint round trip; generation with a
+   KV cache against the full forward; malformed checkpoints and configs. */
+#include "harness.h"
+#include "ref_model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Two shapes: A has untied weights and two kv heads per four query heads; B is tied,
+   multi-query (one kv head), with sizes that are multiples of nothing. */
+typedef struct tiny { ref_model_shape s; int B, T; } tiny;
+static const tiny tiny_a = { { .vocab = 64, .dim = 32, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 48,
+                               .rope_theta = 10000, .eps = 1e-5, .tied = false }, 2, 16 };
+static const tiny tiny_b = { { .vocab = 67, .dim = 24, .layers = 1, .heads = 3, .kv_heads = 1, .head_dim = 8, .ffn = 37,
+                               .rope_theta = 100000, .eps = 1e-6, .tied = true }, 1, 13 };
+
+static wgml_model_config config_of(const ref_model_shape *s)
+{
+    wgml_model_config c;
+    memset(&c, 0, sizeof c);
+    strcpy(c.model_type, "llama");
+    c.vocab_size = (uint32_t)s->vocab;
+    c.hidden_size = (uint32_t)s->dim;
+    c.intermediate_size = (uint32_t)s->ffn;
+    c.num_hidden_layers = (uint32_t)s->layers;
+    c.num_attention_heads = (uint32_t)s->heads;
+    c.num_key_value_heads = (uint32_t)s->kv_heads;
+    c.head_dim = (uint32_t)s->head_dim;
+    c.max_position_embeddings = 64;
+    c.rms_norm_eps = s->eps;
+    c.rope_theta = s->rope_theta;
+    c.tie_word_embeddings = s->tied;
+    c.bos_token_id = -1;
+    return c;
+}
+
+/* Random parameters large enough that every layer matters: matrices uniform in +-0.35
+   (pre-activations of order 1 at these widths), norm weights in [0.7, 1.3]. */
+static float **random_params(const ref_model_shape *s)
+{
+    int np = ref_model_param_count(s);
+    float **p = malloc(sizeof(float *) * (size_t)np);
+    for (int i = 0; i < np; i++) {
+        size_t n = ref_model_param_numel(s, i);
+        bool norm = n == (size_t)s->dim && i != 0;
+        p[i] = norm ? th_random(n, 0.7, 1.3) : th_random(n, i == 0 ? -1.0 : -0.35, i == 0 ? 1.0 : 0.35);
+    }
+    return p;
+}
+
+static void free_params(const ref_model_shape *s, float **p)
+{
+    for (int i = 0; i < ref_model_param_count(s); i++) free(p[i]);
+    free(p);
+}
+
+static wgml_model *make_model(const ref_model_shape *s, float **params)
+{
+    wgml_model_config c = config_of(s);
+    wgml_model *m = NULL;
+    TH_EXPECT(wgml_model_create(th_eng, &c, &m), WGML_OK);
+    if (!m) return NULL;
+    TH_CHECK(wgml_model_param_count(m) == (size_t)ref_model_param_count(s), "param count %zu, want %d",
+             wgml_model_param_count(m), ref_model_param_count(s));
+    for (int i = 0; i < ref_model_param_count(s); i++) {
+        wgml_tensor *t = wgml_model_param(m, (size_t)i, NULL);
+        TH_CHECK(wgml_tensor_numel(t) == ref_model_param_numel(s, i), "param %d size", i);
+        TH_EXPECT(wgml_tensor_write(t, 0, params[i], ref_model_param_numel(s, i) * sizeof(float)), WGML_OK);
+    }
+    return m;
+}
+
+static uint32_t *random_ids(size_t n, int vocab)
+{
+    uint32_t *ids = malloc(sizeof(uint32_t) * n);
+    for (size_t i = 0; i < n; i++) ids[i] = th_rand_u32() % (uint32_t)vocab;
+    return ids;
+}
+
+static float read_scalar(wgml_tensor *t)
+{
+    float x = NAN;
+    TH_EXPECT(wgml_tensor_read(t, 0, &x, sizeof x), WGML_OK);
+    return x;
+}
+
+/* Logits tolerance. The GPU runs each stage in f32: a dot product of length K <= 48 has
+   rounding error below K * 2^-24 relative to the sum of |terms| (about 3e-6), and about
+   twenty such stages (norms, projections, attention, SwiGLU) feed the logits, whose
+   magnitude here is below 10. Errors of 1e-4 absolute would already be 30x that bound;
+   a wrong kernel (a missing RoPE rotation, a misplaced GQA head, an off-by-one in the
+   causal mask) changes logits by 1e-2 or more. Measured on lavapipe: at most 3e-6. */
+#define LOGIT_ATOL 1e-4
+#define LOGIT_RTOL 1e-4
+
+static void check_forward(const tiny *tc)
+{
+    const ref_model_shape *s = &tc->s;
+    size_t N = (size_t)tc->B * tc->T;
+    float **params = random_params(s);
+    uint32_t *ids = random_ids(N, s->vocab), *targets = random_ids(N, s->vocab);
+    double *ref = th_alloc_d(N * (size_t)s->vocab);
+    double ref_loss = ref_model_run(s, (const float *const *)params, ids, targets, tc->B, tc->T, ref, NULL);
+
+    wgml_model *m = make_model(s, params);
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T }, &t), WGML_OK);
+    wgml_tensor *loss = th_poisoned(WGML_F32, TH_SHAPE(1));
+    TH_EXPECT(wgml_trainer_eval(t, ids, targets, loss), WGML_OK);
+    float *logits = th_read(wgml_trainer_logits(t));
+    char what[96];
+    snprintf(what, sizeof what, "logits V=%d D=%d L=%d H=%d Hk=%d %s", s->vocab, s->dim, s->layers, s->heads, s->kv_heads,
+             s->tied ? "tied" : "untied");
+    th_compare(what, logits, ref, N * (size_t)s->vocab, LOGIT_ATOL, LOGIT_RTOL);
+    float got_loss = read_scalar(loss);
+    /* the mean of N losses, each within the logit tolerance (log-sum-exp is 1-Lipschitz) */
+    TH_CHECK(fabs(got_loss - ref_loss) <= 2 * LOGIT_ATOL + 1e-5 * ref_loss, "loss %.7f, want %.7f", got_loss, ref_loss);
+
+    free(logits);
+    wgml_tensor_release(loss);
+    wgml_trainer_destroy(t);
+    wgml_model_destroy(m);
+    free(ids); free(targets); free(ref);
+    free_params(s, params);
+}
+
+static void test_forward_matches_reference(void)
+{
+    check_forward(&tiny_a);
+    check_forward(&tiny_b);
+}
+
+/* The reference's analytic gradients against central differences of its own loss, in
+   double, for a few elements of every parameter tensor: this makes the reference worth
+   comparing the GPU with. h = 1e-3 on inputs of order 1: the truncation error is
+   O(h^2 * f''') ~ 1e-7 relative and the rounding error ~ 1e-16 / h, both far below the
+   tolerance 1e-6 + 1e-5 * |g|. */
+static void test_reference_gradients_by_finite_differences(void)
+{
+    const tiny *cases[] = { &tiny_a, &tiny_b };
+    for (int c = 0; c < 2; c++) {
+        const ref_model_shape *s = &cases[c]->s;
+        int B = cases[c]->B, T = cases[c]->T, np = ref_model_param_count(s);
+        size_t N = (size_t)B * T;
+        float **params = random_params(s);
+        uint32_t *ids = random_ids(N, s->vocab), *targets = random_ids(N, s->vocab);
+        double **grads = malloc(sizeof(double *) * (size_t)np);
+        for (int i = 0; i < np; i++) grads[i] = th_alloc_d(ref_model_param_numel(s, i));
+        ref_model_run(s, (const float *const *)params, ids, targets, B, T, NULL, grads);
+        /* float parameters: perturb by an exactly representable h */
+        const float h = 1.0f / 1024;
+        for (int i = 0; i < np; i++)
+            for (int trial = 0; trial < 3; trial++) {
+                size_t n = ref_model_param_numel(s, i);
+                /* for the embedding, pick rows of tokens that occur */
+                size_t j = i == 0 ? (size_t)ids[th_rand_u32() % N] * s->dim + th_rand_u32() % (uint32_t)s->dim : th_rand_u32() % n;
+                float keep = params[i][j];
+                params[i][j] = keep + h;
+                double lp = ref_model_run(s, (const float *const *)params, ids, targets, B, T, NULL, NULL);
+                params[i][j] = keep - h;
+                double lm = ref_model_run(s, (const float *const *)params, ids, targets, B, T, NULL, NULL);
+                params[i][j] = keep;
+                double fd = (lp - lm) / (2.0 * h), g = grads[i][j];
+                TH_CHECK(fabs(fd - g) <= 1e-6 + 1e-5 * fabs(g), "model %c param %d[%zu]: analytic %.10g, finite difference %.10g",
+                         'A' + c, i, j, g, fd);
+            }
+        for (int i = 0; i < np; i++) free(grads[i]);
+        free(grads); free(ids); free(targets);
+        free_params(s, params);
+    }
+}
+
+/* Gradient tolerance per tensor: f32 backward errors grow like the forward's (see the
+   logits) and are relative to the scale of the tensor's gradient, so the absolute part is
+   1e-4 of the tensor's largest reference gradient, and elements near that size must agree
+   to 1e-4 relative. Measured on lavapipe: errors up to about 2e-6 of the largest gradient,
+   so the bound has a margin of 50. A wrong gradient (a transposed product, a missing
+   residual path, an unscaled accumulation) is off by O(1) of that scale. */
+static void compare_grads(const char *label, const ref_model_shape *s, wgml_model *m, wgml_trainer *t, double *const *grads)
+{
+    for (int i = 0; i < ref_model_param_count(s); i++) {
+        size_t n = ref_model_param_numel(s, i);
+        double mx = 0;
+        for (size_t j = 0; j < n; j++) mx = fmax(mx, fabs(grads[i][j]));
+        float *got = th_read(wgml_trainer_grad(t, (size_t)i));
+        const char *name = "";
+        wgml_model_param(m, (size_t)i, &name);
+        char what[160];
+        snprintf(what, sizeof what, "%s: gradient of %s", label, name);
+        th_compare(what, got, grads[i], n, 1e-4 * mx + 1e-9, 1e-4);
+        free(got);
+    }
+}
+
+static void check_backward(const tiny *tc)
+{
+    const ref_model_shape *s = &tc->s;
+    int np = ref_model_param_count(s);
+    size_t N = (size_t)tc->B * tc->T;
+    float **params = random_params(s);
+    uint32_t *ids = random_ids(N, s->vocab), *targets = random_ids(N, s->vocab);
+    double **grads = malloc(sizeof(double *) * (size_t)np);
+    for (int i = 0; i < np; i++) grads[i] = th_alloc_d(ref_model_param_numel(s, i));
+    ref_model_run(s, (const float *const *)params, ids, targets, tc->B, tc->T, NULL, grads);
+
+    wgml_model *m = make_model(s, params);
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T }, &t), WGML_OK);
+    TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, NULL), WGML_OK);
+    compare_grads(s->tied ? "tied model" : "untied model", s, m, t, grads);
+
+    /* Accumulation: two micro-batches at scale 1/2 give the mean of their gradients. */
+    uint32_t *ids2 = random_ids(N, s->vocab), *targets2 = random_ids(N, s->vocab);
+    double **grads2 = malloc(sizeof(double *) * (size_t)np);
+    for (int i = 0; i < np; i++) grads2[i] = th_alloc_d(ref_model_param_numel(s, i));
+    ref_model_run(s, (const float *const *)params, ids2, targets2, tc->B, tc->T, NULL, grads2);
+    for (int i = 0; i < np; i++)
+        for (size_t j = 0; j < ref_model_param_numel(s, i); j++) grads2[i][j] = 0.5 * (grads[i][j] + grads2[i][j]);
+    TH_EXPECT(wgml_trainer_step(t, 0.0f, NULL), WGML_OK);   /* lr 0: clears the gradients only */
+    TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 0.5f, NULL), WGML_OK);
+    TH_EXPECT(wgml_trainer_accumulate(t, ids2, targets2, 0.5f, NULL), WGML_OK);
+    compare_grads("two accumulated micro-batches", s, m, t, grads2);
+
+    for (int i = 0; i < np; i++) { free(grads[i]); free(grads2[i]); }
+    free(grads); free(grads2); free(ids); free(targets); free(ids2); free(targets2);
+    wgml_trainer_destroy(t);
+    wgml_model_destroy(m);
+    free_params(s, params);
+}
+
+static void test_backward_matches_reference(void)
+{
+    check_backward(&tiny_a);
+    check_backward(&tiny_b);
+}
+
+/* One optimizer step against AdamW computed here from the reference gradients: global
+   norm clipping, bias correction of step 1, weight decay on matrices and embeddings only. */
+static void test_optimizer_step(void)
+{
+    const ref_model_shape *s = &tiny_b.s;
+    int np = ref_model_param_count(s), B = tiny_b.B, T = tiny_b.T;
+    size_t N = (size_t)B * T;
+    float **params = random_params(s);
+    uint32_t *ids = random_ids(N, s->vocab), *targets = random_ids(N, s->vocab);
+    double **grads = malloc(sizeof(double *) * (size_t)np);
+    for (int i = 0; i < np; i++) grads[i] = th_alloc_d(ref_model_param_numel(s, i));
+    ref_model_run(s, (const float *const *)params, ids, targets, B, T, NULL, grads);
+    double norm2 = 0;
+    for (int i = 0; i < np; i++)
+        for (size_t j = 0; j < ref_model_param_numel(s, i); j++) norm2 += grads[i][j] * grads[i][j];
+    double norm = sqrt(norm2), clip = 0.5 * norm;   /* make sure clipping acts */
+
+    wgml_model *m = make_model(s, params);
+    wgml_trainer *t = NULL;
+    wgml_trainer_desc d = { .batch = (uint32_t)B, .seq_len = (uint32_t)T, .clip_norm = (float)clip, .weight_decay = 0.25f };
+    TH_EXPECT(wgml_trainer_create(m, &d, &t), WGML_OK);
+    wgml_tensor *gn = th_poisoned(WGML_F32, TH_SHAPE(1));
+    TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, NULL), WGML_OK);
+    /* The expected update is computed from the gradients the GPU accumulated (compared
+       with the reference in "backward matches reference"), so that this checks the step
+       alone: AdamW's g / (|g| + eps) is ill-conditioned where |g| is near eps. */
+    float **gpu_grads = malloc(sizeof(float *) * (size_t)np);
+    double gpu_norm2 = 0;
+    for (int i = 0; i < np; i++) {
+        gpu_grads[i] = th_read(wgml_trainer_grad(t, (size_t)i));
+        for (size_t j = 0; j < ref_model_param_numel(s, i); j++) gpu_norm2 += (double)gpu_grads[i][j] * gpu_grads[i][j];
+    }
+    const double lr = 0.01;
+    TH_EXPECT(wgml_trainer_step(t, (float)lr, gn), WGML_OK);
+    TH_CHECK(wgml_trainer_steps(t) == 1, "steps %u", wgml_trainer_steps(t));
+    float got_norm = read_scalar(gn);
+    TH_CHECK(fabs(got_norm - norm) <= 1e-3 * norm, "grad norm %.7g, want %.7g (reference)", got_norm, norm);
+    TH_CHECK(fabs(got_norm - sqrt(gpu_norm2)) <= 1e-5 * got_norm, "grad norm %.7g, want %.7g (of the GPU's gradients)", got_norm,
+             sqrt(gpu_norm2));
+    /* Step 1 of AdamW with clipping: g = grad * clip / (norm + 1e-6); m = (1-b1) g and
+       v = (1-b2) g^2, bias-corrected to g and g^2; w = w (1 - lr wd) - lr g / (|g| + eps),
+       wd = 0.25 on matrices and embeddings, 0 on norm weights. In f32 each of these is a
+       few roundings, relative 1e-6 of lr plus the weight's own rounding. */
+    double scale = fmin(1.0, clip / (got_norm + 1e-6));
+    for (int i = 0; i < np; i++) {
+        size_t n = ref_model_param_numel(s, i);
+        bool norm_param = n == (size_t)s->dim && i != 0;
+        double wd = norm_param ? 0 : 0.25;
+        double *want = th_alloc_d(n);
+        for (size_t j = 0; j < n; j++) {
+            double g = gpu_grads[i][j] * scale;
+            want[j] = params[i][j] * (1 - lr * wd) - lr * g / (fabs(g) + 1e-8);
+        }
+        float *got = th_read(wgml_model_param(m, (size_t)i, NULL));
+        char what[64];
+        snprintf(what, sizeof what, "param %d after one AdamW step", i);
+        th_compare(what, got, want, n, 1e-5 * lr, 1e-6);
+        free(got); free(want); free(gpu_grads[i]);
+    }
+    free(gpu_grads);
+    wgml_tensor_release(gn);
+    for (int i = 0; i < np; i++) free(grads[i]);
+    free(grads); free(ids); free(targets);
+    wgml_trainer_destroy(t);
+    wgml_model_destroy(m);
+    free_params(s, params);
+}
+
+/* Training on a short repeated text reduces the loss from about ln(vocab) to a fraction
+   of it within a few dozen steps. */
+static void test_training_reduces_loss(void)
+{
+    ref_model_shape s = tiny_a.s;
+    wgml_model_config c = config_of(&s);
+    wgml_model *m = NULL;
+    TH_EXPECT(wgml_model_create(th_eng, &c, &m), WGML_OK);
+    TH_EXPECT(wgml_model_init_random(m, 1234, 0.02f), WGML_OK);
+    int B = 2, T = 16;
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)B, .seq_len = (uint32_t)T }, &t), WGML_OK);
+    const char *text = "the quick brown fox jumps over the lazy dog. ";
+    size_t len = strlen(text);
+    uint32_t ids[32], targets[32];
+    wgml_tensor *loss = th_poisoned(WGML_F32, TH_SHAPE(1));
+    float first = 0, last = 0;
+    for (int step = 0; step < 40; step++) {
+        for (int b = 0; b < B; b++) {
+            size_t off = (size_t)(step * 7 + b * 13) % len;
+            for (int i = 0; i < T; i++) {
+                ids[b * T + i] = (uint32_t)(text[(off + i) % len] - ' ') % 64;
+                targets[b * T + i] = (uint32_t)(text[(off + i + 1) % len] - ' ') % 64;
+            }
+        }
+        TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, loss), WGML_OK);
+        TH_EXPECT(wgml_trainer_step(t, 1e-2f, NULL), WGML_OK);
+        float l = read_scalar(loss);
+        if (step == 0) first = l;
+        last = l;
+    }
+    TH_CHECK(fabs(first - log(64.0)) < 0.1, "first loss %.4f, expected about ln 64 = %.4f", first, log(64.0));
+    TH_CHECK(last < 0.5f * first, "loss went from %.4f to %.4f in 40 steps; expected below half", first, last);
+    printf("  training: loss %.4f -> %.4f in 40 steps\n", first, last);
+    wgml_tensor_release(loss);
+    wgml_trainer_destroy(t);
+    wgml_model_destroy(m);
+}
+
+/* Prefill a prompt in one pass, then decode one token at a time: every position's logits
+   match the reference's full forward over the same tokens. */
+static void check_kv_cache(const tiny *tc)
+{
+    const ref_model_shape *s = &tc->s;
+    int total = 12, prompt = 5;
+    float **params = random_params(s);
+    uint32_t *ids = random_ids((size_t)total, s->vocab), *targets = random_ids((size_t)total, s->vocab);
+    size_t V = (size_t)s->vocab;
+    double *ref = th_alloc_d((size_t)total * V);
+    ref_model_run(s, (const float *const *)params, ids, targets, 1, total, ref, NULL);
+
+    wgml_model *m = make_model(s, params);
+    wgml_kv_cache *c = NULL;
+    TH_EXPECT(wgml_kv_cache_create(m, 16, &c), WGML_OK);
+    wgml_tensor *all = th_poisoned(WGML_F32, TH_SHAPE((size_t)prompt, V)), *one = th_poisoned(WGML_F32, TH_SHAPE(V));
+    TH_EXPECT(wgml_model_decode(c, ids, (uint32_t)prompt, all), WGML_OK);
+    TH_CHECK(wgml_kv_cache_length(c) == (uint32_t)prompt, "cache length %u", wgml_kv_cache_length(c));
+    float *got = th_read(all);
+    th_compare("prefill logits, every prompt position", got, ref, (size_t)prompt * V, LOGIT_ATOL, LOGIT_RTOL);
+    free(got);
+    for (int i = prompt; i < total; i++) {
+        TH_EXPECT(wgml_model_decode(c, &ids[i], 1, one), WGML_OK);
+        got = th_read(one);
+        char what[64];
+        snprintf(what, sizeof what, "decode logits at position %d", i);
+        th_compare(what, got, ref + (size_t)i * V, V, LOGIT_ATOL, LOGIT_RTOL);
+        free(got);
+    }
+    /* a prompt's last-token logits only, after a reset */
+    wgml_kv_cache_reset(c);
+    TH_EXPECT(wgml_model_decode(c, ids, 7, one), WGML_OK);
+    got = th_read(one);
+    th_compare("prefill of 7 tokens, last logits only", got, ref + 6 * V, V, LOGIT_ATOL, LOGIT_RTOL);
+    free(got);
+
+    /* bad calls change nothing */
+    uint32_t len = wgml_kv_cache_length(c);
+    uint32_t big[10] = { 0 }, bad = (uint32_t)s->vocab;
+    TH_EXPECT_ERR(wgml_model_decode(c, big, 10, one), WGML_ERROR_SHAPE, "capacity");
+    TH_EXPECT_ERR(wgml_model_decode(c, &bad, 1, one), WGML_ERROR_INVALID_ARGUMENT, "ids[0]");
+    TH_EXPECT_ERR(wgml_model_decode(c, ids, 2, all), WGML_ERROR_SHAPE, "logits");
+    TH_EXPECT_ERR(wgml_model_decode(c, ids, 0, one), WGML_ERROR_INVALID_ARGUMENT, "n");
+    TH_EXPECT_ERR(wgml_model_decode(c, NULL, 1, one), WGML_ERROR_INVALID_ARGUMENT, "ids");
+    TH_EXPECT_ERR(wgml_model_decode(c, ids, 1, NULL), WGML_ERROR_INVALID_ARGUMENT, "logits");
+    TH_CHECK(wgml_kv_cache_length(c) == len, "failed calls changed the cache length");
+
+    wgml_tensor_release(all);
+    wgml_tensor_release(one);
+    wgml_kv_cache_destroy(c);
+    wgml_model_destroy(m);
+    free(ids); free(targets); free(ref);
+    free_params(s, params);
+}
+
+static void test_kv_cache_matches_full_forward(void)
+{
+    check_kv_cache(&tiny_a);
+    check_kv_cache(&tiny_b);
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+static char tmpdir[64];
+
+static const char *in_tmp(const char *name)
+{
+    static char buf[4][256];
+    static int next;
+    char *b = buf[next++ & 3];
+    snprintf(b, 256, "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/wgml_test_model_XXXXXX");
+    TH_CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp: %s", strerror(errno));
+}
+
+static void remove_tmpdir(void)
+{
+    const char *files[] = { "config.json", "model.safetensors", "other.safetensors" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(in_tmp(files[i]));
+    TH_CHECK(rmdir(tmpdir) == 0, "rmdir %s: %s", tmpdir, strerror(errno));
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    TH_CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The logits of a model on fixed tokens (B = 1, T = 8), malloc'd. */
+static float *logits_of(wgml_model *m, const uint32_t *ids)
+{
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 8 }, &t), WGML_OK);
+    if (!t) return calloc(1, sizeof(float));
+    TH_EXPECT(wgml_trainer_eval(t, ids, ids, NULL), WGML_OK);
+    float *l = th_read(wgml_trainer_logits(t));
+    wgml_trainer_destroy(t);
+    return l;
+}
+
+/* Saving and loading gives the same parameters bit for bit, and so the same logits. */
+static void test_checkpoint_round_trip(void)
+{
+    const tiny *cases[] = { &tiny_a, &tiny_b };
+    make_tmpdir();
+    for (int c = 0; c < 2; c++) {
+        const ref_model_shape *s = &cases[c]->s;
+        float **params = random_params(s);
+        wgml_model *m = make_model(s, params), *back = NULL;
+        TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        if (!back) { wgml_model_destroy(m); free_params(s, params); continue; }
+        const wgml_model_config *a = wgml_model_get_config(m), *b = wgml_model_get_config(back);
+        TH_CHECK(a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size && a->num_hidden_layers == b->num_hidden_layers &&
+                 a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
+                 a->intermediate_size == b->intermediate_size && a->head_dim == b->head_dim &&
+                 a->tie_word_embeddings == b->tie_word_embeddings && a->rope_theta == b->rope_theta &&
+                 a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings,
+                 "config.json does not round-trip");
+        TH_CHECK(wgml_model_param_count(back) == wgml_model_param_count(m), "parameter count changed");
+        for (size_t i = 0; i < wgml_model_param_count(m); i++) {
+            const char *na, *nb;
+            wgml_tensor *ta = wgml_model_param(m, i, &na), *tb = wgml_model_param(back, i, &nb);
+            TH_CHECK(!strcmp(na, nb), "names %s and %s", na, nb);
+            float *x = th_read(ta), *y = th_read(tb);
+            TH_CHECK(!memcmp(x, y, wgml_tensor_nbytes(ta)), "parameter %s differs after a round trip", na);
+            free(x); free(y);
+        }
+        uint32_t ids[8];
+        for (int i = 0; i < 8; i++) ids[i] = th_rand_u32() % (uint32_t)s->vocab;
+        float *la = logits_of(m, ids), *lb = logits_of(back, ids);
+        TH_CHECK(!memcmp(la, lb, 8 * (size_t)s->vocab * sizeof(float)), "logits of the reloaded model differ");
+        /* the same file loads by its own path too */
+        wgml_model *again = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, in_tmp("model.safetensors"), &again), WGML_OK);
+        wgml_model_destroy(again);
+        free(la); free(lb);
+        wgml_model_destroy(back);
+        wgml_model_destroy(m);
+        free_params(s, params);
+    }
+    remove_tmpdir();
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);   /* round to nearest even */
+}
+static float from_bf16(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+/* f32 -> f16 for normal values of moderate size (what the test uses), nearest even */
+static uint16_t to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, e = (u >> 23) & 255, m = u & 0x7FFFFF;
+    if (e < 103) return (uint16_t)sign;   /* flush tiny values to zero */
+    if (e < 113) {                        /* subnormal half */
+        m |= 0x800000;
+        uint32_t shift = 126 - e, hm = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1))) hm++;
+        return (uint16_t)(sign | hm);
+    }
+    uint32_t h = ((e - 112) << 10) | (m >> 13), rem = m & 0x1FFF;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+static float from_f16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
+    float f;
+    if (e == 0) f = ldexpf((float)m, -24);
+    else f = ldexpf((float)(m | 1024), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= sign;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The tensors of a model as safetensors entries (data pointing into params). */
+static wgml_safetensors_entry *entries_of(wgml_model *m, float **params)
+{
+    size_t n = wgml_model_param_count(m);
+    wgml_safetensors_entry *e = calloc(n, sizeof *e);
+    for (size_t i = 0; i < n; i++) {
+        wgml_tensor *t = wgml_model_param(m, i, &e[i].name);
+        e[i].dtype = WGML_ST_F32;
+        e[i].ndim = wgml_tensor_ndim(t);
+        for (uint32_t d = 0; d < e[i].ndim; d++) e[i].shape[d] = wgml_tensor_dim(t, d);
+        e[i].data = params[i];
+    }
+    return e;
+}
+
+/* f16 and bf16 checkpoints (the usual Hugging Face dtypes) load as their exact f32 values. */
+static void test_checkpoint_half_precision(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);   /* for config.json */
+    size_t n = wgml_model_param_count(m);
+    for (int kind = 0; kind < 2; kind++) {
+        wgml_safetensors_entry *e = entries_of(m, params);
+        uint16_t **half = calloc(n, sizeof *half);
+        for (size_t i = 0; i < n; i++) {
+            size_t numel = ref_model_param_numel(s, (int)i);
+            half[i] = malloc(numel * 2);
+            for (size_t j = 0; j < numel; j++) half[i][j] = kind ? to_bf16(params[i][j]) : to_f16(params[i][j]);
+            e[i].dtype = kind ? WGML_ST_BF16 : WGML_ST_F16;
+            e[i].data = half[i];
+        }
+        TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+        wgml_model *back = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        for (size_t i = 0; back && i < n; i++) {
+            size_t numel = ref_model_param_numel(s, (int)i);
+            double *want = th_alloc_d(numel);
+            for (size_t j = 0; j < numel; j++) want[j] = kind ? from_bf16(half[i][j]) : from_f16(half[i][j]);
+            float *got = th_read(wgml_model_param(back, i, NULL));
+            char what[64];
+            snprintf(what, sizeof what, "%s parameter %zu", kind ? "bf16" : "f16", i);
+            th_compare(what, got, want, numel, 0, 0);   /* exact: the conversion is lossless */
+            free(got); free(want);
+        }
+        wgml_model_destroy(back);
+        for (size_t i = 0; i < n; i++) free(half[i]);
+        free(half);
+        free(e);
+    }
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
+/* A checkpoint sharded as Hugging Face shards big models: two safetensors files and
+   model.safetensors.index.json mapping every tensor to its file. */
+static void test_checkpoint_sharded(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);   /* for config.json */
+    unlink(in_tmp("model.safetensors"));
+    size_t n = wgml_model_param_count(m), half = n / 2;
+    wgml_safetensors_entry *e = entries_of(m, params);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model-00001-of-00002.safetensors"), e, half, NULL), WGML_OK);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model-00002-of-00002.safetensors"), e + half, n - half, NULL), WGML_OK);
+    FILE *f = fopen(in_tmp("model.safetensors.index.json"), "w");
+    TH_CHECK(f != NULL, "cannot write the index");
+    if (f) {
+        fprintf(f, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", e[i].name, i < half ? 1 : 2);
+        fprintf(f, "}}\n");
+        fclose(f);
+    }
+    wgml_model *back = NULL;
+    TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+    for (size_t i = 0; back && i < n; i++) {
+        float *got = th_read(wgml_model_param(back, i, NULL));
+        TH_CHECK(!memcmp(got, params[i], ref_model_param_numel(s, (int)i) * sizeof(float)), "sharded: parameter %s differs", e[i].name);
+        free(got);
+    }
+    wgml_model_destroy(back);
+    /* the index naming a shard that is not there */
+    unlink(in_tmp("model-00002-of-00002.safetensors"));
+    TH_CHECK(wgml_model_load(th_eng, tmpdir, &back) != WGML_OK && back == NULL, "a missing shard must fail");
+    TH_CHECK(strstr(wgml_last_error(th_ctx), "model-00002-of-00002.safetensors") != NULL, "message names the missing shard: %s",
+             wgml_last_error(th_ctx));
+    unlink(in_tmp("model-00001-of-00002.safetensors"));
+    unlink(in_tmp("model.safetensors.index.json"));
+    free(e);
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
+/* MLX affine quantisation: codes of `bits` bits packed little-endian in u32 along each row,
+   a scale and a bias per group of `group` codes; the loader dequantises on the GPU. */
+static void test_checkpoint_quantized(void)
+{
+    ref_model_shape s = { .vocab = 64, .dim = 64, .layers = 1, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 128,
+                          .rope_theta = 10000, .eps = 1e-5, .tied = true };
+    const int bits_list[2] = { 4, 8 }, groups[2] = { 32, 64 };
+    for (int q = 0; q < 2; q++) {
+        int bits = bits_list[q], group = groups[q];
+        make_tmpdir();
+        float **params = random_params(&s);
+        wgml_model *m = make_model(&s, params);
+        TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg, "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 64, \"intermediate_size\": 128, "
+                 "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, "
+                 "\"tie_word_embeddings\": true, \"quantization\": {\"group_size\": %d, \"bits\": %d}}", group, bits);
+        write_text(in_tmp("config.json"), cfg);
+        size_t n = wgml_model_param_count(m);
+        /* every matrix quantised: 3 tensors each; vectors stay f32 */
+        wgml_safetensors_entry *e = calloc(3 * n, sizeof *e);
+        char (*names)[2][128] = calloc(n, sizeof *names);
+        void **bufs = calloc(3 * n, sizeof *bufs);
+        double **want = calloc(n, sizeof *want);
+        size_t ne = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *name;
+            wgml_tensor *t = wgml_model_param(m, i, &name);
+            size_t numel = wgml_tensor_numel(t);
+            want[i] = th_alloc_d(numel);
+            if (wgml_tensor_ndim(t) == 1) {
+                e[ne++] = (wgml_safetensors_entry){ .name = name, .dtype = WGML_ST_F32, .ndim = 1, .shape = { numel }, .data = params[i] };
+                for (size_t j = 0; j < numel; j++) want[i][j] = params[i][j];
+                continue;
+            }
+            size_t rows = wgml_tensor_dim(t, 0), cols = wgml_tensor_dim(t, 1), ng = cols / (size_t)group, per = 32 / (size_t)bits;
+            uint32_t *codes = calloc(rows * cols / per, 4);
+            float *sc = malloc(rows * ng * 4), *bi = malloc(rows * ng * 4);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t g = 0; g < ng; g++) {
+                    sc[r * ng + g] = (float)th_uniform(0.001, 0.05);
+                    bi[r * ng + g] = (float)th_uniform(-0.5, 0.5);
+                    for (size_t c = 0; c < (size_t)group; c++) {
+                        size_t at = r * cols + g * (size_t)group + c;
+                        uint32_t code = th_rand_u32() & ((1u << bits) - 1);
+                        codes[at / per] |= code << ((at % per) * (size_t)bits);
+                        want[i][at] = (double)code * sc[r * ng + g] + bi[r * ng + g];
+                    }
+                }
+            size_t base = strlen(name) - strlen(".weight");
+            snprintf(names[i][0], 128, "%.*s.scales", (int)base, name);
+            snprintf(names[i][1], 128, "%.*s.biases", (int)base, name);
+            e[ne++] = (wgml_safetensors_entry){ .name = name, .dtype = WGML_ST_U32, .ndim = 2, .shape = { rows, cols / per }, .data = codes };
+            e[ne++] = (wgml_safetensors_entry){ .name = names[i][0], .dtype = WGML_ST_F32, .ndim = 2, .shape = { rows, ng }, .data = sc };
+            e[ne++] = (wgml_safetensors_entry){ .name = names[i][1], .dtype = WGML_ST_F32, .ndim = 2, .shape = { rows, ng }, .data = bi };
+            bufs[3 * i] = codes; bufs[3 * i + 1] = sc; bufs[3 * i + 2] = bi;
+        }
+        TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, ne, NULL), WGML_OK);
+        wgml_model *back = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, tmpdir, &back), WGML_OK);
+        for (size_t i = 0; back && i < n; i++) {
+            wgml_tensor *t = wgml_model_param(back, i, NULL);
+            float *got = th_read(t);
+            char what[64];
+            snprintf(what, sizeof what, "%d-bit group %d: parameter %zu", bits, group, i);
+            /* code * scale + bias in f32: one rounding of each operation */
+            th_compare(what, got, want[i], wgml_tensor_numel(t), 1e-6, 1e-6);
+            free(got);
+        }
+        wgml_model_destroy(back);
+        for (size_t i = 0; i < 3 * n; i++) free(bufs[i]);
+        for (size_t i = 0; i < n; i++) free(want[i]);
+        free(bufs); free(want); free(names); free(e);
+        wgml_model_destroy(m);
+        free_params(&s, params);
+        remove_tmpdir();
+    }
+}
+
+/* Broken folders, configs and weight files fail with a message, never a crash, and leave
+   no model behind. */
+static void expect_load_fails(const char *what, const char *needle)
+{
+    wgml_model *m = (wgml_model *)&m;   /* must be set to NULL */
+    wgml_status s = wgml_model_load(th_eng, tmpdir, &m);
+    const char *msg = wgml_last_error(th_ctx);
+    TH_CHECK(s == WGML_ERROR_FORMAT || s == WGML_ERROR_IO, "%s: status %s (%s)", what, wgml_status_string(s), msg);
+    TH_CHECK(m == NULL, "%s: *out not NULL after a failure", what);
+    TH_CHECK(!needle || strstr(msg, needle) != NULL, "%s: the message \"%s\" does not name \"%s\"", what, msg, needle);
+}
+
+static void test_malformed_checkpoints(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    size_t n = wgml_model_param_count(m);
+    wgml_model *out = NULL;
+    TH_EXPECT_ERR(wgml_model_load(th_eng, "/nonexistent/wgml/model", &out), WGML_ERROR_IO, "/nonexistent/wgml/model");
+    TH_EXPECT_ERR(wgml_model_load(NULL, tmpdir, &out), WGML_ERROR_INVALID_ARGUMENT, "engine");
+    TH_EXPECT_ERR(wgml_model_load(th_eng, NULL, &out), WGML_ERROR_INVALID_ARGUMENT, "path");
+    expect_load_fails("an empty folder", "config.json");
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+    FILE *f = fopen(in_tmp("config.json"), "r");
+    char cfg[4096] = { 0 };
+    if (f) { size_t r = fread(cfg, 1, sizeof cfg - 1, f); cfg[r] = 0; fclose(f); }
+
+    /* config.json */
+    write_text(in_tmp("config.json"), "{\"vocab_size\": 64, \"hidden_size\": ");
+    expect_load_fails("truncated config.json", "config.json");
+    write_text(in_tmp("config.json"), "{\"vocab_size\": 64}");
+    expect_load_fails("config.json without hidden_size", "hidden_size");
+    write_text(in_tmp("config.json"), "[1, 2, 3]");
+    expect_load_fails("config.json that is an array", "config.json");
+    write_text(in_tmp("config.json"), "");
+    expect_load_fails("empty config.json", "config.json");
+    /* a config that disagrees with the weights: every tensor has the wrong shape */
+    write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 48, \"intermediate_size\": 48, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2}");
+    expect_load_fails("config.json with another hidden_size", "model.embed_tokens.weight");
+    write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 64, \"hidden_size\": 32, \"intermediate_size\": 48, "
+               "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8}");
+    expect_load_fails("config.json with more layers than the weights", "model.layers.2.");
+    write_text(in_tmp("config.json"), cfg);
+
+    /* model.safetensors */
+    wgml_safetensors_entry *e = entries_of(m, params);
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e + 1, n - 1, NULL), WGML_OK);
+    expect_load_fails("no embedding", "model.embed_tokens.weight");
+    wgml_safetensors_entry keep = e[3];
+    e[3].shape[0] = 8;   /* q_proj with a wrong shape (and a consistent byte count) */
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("a tensor of the wrong shape", e[3].name);
+    e[3] = keep;
+    e[2].dtype = WGML_ST_I32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("an I32 tensor", "I32");
+    e[2].dtype = WGML_ST_U32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    expect_load_fails("a U32 tensor without quantization", "quantization");
+    e[2].dtype = WGML_ST_F32;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, n, NULL), WGML_OK);
+    /* the same file, truncated, then with a header length past its end, then garbage */
+    f = fopen(in_tmp("model.safetensors"), "r+b");
+    TH_CHECK(f != NULL, "reopen");
+    if (f) {
+        TH_CHECK(ftruncate(fileno(f), 1000) == 0, "truncate");
+        fclose(f);
+    }
+    expect_load_fails("a truncated safetensors file", "model.safetensors");
+    uint8_t bad[64] = { 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, '{', '}' };
+    f = fopen(in_tmp("model.safetensors"), "wb");
+    if (f) { fwrite(bad, 1, sizeof bad, f); fclose(f); }
+    expect_load_fails("a header length past the end", "model.safetensors");
+    memset(bad, 0, sizeof bad);
+    bad[0] = 20;
+    memcpy(bad + 8, "{\"a\": [1, 2, 3]}    ", 20);
+    f = fopen(in_tmp("model.safetensors"), "wb");
+    if (f) { fwrite(bad, 1, 28, f); fclose(f); }
+    expect_load_fails("a header that is not a tensor table", "model.safetensors");
+    write_text(in_tmp("model.safetensors"), "");
+    expect_load_fails("an empty safetensors file", "model.safetensors");
+    free(e);
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
+/* Misuse of the model, trainer and cache API: clear errors, no crash. */
+static void test_bad_arguments(void)
+{
+    wgml_model_config c = config_of(&tiny_a.s);
+    wgml_model *m = NULL;
+    TH_EXPECT_ERR(wgml_model_create(NULL, &c, &m), WGML_ERROR_INVALID_ARGUMENT, "engine");
+    TH_EXPECT_ERR(wgml_model_create(th_eng, NULL, &m), WGML_ERROR_INVALID_ARGUMENT, "cfg");
+    wgml_model_config bad = c;
+    bad.num_key_value_heads = 3;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "num_key_value_heads");
+    bad = c; bad.head_dim = 7;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "even");
+    bad = c; bad.head_dim = 256; bad.hidden_size = 1024;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_UNSUPPORTED, "head_dim");
+    bad = c; bad.vocab_size = 0;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "vocab_size");
+    bad = c; bad.attention_bias = true;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_UNSUPPORTED, "bias");
+    TH_CHECK(m == NULL, "failed create left a model");
+
+    TH_EXPECT(wgml_model_create(th_eng, &c, &m), WGML_OK);
+    wgml_trainer *t = NULL;
+    TH_EXPECT_ERR(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 0, .seq_len = 4 }, &t), WGML_ERROR_INVALID_ARGUMENT, "batch");
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 4 }, &t), WGML_OK);
+    uint32_t ids[4] = { 1, 2, 3, 64 }, tg[4] = { 1, 2, 3, UINT32_MAX };
+    TH_EXPECT_ERR(wgml_trainer_eval(t, ids, tg, NULL), WGML_ERROR_INVALID_ARGUMENT, "ids[3]");
+    ids[3] = 4;
+    tg[1] = 99;
+    TH_EXPECT_ERR(wgml_trainer_accumulate(t, ids, tg, 1.0f, NULL), WGML_ERROR_INVALID_ARGUMENT, "targets[1]");
+    TH_EXPECT_ERR(wgml_trainer_step(t, 1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, "no gradient");
+    tg[1] = 2;
+    TH_EXPECT(wgml_trainer_accumulate(t, ids, tg, 1.0f, NULL), WGML_OK);   /* an ignored target is fine */
+    TH_EXPECT_ERR(wgml_trainer_step(t, NAN, NULL), WGML_ERROR_INVALID_ARGUMENT, "lr");
+    wgml_kv_cache *kc = NULL;
+    TH_EXPECT_ERR(wgml_kv_cache_create(m, 0, &kc), WGML_ERROR_INVALID_ARGUMENT, "max_tokens");
+    TH_EXPECT_ERR(wgml_model_init_random(m, 1, -1.0f), WGML_ERROR_INVALID_ARGUMENT, "std");
+    TH_CHECK(wgml_model_param(m, wgml_model_param_count(m), NULL) == NULL, "param out of range");
+    wgml_trainer_destroy(t);
+    wgml_model_destroy(m);
+}
+
+static const th_case cases[] = {
+    { "forward matches reference", test_forward_matches_reference },
+    { "reference gradients by finite differences", test_reference_gradients_by_finite_differences },
+    { "backward matches reference", test_backward_matches_reference },
+    { "optimizer step", test_optimizer_step },
+    { "training reduces loss", test_training_reduces_loss },
+    { "kv cache matches full forward", test_kv_cache_matches_full_forward },
+    { "checkpoint round trip", test_checkpoint_round_trip },
+    { "checkpoint in f16 and bf16", test_checkpoint_half_precision },
+    { "checkpoint in shards", test_checkpoint_sharded },
+    { "checkpoint quantized (MLX affine)", test_checkpoint_quantized },
+    { "malformed checkpoints", test_malformed_checkpoints },
+    { "bad arguments", test_bad_arguments },
+};
+
+TH_MAIN(cases)

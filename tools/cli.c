@@ -1,0 +1,178 @@
+/* Helpers shared by the train and generate commands (see cli.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void print_default(FILE *f, const cli_flag *fl, const void *opts)
+{
+    const char *p = (const char *)opts + fl->offset;
+    switch (fl->type) {
+    case CLI_INT: fprintf(f, "%d", *(const int *)p); break;
+    case CLI_U64: fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case CLI_DOUBLE: fprintf(f, "%g", *(const double *)p); break;
+    case CLI_STRING: fprintf(f, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
+    case CLI_BOOL: fprintf(f, "%s", *(const int *)p ? "on" : "off"); break;
+    }
+}
+
+int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: %s\n\n%s\n\noptions (default in brackets):\n", usage, about);
+            for (size_t k = 0; k < n; k++) {
+                printf("  %-16s %s [", flags[k].name, flags[k].help);
+                print_default(stdout, &flags[k], opts);
+                printf("]\n");
+            }
+            return 0;
+        }
+        const cli_flag *fl = NULL;
+        const char *value = NULL;
+        size_t len = strcspn(argv[i], "=");
+        for (size_t k = 0; k < n; k++)
+            if (strlen(flags[k].name) == len && !strncmp(argv[i], flags[k].name, len)) fl = &flags[k];
+        if (!fl) {
+            fprintf(stderr, "%s: unknown option \"%s\" (see --help)\n", argv[0], argv[i]);
+            return -2;
+        }
+        char *p = (char *)opts + fl->offset;
+        if (fl->type == CLI_BOOL) {
+            if (argv[i][len] == '=') {
+                fprintf(stderr, "%s: %s takes no value\n", argv[0], fl->name);
+                return -2;
+            }
+            *(int *)p = 1;
+            continue;
+        }
+        if (argv[i][len] == '=') value = argv[i] + len + 1;
+        else if (i + 1 < argc) value = argv[++i];
+        else {
+            fprintf(stderr, "%s: %s needs a value\n", argv[0], fl->name);
+            return -2;
+        }
+        char *end = NULL;
+        errno = 0;
+        bool ok = true;
+        switch (fl->type) {
+        case CLI_INT: {
+            long v = strtol(value, &end, 10);
+            ok = *value && !*end && !errno && v >= -2147483647L && v <= 2147483647L;
+            if (ok) *(int *)p = (int)v;
+            break;
+        }
+        case CLI_U64: {
+            unsigned long long v = strtoull(value, &end, 10);
+            ok = *value && !*end && !errno && value[0] != '-';
+            if (ok) *(uint64_t *)p = v;
+            break;
+        }
+        case CLI_DOUBLE: {
+            double v = strtod(value, &end);
+            ok = *value && !*end && !errno && isfinite(v);
+            if (ok) *(double *)p = v;
+            break;
+        }
+        case CLI_STRING: *(const char **)p = value; break;
+        case CLI_BOOL: break;
+        }
+        if (!ok) {
+            fprintf(stderr, "%s: %s: \"%s\" is not a valid %s\n", argv[0], fl->name, value,
+                    fl->type == CLI_DOUBLE ? "number" : "integer");
+            return -2;
+        }
+    }
+    return 1;
+}
+
+uint8_t *cli_read_file(const char *who, const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", who, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        uint8_t *nb = realloc(buf, 2 * cap + 1);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "%s: cannot read %s: %s\n", who, path, buf ? strerror(errno) : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *size = n;
+    return buf;
+}
+
+int cli_copy_file(const char *who, const char *src, const char *dst)
+{
+    size_t n = 0;
+    uint8_t *data = cli_read_file(who, src, &n);
+    if (!data) return -1;
+    FILE *f = fopen(dst, "wb");
+    bool ok = f && fwrite(data, 1, n, f) == n;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) fprintf(stderr, "%s: cannot write %s: %s\n", who, dst, strerror(errno));
+    free(data);
+    return ok ? 0 : -1;
+}
+
+const char *cli_fmt_path(char *buf, size_t size, const char *dir, const char *name)
+{
+    snprintf(buf, size, "%s/%s", dir, name);
+    return buf;
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cli_digits(int n)
+{
+    int d = 1;
+    while (n >= 10) { n /= 10; d++; }
+    return d;
+}
+
+static char *rotating(void)
+{
+    static char bufs[8][48];
+    static int next;
+    return bufs[next++ & 7];
+}
+
+const char *cli_fmt(const char *fmt, double x)
+{
+    char *b = rotating();
+    snprintf(b, 48, fmt, x);
+    return b;
+}
+
+const char *cli_duration(double seconds)
+{
+    char *b = rotating();
+    if (!(seconds >= 0) || seconds > 1e8) seconds = 0;
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(b, 48, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(b, 48, "%ld:%02ld", s / 60, s % 60);
+    return b;
+}
