@@ -1469,6 +1469,226 @@ static void test_tokenizer_functions(void)
     NOOP("wgml_tokenizer_free", true);
 }
 
+/* ---- models, trainers, KV caches -------------------------------------------------------- */
+
+/* A tiny Llama: vocab 16, hidden 8, 2 heads over 1 kv head of head_dim 4, one layer. */
+static wgml_model_config tiny_config(void)
+{
+    return (wgml_model_config){ .vocab_size = 16, .hidden_size = 8, .intermediate_size = 16, .num_hidden_layers = 1,
+                                .num_attention_heads = 2, .num_key_value_heads = 1, .max_position_embeddings = 64,
+                                .rms_norm_eps = 1e-5, .rope_theta = 10000, .bos_token_id = -1 };
+}
+
+static void test_model_functions(void)
+{
+    need_other();
+    const char *fn = "wgml_model_create";
+    wgml_model_config good = tiny_config(), c;
+    wgml_model *m = (wgml_model *)&m;
+    BAD(fn, wgml_model_create(NULL, &good, &m), WGML_ERROR_INVALID_ARGUMENT, NULL, "engine");
+    TH_CHECK(m == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_model_create(th_eng, NULL, &m), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "cfg");
+    BAD(fn, wgml_model_create(th_eng, &good, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+#define CFG_BAD(mutate, want, needle) do { c = good; mutate; m = (wgml_model *)&m; \
+        BAD(fn, wgml_model_create(th_eng, &c, &m), want, th_ctx, needle); \
+        TH_CHECK(m == NULL, "%s: *out not NULL after a failure", fn); } while (0)
+    CFG_BAD(c.vocab_size = 0, WGML_ERROR_INVALID_ARGUMENT, "vocab_size");
+    CFG_BAD(c.hidden_size = 0, WGML_ERROR_INVALID_ARGUMENT, "hidden_size");
+    CFG_BAD(c.intermediate_size = 0, WGML_ERROR_INVALID_ARGUMENT, "intermediate_size");
+    CFG_BAD(c.num_hidden_layers = 0, WGML_ERROR_INVALID_ARGUMENT, "num_hidden_layers");
+    CFG_BAD(c.num_attention_heads = 0, WGML_ERROR_INVALID_ARGUMENT, "num_attention_heads");
+    CFG_BAD((c.num_attention_heads = 3, c.num_key_value_heads = 2, c.head_dim = 4), WGML_ERROR_INVALID_ARGUMENT,
+            "num_key_value_heads");                                                      /* heads % kv_heads */
+    CFG_BAD((c.hidden_size = 9, c.num_key_value_heads = 2), WGML_ERROR_INVALID_ARGUMENT, "hidden_size");  /* 9 / 2 heads */
+    CFG_BAD(c.head_dim = 5, WGML_ERROR_INVALID_ARGUMENT, "head_dim");
+    CFG_BAD(c.head_dim = 130, WGML_ERROR_UNSUPPORTED, "head_dim");
+    CFG_BAD(c.attention_bias = true, WGML_ERROR_UNSUPPORTED, "biases");
+    CFG_BAD(c.mlp_bias = true, WGML_ERROR_UNSUPPORTED, "biases");
+    CFG_BAD(c.rms_norm_eps = 0, WGML_ERROR_INVALID_ARGUMENT, "rms_norm_eps");
+    CFG_BAD(c.rms_norm_eps = NAN, WGML_ERROR_INVALID_ARGUMENT, "rms_norm_eps");
+    CFG_BAD((c.rope_scaling.type = WGML_ROPE_SCALING_LINEAR, c.rope_scaling.factor = 0.5), WGML_ERROR_INVALID_ARGUMENT,
+            "factor");
+#undef CFG_BAD
+    c = good;
+    c.head_dim = 6;   /* hidden_size != heads * head_dim is allowed */
+    TH_EXPECT(wgml_model_create(th_eng, &c, &m), WGML_OK);
+    wgml_model_destroy(m);
+    TH_EXPECT(wgml_model_create(th_eng, &good, &m), WGML_OK);
+    if (!m) return;
+
+    BAD("wgml_model_init_random", wgml_model_init_random(NULL, 1, 0.02f), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    BAD("wgml_model_init_random", wgml_model_init_random(m, 1, -1), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "std");
+    BAD("wgml_model_init_random", wgml_model_init_random(m, 1, NAN), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "std");
+    BAD("wgml_model_init_random", wgml_model_init_random(m, 1, INFINITY), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "std");
+    TH_EXPECT(wgml_model_init_random(m, 1, 0), WGML_OK);
+    const char *name = "unchanged";
+    NOOP("wgml_model_param", wgml_model_param(m, wgml_model_param_count(m), &name) == NULL);
+    NOOP("wgml_model_param", wgml_model_param(m, SIZE_MAX, NULL) == NULL);
+
+    /* trainer */
+    fn = "wgml_trainer_create";
+    wgml_trainer *t = (wgml_trainer *)&t;
+    wgml_trainer_desc desc = { .batch = 2, .seq_len = 3 };
+    BAD(fn, wgml_trainer_create(NULL, &desc, &t), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    TH_CHECK(t == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_trainer_create(m, NULL, &t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "desc");
+    BAD(fn, wgml_trainer_create(m, &desc, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+    BAD(fn, wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 0, .seq_len = 3 }, &t), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+        "batch");
+    BAD(fn, wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 2, .seq_len = 0 }, &t), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+        "seq_len");
+    BAD(fn, wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 65536, .seq_len = 65536 }, &t), WGML_ERROR_LIMIT, th_ctx,
+        "batch");
+    TH_EXPECT(wgml_trainer_create(m, &desc, &t), WGML_OK);
+    wgml_tensor *loss = make(th_ctx, WGML_F32, (size_t[]){ 1, 0 }, true);
+    wgml_tensor *loss_u32 = make(th_ctx, WGML_U32, (size_t[]){ 1, 0 }, true);
+    wgml_tensor *loss_other = make(ctx2, WGML_F32, (size_t[]){ 1, 0 }, true);
+    const uint32_t ids[6] = { 1, 2, 3, 4, 5, 6 }, targets[6] = { 2, 3, 4, 5, 6, UINT32_MAX };
+    const uint32_t bad_ids[6] = { 1, 2, 3, 16, 5, 6 }, bad_targets[6] = { 2, 3, 4, 5, 6, 100 };
+    if (t) {
+        for (int k = 0; k < 2; k++) {
+            const char *f = k ? "wgml_trainer_accumulate" : "wgml_trainer_eval";
+#define TRAIN(tr, i, tg, l) (k ? wgml_trainer_accumulate(tr, i, tg, 1.0f, l) : wgml_trainer_eval(tr, i, tg, l))
+            BAD(f, TRAIN(NULL, ids, targets, loss), WGML_ERROR_INVALID_ARGUMENT, NULL, "t");
+            BAD(f, TRAIN(t, NULL, targets, loss), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids");
+            BAD(f, TRAIN(t, ids, NULL, loss), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "targets");
+            BAD(f, TRAIN(t, bad_ids, targets, loss), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids[3]");
+            BAD(f, TRAIN(t, ids, bad_targets, loss), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "targets[5]");
+            BAD(f, TRAIN(t, ids, targets, loss_u32), WGML_ERROR_DTYPE, th_ctx, "mean_loss");
+            BAD(f, TRAIN(t, ids, targets, loss_other), WGML_ERROR_CONTEXT, th_ctx, "mean_loss");
+#undef TRAIN
+        }
+        BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(t, ids, targets, NAN, loss), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+            "grad_scale");
+        BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(t, ids, targets, INFINITY, loss), WGML_ERROR_INVALID_ARGUMENT,
+            th_ctx, "grad_scale");
+        fn = "wgml_trainer_step";
+        BAD(fn, wgml_trainer_step(t, 1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "gradient");   /* nothing accumulated */
+        TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, loss), WGML_OK);
+        /* a second micro-batch with bad input, after a good one: still nothing recorded */
+        BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(t, bad_ids, targets, 1.0f, loss), WGML_ERROR_INVALID_ARGUMENT,
+            th_ctx, "ids[3]");
+        BAD(fn, wgml_trainer_step(NULL, 1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "t");
+        BAD(fn, wgml_trainer_step(t, -1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "lr");
+        BAD(fn, wgml_trainer_step(t, NAN, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "lr");
+        BAD(fn, wgml_trainer_step(t, INFINITY, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "lr");
+        BAD(fn, wgml_trainer_step(t, 1e-3f, loss_u32), WGML_ERROR_DTYPE, th_ctx, "grad_norm");
+        BAD(fn, wgml_trainer_step(t, 1e-3f, loss_other), WGML_ERROR_CONTEXT, th_ctx, "grad_norm");
+        TH_EXPECT(wgml_trainer_step(t, 1e-3f, loss), WGML_OK);
+        TH_CHECK(wgml_trainer_steps(t) == 1, "the bad steps counted: %u steps", wgml_trainer_steps(t));
+        NOOP("wgml_trainer_grad", wgml_trainer_grad(t, wgml_model_param_count(m)) == NULL);
+        NOOP("wgml_trainer_grad", wgml_trainer_grad(NULL, 0) == NULL);
+        NOOP("wgml_trainer_logits", wgml_trainer_logits(NULL) == NULL);
+        NOOP("wgml_trainer_steps", wgml_trainer_steps(NULL) == 0);
+        wgml_trainer_destroy(t);
+    }
+    wgml_trainer_destroy(NULL);
+    NOOP("wgml_trainer_destroy", true);
+
+    /* KV cache and decoding */
+    fn = "wgml_kv_cache_create";
+    wgml_kv_cache *kv = (wgml_kv_cache *)&kv;
+    BAD(fn, wgml_kv_cache_create(NULL, 4, &kv), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    TH_CHECK(kv == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_kv_cache_create(m, 4, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+    BAD(fn, wgml_kv_cache_create(m, 0, &kv), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "max_tokens");
+    BAD(fn, wgml_kv_cache_create(m, UINT32_MAX, &kv), WGML_ERROR_LIMIT, th_ctx, "max_tokens");
+    TH_EXPECT(wgml_kv_cache_create(m, 4, &kv), WGML_OK);
+    if (kv) {
+        fn = "wgml_model_decode";
+        wgml_tensor *lg = make(th_ctx, WGML_F32, (size_t[]){ 16, 0 }, true);
+        wgml_tensor *lg_all = make(th_ctx, WGML_F32, (size_t[]){ 3, 16, 0 }, true);
+        wgml_tensor *lg_bad = make(th_ctx, WGML_F32, (size_t[]){ 17, 0 }, true);
+        wgml_tensor *lg_u32 = make(th_ctx, WGML_U32, (size_t[]){ 16, 0 }, true);
+        wgml_tensor *lg_other = make(ctx2, WGML_F32, (size_t[]){ 16, 0 }, true);
+        BAD(fn, wgml_model_decode(NULL, ids, 1, lg), WGML_ERROR_INVALID_ARGUMENT, NULL, "c");
+        BAD(fn, wgml_model_decode(kv, NULL, 1, lg), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids");
+        BAD(fn, wgml_model_decode(kv, ids, 0, lg), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "n");
+        BAD(fn, wgml_model_decode(kv, bad_ids, 4, lg), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids[3]");
+        BAD(fn, wgml_model_decode(kv, ids, 1, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "logits");
+        BAD(fn, wgml_model_decode(kv, ids, 1, lg_u32), WGML_ERROR_DTYPE, th_ctx, "logits");
+        BAD(fn, wgml_model_decode(kv, ids, 1, lg_other), WGML_ERROR_CONTEXT, th_ctx, "logits");
+        BAD(fn, wgml_model_decode(kv, ids, 1, lg_bad), WGML_ERROR_SHAPE, th_ctx, "logits");
+        BAD(fn, wgml_model_decode(kv, ids, 2, lg_all), WGML_ERROR_SHAPE, th_ctx, "logits");   /* 3 x V for 2 tokens */
+        BAD(fn, wgml_model_decode(kv, ids, 5, lg), WGML_ERROR_SHAPE, th_ctx, "capacity");
+        TH_CHECK(wgml_kv_cache_length(kv) == 0, "rejected decodes filled the cache: length %u", wgml_kv_cache_length(kv));
+        TH_EXPECT(wgml_model_decode(kv, ids, 3, lg_all), WGML_OK);
+        BAD(fn, wgml_model_decode(kv, ids, 2, lg), WGML_ERROR_SHAPE, th_ctx, "capacity");   /* 3 cached + 2 > 4 */
+        TH_EXPECT(wgml_model_decode(kv, ids, 1, lg), WGML_OK);
+        TH_CHECK(wgml_kv_cache_length(kv) == 4, "cache length %u after 4 tokens", wgml_kv_cache_length(kv));
+        BAD(fn, wgml_model_decode(kv, ids, 1, lg), WGML_ERROR_SHAPE, th_ctx, "capacity");   /* full */
+        wgml_tensor_release(lg);
+        wgml_tensor_release(lg_all);
+        wgml_tensor_release(lg_bad);
+        wgml_tensor_release(lg_u32);
+        wgml_tensor_release(lg_other);
+        wgml_kv_cache_destroy(kv);
+    }
+    NOOP("wgml_kv_cache_length", wgml_kv_cache_length(NULL) == 0);
+    NOOP("wgml_kv_cache_capacity", wgml_kv_cache_capacity(NULL) == 0);
+    wgml_kv_cache_reset(NULL);
+    NOOP("wgml_kv_cache_reset", true);
+    wgml_kv_cache_destroy(NULL);
+    NOOP("wgml_kv_cache_destroy", true);
+
+    /* files */
+    char dir[] = "/tmp/wgml_bad_model_XXXXXX";
+    TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char sub[300], path[400];
+    snprintf(sub, sizeof sub, "%s/model", dir);
+    fn = "wgml_model_save";
+    BAD(fn, wgml_model_save(NULL, sub), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    BAD(fn, wgml_model_save(m, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dir");
+    BAD(fn, wgml_model_save(m, "/nonexistent/wgml/model"), WGML_ERROR_IO, th_ctx, "create");
+    TH_EXPECT(wgml_model_save(m, sub), WGML_OK);
+    fn = "wgml_model_load";
+    wgml_model *m2 = (wgml_model *)&m2;
+    BAD(fn, wgml_model_load(NULL, sub, &m2), WGML_ERROR_INVALID_ARGUMENT, NULL, "engine");
+    TH_CHECK(m2 == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_model_load(th_eng, NULL, &m2), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "path");
+    BAD(fn, wgml_model_load(th_eng, sub, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+    BAD(fn, wgml_model_load(th_eng, dir, &m2), WGML_ERROR_IO, th_ctx, "config.json");   /* a folder without a model */
+    /* a config the model refuses, next to valid weights */
+    snprintf(path, sizeof path, "%s/config.json", sub);
+    const char *odd = "{\"vocab_size\": 16, \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"
+                      " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"attention_bias\": true}";
+    TH_CHECK(write_file(path, odd, strlen(odd)), "writing %s", path);
+    BAD(fn, wgml_model_load(th_eng, sub, &m2), WGML_ERROR_UNSUPPORTED, th_ctx, "biases");
+    /* weights that do not match the config */
+    const char *wide = "{\"vocab_size\": 16, \"hidden_size\": 16, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"
+                       " \"num_attention_heads\": 2, \"num_key_value_heads\": 1}";
+    TH_CHECK(write_file(path, wide, strlen(wide)), "writing %s", path);
+    /* The mismatch is found while loading, after the model is created and its parameters
+       zeroed: those commands stay recorded (the tensors are released), so only the status
+       and the message are checked here. */
+    {
+        set_sentinels(fn);
+        wgml_status got = wgml_model_load(th_eng, sub, &m2);
+        TH_CHECK(got == WGML_ERROR_FORMAT && strstr(wgml_last_error(th_ctx), "wgml_model_load: ") == wgml_last_error(th_ctx) &&
+                 names_word(wgml_last_error(th_ctx), "model.embed_tokens.weight"),
+                 "%s of mismatched weights: %s, \"%s\"", fn, wgml_status_string(got), wgml_last_error(th_ctx));
+        (*count_of(fn, false))++;
+    }
+    TH_CHECK(m2 == NULL, "%s: *out not NULL after a failure", fn);
+    wgml_context_stats st;
+    wgml_context_stats_get(th_ctx, &st);
+    long live = st.live_tensors;
+    wgml_model_destroy(m);
+    wgml_model_destroy(NULL);
+    NOOP("wgml_model_destroy", true);
+    wgml_context_stats_get(th_ctx, &st);
+    TH_CHECK(st.live_tensors < live, "destroying the model released no tensors");
+    char rm[512];
+    snprintf(rm, sizeof rm, "%s/model.safetensors", sub);
+    unlink(rm);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+    wgml_tensor_release(loss);
+    wgml_tensor_release(loss_u32);
+    wgml_tensor_release(loss_other);
+}
+
 /* Tuning variables read at every call: a value that names no kernel, or one that does not
    fit the device, fails the call before anything is recorded (a benchmark must never time
    another kernel than it asked for). */
@@ -1527,6 +1747,8 @@ static const char *const no_bad_inputs[] = {
     "wgml_tensor_context",
     /* counts of an open file; NULL is not documented */
     "wgml_safetensors_count", "wgml_safetensors_metadata_count", "wgml_checkpoint_count", "wgml_checkpoint_shard_count",
+    /* accessors of a model; NULL is not documented */
+    "wgml_model_get_config", "wgml_model_param_count", "wgml_model_numel",
 };
 
 /* Every function declared in wgml.h that the library exports has a row or a case here. */
@@ -1604,6 +1826,7 @@ static const th_case cases[] = {
     { "engine functions", test_engine_functions },
     { "ops", test_ops },
     { "tuning variables", test_tuning_variables },
+    { "model functions", test_model_functions },
     { "safetensors and checkpoint functions", test_safetensors_functions },
     { "config functions", test_config_functions },
     { "tokenizer functions", test_tokenizer_functions },
