@@ -220,14 +220,15 @@ WGML_API size_t wgml_dtype_size(wgml_dtype dtype);
 WGML_API const char *wgml_dtype_name(wgml_dtype dtype);
 
 /* Creates a tensor of the given dtype and shape (ndim 1..4, every dimension >= 1). Its
-   contents are undefined until written.
+   contents are undefined until written. On failure *out is NULL (unless out is NULL).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, ndim out of range, a zero dimension, unknown
            dtype), WGML_ERROR_LIMIT (byte size over maxStorageBufferBindingSize or
            maxBufferSize, or overflowing size_t), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim,
                                         const size_t *shape, wgml_tensor **out);
 
-/* wgml_tensor_create, then wgml_tensor_write of numel * dtype size bytes from data. */
+/* wgml_tensor_create, then wgml_tensor_write of numel * dtype size bytes from data.
+   Errors: as wgml_tensor_create, plus WGML_ERROR_INVALID_ARGUMENT (data NULL). */
 WGML_API wgml_status wgml_tensor_from_data(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim,
                                            const size_t *shape, const void *data,
                                            wgml_tensor **out);
@@ -270,7 +271,7 @@ typedef struct wgml_engine wgml_engine;
 
 /* Creates an engine for ctx's device. Each kernel is compiled at most once per engine,
    the first time an op needs it (so an engine costs nothing for kernels it never uses);
-   wgml_engine_warmup compiles them all up front.
+   wgml_engine_warmup compiles them all up front. On failure *out is NULL (unless out is NULL).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL). */
 WGML_API wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out);
 

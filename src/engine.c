@@ -16,9 +16,9 @@ struct wgml__pipeline {
 
 wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out)
 {
+    if (out) *out = NULL;
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_engine_create: ctx is NULL");
     if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_engine_create: out is NULL");
-    *out = NULL;
     WGML_CHECK(wgml__check_device(ctx));
     wgml_engine *e = calloc(1, sizeof *e);
     if (e) e->modules = calloc(wgml__wgsl_count ? wgml__wgsl_count : 1, sizeof *e->modules);

@@ -472,6 +472,10 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     if (!isfinite(grad_scale)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_scale must be finite", fn);
     /* The first micro-batch after a step writes the gradients; later ones write scratch
        tensors (allocated on first need) and add them. */
+    /* checked before the scratch gradients are allocated: a rejected call records nothing */
+    TRY(check_ids(ctx, fn, "ids", ids, t->N, m->V, false));
+    TRY(check_ids(ctx, fn, "targets", targets, t->N, m->V, true));
+    if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
     bool fresh = t->micro == 0;
     if (!fresh && !t->gscratch[0])
         for (size_t i = 0; i < m->nparams; i++) TRY(like_param(m, i, &t->gscratch[i]));
@@ -610,6 +614,10 @@ wgml_status wgml_kv_cache_create(wgml_model *m, uint32_t max_tokens, wgml_kv_cac
     if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: m is NULL");
     if (!out) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: out is NULL");
     if (!max_tokens) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_create: max_tokens must be at least 1");
+    uint64_t layer_bytes = 4ull * max_tokens * m->Hk * m->hd;
+    if (layer_bytes > m->ctx->limits.maxStorageBufferBindingSize || layer_bytes > m->ctx->limits.maxBufferSize)
+        return wgml__fail(m->ctx, WGML_ERROR_LIMIT, "wgml_kv_cache_create: max_tokens %u needs %llu bytes of keys per layer, "
+                          "more than one buffer of the device holds", max_tokens, (unsigned long long)layer_bytes);
     wgml_kv_cache *c = calloc(1, sizeof *c);
     if (c) { c->k = calloc(m->L, sizeof *c->k); c->v = calloc(m->L, sizeof *c->v); }
     if (!c || !c->k || !c->v) {

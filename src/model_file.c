@@ -186,6 +186,12 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
 
     wgml_model *m = NULL;
     s = wgml_model_create(e, &cfg, &m);
+    if (s != WGML_OK) {   /* the message names this function */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
+        wgml_checkpoint_close(ck);
+        return wgml__fail(ctx, s, "%s: %s", fn, msg);
+    }
     for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
         const char *name;
         wgml_tensor *p = wgml_model_param(m, i, &name);

@@ -67,32 +67,34 @@ static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStrin
     r->message[n] = 0;
 }
 
-wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape, wgml_tensor **out)
+/* Creates a tensor for the public function fn (named in messages). On failure *out is NULL. */
+static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape,
+                                 wgml_tensor **out)
 {
-    if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_create: ctx is NULL");
-    if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_create: out is NULL");
-    *out = NULL;
+    if (out) *out = NULL;
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
+    if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     WGML_CHECK(wgml__check_device(ctx));
     if (wgml_dtype_size(dtype) == 0)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_create: dtype %d is not a wgml_dtype", (int)dtype);
-    WGML_CHECK(check_shape(ctx, "wgml_tensor_create", ndim, shape));
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dtype %d is not a wgml_dtype", fn, (int)dtype);
+    WGML_CHECK(check_shape(ctx, fn, ndim, shape));
     bool overflow;
     size_t n = numel_of(ndim, shape, &overflow);
     size_t es = wgml_dtype_size(dtype);
     if (overflow || n > (SIZE_MAX - 16) / es)
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "wgml_tensor_create: the element count overflows size_t");
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the element count overflows size_t", fn);
     uint64_t bytes = (uint64_t)n * es;
     uint64_t cap = (bytes + 15) & ~(uint64_t)15;
     if (cap > ctx->limits.maxStorageBufferBindingSize)
         return wgml__fail(ctx, WGML_ERROR_LIMIT,
-                          "wgml_tensor_create: %llu bytes exceed the device's maxStorageBufferBindingSize of %llu bytes",
+                          "%s: %llu bytes exceed the device's maxStorageBufferBindingSize of %llu bytes", fn,
                           (unsigned long long)bytes, (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
     if (cap > ctx->limits.maxBufferSize)
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "wgml_tensor_create: %llu bytes exceed the device's maxBufferSize of %llu bytes",
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: %llu bytes exceed the device's maxBufferSize of %llu bytes", fn,
                           (unsigned long long)bytes, (unsigned long long)ctx->limits.maxBufferSize);
 
     wgml_tensor *t = calloc(1, sizeof *t);
-    if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_tensor_create: out of host memory");
+    if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_OutOfMemory);
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
     t->buffer = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
@@ -103,7 +105,7 @@ wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndi
     for (int i = 0; i < 2; i++) {
         WGPUFuture f = wgpuDevicePopErrorScope(ctx->device,
             (WGPUPopErrorScopeCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_pop, .userdata1 = &r[i] });
-        wgml_status s = wgml__wait(ctx, f, "wgml_tensor_create");
+        wgml_status s = wgml__wait(ctx, f, fn);
         if (s != WGML_OK) { if (t->buffer) wgpuBufferRelease(t->buffer); free(t); return s; }
     }
     for (int i = 0; i < 2; i++) {
@@ -111,7 +113,7 @@ wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndi
             wgpuBufferRelease(t->buffer);
             free(t);
             return wgml__fail(ctx, r[i].type == WGPUErrorType_OutOfMemory ? WGML_ERROR_OUT_OF_MEMORY : WGML_ERROR_DEVICE,
-                              "wgml_tensor_create: the device could not allocate %llu bytes: %s", (unsigned long long)cap, r[i].message);
+                              "%s: the device could not allocate %llu bytes: %s", fn, (unsigned long long)cap, r[i].message);
         }
     }
     t->ctx = ctx;
@@ -124,6 +126,11 @@ wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndi
     return WGML_OK;
 }
 
+wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape, wgml_tensor **out)
+{
+    return tensor_create("wgml_tensor_create", ctx, dtype, ndim, shape, out);
+}
+
 wgml_status wgml_tensor_from_data(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape, const void *data,
                                   wgml_tensor **out)
 {
@@ -131,7 +138,7 @@ wgml_status wgml_tensor_from_data(wgml_context *ctx, wgml_dtype dtype, uint32_t 
         if (out) *out = NULL;
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_from_data: data is NULL");
     }
-    WGML_CHECK(wgml_tensor_create(ctx, dtype, ndim, shape, out));
+    WGML_CHECK(tensor_create("wgml_tensor_from_data", ctx, dtype, ndim, shape, out));
     wgml_status s = wgml_tensor_write(*out, 0, data, wgml__nbytes(*out));
     if (s != WGML_OK) {
         wgml_tensor_release(*out);

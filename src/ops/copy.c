@@ -15,7 +15,7 @@ wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor
     WGML_CHECK(wgml__check_no_alias(e, fn, "dst", dst, "src", src));
     size_t n = wgml__nbytes(src), cap = wgml__nbytes(dst);
     if (dst_offset > cap || n > cap - dst_offset)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: copying %zu bytes to dst_offset %zu runs past dst's %zu bytes", fn, n,
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: src's %zu bytes at dst_offset %zu: the copy runs past dst's %zu bytes", fn, n,
                           dst_offset, cap);
     if (dst_offset % 4 || n % 4)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT,

@@ -19,12 +19,14 @@ static wgml_status check_table(wgml_engine *e, const char *fn, const char *name,
 }
 
 /* rows (out or grad_out) must hold N rows of D: numel N * D and last dimension D. */
-static wgml_status check_rows(wgml_engine *e, const char *fn, const char *name, const wgml_tensor *rows, size_t n, size_t d)
+static wgml_status check_rows(wgml_engine *e, const char *fn, const char *name, const wgml_tensor *rows, size_t n, size_t d,
+                              const char *table_name)
 {
     size_t last = wgml_tensor_dim(rows, wgml_tensor_ndim(rows) - 1);
     if (last != d || wgml_tensor_numel(rows) != n * d)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: %s has %zu elements with last dimension %zu; it must be %zu ids x %zu", fn,
-                          name, wgml_tensor_numel(rows), last, n, d);
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: %s has %zu elements with last dimension %zu; it must be %zu ids x %zu (the D of %s)", fn, name,
+                          wgml_tensor_numel(rows), last, n, d, table_name);
     return wgml__check_u32_numel(e, fn, name, rows);
 }
 
@@ -37,7 +39,7 @@ wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, const wgml_
     WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
     WGML_CHECK(check_table(e, fn, "table", table));
     size_t v = wgml_tensor_dim(table, 0), d = wgml_tensor_dim(table, 1), n = wgml_tensor_numel(ids);
-    WGML_CHECK(check_rows(e, fn, "out", out, n, d));
+    WGML_CHECK(check_rows(e, fn, "out", out, n, d, "table"));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "table", table));
 
     bool vec4 = d % 4 == 0;
@@ -60,7 +62,7 @@ wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *grad_out,
     WGML_CHECK(wgml__check_tensor(e, fn, "grad_table", grad_table, WGML_F32));
     WGML_CHECK(check_table(e, fn, "grad_table", grad_table));
     size_t v = wgml_tensor_dim(grad_table, 0), d = wgml_tensor_dim(grad_table, 1), n = wgml_tensor_numel(ids);
-    WGML_CHECK(check_rows(e, fn, "grad_out", grad_out, n, d));
+    WGML_CHECK(check_rows(e, fn, "grad_out", grad_out, n, d, "grad_table"));
     WGML_CHECK(wgml__check_no_alias(e, fn, "grad_table", grad_table, "grad_out", grad_out));
 
     /* 1. stable counting sort of the ids into scratch: V segment ends, then N positions */

@@ -63,11 +63,13 @@ static wgml_status affine(wgml_engine *e, const char *fn, const wgml_tensor *wei
                           group_size);
     size_t groups = n / group_size;
     if (wgml_tensor_numel(scales) != groups)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: scales has %zu elements; it must have one per group: %zu", fn,
-                          wgml_tensor_numel(scales), groups);
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: scales has %zu elements; it must have one per group: %zu (out's %zu elements / group_size %u)", fn,
+                          wgml_tensor_numel(scales), groups, n, group_size);
     if (wgml_tensor_numel(biases) != groups)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: biases has %zu elements; it must have one per group: %zu", fn,
-                          wgml_tensor_numel(biases), groups);
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE,
+                          "%s: biases has %zu elements; it must have one per group: %zu (out's %zu elements / group_size %u)", fn,
+                          wgml_tensor_numel(biases), groups, n, group_size);
     if (wgml__nbytes(weight) != n / 8 * bits)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: weight has %zu bytes; %zu elements of %u bits need %zu", fn,
                           wgml__nbytes(weight), n, bits, n / 8 * bits);

@@ -41,13 +41,14 @@ static void theta_table(rope_params *p, double theta)
     for (int k = 0; k < 8; k++, b *= r2) fixed64(b, 1, &p->freq[32 + 2 * k], &p->freq[32 + 2 * k + 1]);
 }
 
-static wgml_status rope_impl(wgml_engine *e, const char *fn, wgml_tensor *tensor, const wgml_rope_options *o)
+/* tname: the tensor's name in fn's declaration ("tensor", or "grad" for wgml_rope_backward). */
+static wgml_status rope_impl(wgml_engine *e, const char *fn, const char *tname, wgml_tensor *tensor, const wgml_rope_options *o)
 {
     WGML_CHECK(wgml__check_engine(e, fn));
     if (!o) return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: opts is NULL", fn);
-    WGML_CHECK(wgml__check_tensor(e, fn, "tensor", tensor, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, tname, tensor, WGML_F32));
     if (o->inv_freq) WGML_CHECK(wgml__check_tensor(e, fn, "inv_freq", o->inv_freq, WGML_F32));
-    WGML_CHECK(wgml__check_u32_numel(e, fn, "tensor", tensor));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, tname, tensor));
     uint32_t hd = o->head_dim;
     if (hd < 2 || hd > MAX_HEAD_DIM || hd % 2)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: head_dim (%u) must be even and within 2..%u", fn, hd,
@@ -72,8 +73,8 @@ static wgml_status rope_impl(wgml_engine *e, const char *fn, wgml_tensor *tensor
         hidden = wgml_tensor_numel(tensor) / (batch * seq);
     }
     if (hidden % hd)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: the hidden size of tensor (%zu) is not a multiple of head_dim (%u)", fn,
-                          hidden, hd);
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: the hidden size of %s (%zu) is not a multiple of head_dim (%u)", fn,
+                          tname, hidden, hd);
     if ((uint64_t)o->pos + seq - 1 > UINT32_MAX)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: pos (%u) + seq (%zu) - 1 exceeds 2^32 - 1", fn, o->pos, seq);
     if (o->inv_freq) {
@@ -115,7 +116,7 @@ static wgml_status rope_impl(wgml_engine *e, const char *fn, wgml_tensor *tensor
 wgml_status wgml_rope(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos)
 {
     wgml_rope_options o = { .head_dim = head_dim, .pos = pos, .theta = DEFAULT_THETA };
-    return rope_impl(e, "wgml_rope", tensor, &o);
+    return rope_impl(e, "wgml_rope", "tensor", tensor, &o);
 }
 
 static wgml_status rope_theta(wgml_engine *e, const char *fn, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos,
@@ -125,7 +126,7 @@ static wgml_status rope_theta(wgml_engine *e, const char *fn, wgml_tensor *tenso
     if (e && !(theta >= 1.0f && isfinite(theta)))
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: theta (%g) must be finite and >= 1", fn, (double)theta);
     wgml_rope_options o = { .head_dim = head_dim, .pos = pos, .theta = theta, .inverse = inverse };
-    return rope_impl(e, fn, tensor, &o);
+    return rope_impl(e, fn, inverse ? "grad" : "tensor", tensor, &o);
 }
 
 wgml_status wgml_rope_theta(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos, float theta)
@@ -135,7 +136,7 @@ wgml_status wgml_rope_theta(wgml_engine *e, wgml_tensor *tensor, uint32_t head_d
 
 wgml_status wgml_rope_with(wgml_engine *e, wgml_tensor *tensor, const wgml_rope_options *opts)
 {
-    return rope_impl(e, "wgml_rope_with", tensor, opts);
+    return rope_impl(e, "wgml_rope_with", "tensor", tensor, opts);
 }
 
 wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint32_t head_dim, uint32_t pos, float theta)
