@@ -34,8 +34,9 @@ static wgml_status r_silu(bench_state *b) { return wgml_silu(b->eng, b->t[0], b-
 static wgml_status r_relu(bench_state *b) { return wgml_relu(b->eng, b->t[0], b->t[1]); }
 static wgml_status r_silu_bw(bench_state *b) { return wgml_silu_backward(b->eng, b->t[2], b->t[0], b->t[1]); }
 static wgml_status r_silu_gate(bench_state *b) { return wgml_silu_gate_fused(b->eng, b->t[0], b->t[1], b->t[2]); }
-static wgml_status r_silu_gate_bw(bench_state *b) { return wgml_silu_gate_backward(b->eng, b->t[0], b->t[1], b->t[0], b->t[2], b->t[3]); }
-static wgml_status r_mul_bw(bench_state *b) { return wgml_mul_backward(b->eng, b->t[0], b->t[0], b->t[1], b->t[2], b->t[3]); }
+static int su_three_in(bench_state *b, const uint64_t *d) { return OK(su_two_in(b, d) == 0 && RAND(4, -1, 1, D0)); }
+static wgml_status r_silu_gate_bw(bench_state *b) { return wgml_silu_gate_backward(b->eng, b->t[0], b->t[1], b->t[4], b->t[2], b->t[3]); }
+static wgml_status r_mul_bw(bench_state *b) { return wgml_mul_backward(b->eng, b->t[4], b->t[0], b->t[1], b->t[2], b->t[3]); }
 static wgml_status r_mse(bench_state *b) { return wgml_mse_loss(b->eng, b->t[0], b->t[1], b->t[2]); }
 static wgml_status r_accum(bench_state *b) { return wgml_gradient_accumulate(b->eng, b->t[2], b->t[0]); }
 static wgml_status r_scale(bench_state *b) { return wgml_gradient_scale(b->eng, b->t[0], 0.999f); }
@@ -216,8 +217,8 @@ const bench_case bench_cases[] = {
     { "relu", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_one_in, r_relu, "memory" },
     { "silu_backward", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_one_in, r_silu_bw, "memory" },
     { "silu_gate_fused", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_silu_gate, "memory" },
-    { "silu_gate_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_two_in, r_silu_gate_bw, "memory" },
-    { "mul_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_two_in, r_mul_bw, "memory" },
+    { "silu_gate_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_three_in, r_silu_gate_bw, "memory" },
+    { "mul_backward", "2^26", { N26 }, { 1 << 22 }, b5, NULL, su_three_in, r_mul_bw, "memory" },
     { "mse_loss", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_mse, "memory" },
     { "gradient_accumulate", "2^26", { N26 }, { 1 << 22 }, b3, NULL, su_two_in, r_accum, "memory" },
     { "gradient_scale", "2^26", { N26 }, { 1 << 22 }, b2, NULL, su_two_in, r_scale, "memory" },
