@@ -35,10 +35,12 @@ install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 # The tests under AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer.
+# SANITIZE_TESTS: a ctest -R pattern (default: every test).
+SANITIZE_TESTS ?= .
 sanitize: deps
 	@cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DWGML_SANITIZE=ON >/dev/null
 	@cmake --build build-sanitize -j $(JOBS)
-	$(ENV) ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure -j $(JOBS)
+	$(ENV) ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure -j $(JOBS) -R '$(SANITIZE_TESTS)'
 
 clean:
 	rm -rf $(BUILD) build-sanitize
@@ -50,7 +52,7 @@ clean:
 FUZZ_TIME ?= 20
 FUZZ_TARGETS = safetensors config index tokenizer encode
 fuzz:
-	@command -v clang >/dev/null || { echo "make fuzz needs clang and libclang-rt-14-dev (apt-get install clang libclang-rt-14-dev)"; exit 1; }
+	@bash scripts/bootstrap.sh --fuzz
 	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/corpus/$$t; \

@@ -33,8 +33,11 @@ as_root() {
 }
 
 # ---------------------------------------------------------------- build tools
+# --fuzz: only the fuzzing toolchain (clang with libFuzzer), for `make fuzz`
+pkgs_wanted="cmake make gcc pkg-config libcjson-dev npm openssl"
+[ "${1:-}" = --fuzz ] && pkgs_wanted="clang libclang-rt-14-dev libcjson-dev"
 need_pkgs=()
-for p in cmake make gcc pkg-config libcjson-dev npm; do
+for p in $pkgs_wanted; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_pkgs+=("$p")
 done
 # npm may come from elsewhere (e.g. nodesource); only ask apt for it when absent.
@@ -47,6 +50,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
+[ "${1:-}" = --fuzz ] && exit 0
 
 # ---------------------------------------------------------------- private apt
 # The mirror this machine already uses, from its deb822 or one-line source lists.
