@@ -5,6 +5,7 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 

@@ -8,6 +8,7 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     { "info", cmd_info, "show the chosen adapter, its limits and features, and run a self-check" },
     { "train", cmd_train, "train a Llama-style model on a text file (byte tokens); writes a checkpoint and a loss curve" },
     { "generate", cmd_generate, "generate text from a checkpoint (wgml's own or a Hugging Face Llama-family folder)" },
+    { "logits", cmd_logits, "write the token ids and logits of a text (for comparisons with other implementations)" },
     { "bench", cmd_bench, "time every op on representative shapes (see tools/cmd_bench.c)" },
 };
 
