@@ -200,6 +200,17 @@ wgml_status wgml__check_u32_numel(wgml_engine *e, const char *fn, const char *na
 
 static inline bool wgml__same(const wgml_tensor *a, const wgml_tensor *b) { return a->buffer == b->buffer; }
 static inline uint32_t wgml__ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static inline uint32_t wgml__pow2_at_least(uint32_t n)
+{
+    uint32_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+/* Units per thread of the row kernels (norm, softmax): 8, or $<var> when it is "4" or "8"
+   (for measuring both plans on a device and for tests); any other value is an error, so a
+   benchmark never times another plan than it asked for. */
+wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt);
 
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \

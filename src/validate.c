@@ -2,6 +2,9 @@
    failing call reads like "wgml_add: b has 12 elements, a has 10". */
 #include "internal.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 wgml_status wgml__check_engine(wgml_engine *e, const char *fn)
 {
     if (!e) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: engine is NULL", fn);
@@ -43,4 +46,16 @@ wgml_status wgml__check_u32_numel(wgml_engine *e, const char *fn, const char *na
         return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: %s has %zu elements; kernels index with 32 bits", fn, name,
                           wgml_tensor_numel(t));
     return WGML_OK;
+}
+
+wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt)
+{
+    const char *s = getenv(var);
+    *upt = 8;
+    if (!s || !*s) return WGML_OK;
+    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
+        *upt = (uint32_t)(s[0] - '0');
+        return WGML_OK;
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s (%s) must be 4 or 8", fn, var, s);
 }

@@ -26,12 +26,6 @@ typedef struct row_plan {
     uint32_t segs;      /* rows per workgroup */
 } row_plan;
 
-static uint32_t pow2_at_least(uint32_t n)
-{
-    uint32_t p = 1;
-    while (p < n) p <<= 1;
-    return p;
-}
 
 /* Units per thread the forward pass aims at. 8 by default: for rows of 4096 f32 that is
    128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
@@ -40,14 +34,7 @@ static uint32_t pow2_at_least(uint32_t n)
    any other value is an error, so a benchmark never times another plan than it asked for. */
 static wgml_status forward_upt(wgml_engine *e, const char *fn, uint32_t *upt)
 {
-    const char *s = getenv("WGML_NORM_UPT");
-    *upt = 8;
-    if (!s || !*s) return WGML_OK;
-    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
-        *upt = (uint32_t)(s[0] - '0');
-        return WGML_OK;
-    }
-    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_NORM_UPT (%s) must be 4 or 8", fn, s);
+    return wgml__env_units_per_thread(e, fn, "WGML_NORM_UPT", upt);
 }
 
 /* Rows of up to NVMAX * WG units are cached in registers, spread so that each thread holds
@@ -59,7 +46,7 @@ static row_plan plan_rows(size_t d, uint32_t upt)
     pl.vec = d % 4 == 0;
     pl.units = (uint32_t)(pl.vec ? d / 4 : d);
     if (pl.units <= NVMAX * WG) {
-        pl.tpr = pow2_at_least((pl.units + upt - 1) / upt);
+        pl.tpr = wgml__pow2_at_least((pl.units + upt - 1) / upt);
         if (pl.tpr > WG) pl.tpr = WG;
         pl.nv = (pl.units + pl.tpr - 1) / pl.tpr;
     } else {

@@ -24,12 +24,6 @@ typedef struct softmax_plan {
     softmax_params p;
 } softmax_plan;
 
-static uint32_t pow2_at_least(uint32_t n)
-{
-    uint32_t p = 1;
-    while (p < n) p <<= 1;
-    return p;
-}
 
 /* Units per thread the register path aims at. 8 by default: for rows of 4096 f32 that is
    128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
@@ -39,14 +33,7 @@ static uint32_t pow2_at_least(uint32_t n)
    asked for. */
 static wgml_status read_upt(wgml_engine *e, const char *fn, uint32_t *upt)
 {
-    const char *s = getenv("WGML_SOFTMAX_UPT");
-    *upt = 8;
-    if (!s || !*s) return WGML_OK;
-    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
-        *upt = (uint32_t)(s[0] - '0');
-        return WGML_OK;
-    }
-    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_SOFTMAX_UPT (%s) must be 4 or 8", fn, s);
+    return wgml__env_units_per_thread(e, fn, "WGML_SOFTMAX_UPT", upt);
 }
 
 /* Rows of up to NVMAX * WG units go through registers (about `upt` units a thread), several short rows to a workgroup;
@@ -63,7 +50,7 @@ static softmax_plan plan(size_t d, uint32_t rows, uint32_t upt)
     pl.p.chunks = 1;
     pl.p.chunk = units;
     if (units <= NVMAX * WG) {
-        uint32_t tpr = pow2_at_least((units + upt - 1) / upt);
+        uint32_t tpr = wgml__pow2_at_least((units + upt - 1) / upt);
         if (tpr > WG) tpr = WG;
         pl.path = PATH_REGISTERS;
         pl.nv = (units + tpr - 1) / tpr;
