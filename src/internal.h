@@ -212,6 +212,12 @@ static inline uint32_t wgml__pow2_at_least(uint32_t n)
    benchmark never times another plan than it asked for. */
 wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt);
 
+/* ---- models (src/model.c) ------------------------------------------------------------ */
+
+/* wgml_model_create with the parameters zeroed (zero) or left unwritten, recording nothing
+   (for wgml_model_load, which checks the whole file before it writes every parameter). */
+wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, bool zero, wgml_model **out);
+
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \
     do {                                  \

@@ -143,6 +143,11 @@ static wgml_status check_config(wgml_context *ctx, const wgml_model_config *c, u
 
 wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out)
 {
+    return wgml__model_create(e, cfg, true, out);
+}
+
+wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, bool zero, wgml_model **out)
+{
     if (out) *out = NULL;
     TRY(wgml__check_engine(e, "wgml_model_create"));
     wgml_context *ctx = e->ctx;
@@ -190,7 +195,7 @@ wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml
         m->names[i] = strdup(name);
         if (!m->names[i]) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); break; }
         s = nd == 1 ? mk(ctx, &m->p[i], WGML_F32, 1, rows, 0, 0, 0) : mk2(ctx, &m->p[i], rows, cols);
-        if (s == WGML_OK) s = wgml_tensor_zero(m->p[i]);
+        if (s == WGML_OK && zero) s = wgml_tensor_zero(m->p[i]);
     }
     if (s == WGML_OK && cfg->rope_scaling.type != WGML_ROPE_SCALING_NONE) {
         float *f = malloc(sizeof(float) * (hd / 2));

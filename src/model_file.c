@@ -73,9 +73,13 @@ static wgml_status find_tensor(wgml_context *ctx, const wgml_checkpoint *ck, con
     return WGML_OK;
 }
 
-/* An f32 tensor of the file's scales or biases of a quantised weight. */
-static wgml_status load_f32(wgml_context *ctx, const wgml_checkpoint *ck, const char *name, uint64_t rows, uint64_t cols,
-                            wgml_tensor **out)
+static bool is_float_dtype(wgml_safetensors_dtype dt)
+{
+    return dt == WGML_ST_F32 || dt == WGML_ST_F16 || dt == WGML_ST_BF16;
+}
+
+/* The f32 scales or biases of a quantised weight: present, [rows, cols], a float dtype. */
+static wgml_status check_f32(wgml_context *ctx, const wgml_checkpoint *ck, const char *name, uint64_t rows, uint64_t cols)
 {
     wgml_file_tensor info;
     int64_t idx;
@@ -87,23 +91,41 @@ static wgml_status load_f32(wgml_context *ctx, const wgml_checkpoint *ck, const 
         return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies [%llu, %llu]",
                           name, got, (unsigned long long)rows, (unsigned long long)cols);
     }
-    float *buf = malloc(sizeof(float) * info.numel);
-    if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
-    if (!to_f32(info.dtype, wgml_checkpoint_data(ck, (size_t)idx), info.numel, buf)) {
-        free(buf);
+    if (!is_float_dtype(info.dtype))
         return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16 or BF16", name,
                           wgml_safetensors_dtype_name(info.dtype));
-    }
-    wgml_status s = wgml_tensor_from_data(ctx, WGML_F32, 2, (size_t[]){ rows, cols }, buf, out);
+    return WGML_OK;
+}
+
+/* An f32 tensor of the file's scales or biases (already checked by check_f32). */
+static wgml_status load_f32(wgml_context *ctx, const wgml_checkpoint *ck, const char *name, uint64_t rows, uint64_t cols,
+                            wgml_tensor **out)
+{
+    wgml_file_tensor info;
+    int64_t idx;
+    wgml_status s = find_tensor(ctx, ck, name, &info, &idx);
+    if (s != WGML_OK) return s;
+    float *buf = malloc(sizeof(float) * info.numel);
+    if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+    to_f32(info.dtype, wgml_checkpoint_data(ck, (size_t)idx), info.numel, buf);
+    s = wgml_tensor_from_data(ctx, WGML_F32, 2, (size_t[]){ rows, cols }, buf, out);
     free(buf);
     return s;
 }
 
-/* Parameter `name` of shape [rows, cols] (cols 0: a vector) from the checkpoint into p. */
-static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
-                              wgml_tensor *p)
+/* Names of the scales and biases that go with a quantised "<prefix>.weight". */
+static void quant_names(const char *name, char *sname, char *bname, size_t size)
 {
-    wgml_context *ctx = e->ctx;
+    size_t base = strlen(name) - strlen(".weight");
+    snprintf(sname, size, "%.*s.scales", (int)base, name);
+    snprintf(bname, size, "%.*s.biases", (int)base, name);
+}
+
+/* Everything that can be wrong with parameter `name` (shape of p) in the file, checked
+   before anything is written to the device, so that a bad file records no GPU work. */
+static wgml_status check_param(wgml_context *ctx, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
+                               const wgml_tensor *p)
+{
     uint32_t nd = wgml_tensor_ndim(p);
     uint64_t want[2] = { wgml_tensor_dim(p, 0), nd == 2 ? wgml_tensor_dim(p, 1) : 0 };
     wgml_file_tensor info;
@@ -128,31 +150,50 @@ static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const w
             return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: quantised tensor '%s' has shape %s; %u-bit codes of %s "
                               "pack into [%llu, %llu]", name, got, bits, exp, (unsigned long long)want[0],
                               (unsigned long long)(want[1] * bits / 32));
-        size_t base = strlen(name) - strlen(".weight");
         char sname[512], bname[512];
-        snprintf(sname, sizeof sname, "%.*s.scales", (int)base, name);
-        snprintf(bname, sizeof bname, "%.*s.biases", (int)base, name);
+        quant_names(name, sname, bname, sizeof sname);
+        wgml_status s = check_f32(ctx, ck, sname, want[0], want[1] / group);
+        if (s == WGML_OK) s = check_f32(ctx, ck, bname, want[0], want[1] / group);
+        return s;
+    }
+    bool same = info.ndim == nd && info.shape[0] == want[0] && (nd == 1 || info.shape[1] == want[1]);
+    if (!same)
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies %s", name, got, exp);
+    if (!is_float_dtype(info.dtype))
+        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16, BF16 (or U32 "
+                          "quantised)", name, wgml_safetensors_dtype_name(info.dtype));
+    return WGML_OK;
+}
+
+/* Parameter `name` from the checkpoint into p (check_param accepted it). */
+static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
+                              wgml_tensor *p)
+{
+    wgml_context *ctx = e->ctx;
+    wgml_file_tensor info;
+    int64_t idx;
+    wgml_status s = find_tensor(ctx, ck, name, &info, &idx);
+    if (s != WGML_OK) return s;
+    const void *data = wgml_checkpoint_data(ck, (size_t)idx);
+    if (info.dtype == WGML_ST_U32 && wgml_tensor_ndim(p) == 2) {
+        uint32_t bits = cfg->quantization.bits, group = cfg->quantization.group_size;
+        uint64_t rows = wgml_tensor_dim(p, 0), cols = wgml_tensor_dim(p, 1);
+        char sname[512], bname[512];
+        quant_names(name, sname, bname, sizeof sname);
         wgml_tensor *w = NULL, *sc = NULL, *bi = NULL;
-        wgml_status s = wgml_tensor_from_data(ctx, WGML_U32, 1, (size_t[]){ info.numel }, wgml_checkpoint_data(ck, (size_t)idx), &w);
-        if (s == WGML_OK) s = load_f32(ctx, ck, sname, want[0], want[1] / group, &sc);
-        if (s == WGML_OK) s = load_f32(ctx, ck, bname, want[0], want[1] / group, &bi);
+        s = wgml_tensor_from_data(ctx, WGML_U32, 1, (size_t[]){ info.numel }, data, &w);
+        if (s == WGML_OK) s = load_f32(ctx, ck, sname, rows, cols / group, &sc);
+        if (s == WGML_OK) s = load_f32(ctx, ck, bname, rows, cols / group, &bi);
         if (s == WGML_OK) s = wgml_affine_dequantize_with(e, w, sc, bi, p, bits, group);
         wgml_tensor_release(w);
         wgml_tensor_release(sc);
         wgml_tensor_release(bi);
         return s;
     }
-    bool same = info.ndim == nd && info.shape[0] == want[0] && (nd == 1 || info.shape[1] == want[1]);
-    if (!same)
-        return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies %s", name, got, exp);
     float *buf = malloc(sizeof(float) * (info.numel ? info.numel : 1));
     if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
-    wgml_status s;
-    if (!to_f32(info.dtype, wgml_checkpoint_data(ck, (size_t)idx), info.numel, buf))
-        s = wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16, BF16 (or U32 "
-                       "quantised)", name, wgml_safetensors_dtype_name(info.dtype));
-    else
-        s = wgml_tensor_write(p, 0, buf, info.numel * sizeof(float));
+    to_f32(info.dtype, data, info.numel, buf);
+    s = wgml_tensor_write(p, 0, buf, info.numel * sizeof(float));
     free(buf);
     return s;
 }
@@ -185,12 +226,18 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
     if (s != WGML_OK) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
 
     wgml_model *m = NULL;
-    s = wgml_model_create(e, &cfg, &m);
+    s = wgml__model_create(e, &cfg, false, &m);   /* every parameter is written below */
     if (s != WGML_OK) {   /* the message names this function */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
         wgml_checkpoint_close(ck);
         return wgml__fail(ctx, s, "%s: %s", fn, msg);
+    }
+    /* every tensor is checked before the first one is written: a bad file records nothing */
+    for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
+        const char *name;
+        const wgml_tensor *p = wgml_model_param(m, i, &name);
+        s = check_param(ctx, ck, &cfg, name, p);
     }
     for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
         const char *name;

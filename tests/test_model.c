@@ -637,6 +637,8 @@ static void test_checkpoint_sharded(void)
     remove_tmpdir();
 }
 
+static void expect_load_fails(const char *what, const char *needle);
+
 /* MLX affine quantisation: codes of `bits` bits packed little-endian in u32 along each row,
    a scale and a bias per group of `group` codes; the loader dequantises on the GPU. */
 static void test_checkpoint_quantized(void)
@@ -707,6 +709,17 @@ static void test_checkpoint_quantized(void)
             free(got);
         }
         wgml_model_destroy(back);
+        /* the last matrix without its biases: found before any earlier matrix is dequantised */
+        size_t last = ne;
+        for (size_t i = 0; i < ne; i++)
+            if (strstr(e[i].name, ".biases")) last = i;
+        TH_CHECK(last < ne, "no quantised matrix");
+        if (last < ne) {
+            const char *missing = e[last].name;
+            e[last] = e[ne - 1];
+            TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), e, ne - 1, NULL), WGML_OK);
+            expect_load_fails("a quantised weight without its biases", missing);
+        }
         for (size_t i = 0; i < 3 * n; i++) free(bufs[i]);
         for (size_t i = 0; i < n; i++) free(want[i]);
         free(bufs); free(want); free(names); free(e);
@@ -721,8 +734,15 @@ static void test_checkpoint_quantized(void)
 static void expect_load_fails(const char *what, const char *needle)
 {
     wgml_model *m = (wgml_model *)&m;   /* must be set to NULL */
+    wgml_context_stats before, after;
+    wgml_context_stats_get(th_ctx, &before);
     wgml_status s = wgml_model_load(th_eng, tmpdir, &m);
+    wgml_context_stats_get(th_ctx, &after);
     const char *msg = wgml_last_error(th_ctx);
+    TH_CHECK(after.commands == before.commands, "%s: %llu GPU commands recorded before the failure", what,
+             (unsigned long long)(after.commands - before.commands));
+    TH_CHECK(after.live_tensors == before.live_tensors, "%s: %ld tensors left behind", what,
+             after.live_tensors - before.live_tensors);
     TH_CHECK(s == WGML_ERROR_FORMAT || s == WGML_ERROR_IO, "%s: status %s (%s)", what, wgml_status_string(s), msg);
     TH_CHECK(m == NULL, "%s: *out not NULL after a failure", what);
     TH_CHECK(!needle || strstr(msg, needle) != NULL, "%s: the message \"%s\" does not name \"%s\"", what, msg, needle);
