@@ -9,10 +9,11 @@
 #include <strings.h>
 
 /* A batch is submitted when it reaches this many dispatches; small enough that the GPU
-   starts early in long op sequences, large enough to amortise a submit. */
+   starts early in long op sequences, large enough to amortise a submit. The private
+   variable WGML_BATCH="FIRST,MAX" overrides both limits (see struct wgml_context) for
+   measuring; the uniform arena holds MAX slots. */
+#define BATCH_FIRST_DISPATCHES 256u
 #define BATCH_MAX_DISPATCHES 256u
-/* Uniform arena per batch: BATCH_MAX_DISPATCHES slots of up to 256 bytes. */
-#define UNIFORM_ARENA_BYTES (BATCH_MAX_DISPATCHES * 256u)
 #define DEFAULT_TIMEOUT_MS 60000u
 
 static _Thread_local char tls_error[WGML_ERROR_MAX];
@@ -295,11 +296,15 @@ static wgml_status create_device(wgml_context *ctx, bool fast_unsafe)
     for (size_t i = 0; i < 3; i++)
         if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
 
-    const char *enabled[2] = { "disable_robustness", "disable_workgroup_init" };
+    /* fast_unsafe: no bounds checks in shaders, no zeroing of workgroup memory; the private
+       variable WGML_SKIP_VALIDATION=1 also drops Dawn's API validation (for measuring what
+       validation costs per op; wgml validates every call itself). */
+    const char *enabled[3] = { "disable_robustness", "disable_workgroup_init", "skip_validation" };
+    const char *skip = getenv("WGML_SKIP_VALIDATION");
     const char *disabled[1] = { "timestamp_quantization" };
     WGPUDawnTogglesDescriptor toggles = {
         .chain = { .sType = WGPUSType_DawnTogglesDescriptor },
-        .enabledToggleCount = fast_unsafe ? 2 : 0,
+        .enabledToggleCount = fast_unsafe ? (skip && !strcmp(skip, "1") ? 3 : 2) : 0,
         .enabledToggles = enabled,
         .disabledToggleCount = 1,
         .disabledToggles = disabled,
@@ -386,6 +391,24 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     }
     uint32_t align = ctx->limits.minUniformBufferOffsetAlignment;
     ctx->uniform_stride = align > 256 ? align : 256;
+    ctx->batch_first = BATCH_FIRST_DISPATCHES;
+    ctx->batch_max = BATCH_MAX_DISPATCHES;
+    const char *batch = getenv("WGML_BATCH");
+    if (batch) {
+        unsigned first = 0, max = 0;
+        char end = 0;
+        if (sscanf(batch, "%u,%u%c", &first, &max, &end) != 2 || !first || !max || first > max || max > 4096) {
+            wgml_context_destroy(ctx);
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_BATCH=\"%s\" is not FIRST,MAX "
+                              "with 1 <= FIRST <= MAX <= 4096", batch);
+        }
+        ctx->batch_first = first;
+        ctx->batch_max = max;
+    }
+    ctx->batch_limit = ctx->batch_first;
+    ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
+    const char *sync = getenv("WGML_SYNC");
+    ctx->sync_by_work_done = sync && !strcmp(sync, "workdone");
     *out = ctx;
     return WGML_OK;
 }
@@ -479,6 +502,7 @@ wgml_status wgml__submit(wgml_context *ctx)
     ctx->encoder = NULL;
     ctx->uniforms_used = 0;
     ctx->batch_dispatches = 0;
+    ctx->batch_limit = ctx->batch_max;
     return wgml__check_device(ctx);
 }
 
@@ -488,11 +512,11 @@ wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t si
     if (!ctx->uniforms) {
         ctx->uniforms = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
             .label = { "wgml uniforms", WGPU_STRLEN }, .usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst,
-            .size = UNIFORM_ARENA_BYTES });
-        ctx->uniforms_host = calloc(1, UNIFORM_ARENA_BYTES);
+            .size = ctx->uniform_arena_bytes });
+        ctx->uniforms_host = calloc(1, ctx->uniform_arena_bytes);
         if (!ctx->uniforms || !ctx->uniforms_host) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "no memory for the uniform arena");
     }
-    if (ctx->uniforms_used + ctx->uniform_stride > UNIFORM_ARENA_BYTES) WGML_CHECK(wgml__submit(ctx));
+    if (ctx->uniforms_used + ctx->uniform_stride > ctx->uniform_arena_bytes) WGML_CHECK(wgml__submit(ctx));
     memcpy(ctx->uniforms_host + ctx->uniforms_used, data, size);
     *buffer = ctx->uniforms;
     *offset = ctx->uniforms_used;
@@ -504,7 +528,7 @@ wgml_status wgml__after_record(wgml_context *ctx)
 {
     ctx->commands++;
     ctx->batch_dispatches++;
-    if (ctx->submit_every_op || ctx->batch_dispatches >= BATCH_MAX_DISPATCHES) return wgml__submit(ctx);
+    if (ctx->submit_every_op || ctx->batch_dispatches >= ctx->batch_limit) return wgml__submit(ctx);
     return WGML_OK;
 }
 
@@ -528,6 +552,7 @@ wgml_status wgml__map_read(wgml_context *ctx, WGPUBuffer buffer, uint64_t size, 
     WGPUFuture f = wgpuBufferMapAsync(buffer, WGPUMapMode_Read, 0, size,
         (WGPUBufferMapCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_map, .userdata1 = &ms });
     WGML_CHECK(wgml__wait(ctx, f, what));
+    ctx->batch_limit = ctx->batch_first;   /* the device is idle now */
     if (ms != WGPUMapAsyncStatus_Success) {
         WGML_CHECK(wgml__check_device(ctx));
         return wgml__fail(ctx, WGML_ERROR_DEVICE, "%s: mapping the read-back buffer failed (status %d)", what, (int)ms);
@@ -535,11 +560,25 @@ wgml_status wgml__map_read(wgml_context *ctx, WGPUBuffer buffer, uint64_t size, 
     return WGML_OK;
 }
 
+/* Nothing to do: completion is what wgml__wait sees (the callback's other arguments are
+   not read, so their layout cannot matter). */
+static void on_work_done(WGPUQueueWorkDoneStatus status, WGPUStringView msg, void *u1, void *u2)
+{
+    (void)status; (void)msg; (void)u1; (void)u2;
+}
+
 wgml_status wgml_context_sync(wgml_context *ctx)
 {
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_sync: ctx is NULL");
     WGML_CHECK(wgml__check_device(ctx));
     WGML_CHECK(wgml__submit(ctx));
+    if (ctx->sync_by_work_done) {
+        WGPUFuture f = wgpuQueueOnSubmittedWorkDone(ctx->queue,
+            (WGPUQueueWorkDoneCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_work_done });
+        WGML_CHECK(wgml__wait(ctx, f, "wgml_context_sync"));
+        ctx->batch_limit = ctx->batch_first;
+        return wgml__check_device(ctx);
+    }
     /* A mapping completes only after everything submitted before it. */
     WGPUBuffer b = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
         .label = { "wgml sync", WGPU_STRLEN }, .usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, .size = 4 });

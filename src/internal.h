@@ -41,6 +41,11 @@ struct wgml_context {
     uint32_t uniforms_used;
     uint32_t uniform_stride;   /* minUniformBufferOffsetAlignment, at least 256 */
     uint32_t batch_dispatches;
+    /* A batch is submitted at batch_limit dispatches: batch_first right after the device
+       was waited for (it is idle, so starting it early pays), batch_max otherwise. */
+    uint32_t batch_first, batch_max, batch_limit;
+    uint32_t uniform_arena_bytes;
+    bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call
        with the same tensors. Entries naming a released tensor or a destroyed engine are

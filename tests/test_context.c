@@ -157,6 +157,50 @@ static void test_timer(void)
     wgml_tensor_release(t);
 }
 
+/* The recorder's private switches (WGML_BATCH, WGML_SYNC) change when batches are
+   submitted and how a sync waits, never results: 40 dependent adds with batches of 1 then
+   3 dispatches, and a work-done sync, give the exact doubled values; a malformed
+   WGML_BATCH is refused when the context is made. */
+static void test_recorder_switches(void)
+{
+    setenv("WGML_BATCH", "1,3", 1);
+    setenv("WGML_SYNC", "workdone", 1);
+    wgml_context *c = NULL;
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+    wgml_engine *e = NULL;
+    if (c) TH_EXPECT(wgml_engine_create(c, &e), WGML_OK);
+    if (c && e) {
+        float x[6] = { 1, -2, 3, -4, 5, 0.5f }, y[6];
+        wgml_tensor *t = NULL;
+        TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 6 }, x, &t), WGML_OK);
+        TH_EXPECT(wgml_context_sync(c), WGML_OK);
+        wgml_context_stats s0, s1;
+        wgml_context_stats_get(c, &s0);
+        TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);   /* first batch after a wait: 1 dispatch */
+        wgml_context_stats_get(c, &s1);
+        TH_CHECK(s1.submits == s0.submits + 1, "WGML_BATCH=1,3: the first op after a sync was not submitted at once");
+        for (int i = 1; i < 20; i++) TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);
+        wgml_context_stats_get(c, &s1);
+        TH_CHECK(s1.submits == s0.submits + 1 + 19 / 3, "WGML_BATCH=1,3: %llu submits for 20 ops",
+                 (unsigned long long)(s1.submits - s0.submits));
+        TH_EXPECT(wgml_context_sync(c), WGML_OK);   /* a work-done sync */
+        TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
+        for (int i = 0; i < 6; i++) TH_CHECK(y[i] == x[i] * 1048576.0f, "y[%d] = %g, want %g", i, y[i], x[i] * 1048576.0);
+        wgml_tensor_release(t);
+    }
+    wgml_engine_destroy(e);
+    wgml_context_destroy(c);
+    unsetenv("WGML_SYNC");
+    const char *bad[] = { "0,4", "8,4", "4", "4,5000", "4,8x" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("WGML_BATCH", bad[i], 1);
+        c = (wgml_context *)&c;
+        TH_EXPECT_ERR(wgml_context_create(NULL, &c), WGML_ERROR_INVALID_ARGUMENT, "WGML_BATCH");
+        TH_CHECK(c == NULL, "WGML_BATCH=%s: *out not NULL", bad[i]);
+    }
+    unsetenv("WGML_BATCH");
+}
+
 static const th_case cases[] = {
     { "timer", test_timer },
     { "info", test_info },
@@ -165,6 +209,7 @@ static const th_case cases[] = {
     { "env_override", test_env_override },
     { "fast_unsafe_and_submit_every_op", test_fast_unsafe_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
+    { "recorder_switches", test_recorder_switches },
     { "create_destroy_loop", test_create_destroy_loop },
     { "status_strings", test_status_strings },
 };
