@@ -483,15 +483,18 @@ def mode_train_check(a):
     for step in range(a.steps):
         tl.append(float(train_step(model, opt, [data.next()], lr_at(step, a.steps, warmup, a.lr), a.clip)))
     trained = Model(cfg).load_wgml(ck)
-    wdiff = max(float((p.detach().double().cpu() - q.double()).abs().max() / q.double().abs().max())
-                for (n, p), q in zip(model.named_parameters(), trained.parameters()))
+    pairs = [(p.detach().double().cpu(), q.detach().double()) for p, q in zip(model.parameters(), trained.parameters())]
+    wdiff = max(float((p - q).abs().max() / q.abs().max()) for p, q in pairs)
+    wfro = math.sqrt(sum(float((p - q).pow(2).sum()) for p, q in pairs) / sum(float(q.pow(2).sum()) for p, q in pairs))
     d = [abs(x - y) for x, y in zip(tl, wl)]
     res = {"check": "training", "steps": a.steps, "dtype": str(dt), "loss_wgml": wl, "loss_torch": tl,
-           "max_abs_loss_diff": max(d), "first_step_loss_diff": d[0], "final_weights_max_rel_diff": wdiff}
+           "max_abs_loss_diff": max(d), "first_step_loss_diff": d[0], "final_weights_max_rel_diff": wdiff,
+           "final_weights_rel_fro": wfro}
     emit(res)
     for i, (x, y) in enumerate(zip(wl, tl)):
         print(f"step {i + 1:3d}: wgml {x:.6f}  torch {y:.6f}  diff {abs(x - y):.2e}")
-    print(f"final weights: max over tensors of max |torch - wgml| / max |wgml| = {wdiff:.3e}")
+    print(f"final weights: max over tensors of max |torch - wgml| / max |wgml| = {wdiff:.3e}; "
+          f"||torch - wgml|| / ||wgml|| over all = {wfro:.3e}")
     return 0
 
 
@@ -505,6 +508,9 @@ def mode_bench(a):
             "attn": None, "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
     print(f"model: {cfg}; device {base['device']}; torch {torch.__version__}", file=sys.stderr, flush=True)
 
+    if a.fused and dev.type != "cuda":
+        print("--fused: AdamW(fused=True) needs CUDA here; training skipped", file=sys.stderr)
+        a.train_steps = 0
     if a.train_steps > 0:
         model = Model(cfg, attn=a.attn).init_like_wgml(a.seed).to(dev)
         base["attn"] = model.attn
@@ -537,7 +543,7 @@ def mode_bench(a):
         emit(dict(base, measure="train", tokens_per_s=counted * N / (t_end - t_first), steps=a.train_steps,
                   counted_steps=counted, tokens_per_step=N, step_ms=1e3 * (t_end - t_first) / counted,
                   first_steps_s=t_first - t0, batch=a.batch, context=cfg.context, accum=a.accum,
-                  fused_adamw=bool(a.fused), final_loss=losses[-1], first_loss=losses[0],
+                  fused_adamw=bool(a.fused), losses=losses,
                   max_memory_gib=torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None))
         del model, opt
         if dev.type == "cuda":
@@ -549,6 +555,9 @@ def mode_bench(a):
         base["attn"] = model.attn
         model.eval()
         ids = list(a.prompt.encode("utf-8"))
+        if len(ids) + a.tokens > cfg.context:
+            raise SystemExit(f"prompt ({len(ids)}) + --tokens ({a.tokens}) exceed the context {cfg.context}: wgml generate "
+                             "would shift its context there, which is not reproduced here")
         for run in range(a.decode_runs + 1):   # run 0 is cold, like a fresh wgml generate process
             out, tp, td, dec = generate(model, ids, a.tokens, sync)
             emit(dict(base, measure="decode" if run else "decode_cold", tokens_per_s=dec / td, decoded=dec, decode_s=td,
