@@ -1,6 +1,9 @@
 /* wgml logits: runs a text through a checkpoint in one pass and writes the token ids and
    every position's logits, for comparing wgml with another implementation
-   (bench/hf_compare.py does it against Hugging Face transformers).
+   (bench/hf_compare.py does it against Hugging Face transformers, bench/torch_model.py
+   against the same model in PyTorch). The text is encoded with the folder's
+   tokenizer.json, or as bytes when there is none and the vocabulary is 256 (a checkpoint of
+   wgml train without --tokenizer).
 
    Output (--out): a little-endian binary file: u32 n, u32 vocab, n u32 ids, then n * vocab
    f32 logits, row by row. */
@@ -11,12 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct logits_opts { const char *model, *text, *out; } logits_opts;
 
 static const cli_flag logits_flags[] = {
     { "--model", CLI_STRING, offsetof(logits_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json)" },
-    { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json)" },
+    { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json, else as bytes for a 256-token model)" },
     { "--out", CLI_STRING, offsetof(logits_opts, out), "output file: u32 n, u32 vocab, n u32 ids, n x vocab f32 logits" },
 };
 
@@ -45,7 +49,12 @@ int cmd_logits(int argc, char **argv)
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
         goto done;
     }
-    if (wgml_tokenizer_load(cli_fmt_path(tpath, sizeof tpath, o.model, "tokenizer.json"), &tok) != WGML_OK) {
+    /* tokenizer.json in the folder, else bytes for a 256-token model (as wgml generate) */
+    struct stat st;
+    cli_fmt_path(tpath, sizeof tpath, o.model, "tokenizer.json");
+    wgml_status ts = stat(tpath, &st) != 0 && wgml_model_get_config(m)->vocab_size == 256 ? wgml_tokenizer_bytes(&tok)
+                                                                                          : wgml_tokenizer_load(tpath, &tok);
+    if (ts != WGML_OK) {
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(NULL));
         goto done;
     }
