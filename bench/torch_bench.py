@@ -352,6 +352,31 @@ def _():
     return host_chain(lambda: a.add_(b))
 
 
+def host_each(fn, n=2000, samples=15):
+    """Host clock around n calls that each wait for the device: a round trip."""
+    import time
+    fn()
+    out = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n)
+    out.sort()
+    return out[len(out) // 2]
+
+
+@case("context_sync", "nothing pending")
+def _():
+    return host_each(torch.cuda.synchronize)
+
+
+@case("tensor_read", "add 1024, read 4 bytes")
+def _():
+    a, b = rnd(1024, lo=-1e-3, hi=1e-3), rnd(1024, lo=-1e-3, hi=1e-3)
+    return host_each(lambda: a.add_(b)[0].item())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)

@@ -203,6 +203,13 @@ static double attn_b(const uint64_t *d)
 
 static int su_tiny(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1e-3, 1e-3, D0) && RAND(1, -1e-3, 1e-3, D0)); }
 static wgml_status r_tiny(bench_state *b) { return wgml_add(b->eng, b->t[0], b->t[1], b->t[0]); }
+static wgml_status r_sync(bench_state *b) { return wgml_context_sync(b->ctx); }
+static wgml_status r_add_read(bench_state *b)
+{
+    float x;
+    wgml_status s = wgml_add(b->eng, b->t[0], b->t[1], b->t[0]);
+    return s == WGML_OK ? wgml_tensor_read(b->t[0], 0, &x, sizeof x) : s;
+}
 
 /* dims: full, then --small. Attention dims: {B, Sq, H, KVH, D, Sk, causal | window << 1}. */
 #define N26 (1ull << 26)
@@ -276,5 +283,8 @@ const bench_case bench_cases[] = {
     { "add", "1024 x1000 chain", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead" },
     { "add", "1024 x1000 chain, recording", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-record" },
     { "add", "1024 x1000 chain, GPU clock", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
+    /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
+    { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
+    { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },
 };
 const size_t bench_case_count = sizeof bench_cases / sizeof bench_cases[0];

@@ -17,6 +17,8 @@
  * sample: "overhead" by the host clock from the first call to the end of a sync (what a
  * user waits), "overhead-record" by the host clock of the calls alone (the CPU cost of
  * recording), "overhead-gpu" by the GPU clock (the device's cost per dependent dispatch).
+ * The "roundtrip" group times calls that each wait for the device (a sync with nothing
+ * pending; one tiny op and a 4-byte read) by the host clock.
  */
 #include "bench.h"
 #include "commands.h"
@@ -128,9 +130,10 @@ static double time_case(bench_state *b, const bench_case *c, int samples, double
     double *t = malloc(sizeof(double) * (size_t)samples);
     if (!t) return -1;
     /* overhead groups: a chain of 1000 dependent calls, timed three ways */
-    bool host = c->group && !strcmp(c->group, "overhead");                 /* host clock to the end of a sync */
+    bool roundtrip = c->group && !strcmp(c->group, "roundtrip");          /* host clock; each call waits itself */
+    bool host = roundtrip || (c->group && !strcmp(c->group, "overhead"));  /* host clock to the end of a sync */
     bool record = c->group && !strcmp(c->group, "overhead-record");        /* host clock of the calls alone */
-    bool chain = host || record || (c->group && !strcmp(c->group, "overhead-gpu"));   /* GPU clock */
+    bool chain = (host && !roundtrip) || record || (c->group && !strcmp(c->group, "overhead-gpu"));   /* GPU clock */
     int inner = chain ? 1000 : 1;
     for (int s = 0; s < samples; s++) {
         double sec;
