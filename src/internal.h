@@ -46,6 +46,9 @@ struct wgml_context {
     uint32_t batch_first, batch_max, batch_limit;
     uint32_t uniform_arena_bytes;
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
+    bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping */
+    bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
+    double profile_s[4];
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call
        with the same tensors. Entries naming a released tensor or a destroyed engine are
@@ -216,6 +219,9 @@ static inline uint32_t wgml__pow2_at_least(uint32_t n)
    (for measuring both plans on a device and for tests); any other value is an error, so a
    benchmark never times another plan than it asked for. */
 wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt);
+
+/* Host monotonic clock in seconds (src/timer.c). */
+double wgml__now(void);
 
 /* ---- models (src/model.c) ------------------------------------------------------------ */
 

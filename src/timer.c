@@ -6,7 +6,7 @@
 
 #include <time.h>
 
-static double host_now(void)
+double wgml__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -33,7 +33,7 @@ wgml_status wgml_context_timer_begin(wgml_context *ctx)
     if (ctx->timing) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_timer_begin: a timer is already running");
     if (!ctx->info.timestamp_query) {
         WGML_CHECK(wgml_context_sync(ctx));
-        ctx->timer_host_start = host_now();
+        ctx->timer_host_start = wgml__now();
         ctx->timing = true;
         return WGML_OK;
     }
@@ -59,7 +59,7 @@ wgml_status wgml_context_timer_end(wgml_context *ctx, double *seconds)
     WGML_CHECK(wgml__check_device(ctx));
     if (!ctx->info.timestamp_query) {
         WGML_CHECK(wgml_context_sync(ctx));
-        *seconds = host_now() - ctx->timer_host_start;
+        *seconds = wgml__now() - ctx->timer_host_start;
         return WGML_OK;
     }
     stamp(ctx, false);

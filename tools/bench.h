@@ -20,6 +20,8 @@ typedef struct bench_state {
     uint32_t u[8];               /* per-case integer parameters */
     float f[8];                  /* per-case float parameters */
     wgml_attention_options attn;
+    wgml_model *model;           /* model-level cases: a random model and its KV cache */
+    wgml_kv_cache *cache;
 } bench_state;
 
 typedef struct bench_case {

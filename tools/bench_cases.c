@@ -8,6 +8,7 @@
 #include "bench.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define OK(x) ((x) ? 0 : -1)
 #define SH(...) ((const size_t[]){ __VA_ARGS__ })
@@ -211,6 +212,51 @@ static wgml_status r_add_read(bench_state *b)
     return s == WGML_OK ? wgml_tensor_read(b->t[0], 0, &x, sizeof x) : s;
 }
 
+/* ---- one decode step of a whole model: dims {dim, layers, ffn, vocab, prompt} ---------- */
+
+/* A random Llama-style model (heads of 64), a KV cache of 4096 positions holding a prompt
+   of D4 tokens; each run decodes one more token and picks the argmax on the GPU. When the
+   cache is full it starts again from the prompt. */
+static int su_model(bench_state *b, const uint64_t *d)
+{
+    wgml_model_config c = { .vocab_size = (uint32_t)D3, .hidden_size = (uint32_t)D0, .intermediate_size = (uint32_t)D2,
+                            .num_hidden_layers = (uint32_t)D1, .num_attention_heads = (uint32_t)(D0 / 64),
+                            .num_key_value_heads = (uint32_t)(D0 / 64), .max_position_embeddings = 4096,
+                            .rms_norm_eps = 1e-5, .rope_theta = 10000, .tie_word_embeddings = true, .bos_token_id = -1 };
+    if (wgml_model_create(b->eng, &c, &b->model) != WGML_OK || wgml_model_init_random(b->model, 7, 0.02f) != WGML_OK ||
+        wgml_kv_cache_create(b->model, 4096, &b->cache) != WGML_OK || !EMPTY(0, WGML_F32, D3) || !EMPTY(1, WGML_U32, 1))
+        return -1;
+    b->u[0] = (uint32_t)D4;
+    b->u[1] = (uint32_t)D3;
+    return 0;
+}
+static wgml_status decode_one(bench_state *b)
+{
+    if (wgml_kv_cache_length(b->cache) + 1 >= wgml_kv_cache_capacity(b->cache) || wgml_kv_cache_length(b->cache) == 0) {
+        uint32_t *ids = malloc(sizeof *ids * b->u[0]);
+        if (!ids) return WGML_ERROR_OUT_OF_MEMORY;
+        for (uint32_t i = 0; i < b->u[0]; i++) ids[i] = (i * 2654435761u) % b->u[1];
+        wgml_kv_cache_reset(b->cache);
+        wgml_status s = wgml_model_decode(b->cache, ids, b->u[0], b->t[0]);
+        free(ids);
+        if (s != WGML_OK) return s;
+    }
+    uint32_t id = wgml_kv_cache_length(b->cache) % b->u[1];
+    wgml_status s = wgml_model_decode(b->cache, &id, 1, b->t[0]);
+    return s == WGML_OK ? wgml_top_k(b->eng, b->t[0], b->t[1], 1) : s;
+}
+static wgml_status r_decode(bench_state *b) { return decode_one(b); }
+static wgml_status r_decode_read(bench_state *b)
+{
+    uint32_t id;
+    wgml_status s = decode_one(b);
+    return s == WGML_OK ? wgml_tensor_read(b->t[1], 0, &id, sizeof id) : s;
+}
+static double model_b(const uint64_t *d)   /* the weights, read once per token */
+{
+    return 4.0 * (double)d[0] * ((double)d[3] + (double)d[1] * (4.0 * (double)d[0] + 3.0 * (double)d[2]));
+}
+
 /* dims: full, then --small. Attention dims: {B, Sq, H, KVH, D, Sk, causal | window << 1}. */
 #define N26 (1ull << 26)
 #define N28 (1ull << 28)
@@ -283,6 +329,24 @@ const bench_case bench_cases[] = {
     { "add", "1024 x1000 chain", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead" },
     { "add", "1024 x1000 chain, recording", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-record" },
     { "add", "1024 x1000 chain, GPU clock", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
+    /* one decoded token of the end-to-end model (12 x 768, ffn 2048, bytes), GPU clock and with its read */
+    { "model_decode", "12x768 ffn2048 vocab256 ctx256+", { 768, 12, 2048, 256, 256 }, { 64, 2, 128, 256, 16 }, model_b, NULL,
+      su_model, r_decode, "decode" },
+    { "model_decode", "12x768 ffn2048 vocab256 ctx256+, read", { 768, 12, 2048, 256, 256 }, { 64, 2, 128, 256, 16 }, model_b,
+      NULL, su_model, r_decode_read, "roundtrip" },
+    /* the ops of that decode step, one by one (where a token's time goes) */
+    { "matmul_bt", "1x768x768", { 1, 768, 768 }, { 1, 64, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode-ops" },
+    { "matmul_bt", "1x2048x768", { 1, 2048, 768 }, { 1, 128, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode-ops" },
+    { "matmul_bt", "1x768x2048", { 1, 768, 2048 }, { 1, 64, 128 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode-ops" },
+    { "matmul_bt", "1x256x768", { 1, 256, 768 }, { 1, 256, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode-ops" },
+    { "rms_norm_residual_with", "1x768", { 1, 768 }, { 1, 64 }, rb4, NULL, su_rows, r_rms_res, "decode-ops" },
+    { "rope_theta", "1x1x12x64", { 1, 1, 12, 64 }, { 1, 1, 1, 64 }, rope_b, NULL, su_rope, r_rope, "decode-ops" },
+    { "copy_tensor", "768", { 768 }, { 64 }, b2, NULL, su_two_in, r_copy, "decode-ops" },
+    { "silu_gate_fused", "2048", { 2048 }, { 128 }, b3, NULL, su_two_in, r_silu_gate, "decode-ops" },
+    { "embedding", "256x768 n1", { 256, 768, 1 }, { 256, 64, 1 }, emb_b, NULL, su_emb, r_emb, "decode-ops" },
+    { "flash_attention_v2", "decode H12 D64 ctx512", { 1, 1, 12, 12, 64, 512, 1 }, { 1, 1, 1, 1, 64, 16, 1 }, attn_b, attn_f,
+      su_attn, r_attn, "decode-ops" },
+    { "top_k", "256 k1", { 256, 1 }, { 256, 1 }, topk_b, NULL, su_topk, r_topk, "decode-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

@@ -109,6 +109,10 @@ static void release_all(bench_state *b)
         wgml_tensor_release(b->t[i]);
         b->t[i] = NULL;
     }
+    wgml_kv_cache_destroy(b->cache);
+    wgml_model_destroy(b->model);
+    b->cache = NULL;
+    b->model = NULL;
 }
 
 /* Median seconds per call of case c, or a negative value on failure. */
