@@ -107,7 +107,7 @@ def main():
         print(f"| decode, PyTorch cold (its first generation in the process) | {fmt(wgml_decode)} | {fmt(tt)} | "
               f"{ratio(wgml_decode, tt)} | |")
     if t_dec and wgml_prefill:
-        print(f"| prefill ({t_dec['prefill_tokens']} tokens, with the first token's readback) | {fmt(wgml_prefill)} | "
+        print(f"| prefill ({t_dec['prefill_tokens']} tokens, with the first token's readback; wgml's is its first call, compiling its kernels, PyTorch's is warm: not comparable) | {fmt(wgml_prefill)} | "
               f"{fmt(t_dec['prefill_tokens_per_s'])} | {ratio(wgml_prefill, t_dec['prefill_tokens_per_s'])} | |")
     print()
 
