@@ -346,6 +346,62 @@ attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx4096", 1, 1, 32, 8, 128,
 attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx32768", 1, 1, 32, 8, 128, 32768, True)
 
 
+# the ops of one decode step of the end-to-end model (12 x 768, ffn 2048, 12 heads of 64)
+mm_case("matmul_bt", "1x768x768", 1, 768, 768)
+mm_case("matmul_bt", "1x2048x768", 1, 2048, 768)
+mm_case("matmul_bt", "1x768x2048", 1, 768, 2048)
+mm_case("matmul_bt", "1x256x768", 1, 256, 768)
+attn_case("flash_attention_v2", "decode H12 D64 ctx512", 1, 1, 12, 12, 64, 512, True)
+
+
+@case("rms_norm_residual_with", "1x768")
+def _():
+    x, r, w = rnd(1, 768, lo=-3, hi=3), rnd(1, 768), rnd(768, lo=0.5, hi=1.5)
+
+    def f():
+        s = x + r
+        return s, F.rms_norm(s, (768,), w, eps=1e-5)
+    return timeit(f)
+
+
+@case("rope_theta", "1x1x12x64")
+def _():
+    D = 64
+    x = rnd(1, 1, 12, D)
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2, device=dev, dtype=torch.float32) / D))
+    emb = torch.cat([inv * 300.0, inv * 300.0], -1)
+    cos, sin = emb.cos()[None, None, None, :], emb.sin()[None, None, None, :]
+
+    def f():
+        x1, x2 = x[..., : D // 2], x[..., D // 2:]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+    return timeit(f)
+
+
+@case("copy_tensor", "768")
+def _():
+    a, c = rnd(768), torch.empty(768, device=dev)
+    return timeit(lambda: c.copy_(a))
+
+
+@case("silu_gate_fused", "2048")
+def _():
+    up, gate = rnd(2048, lo=-4, hi=4), rnd(2048, lo=-4, hi=4)
+    return timeit(lambda: F.silu(up) * gate)
+
+
+@case("embedding", "256x768 n1")
+def _():
+    table, ids = rnd(256, 768), torch.randint(0, 256, (1,), device=dev)
+    return timeit(lambda: F.embedding(ids, table))
+
+
+@case("top_k", "256 k1")
+def _():
+    x = rnd(256, lo=-10, hi=10)
+    return timeit(lambda: torch.topk(x, 1))
+
+
 @case("add", "1024 x1000 chain")
 def _():
     a, b = rnd(1024, lo=-1e-3, hi=1e-3), rnd(1024, lo=-1e-3, hi=1e-3)
