@@ -1125,13 +1125,17 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
             workgroupBarrier();
             pf_stage_qk(tid, kc, i0, kb, q_base, q_stride, k_base, k_stride);
             workgroupBarrier();
-            for (var k = 0u; k < PF_BK; k++) {
-                let a = pf_s[16u * k + tr];
-                let kv = pf_s[PF_BK * 16u + 16u * k + tc];
-                s[0] += a.x * kv;
-                s[1] += a.y * kv;
-                s[2] += a.z * kv;
-                s[3] += a.w * kv;
+            let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
+            for (var k4 = 0u; k4 < kn; k4 += 4u) {
+                for (var u = 0u; u < 4u; u++) {
+                    let k = k4 + u;
+                    let a = pf_s[16u * k + tr];
+                    let kv = pf_s[PF_BK * 16u + 16u * k + tc];
+                    s[0] += a.x * kv;
+                    s[1] += a.y * kv;
+                    s[2] += a.z * kv;
+                    s[3] += a.w * kv;
+                }
             }
         }
         let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
@@ -1173,21 +1177,27 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
             pf_p[(4u * tc + e) * 16u + (tr ^ swz)] = vec4f(s[0][e], s[1][e], s[2][e], s[3][e]);
         }
 
-        // phase 2: o += P v, v streamed in chunks of PF_BK keys
-        for (var vc = 0u; vc < 64u; vc += PF_BK) {
+        // phase 2: o += P v, v streamed in chunks of PF_BK keys; keys at or past range.y
+        // (causal diagonal, end of the keys) have P = 0 and are skipped
+        let vend = min(64u, u32(range.y) - kb);
+        for (var vc = 0u; vc < vend; vc += PF_BK) {
             workgroupBarrier();                   // reductions read / previous chunk consumed
             pf_stage_v(tid, kb + vc, k_base, k_stride);
             workgroupBarrier();
-            for (var jj = 0u; jj < PF_BK; jj++) {
-                let j = vc + jj;
-                let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
-                for (var c = 0u; c < 2u; c++) {
-                    if (c < PF_OCV) {
-                        let vv = pf_s[jj * PF_DV4 + tc + 16u * c];
-                        o[c] += pv.x * vv;
-                        o[2u + c] += pv.y * vv;
-                        o[4u + c] += pv.z * vv;
-                        o[6u + c] += pv.w * vv;
+            let vn = min(PF_BK, vend - vc);
+            for (var j4 = 0u; j4 < vn; j4 += 4u) {
+                for (var u = 0u; u < 4u; u++) {
+                    let jj = j4 + u;
+                    let j = vc + jj;
+                    let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
+                    for (var c = 0u; c < 2u; c++) {
+                        if (c < PF_OCV) {
+                            let vv = pf_s[jj * PF_DV4 + tc + 16u * c];
+                            o[c] += pv.x * vv;
+                            o[2u + c] += pv.y * vv;
+                            o[4u + c] += pv.z * vv;
+                            o[6u + c] += pv.w * vv;
+                        }
                     }
                 }
             }
