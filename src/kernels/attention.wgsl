@@ -1033,7 +1033,7 @@ fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nw
 // registers per thread (32 O + 16 S accumulators, m, l, row keys, addresses) -> 2
 // workgroups = 16 warps per SM (8x the old kernel), smem allows 7. Per thread per block:
 // 2048 FMAs in S (256 workgroup loads of 16 bytes) and 2048 in PV (192 loads), 14
-// barriers; workgroup-memory traffic per warp is ~0.6 of the FMA issue time, so the
+// barriers; workgroup-memory wavefronts per warp take about half the FMA issue time, so the
 // kernel should be FMA/latency bound, expected 15-25 TFLOP/s (20-35 ms for B4 H32 S4096
 // D128 causal, vs 150 ms for `fwd`). Next steps if it falls short: prefetch the next
 // chunk's global loads into registers before the compute of the current one (hides L2
@@ -1049,9 +1049,10 @@ var<workgroup> pf_p: array<vec4f, 1024>;   // P^T [64 keys][16 row groups], swiz
 
 fn pf_max4(x: vec4f) -> f32 { return max(max(x.x, x.y), max(x.z, x.w)); }
 
-// Stages head_dim chunk kc of the q rows [i0, i0 + 64) and the k rows [kb, kb + 64).
-fn pf_stage_qk(tid: u32, kc: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
-    let nq = 16u * (PF_BK / 4u);
+// Stages dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
+// and the k rows [kb, kb + 64); the rest of the chunk is neither written nor read.
+fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
+    let nq = 16u * (kn / 4u);
     for (var t = tid; t < 2u * nq; t += 256u) {
         let is_k = t >= nq;
         let u = select(t, t - nq, is_k);
@@ -1076,9 +1077,9 @@ fn pf_stage_qk(tid: u32, kc: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, 
     }
 }
 
-// Stages v rows [j0, j0 + PF_BK) as [PF_BK][PF_DV4] vec4 (zeros past seq_k and past head_dim).
-fn pf_stage_v(tid: u32, j0: u32, k_base: u32, k_stride: u32) {
-    for (var t = tid; t < PF_BK * PF_DV4; t += 256u) {
+// Stages v rows [j0, j0 + n) as [n][PF_DV4] vec4 (zeros past seq_k and past head_dim).
+fn pf_stage_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) {
+    for (var t = tid; t < n * PF_DV4; t += 256u) {
         let j = j0 + t / PF_DV4;
         var x = vec4f(0.0);
         if (j < p.seq_k) { x = ld_v(k_base + j * k_stride, t % PF_DV4); }
@@ -1122,10 +1123,10 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         // phase 1: s[r] = scores (log2 units) of row 4tr + r with keys kb + 4tc .. + 3
         var s = array<vec4f, 4>();
         for (var kc = 0u; kc < nkc; kc++) {
-            workgroupBarrier();
-            pf_stage_qk(tid, kc, i0, kb, q_base, q_stride, k_base, k_stride);
-            workgroupBarrier();
             let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
+            workgroupBarrier();
+            pf_stage_qk(tid, kc, kn, i0, kb, q_base, q_stride, k_base, k_stride);
+            workgroupBarrier();
             for (var k4 = 0u; k4 < kn; k4 += 4u) {
                 for (var u = 0u; u < 4u; u++) {
                     let k = k4 + u;
@@ -1181,10 +1182,10 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         // (causal diagonal, end of the keys) have P = 0 and are skipped
         let vend = min(64u, u32(range.y) - kb);
         for (var vc = 0u; vc < vend; vc += PF_BK) {
+            let vn = (min(PF_BK, vend - vc) + 3u) & ~3u;   // keys of this chunk, rounded up to 4
             workgroupBarrier();                   // reductions read / previous chunk consumed
-            pf_stage_v(tid, kb + vc, k_base, k_stride);
+            pf_stage_v(tid, kb + vc, vn, k_base, k_stride);
             workgroupBarrier();
-            let vn = min(PF_BK, vend - vc);
             for (var j4 = 0u; j4 < vn; j4 += 4u) {
                 for (var u = 0u; u < 4u; u++) {
                     let jj = j4 + u;
