@@ -663,7 +663,12 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * ("BR,TC,KPT,SHARED": rows per workgroup, lanes per row group, columns per lane, one
  * staging region) and WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") replace the
  * tile shapes chosen from the device's limits; a shape that does not fit the device is
- * refused with WGML_ERROR_INVALID_ARGUMENT.
+ * refused with WGML_ERROR_INVALID_ARGUMENT. The forward with seq_q > 1 runs the `prefill`
+ * kernel (64 x 64 blocks, head_dim in chunks of 32 or 16 floats) unless
+ * WGML_ATTN_PREFILL is "old" or WGML_ATTN_FWD is set (then the older tiled kernel with
+ * those tiles); WGML_ATTN_PREFILL "bk32" / "bk16" force a chunk, "auto" (or unset) picks
+ * the largest that fits; any other value, or a chunk that does not fit, is refused with
+ * WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or

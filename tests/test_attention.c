@@ -482,6 +482,65 @@ static void test_dropout_reproducible(void)
     problem_free(&P);
 }
 
+static bool poisoned(wgml_tensor *t);
+
+/* ---- the prefill forward ------------------------------------------------------------ */
+
+/* The forward for seq_q > 1 (`prefill`: 64-query x 64-key blocks, head_dim streamed in
+   chunks of 32 or 16 floats, 1 or 2 vec4 of head_dim per thread): lengths around the block
+   size, head dims around the chunk and vec4-column boundaries (16, 40, 64, 80, 96, 128)
+   and with head_dim % 4 == 2 (18, 126), causal offsets, windows (1 and one block wide),
+   masks, dropout, GQA, batch and heads > 1. Each case with the default chunk, a few also
+   with the other chunk (WGML_ATTN_PREFILL=bk16) and through the old kernel ("old"). */
+static void test_prefill_edges(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 1, 63, 63, 2, 1, 64, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 2, 65, 130, 4, 2, 80, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 1, 130, 65, 2, 2, 96, false, 0, 0, 0, 0, M2(130, 65), 0.1 },
+        { 1, 300, 300, 1, 1, 126, true, 0, 0, 0.2f, 0, NOMASK, 0 },
+        { 2, 2, 1, 2, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 },
+        { 1, 129, 129, 2, 1, 128, true, 0, 1, 0, 0, NOMASK, 0 },
+        { 1, 100, 200, 3, 3, 18, true, 100, 17, 0.3f, 0, M4(1, 3, 1, 200), 0.2 },
+        { 3, 64, 64, 4, 1, 64, false, 0, 64, 0, 0, NOMASK, 0 },
+        { 1, 77, 33, 2, 1, 128, false, 0, 0, 0, 0.7f, M4(1, 2, 77, 33), 0 },
+        { 1, 65, 70, 2, 1, 40, true, 5, 0, 0, 0, NOMASK, 0 },
+        { 2, 3, 300, 2, 2, 128, true, 297, 0, 0.1f, 0, M4(2, 1, 3, 300), 0 },
+    };
+    const size_t n = sizeof cases / sizeof cases[0];
+    run_cases(cases, n, false, "prefill");
+    static const char *const variants[] = { "bk16", "old" };
+    for (int v = 0; v < 2; v++) {
+        setenv("WGML_ATTN_PREFILL", variants[v], 1);
+        char tag[64];
+        snprintf(tag, sizeof tag, "prefill %s", variants[v]);
+        run_cases(&cases[1], 2, false, tag);   /* one head_dim > 64, one head_dim <= 64 */
+        run_cases(&cases[6], 1, false, tag);
+    }
+    /* the backward consumes the prefill output (its statistics pass recomputes the row sums) */
+    unsetenv("WGML_ATTN_PREFILL");
+    run_cases(&cases[6], 1, true, "prefill+backward");
+
+    /* a value that is no variant, or one that does not fit, is refused with nothing recorded */
+    acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1);
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 16));
+    uint64_t before = th_commands();
+    static const char *const bad[] = { "bk64", "fast", "bk32 " };
+    for (int i = 0; i < 3; i++) {
+        setenv("WGML_ATTN_PREFILL", bad[i], 1);
+        TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_INVALID_ARGUMENT,
+                      "WGML_ATTN_PREFILL");
+    }
+    TH_CHECK(th_commands() == before, "refused WGML_ATTN_PREFILL values recorded commands");
+    TH_CHECK(poisoned(out), "a refused call wrote the output");
+    unsetenv("WGML_ATTN_PREFILL");
+    wgml_tensor_release(out);
+    problem_free(&P);
+}
+
 /* ---- the other entry points --------------------------------------------------------- */
 
 /* wgml_flash_attention and its backward: one head, [seq, head_dim]. */
@@ -813,6 +872,7 @@ static const th_case cases[] = {
     { "dropout_decisions", test_dropout_decisions },
     { "dropout_reproducible", test_dropout_reproducible },
     { "single_head", test_single_head },
+    { "prefill_edges", test_prefill_edges },
     { "v2_entry_points", test_v2_entry_points },
     { "scale_and_long_keys", test_scale_and_long_keys },
     { "large_grid", test_large_grid },

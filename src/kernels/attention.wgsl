@@ -22,6 +22,10 @@
 //   decode          seq_q == 1 (flash-decoding): keys split across workgroups; each writes
 //                   a partial (max, sum, unnormalised acc) per head.
 //   decode_combine  merges the partials of each (batch, head) into out.
+//   prefill         the default forward for seq_q > 1 (same output as fwd MODE 0): 256
+//                   threads, 64 x 64 blocks, head_dim streamed in chunks (GEMM-style), so
+//                   that head_dim 128 no longer forces tiny workgroups; see its section
+//                   at the end of the file.
 //
 // Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
 // (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys; queries
@@ -982,6 +986,243 @@ fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nw
         a *= inv;
         for (var e = 0u; e < 4u; e++) {
             if (4u * d4 + e < p.dim) { comb_out[row * p.dim + 4u * d4 + e] = a[e]; }
+        }
+    }
+}
+
+// ---- prefill: the forward (seq_q > 1) for wide heads -------------------------------------
+//
+// Why a second forward kernel: `fwd` above keeps the whole q tile [BR][head_dim] and k/v
+// tiles in workgroup memory, so at head_dim 128 it is held to BR 32 x BC 32 with 64
+// threads in ~48 KiB: one small workgroup per SM (2 warps on the H200), latency bound.
+// `prefill` never holds a full row of head_dim: it streams head_dim like a GEMM streams K.
+//
+// Shape: 256 threads, BR = 64 queries x BC = 64 keys per block. Thread (tr, tc), tr, tc in
+// 0..15, owns query rows 4tr..4tr+3 and, in S, keys 4tc..4tc+3 of the block (4 x 4
+// scores in registers); in O it owns the same 4 rows x PF_OCV vec4 of head_dim (vec4
+// columns tc and tc + 16), 4*4*PF_OCV accumulators.
+// Phase 1, S = Q K^T: head_dim is streamed in chunks of PF_BK floats; per chunk, q rows
+// (pre-scaled by scale*log2 e) and k rows are staged transposed, [PF_BK][16] vec4 each
+// (a vec4 = 4 consecutive rows / keys at one dim), so that per dim a thread makes 2
+// workgroup loads (its 4 rows, its 4 keys) for 16 FMAs. q is re-read from L1/L2 for every
+// key block (64 x 128 floats per block, the same traffic as k). The staging tasks are
+// (4 rows, 4 dims) each: 4 global vec4 loads (each row's 16 bytes next to its neighbour
+// dim group's: full 32-byte sectors) and 4 transposed vec4 stores.
+// Softmax: visibility/mask/dropout exactly as `fwd` (mask_scores, keep4 on 4 keys of one
+// row); only blocks that are not entirely visible (or when there is a mask) pay the
+// per-element test; blocks outside the visible band are never visited and causal query
+// blocks run longest first. The row max goes through a [16][17] vec4 array (tc, tr; the
+// pad makes the 8 lanes of one store phase hit distinct banks); row sums stay per thread
+// and are reduced once at the end. A row with no visible key keeps m = -inf, l = 0 and
+// writes 0.
+// Phase 2, O += P V: P (after dropout) is stored transposed [64 keys][16 row groups] vec4
+// (4 rows per vec4; the row group index is XOR-swizzled with key/4 so that the 8 lanes
+// of a store phase, which share tr and differ in tc, hit 8 different 16-byte banks), then
+// v is streamed in chunks of PF_BK keys x 16*PF_OCV vec4 into the region that held the
+// q/k chunks. Per key a thread loads 1 vec4 of P (4 rows) and PF_OCV vec4 of v for
+// 16*PF_OCV FMAs; lanes read consecutive vec4 of v (conflict-free).
+// Workgroup memory: staging PF_BK*32 vec4 (q and k chunks; v chunk; the reductions) +
+// P 1024 vec4 = 32 KiB at PF_BK 32, 24 KiB at PF_BK 16 (the host picks the largest that
+// fits the device: lavapipe 32 KiB, H200 48 KiB).
+// Thread mapping: lane = tid % 32, warp = tid / 32: tr = 4*(warp/2) + lane/8, tc =
+// 8*(warp%2) + lane%8, so a 32-lane warp covers 4 row groups x 8 key groups: per dim its
+// q loads are 4-address broadcasts and its k loads 8 consecutive vec4 (one 128-byte
+// wavefront each), and the P/v loads of phase 2 likewise. Any other subgroup size is
+// only slower, never wrong.
+// H200 estimate (f32, head_dim 128, 228 KiB smem and 64K registers per SM): about 90
+// registers per thread (32 O + 16 S accumulators, m, l, row keys, addresses) -> 2
+// workgroups = 16 warps per SM (8x the old kernel), smem allows 7. Per thread per block:
+// 2048 FMAs in S (256 workgroup loads of 16 bytes) and 2048 in PV (192 loads), 14
+// barriers; workgroup-memory wavefronts per warp take about half the FMA issue time, so the
+// kernel should be FMA/latency bound, expected 15-25 TFLOP/s (20-35 ms for B4 H32 S4096
+// D128 causal, vs 150 ms for `fwd`). Next steps if it falls short: prefetch the next
+// chunk's global loads into registers before the compute of the current one (hides L2
+// latency at 16 extra registers), or 8 rows per thread at head_dim 64.
+
+override PF_BK: u32 = 32u;                 // head_dim floats per staged chunk = keys per v chunk (16 or 32)
+override PF_OCV: u32 = 2u;                 // vec4 of head_dim per thread in O: 1 (head_dim <= 64) or 2 (<= 128)
+override PF_DV4: u32 = 16u * PF_OCV;       // vec4 per staged v row
+override PF_SN: u32 = PF_BK * 32u;         // staging region in vec4 (>= 16 * 17 for the reductions)
+const PF_RS: u32 = 17u;                    // reduction array row stride (vec4)
+var<workgroup> pf_s: array<vec4f, PF_SN>;  // q chunk^T [PF_BK][16] | k chunk^T [PF_BK][16]; v chunk; reductions
+var<workgroup> pf_p: array<vec4f, 1024>;   // P^T [64 keys][16 row groups], swizzled
+
+fn pf_max4(x: vec4f) -> f32 { return max(max(x.x, x.y), max(x.z, x.w)); }
+
+// Stages dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
+// and the k rows [kb, kb + 64); the rest of the chunk is neither written nor read.
+fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
+    let nq = 16u * (kn / 4u);
+    for (var t = tid; t < 2u * nq; t += 256u) {
+        let is_k = t >= nq;
+        let u = select(t, t - nq, is_k);
+        let g = u % 16u;                         // group of 4 rows (keys)
+        let dv = u / 16u;                        // group of 4 dims within the chunk
+        let d4 = kc * (PF_BK / 4u) + dv;
+        var x = array<vec4f, 4>();
+        for (var e = 0u; e < 4u; e++) {
+            if (is_k) {
+                let j = kb + 4u * g + e;
+                if (j < p.seq_k) { x[e] = ld_k(k_base + j * k_stride, d4); }
+            } else {
+                let i = i0 + 4u * g + e;
+                if (i < p.seq_q) { x[e] = ld_q(q_base + i * q_stride, d4) * p.scale_log2; }
+            }
+        }
+        let off = select(0u, PF_BK * 16u, is_k) + 64u * dv + g;
+        pf_s[off] = vec4f(x[0].x, x[1].x, x[2].x, x[3].x);
+        pf_s[off + 16u] = vec4f(x[0].y, x[1].y, x[2].y, x[3].y);
+        pf_s[off + 32u] = vec4f(x[0].z, x[1].z, x[2].z, x[3].z);
+        pf_s[off + 48u] = vec4f(x[0].w, x[1].w, x[2].w, x[3].w);
+    }
+}
+
+// Stages v rows [j0, j0 + n) as [n][PF_DV4] vec4 (zeros past seq_k and past head_dim).
+fn pf_stage_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) {
+    for (var t = tid; t < n * PF_DV4; t += 256u) {
+        let j = j0 + t / PF_DV4;
+        var x = vec4f(0.0);
+        if (j < p.seq_k) { x = ld_v(k_base + j * k_stride, t % PF_DV4); }
+        pf_s[t] = x;
+    }
+}
+
+@compute @workgroup_size(256)
+fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / p.group;
+    let lane = tid % 32u;
+    let warp = tid / 32u;
+    let tr = 4u * (warp / 2u) + lane / 8u;
+    let tc = 8u * (warp % 2u) + lane % 8u;
+    let i0 = qb * 64u;
+    let i1 = min(i0 + 64u, p.seq_q);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);   // this thread's 4 query rows
+    var rk = vec4u(0u);
+    if (dropout) { rk = row_keys(bh, rows); }
+    let swz = tc & 7u;                                        // P^T swizzle of this thread's keys
+    let nkc = (p.dim + PF_BK - 1u) / PF_BK;                   // head_dim chunks
+
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
+    var m = vec4f(p.neg_inf);
+    var l = vec4f(0.0);
+    var o = array<vec4f, 8>();      // o[2r + c]: row 4tr + r, vec4 column tc + 16c of the head
+    for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
+        // phase 1: s[r] = scores (log2 units) of row 4tr + r with keys kb + 4tc .. + 3
+        var s = array<vec4f, 4>();
+        for (var kc = 0u; kc < nkc; kc++) {
+            let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
+            workgroupBarrier();
+            pf_stage_qk(tid, kc, kn, i0, kb, q_base, q_stride, k_base, k_stride);
+            workgroupBarrier();
+            for (var k4 = 0u; k4 < kn; k4 += 4u) {
+                for (var u = 0u; u < 4u; u++) {
+                    let k = k4 + u;
+                    let a = pf_s[16u * k + tr];
+                    let kv = pf_s[PF_BK * 16u + 16u * k + tc];
+                    s[0] += a.x * kv;
+                    s[1] += a.y * kv;
+                    s[2] += a.z * kv;
+                    s[3] += a.w * kv;
+                }
+            }
+        }
+        let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
+        if (!block_visible(i0, i1, kb, 64u) || has_mask()) {
+            for (var r = 0u; r < 4u; r++) { s[r] = mask_scores(s[r], b, h, vec4u(rows[r]), keys); }
+        }
+        // row max over the 16 threads of a row group
+        let pm = vec4f(pf_max4(s[0]), pf_max4(s[1]), pf_max4(s[2]), pf_max4(s[3]));
+        workgroupBarrier();                       // the q/k chunks are no longer read
+        pf_s[tc * PF_RS + tr] = pm;
+        workgroupBarrier();
+        var mx = pf_s[tr];
+        for (var cc = 1u; cc < 16u; cc++) { mx = max(mx, pf_s[cc * PF_RS + tr]); }
+        let m_new = max(m, mx);
+        let m_use = select(m_new, vec4f(0.0), m_new == vec4f(p.neg_inf));   // no finite score yet
+        let alpha = exp2(m - m_use);
+        m = m_new;
+        var kh = vec4u(0u);
+        if (dropout) { kh = key_hashes(keys); }
+        var lsum = vec4f(0.0);
+        for (var r = 0u; r < 4u; r++) {
+            let pr = exp2(s[r] - vec4f(m_use[r]));
+            lsum[r] = (pr.x + pr.y) + (pr.z + pr.w);
+            var pd = pr;
+            if (dropout) { pd *= keep4(vec4u(rk[r]), kh); }
+            s[r] = pd;
+        }
+        l = l * alpha + lsum;
+        for (var c = 0u; c < 2u; c++) {
+            if (c < PF_OCV) {
+                o[c] *= alpha.x;
+                o[2u + c] *= alpha.y;
+                o[4u + c] *= alpha.z;
+                o[6u + c] *= alpha.w;
+            }
+        }
+        // P^T: key 4tc + e, row group tr (pf_p was last read before the barriers above)
+        for (var e = 0u; e < 4u; e++) {
+            pf_p[(4u * tc + e) * 16u + (tr ^ swz)] = vec4f(s[0][e], s[1][e], s[2][e], s[3][e]);
+        }
+
+        // phase 2: o += P v, v streamed in chunks of PF_BK keys; keys at or past range.y
+        // (causal diagonal, end of the keys) have P = 0 and are skipped
+        let vend = min(64u, u32(range.y) - kb);
+        for (var vc = 0u; vc < vend; vc += PF_BK) {
+            let vn = (min(PF_BK, vend - vc) + 3u) & ~3u;   // keys of this chunk, rounded up to 4
+            workgroupBarrier();                   // reductions read / previous chunk consumed
+            pf_stage_v(tid, kb + vc, vn, k_base, k_stride);
+            workgroupBarrier();
+            for (var j4 = 0u; j4 < vn; j4 += 4u) {
+                for (var u = 0u; u < 4u; u++) {
+                    let jj = j4 + u;
+                    let j = vc + jj;
+                    let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
+                    for (var c = 0u; c < 2u; c++) {
+                        if (c < PF_OCV) {
+                            let vv = pf_s[jj * PF_DV4 + tc + 16u * c];
+                            o[c] += pv.x * vv;
+                            o[2u + c] += pv.y * vv;
+                            o[4u + c] += pv.z * vv;
+                            o[6u + c] += pv.w * vv;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // row sums: reduce the per-thread partials, normalise, store (scalar stores: any even
+    // head_dim; the output is written once per workgroup, a negligible cost)
+    workgroupBarrier();
+    pf_s[tc * PF_RS + tr] = l;
+    workgroupBarrier();
+    var lt = pf_s[tr];
+    for (var cc = 1u; cc < 16u; cc++) { lt += pf_s[cc * PF_RS + tr]; }
+    let inv = select(vec4f(0.0), 1.0 / lt, lt > vec4f(0.0));
+    for (var r = 0u; r < 4u; r++) {
+        let i = rows[r];
+        if (i < p.seq_q) {
+            let base = q_base + i * q_stride;
+            for (var c = 0u; c < 2u; c++) {
+                let d4 = tc + 16u * c;
+                if (c < PF_OCV && d4 < p.d4) {
+                    st_dst(base, d4, o[2u * r + c] * inv[r]);
+                }
+            }
         }
     }
 }

@@ -5,7 +5,17 @@
    per query row into a scratch of 2*batch*heads*seq_q floats), then `bwd_dq` and `bwd_dkdv`.
    Tile shapes come from the device's workgroup storage (see pick_tiles); the environment
    variables WGML_ATTN_FWD, WGML_ATTN_DQ, WGML_ATTN_DKDV ("BR,TC,KPT,SHARED") and
-   WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. */
+   WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning.
+
+   Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
+   head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
+   WGML_ATTN_PREFILL picks it:
+     unset, "" or "auto"  prefill with the largest BK that fits the device (32, else 16),
+                          else fwd; but fwd when WGML_ATTN_FWD is set (its tiles are fwd's)
+     "old"                fwd (tiles from WGML_ATTN_FWD or the defaults)
+     "bk32", "bk16"       prefill with that chunk (refused if it does not fit)
+   WGML_ATTN_FWD also sets the tiles of the backward's statistics pass (fwd MODE 1), which
+   the switch does not touch. The old forward path goes once prefill is measured. */
 #include "internal.h"
 
 #include <math.h>
@@ -355,6 +365,42 @@ static wgml_status dispatch_tiles(wgml_engine *e, const wgml__kernel *k, attn_pa
     return wgml__dispatch(e, k, &p, sizeof p, args, nargs, gx, gy, 1);
 }
 
+/* ---- prefill (forward, seq_q > 1) ------------------------------------------------------ */
+
+/* Workgroup bytes of prefill with chunks of bk floats (mirrors pf_s and pf_p). */
+static uint64_t prefill_bytes(uint32_t bk) { return 16ull * (bk * 32 + 1024); }
+
+static bool prefill_fits(wgml_context *ctx, uint32_t bk)
+{
+    return ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256 &&
+           prefill_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
+}
+
+/* The chunk of prefill per WGML_ATTN_PREFILL (see the top of this file); 0: use fwd. */
+static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
+{
+    const char *env = getenv("WGML_ATTN_PREFILL"), *old_tiles = getenv("WGML_ATTN_FWD");
+    *bk = 0;
+    if (!env || !*env || !strcmp(env, "auto")) {
+        if (old_tiles && *old_tiles) return WGML_OK;
+        *bk = prefill_fits(ctx, 32) ? 32 : prefill_fits(ctx, 16) ? 16 : 0;
+        return WGML_OK;
+    }
+    if (!strcmp(env, "old")) return WGML_OK;
+    uint32_t want = !strcmp(env, "bk32") ? 32 : !strcmp(env, "bk16") ? 16 : 0;
+    if (!want || !prefill_fits(ctx, want))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                          "%s: WGML_ATTN_PREFILL=\"%s\" is not auto, old, bk32 or bk16 that fits this device", fn, env);
+    *bk = want;
+    return WGML_OK;
+}
+
+static wgml__kernel prefill_kernel(uint32_t dim, uint32_t bk)
+{
+    return (wgml__kernel){ .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2,
+                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
+}
+
 /* Visible keys [lo, hi) of the single query row at position offset (decode). */
 static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
 {
@@ -376,6 +422,14 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     uint32_t dim = s->dim;
     wgml__arg m = wgml__t(mask ? mask : q);
     if (s->seq_q > 1) {
+        uint32_t bk;
+        WGML_CHECK(pick_prefill(ctx, fn, &bk));
+        if (bk) {
+            p.q_blocks = wgml__ceil_div(s->seq_q, 64);
+            wgml__kernel kp = prefill_kernel(dim, bk);
+            wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out) };
+            return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 5);
+        }
         tiles t = { 0 };
         WGML_CHECK(pick_tiles(ctx, fn, K_FWD, dim, &t));
         p.q_blocks = wgml__ceil_div(s->seq_q, t.br);
@@ -559,9 +613,12 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
 
 /* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
    workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
-   of decoding is listed; the rest compile on first use (one pipeline per tile shape and
-   head_dim class, see tile_kernel). */
+   of decoding and the forward `prefill` at its default chunk (32 KiB: lavapipe and the
+   H200 both take it) for head_dim <= 64 and <= 128 are listed; the rest compile on first
+   use (one pipeline per tile shape and head_dim class, see tile_kernel). */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
