@@ -46,7 +46,7 @@ struct wgml_context {
     uint32_t batch_first, batch_max, batch_limit;
     uint32_t uniform_arena_bytes;
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
-    bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping */
+    bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */
     bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
     double profile_s[4];
 
@@ -148,7 +148,11 @@ static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->b
 typedef struct wgml__pipeline wgml__pipeline;
 
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
-enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_SLOTS };   /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c */
+/* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K.
+   A buffer made per call costs far more than the op on some drivers (H200: a decode step
+   spent most of its time creating them), so ops keep their temporaries here. */
+enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
+       WGML__SCRATCH_SLOTS };
 
 struct wgml_engine {
     wgml_context *ctx;

@@ -1049,6 +1049,21 @@ var<workgroup> pf_p: array<vec4f, 1024>;   // P^T [64 keys][16 row groups], swiz
 
 fn pf_max4(x: vec4f) -> f32 { return max(max(x.x, x.y), max(x.z, x.w)); }
 
+// Registers, not arrays: function-scope arrays indexed in loops may be placed in local
+// memory by a driver that does not unroll the loop (a first version of this kernel held
+// its scores and accumulators in arrays and ran at 2 TFLOP/s on the H200), so every
+// per-thread value here is a named variable and every loop over them is written out.
+
+// Row i (q) or key j (k) of the staging: a vec4 of dims at vec4 index d4, zero past the end.
+fn pf_ld_q(i: u32, q_base: u32, q_stride: u32, d4: u32) -> vec4f {
+    if (i >= p.seq_q) { return vec4f(0.0); }
+    return ld_q(q_base + i * q_stride, d4) * p.scale_log2;
+}
+fn pf_ld_k(j: u32, k_base: u32, k_stride: u32, d4: u32) -> vec4f {
+    if (j >= p.seq_k) { return vec4f(0.0); }
+    return ld_k(k_base + j * k_stride, d4);
+}
+
 // Stages dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
 // and the k rows [kb, kb + 64); the rest of the chunk is neither written nor read.
 fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
@@ -1059,21 +1074,28 @@ fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stri
         let g = u % 16u;                         // group of 4 rows (keys)
         let dv = u / 16u;                        // group of 4 dims within the chunk
         let d4 = kc * (PF_BK / 4u) + dv;
-        var x = array<vec4f, 4>();
-        for (var e = 0u; e < 4u; e++) {
-            if (is_k) {
-                let j = kb + 4u * g + e;
-                if (j < p.seq_k) { x[e] = ld_k(k_base + j * k_stride, d4); }
-            } else {
-                let i = i0 + 4u * g + e;
-                if (i < p.seq_q) { x[e] = ld_q(q_base + i * q_stride, d4) * p.scale_log2; }
-            }
+        var x0 = vec4f(0.0);
+        var x1 = vec4f(0.0);
+        var x2 = vec4f(0.0);
+        var x3 = vec4f(0.0);
+        if (is_k) {
+            let j = kb + 4u * g;
+            x0 = pf_ld_k(j, k_base, k_stride, d4);
+            x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
+            x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
+            x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
+        } else {
+            let i = i0 + 4u * g;
+            x0 = pf_ld_q(i, q_base, q_stride, d4);
+            x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
+            x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
+            x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
         }
         let off = select(0u, PF_BK * 16u, is_k) + 64u * dv + g;
-        pf_s[off] = vec4f(x[0].x, x[1].x, x[2].x, x[3].x);
-        pf_s[off + 16u] = vec4f(x[0].y, x[1].y, x[2].y, x[3].y);
-        pf_s[off + 32u] = vec4f(x[0].z, x[1].z, x[2].z, x[3].z);
-        pf_s[off + 48u] = vec4f(x[0].w, x[1].w, x[2].w, x[3].w);
+        pf_s[off] = vec4f(x0.x, x1.x, x2.x, x3.x);
+        pf_s[off + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+        pf_s[off + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+        pf_s[off + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
     }
 }
 
@@ -1085,6 +1107,18 @@ fn pf_stage_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) {
         if (j < p.seq_k) { x = ld_v(k_base + j * k_stride, t % PF_DV4); }
         pf_s[t] = x;
     }
+}
+
+// Probabilities of one row's 4 scores against the row's running max (log2 units).
+fn pf_exp(s: vec4f, m: f32) -> vec4f { return exp2(s - vec4f(m)); }
+fn pf_sum4(x: vec4f) -> f32 { return (x.x + x.y) + (x.z + x.w); }
+
+// Stores row i's 2 vec4 of the output (scaled by inv), scalar stores: any even head_dim.
+fn pf_store(i: u32, q_base: u32, q_stride: u32, tc: u32, o0: vec4f, o1: vec4f, inv: f32) {
+    if (i >= p.seq_q) { return; }
+    let base = q_base + i * q_stride;
+    if (tc < p.d4) { st_dst(base, tc, o0 * inv); }
+    if (PF_OCV > 1u && tc + 16u < p.d4) { st_dst(base, tc + 16u, o1 * inv); }
 }
 
 @compute @workgroup_size(256)
@@ -1118,33 +1152,40 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     var m = vec4f(p.neg_inf);
     var l = vec4f(0.0);
-    var o = array<vec4f, 8>();      // o[2r + c]: row 4tr + r, vec4 column tc + 16c of the head
+    // o<r><c>: row 4tr + r, vec4 column tc + 16c of the head (c = 1 only when PF_OCV == 2)
+    var o00 = vec4f(0.0); var o01 = vec4f(0.0);
+    var o10 = vec4f(0.0); var o11 = vec4f(0.0);
+    var o20 = vec4f(0.0); var o21 = vec4f(0.0);
+    var o30 = vec4f(0.0); var o31 = vec4f(0.0);
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
-        // phase 1: s[r] = scores (log2 units) of row 4tr + r with keys kb + 4tc .. + 3
-        var s = array<vec4f, 4>();
+        // phase 1: s<r> = scores (log2 units) of row 4tr + r with keys kb + 4tc .. + 3
+        var s0 = vec4f(0.0);
+        var s1 = vec4f(0.0);
+        var s2 = vec4f(0.0);
+        var s3 = vec4f(0.0);
         for (var kc = 0u; kc < nkc; kc++) {
             let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
             workgroupBarrier();
             pf_stage_qk(tid, kc, kn, i0, kb, q_base, q_stride, k_base, k_stride);
             workgroupBarrier();
-            for (var k4 = 0u; k4 < kn; k4 += 4u) {
-                for (var u = 0u; u < 4u; u++) {
-                    let k = k4 + u;
-                    let a = pf_s[16u * k + tr];
-                    let kv = pf_s[PF_BK * 16u + 16u * k + tc];
-                    s[0] += a.x * kv;
-                    s[1] += a.y * kv;
-                    s[2] += a.z * kv;
-                    s[3] += a.w * kv;
-                }
+            for (var k = 0u; k < kn; k++) {
+                let a = pf_s[16u * k + tr];
+                let kv = pf_s[PF_BK * 16u + 16u * k + tc];
+                s0 += a.x * kv;
+                s1 += a.y * kv;
+                s2 += a.z * kv;
+                s3 += a.w * kv;
             }
         }
         let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
         if (!block_visible(i0, i1, kb, 64u) || has_mask()) {
-            for (var r = 0u; r < 4u; r++) { s[r] = mask_scores(s[r], b, h, vec4u(rows[r]), keys); }
+            s0 = mask_scores(s0, b, h, vec4u(rows.x), keys);
+            s1 = mask_scores(s1, b, h, vec4u(rows.y), keys);
+            s2 = mask_scores(s2, b, h, vec4u(rows.z), keys);
+            s3 = mask_scores(s3, b, h, vec4u(rows.w), keys);
         }
         // row max over the 16 threads of a row group
-        let pm = vec4f(pf_max4(s[0]), pf_max4(s[1]), pf_max4(s[2]), pf_max4(s[3]));
+        let pm = vec4f(pf_max4(s0), pf_max4(s1), pf_max4(s2), pf_max4(s3));
         workgroupBarrier();                       // the q/k chunks are no longer read
         pf_s[tc * PF_RS + tr] = pm;
         workgroupBarrier();
@@ -1154,29 +1195,26 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         let m_use = select(m_new, vec4f(0.0), m_new == vec4f(p.neg_inf));   // no finite score yet
         let alpha = exp2(m - m_use);
         m = m_new;
-        var kh = vec4u(0u);
-        if (dropout) { kh = key_hashes(keys); }
-        var lsum = vec4f(0.0);
-        for (var r = 0u; r < 4u; r++) {
-            let pr = exp2(s[r] - vec4f(m_use[r]));
-            lsum[r] = (pr.x + pr.y) + (pr.z + pr.w);
-            var pd = pr;
-            if (dropout) { pd *= keep4(vec4u(rk[r]), kh); }
-            s[r] = pd;
+        var p0 = pf_exp(s0, m_use.x);
+        var p1 = pf_exp(s1, m_use.y);
+        var p2 = pf_exp(s2, m_use.z);
+        var p3 = pf_exp(s3, m_use.w);
+        l = l * alpha + vec4f(pf_sum4(p0), pf_sum4(p1), pf_sum4(p2), pf_sum4(p3));
+        if (dropout) {
+            let kh = key_hashes(keys);
+            p0 *= keep4(vec4u(rk.x), kh);
+            p1 *= keep4(vec4u(rk.y), kh);
+            p2 *= keep4(vec4u(rk.z), kh);
+            p3 *= keep4(vec4u(rk.w), kh);
         }
-        l = l * alpha + lsum;
-        for (var c = 0u; c < 2u; c++) {
-            if (c < PF_OCV) {
-                o[c] *= alpha.x;
-                o[2u + c] *= alpha.y;
-                o[4u + c] *= alpha.z;
-                o[6u + c] *= alpha.w;
-            }
-        }
+        o00 *= alpha.x; o10 *= alpha.y; o20 *= alpha.z; o30 *= alpha.w;
+        if (PF_OCV > 1u) { o01 *= alpha.x; o11 *= alpha.y; o21 *= alpha.z; o31 *= alpha.w; }
         // P^T: key 4tc + e, row group tr (pf_p was last read before the barriers above)
-        for (var e = 0u; e < 4u; e++) {
-            pf_p[(4u * tc + e) * 16u + (tr ^ swz)] = vec4f(s[0][e], s[1][e], s[2][e], s[3][e]);
-        }
+        let pbase = 4u * tc * 16u + (tr ^ swz);
+        pf_p[pbase] = vec4f(p0.x, p1.x, p2.x, p3.x);
+        pf_p[pbase + 16u] = vec4f(p0.y, p1.y, p2.y, p3.y);
+        pf_p[pbase + 32u] = vec4f(p0.z, p1.z, p2.z, p3.z);
+        pf_p[pbase + 48u] = vec4f(p0.w, p1.w, p2.w, p3.w);
 
         // phase 2: o += P v, v streamed in chunks of PF_BK keys; keys at or past range.y
         // (causal diagonal, end of the keys) have P = 0 and are skipped
@@ -1186,43 +1224,35 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
             workgroupBarrier();                   // reductions read / previous chunk consumed
             pf_stage_v(tid, kb + vc, vn, k_base, k_stride);
             workgroupBarrier();
-            for (var j4 = 0u; j4 < vn; j4 += 4u) {
-                for (var u = 0u; u < 4u; u++) {
-                    let jj = j4 + u;
-                    let j = vc + jj;
-                    let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
-                    for (var c = 0u; c < 2u; c++) {
-                        if (c < PF_OCV) {
-                            let vv = pf_s[jj * PF_DV4 + tc + 16u * c];
-                            o[c] += pv.x * vv;
-                            o[2u + c] += pv.y * vv;
-                            o[4u + c] += pv.z * vv;
-                            o[6u + c] += pv.w * vv;
-                        }
-                    }
+            for (var jj = 0u; jj < vn; jj++) {
+                let j = vc + jj;
+                let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
+                let v0 = pf_s[jj * PF_DV4 + tc];
+                o00 += pv.x * v0;
+                o10 += pv.y * v0;
+                o20 += pv.z * v0;
+                o30 += pv.w * v0;
+                if (PF_OCV > 1u) {
+                    let v1 = pf_s[jj * PF_DV4 + tc + 16u];
+                    o01 += pv.x * v1;
+                    o11 += pv.y * v1;
+                    o21 += pv.z * v1;
+                    o31 += pv.w * v1;
                 }
             }
         }
     }
 
-    // row sums: reduce the per-thread partials, normalise, store (scalar stores: any even
-    // head_dim; the output is written once per workgroup, a negligible cost)
+    // row sums: reduce the per-thread partials, normalise, store (the output is written
+    // once per workgroup, a negligible cost)
     workgroupBarrier();
     pf_s[tc * PF_RS + tr] = l;
     workgroupBarrier();
     var lt = pf_s[tr];
     for (var cc = 1u; cc < 16u; cc++) { lt += pf_s[cc * PF_RS + tr]; }
     let inv = select(vec4f(0.0), 1.0 / lt, lt > vec4f(0.0));
-    for (var r = 0u; r < 4u; r++) {
-        let i = rows[r];
-        if (i < p.seq_q) {
-            let base = q_base + i * q_stride;
-            for (var c = 0u; c < 2u; c++) {
-                let d4 = tc + 16u * c;
-                if (c < PF_OCV && d4 < p.d4) {
-                    st_dst(base, d4, o[2u * r + c] * inv[r]);
-                }
-            }
-        }
-    }
+    pf_store(rows.x, q_base, q_stride, tc, o00, o01, inv.x);
+    pf_store(rows.y, q_base, q_stride, tc, o10, o11, inv.y);
+    pf_store(rows.z, q_base, q_stride, tc, o20, o21, inv.z);
+    pf_store(rows.w, q_base, q_stride, tc, o30, o31, inv.w);
 }

@@ -455,16 +455,19 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     p.key_lo = (int32_t)lo;
     p.key_hi = (int32_t)hi;
     uint32_t d4 = (dim + 3) / 4;
-    wgml_tensor *part;
-    WGML_CHECK(scratch(e, (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4, &part));
+    uint64_t part_floats = (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4;
+    if (part_floats > 0xFFFFFFFFull - 4096)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
+                          (unsigned long long)part_floats);
+    wgml__arg part;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * part_floats, &part));
     wgml__kernel kd = decode_kernel(dim, c);
-    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(part) };
+    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, part };
     wgml_status st = dispatch_tiles(e, &kd, p, rows * p.splits, args, 5);
     if (st == WGML_OK) {
-        wgml__arg cargs[] = { wgml__t(part), wgml__t(out) };
+        wgml__arg cargs[] = { part, wgml__t(out) };
         st = dispatch_tiles(e, &combine_kernel, p, (uint64_t)s->batch * s->heads, cargs, 2);
     }
-    wgml_tensor_release(part);
     return st;
 }
 

@@ -315,18 +315,16 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
     uint32_t rx, ry;
     WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
-    wgml_tensor *ws;
-    size_t ws_shape[1] = { (size_t)(S * mnp) };
-    WGML_CHECK(wgml_tensor_create(ctx, WGML_F32, 1, ws_shape, &ws));
+    wgml__arg ws;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
     pl.prm.out_slice = (uint32_t)mnp;
-    wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), wgml__t(ws) };
+    wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), ws };
     wgml_status s = wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S);
     if (s == WGML_OK) {
         mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
-        wgml__arg rargs[2] = { wgml__t(ws), wgml__t(out) };
+        wgml__arg rargs[2] = { ws, wgml__t(out) };
         s = wgml__dispatch(e, &reduce_kernel, &rp, sizeof rp, rargs, 2, rx, ry, 1);
     }
-    wgml_tensor_release(ws);   /* the recorded work keeps the buffer alive */
     return s;
 }
 
