@@ -942,8 +942,8 @@ fn g_scores(ops: array<vec4u, 4>, mul: vec4f, tid: u32, tr: u32, tc: u32, s: ptr
 fn g_rowprod(acc: ptr<function, array<vec4f, 8>>, which: u32, base: u32, stride: u32, row0: u32, tid: u32, tr: u32,
              tc: u32) {
     let lim = rows_of(which);
-    for (var kc = 0u; kc < 64u; kc += G_KR) {
-        if (row0 + kc >= lim) { break; }        // uniform: the rest of the block is past the end
+    let n = min(64u, lim - row0);               // rows of the block inside the operand (>= 1)
+    for (var kc = 0u; kc < n; kc += G_KR) {     // run-time bound: lavapipe must not unroll barriers
         workgroupBarrier();
         for (var t = tid; t < G_KR * G_DP4; t += 256u) {
             let r = row0 + kc + t / G_DP4;
