@@ -919,7 +919,8 @@ fn g_scores(ops: array<vec4u, 4>, mul: vec4f, tid: u32, tr: u32, tc: u32, s: ptr
         workgroupBarrier();
         g_stage(ops, mul, c4, tid);
         workgroupBarrier();
-        for (var kk = 0u; kk < GBK; kk++) {
+        let nk = min(GBK, 4u * (p.d4 - c4));    // skips the zero padding of the last chunk
+        for (var kk = 0u; kk < nk; kk++) {
             let a0 = g_st[kk * 16u + tr];
             let a1 = g_st[(GBK + kk) * 16u + tr];
             let b0 = g_st[(2u * GBK + kk) * 16u + tc];
