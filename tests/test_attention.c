@@ -738,6 +738,74 @@ static bool poisoned(wgml_tensor *t)
     return ok;
 }
 
+/* The backward's 64 x 64 kernels (bwd_dq64 / bwd_dkdv64) at the edges of their blocks:
+   sequences of 1, 63, 65, 130, 300 (partial blocks, several blocks, seq_q != seq_k both
+   ways), head_dim 16, 34 (% 4 == 2), 64, 80, 126, 128 (one or two vec4 per thread, partial
+   head_dim chunks), causal with offsets, windows (1 included), masks with -inf entries,
+   dropout, GQA groups 1, 2, 4, rows past the keys (empty), batch and heads > 1. Run with
+   the default choice (head_dim chunks of 16 on a device with 32 KiB of workgroup storage),
+   forced chunks of 8, and the old tiles for an A/B of the same inputs. */
+static void test_backward_blocks64(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 1, 1, 1, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 },
+        { 1, 63, 63, 2, 2, 64, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 2, 65, 130, 4, 2, 80, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 1, 130, 65, 4, 1, 128, false, 0, 0, 0.2f, 0, NOMASK, 0 },
+        { 1, 300, 300, 1, 1, 128, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 1, 300, 130, 2, 1, 34, false, 0, 0, 0, 0, M4(1, 2, 300, 130), 0.1 },
+        { 2, 130, 300, 2, 2, 16, true, 200, 1, 0, 0, NOMASK, 0 },
+        { 1, 65, 65, 8, 2, 64, true, 0, 40, 0.3f, 0, M2(65, 65), 0 },
+        { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
+        { 1, 130, 70, 2, 1, 32, false, 0, 5, 0, 0, NOMASK, 0 },
+    };
+    static const size_t subset8[] = { 1, 2, 5, 7 }, subset_old[] = { 2, 5 };
+    static const struct { const char *env; const size_t *which; size_t n; } runs[] = {
+        { NULL, NULL, 0 },
+        { "new,8", subset8, 4 },
+        { "old", subset_old, 2 },
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        if (runs[r].env) {
+            setenv("WGML_ATTN_DQ", runs[r].env, 1);
+            setenv("WGML_ATTN_DKDV", runs[r].env, 1);
+        }
+        char tag[64];
+        snprintf(tag, sizeof tag, "blocks64 %s", runs[r].env ? runs[r].env : "default");
+        size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
+        for (size_t i = 0; i < n; i++) {
+            problem P;
+            problem_init(&P, &cases[runs[r].which ? runs[r].which[i] : i], 1.5);
+            check_backward(&P, tag);
+            problem_free(&P);
+        }
+    }
+    /* a chunk that is not 8 or 16 is refused, naming the variable, with nothing recorded */
+    setenv("WGML_ATTN_DQ", "new,12", 1);
+    setenv("WGML_ATTN_DKDV", "new", 1);
+    acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1);
+    wgml_tensor *g[3];
+    for (int t = 0; t < 3; t++) g[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 16));
+    uint64_t before = th_commands();
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
+    setenv("WGML_ATTN_DQ", "new", 1);
+    setenv("WGML_ATTN_DKDV", "new,0", 1);
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DKDV");
+    TH_CHECK(th_commands() == before, "refused backward kernels recorded commands");
+    for (int t = 0; t < 3; t++) {
+        TH_CHECK(poisoned(g[t]), "refused backward wrote gradient %d", t);
+        wgml_tensor_release(g[t]);
+    }
+    unsetenv("WGML_ATTN_DQ");
+    unsetenv("WGML_ATTN_DKDV");
+    problem_free(&P);
+}
+
 static void test_bad_inputs(void)
 {
     const size_t B = 2, SQ = 4, SK = 5, H = 4, KVH = 2, D = 8;
@@ -878,6 +946,7 @@ static const th_case cases[] = {
     { "large_grid", test_large_grid },
     { "forced_tiles", test_forced_tiles },
     { "fast_unsafe_context", test_fast_unsafe_context },
+    { "backward_blocks64", test_backward_blocks64 },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)

@@ -830,6 +830,290 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     }
 }
 
+// ---- backward on 64 x 64 blocks, GEMM-style: bwd_dq64, bwd_dkdv64 -----------------------
+//
+// Why: the tiles of bwd_dq / bwd_dkdv keep whole [rows][head_dim] tiles in workgroup
+// memory, which at head_dim 128 allows only 16 x 32 blocks, 32-64 threads and ~48 KiB per
+// workgroup: one tiny workgroup per SM, so occupancy, not arithmetic, bounds them. These
+// entries never hold a full head_dim row in workgroup memory.
+//
+// Shape: 256 threads, 64 "rows" x 64 "columns" per block (bwd_dq64: rows = queries, columns
+// = keys; bwd_dkdv64: rows = keys, columns = queries), thread (tr, tc) = (tid / 16, tid % 16).
+//  * Score-like products (contraction over head_dim): S = rows . cols^T and dP = (dout or v)
+//    . (v or dout)^T are computed together by streaming head_dim in chunks of GBK elements:
+//    all four operands are staged TRANSPOSED, g_st[op][kk][r / 4] = vec4 of rows r..r+3, so
+//    per kk a thread reads its 4 rows and its 4 columns (4tc..4tc+3) as one vec4 each: 4
+//    vec4 loads for 32 FMAs (the row vec4 is a broadcast within 16 lanes, the column vec4
+//    are 16 consecutive vec4: conflict-free). s[c] / dp[c] = vec4 over the thread's 4 rows
+//    for column 4tc + c. Staging: each task loads rows 4a..4a+3 at one vec4 of head_dim
+//    (coalesced 32/64-byte runs) and transposes them in registers into 4 vec4 stores.
+//  * P (dropped) and dS go to a 64 x 64 tile g_w[col][row group], a vec4 of the 4 rows a
+//    thread needs; the row-group slot is XOR-swizzled with col / 4 so the 16 lanes of a row
+//    group that store one column each hit 8 different 16-byte bank groups.
+//  * Products contracted over the block (dq += dS k; dv += Pdrop^T dout; dk += dS^T q)
+//    stream the other operand in chunks of G_KR rows x head_dim (row layout, vec4 index
+//    tc and tc + 16 per thread: lanes read consecutive vec4): per column 1 broadcast vec4
+//    of g_w + GOCV vec4 for 16 * GOCV FMAs. Each thread owns 4 rows x GOCV vec4 of
+//    head_dim: 32 accumulators per output at head_dim > 64.
+//  * bwd_dq64: one workgroup per (batch, head, 64-query block), visible key blocks only,
+//    longest causal blocks first. bwd_dkdv64: one workgroup per (batch, kv head, 64-key
+//    block) looping over the group's query heads and visible query blocks in a fixed order
+//    (deterministic, no atomics); dk and dv accumulate in registers (64 floats per thread);
+//    g_w holds Pdrop^T for dv, then dS^T for dk (one 16 KiB tile).
+//  * Workgroup memory: g_w 16 KiB + g_st 64*GBK vec4 (8 KiB at GBK 8, 16 KiB at 16). The
+//    same g_st region holds the chunks of the block products (G_KR x 16*GOCV vec4).
+//  Everything else (scale in log2 units, P = exp2(s - lse) from the MODE-1 statistics, the
+//  dropout hash, dS = P (Z dP - D), masks, windows, causal offset, empty rows -> 0) is
+//  exactly as in bwd_dq / bwd_dkdv; q (dq) or k (dkdv) is pre-scaled while staged.
+// Expected speed (H200, f32, head_dim 128): 4x4 register tiles keep the FMA pipes ahead of
+// workgroup loads (6 wavefronts per 32 FMA-instructions per warp in the S/dP loop, 5 in the
+// block products); with ~100-128 registers per thread two workgroups (16 warps) fit per SM.
+// Backward of B4 H32 S4096 D128 causal is ~1.9 TFLOP (3.5x the forward's matmuls); at
+// 15-20 TFLOP/s that is ~100-130 ms against several hundred ms for the old tiles.
+
+override GBK: u32 = 8u;                 // head_dim elements per staged chunk (8 or 16)
+override GOCV: u32 = 2u;                // vec4 of head_dim per thread in the block products (1 or 2)
+override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chunk (>= d4)
+override G_KR: u32 = 4u * GBK / GOCV;   // rows per streamed chunk: G_KR * G_DP4 == G_STN
+override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
+var<workgroup> g_st: array<vec4f, G_STN>;
+var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
+
+fn ld_any(which: u32, base: u32, d4: u32) -> vec4f {
+    switch which {
+        case 0u: { return ld_q(base, d4); }
+        case 1u: { return ld_k(base, d4); }
+        case 2u: { return ld_v(base, d4); }
+        default: { return ld_do(base, d4); }
+    }
+}
+// rows of operand `which`: q and dout have seq_q, k and v seq_k
+fn rows_of(which: u32) -> u32 { return select(p.seq_k, p.seq_q, which == 0u || which == 3u); }
+
+// Stages head_dim vec4 [c4, c4 + GBK/4) of the 64 rows of the four operands transposed:
+// g_st[(o * GBK + kk) * 16 + r / 4][r % 4] = mul[o] * op_o[row r][4 * c4 + kk].
+// ops[o] = (which, base, stride, first row); rows past the end are 0.
+fn g_stage(ops: array<vec4u, 4>, mul: vec4f, c4: u32, tid: u32) {
+    let nv = GBK / 4u;
+    for (var t = tid; t < 16u * GBK; t += 256u) {
+        let o = t / (4u * GBK);
+        let rem = t % (4u * GBK);
+        let a = rem / nv;
+        let v = rem % nv;
+        let op = ops[o];
+        let lim = rows_of(op.x);
+        var x = array<vec4f, 4>();
+        for (var e = 0u; e < 4u; e++) {
+            let r = op.w + 4u * a + e;
+            if (r < lim) { x[e] = ld_any(op.x, op.y + r * op.z, c4 + v) * mul[o]; }
+        }
+        let d = (o * GBK + 4u * v) * 16u + a;
+        g_st[d] = vec4f(x[0].x, x[1].x, x[2].x, x[3].x);
+        g_st[d + 16u] = vec4f(x[0].y, x[1].y, x[2].y, x[3].y);
+        g_st[d + 32u] = vec4f(x[0].z, x[1].z, x[2].z, x[3].z);
+        g_st[d + 48u] = vec4f(x[0].w, x[1].w, x[2].w, x[3].w);
+    }
+}
+
+// s[c] = op0 . op2^T and dp[c] = op1 . op3^T over all of head_dim (vec4 over the thread's
+// 4 rows, column 4tc + c).
+fn g_scores(ops: array<vec4u, 4>, mul: vec4f, tid: u32, tr: u32, tc: u32, s: ptr<function, array<vec4f, 4>>,
+            dp: ptr<function, array<vec4f, 4>>) {
+    for (var c4 = 0u; c4 < p.d4; c4 += GBK / 4u) {
+        workgroupBarrier();
+        g_stage(ops, mul, c4, tid);
+        workgroupBarrier();
+        let nk = min(GBK, 4u * (p.d4 - c4));    // skips the zero padding of the last chunk
+        for (var kk = 0u; kk < nk; kk++) {
+            let a0 = g_st[kk * 16u + tr];
+            let a1 = g_st[(GBK + kk) * 16u + tr];
+            let b0 = g_st[(2u * GBK + kk) * 16u + tc];
+            let b1 = g_st[(3u * GBK + kk) * 16u + tc];
+            (*s)[0] += a0 * b0.x;
+            (*s)[1] += a0 * b0.y;
+            (*s)[2] += a0 * b0.z;
+            (*s)[3] += a0 * b0.w;
+            (*dp)[0] += a1 * b1.x;
+            (*dp)[1] += a1 * b1.y;
+            (*dp)[2] += a1 * b1.z;
+            (*dp)[3] += a1 * b1.w;
+        }
+    }
+}
+
+// acc[4v + r] += sum over the 64 columns j of g_w[j][row 4tr + r] * X[row0 + j][vec4 tc + 16v]
+// with X = operand `which` (rows past its end count as 0). Starts with a barrier, so the
+// caller may write g_w right before; the caller must barrier before g_w or g_st change.
+fn g_rowprod(acc: ptr<function, array<vec4f, 8>>, which: u32, base: u32, stride: u32, row0: u32, tid: u32, tr: u32,
+             tc: u32) {
+    let lim = rows_of(which);
+    let n = min(64u, lim - row0);               // rows of the block inside the operand (>= 1)
+    for (var kc = 0u; kc < n; kc += G_KR) {     // run-time bound: lavapipe must not unroll barriers
+        workgroupBarrier();
+        for (var t = tid; t < G_KR * G_DP4; t += 256u) {
+            let r = row0 + kc + t / G_DP4;
+            var x = vec4f(0.0);
+            if (r < lim) { x = ld_any(which, base + r * stride, t % G_DP4); }   // 0 past d4
+            g_st[t] = x;
+        }
+        workgroupBarrier();
+        for (var jj = 0u; jj < G_KR; jj++) {
+            let j = kc + jj;
+            let w = g_w[j * 16u + (tr ^ (j >> 2u))];
+            for (var v = 0u; v < GOCV; v++) {
+                let x = g_st[jj * G_DP4 + tc + 16u * v];
+                (*acc)[4u * v] += w.x * x;
+                (*acc)[4u * v + 1u] += w.y * x;
+                (*acc)[4u * v + 2u] += w.z * x;
+                (*acc)[4u * v + 3u] += w.w * x;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / p.group;
+    let tr = tid / 16u;
+    let tc = tid % 16u;
+    let i0 = qb * 64u;
+    let i1 = min(i0 + 64u, p.seq_q);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let n = p.batch * p.heads * p.seq_q;
+    let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);
+
+    var lse = vec4f(p.pos_inf);
+    var di = vec4f(0.0);
+    for (var r = 0u; r < 4u; r++) {
+        if (rows[r] < p.seq_q) {
+            lse[r] = stats[bh * p.seq_q + rows[r]];
+            di[r] = stats[n + bh * p.seq_q + rows[r]];
+        }
+    }
+    var rk = vec4u(0u);
+    if (dropout) { rk = row_keys(bh, rows); }
+
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
+    let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
+    var acc = array<vec4f, 8>();
+    for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
+        let ops = array<vec4u, 4>(vec4u(0u, q_base, q_stride, i0), vec4u(3u, q_base, q_stride, i0),
+                                  vec4u(1u, k_base, k_stride, kb), vec4u(2u, k_base, k_stride, kb));
+        var s = array<vec4f, 4>();
+        var dp = array<vec4f, 4>();
+        g_scores(ops, mul, tid, tr, tc, &s, &dp);
+        let check = !block_visible(i0, i1, kb, 64u) || has_mask();
+        for (var c = 0u; c < 4u; c++) {
+            let j = kb + 4u * tc + c;
+            var sj = s[c];
+            if (check) { sj = mask_scores(sj, b, h, rows, vec4u(j)); }
+            let pj = exp2(sj - lse);
+            var dpj = dp[c];
+            if (dropout) { dpj *= keep4(rk, vec4u(key_hash(j))); }
+            g_w[(4u * tc + c) * 16u + (tr ^ tc)] = pj * (dpj - di);
+        }
+        g_rowprod(&acc, 1u, k_base, k_stride, kb, tid, tr, tc);
+    }
+
+    for (var v = 0u; v < GOCV; v++) {
+        let d4 = tc + 16u * v;
+        if (d4 < p.d4) {
+            for (var r = 0u; r < 4u; r++) {
+                if (rows[r] < p.seq_q) { st_dst(q_base + rows[r] * q_stride, d4, acc[4u * v + r] * p.scale); }
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+              @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let kbi = wg % p.k_blocks;
+    let bk = wg / p.k_blocks;
+    let kvh = bk % p.kv_heads;
+    let b = bk / p.kv_heads;
+    let tr = tid / 16u;
+    let tc = tid % 16u;
+    let j0 = kbi * 64u;
+    let j1 = min(j0 + 64u, p.seq_k);
+    let q_stride = p.heads * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let dropout = has_dropout();
+    let n = p.batch * p.heads * p.seq_q;
+    let keys = vec4u(j0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);   // this thread's 4 keys
+    var kh = vec4u(0u);
+    if (dropout) { kh = key_hashes(keys); }
+
+    let range = query_range(j0, j1);
+    let qb0 = (u32(max(range.x, 0)) / 64u) * 64u;
+    let full_keys = j0 + 64u <= p.seq_k;
+    let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
+    var dk = array<vec4f, 8>();
+    var dv = array<vec4f, 8>();
+    for (var hh = 0u; hh < p.group; hh++) {
+        let h = kvh * p.group + hh;
+        let bh = b * p.heads + h;
+        let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+        for (var qb = qb0; i32(qb) < range.y; qb += 64u) {
+            let ops = array<vec4u, 4>(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
+                                      vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb));
+            var s = array<vec4f, 4>();
+            var dp = array<vec4f, 4>();
+            g_scores(ops, mul, tid, tr, tc, &s, &dp);   // s[c]: keys 4tr.. x query qb + 4tc + c
+            let i_last = min(qb + 64u, p.seq_q);
+            let check = !(full_keys && block_visible(qb, i_last, j0, 64u)) || has_mask();
+            var ds = array<vec4f, 4>();
+            for (var c = 0u; c < 4u; c++) {
+                let i = qb + 4u * tc + c;
+                var lse = p.pos_inf;
+                var di = 0.0;
+                if (i < p.seq_q) {
+                    lse = stats[bh * p.seq_q + i];
+                    di = stats[n + bh * p.seq_q + i];
+                }
+                var sj = s[c];
+                if (check || i >= p.seq_q) { sj = mask_scores(sj, b, h, vec4u(i), keys); }
+                let pj = exp2(sj - vec4f(lse));
+                var z = vec4f(1.0);
+                if (dropout) { z = keep4(vec4u(row_key(bh, i)), kh); }
+                ds[c] = pj * (dp[c] * z - vec4f(di));
+                g_w[(4u * tc + c) * 16u + (tr ^ tc)] = pj * z;   // g_st's last readers passed a barrier
+            }
+            g_rowprod(&dv, 3u, q_base, q_stride, qb, tid, tr, tc);
+            workgroupBarrier();
+            for (var c = 0u; c < 4u; c++) { g_w[(4u * tc + c) * 16u + (tr ^ tc)] = ds[c]; }
+            g_rowprod(&dk, 0u, q_base, q_stride, qb, tid, tr, tc);
+        }
+    }
+
+    for (var v = 0u; v < GOCV; v++) {
+        let d4 = tc + 16u * v;
+        if (d4 < p.d4) {
+            for (var r = 0u; r < 4u; r++) {
+                if (keys[r] < p.seq_k) {
+                    st_dst(k_base + keys[r] * k_stride, d4, dk[4u * v + r] * p.scale);
+                    st_dst2(k_base + keys[r] * k_stride, d4, dv[4u * v + r]);
+                }
+            }
+        }
+    }
+}
+
 // ---- decode: one query row per (batch, head), keys split across workgroups ---------------
 //
 // A workgroup owns HG query heads that share one kv head (GQA: k and v are read once for

@@ -2,10 +2,15 @@
 
    Forward (seq_q > 1): one dispatch of `fwd`. Forward (seq_q == 1): `decode` over key splits
    then `decode_combine`. Backward: `fwd` in statistics mode (logsumexp and D = rowsum(dO*O)
-   per query row into a scratch of 2*batch*heads*seq_q floats), then `bwd_dq` and `bwd_dkdv`.
-   Tile shapes come from the device's workgroup storage (see pick_tiles); the environment
-   variables WGML_ATTN_FWD, WGML_ATTN_DQ, WGML_ATTN_DKDV ("BR,TC,KPT,SHARED") and
-   WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning.
+   per query row into a scratch of 2*batch*heads*seq_q floats), then dq and dk/dv: by default
+   the 64 x 64 GEMM-style entries `bwd_dq64` and `bwd_dkdv64` (256 threads, 24 or 32 KiB of
+   workgroup memory), or the older tiled `bwd_dq` and `bwd_dkdv` where those do not fit.
+   Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
+   environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
+   ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
+   WGML_ATTN_DKDV choose the backward kernels: "old" (tiled, shape chosen as usual),
+   "BR,TC,KPT,SHARED" (tiled, that shape), "new" or "new,8" / "new,16" (64 x 64 entries,
+   head_dim staged in chunks of 8 or 16), unset (64 x 64 when they fit, GBK 16 first).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -471,16 +476,78 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     return st;
 }
 
+/* ---- backward kernel choice ----------------------------------------------------------- */
+
+/* The 64 x 64 GEMM-style entries bwd_dq64 / bwd_dkdv64 (see attention.wgsl): 256 threads,
+   workgroup memory 16 * (64 * GBK + 1024) bytes (24 KiB at GBK 8, 32 KiB at GBK 16). */
+typedef struct bwd_choice { bool gemm; uint32_t bk; tiles t; } bwd_choice;
+
+static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
+
+static bool gemm_fits(wgml_context *ctx, uint32_t bk)
+{
+    if (bk != 8 && bk != 16) return false;
+    if (ctx->limits.maxComputeInvocationsPerWorkgroup < 256 || ctx->limits.maxComputeWorkgroupSizeX < 256) return false;
+    return gemm_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
+}
+
+/* WGML_ATTN_DQ / WGML_ATTN_DKDV: unset or "" picks the GEMM entries when they fit (GBK 16,
+   else 8), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
+   "BR,TC,KPT,SHARED" forces the old tiles with that shape; "new" or "new,GBK" forces the
+   GEMM entries (GBK 8 or 16), refused when they do not fit. */
+static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_t dim, bwd_choice *out)
+{
+    const char *name = tile_env(kind), *env = getenv(name);
+    bool force_old = env && !strcmp(env, "old");
+    memset(out, 0, sizeof *out);
+    if (env && !strncmp(env, "new", 3)) {
+        unsigned bk = 0;
+        if (!strcmp(env, "new")) bk = gemm_fits(ctx, 16) ? 16 : 8;
+        else if (sscanf(env, "new,%u", &bk) != 1) bk = 0;
+        if (!gemm_fits(ctx, bk))
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8 or 16) that does not fit "
+                              "this device", fn, name, env);
+        out->gemm = true;
+        out->bk = bk;
+        return WGML_OK;
+    }
+    if (env && *env && !force_old) return pick_tiles(ctx, fn, kind, dim, &out->t);
+    if (!force_old)
+        for (uint32_t bk = 16; bk >= 8; bk /= 2)
+            if (gemm_fits(ctx, bk)) {
+                out->gemm = true;
+                out->bk = bk;
+                return WGML_OK;
+            }
+    for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
+        if (tiles_fit(ctx, kind, dim, tile_candidates[i])) {
+            out->t = tile_candidates[i];
+            return WGML_OK;
+        }
+    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
+                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
+}
+
+/* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2. */
+static wgml__kernel gemm_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk)
+{
+    uint32_t ocv = ((dim + 3) / 4 + 15) / 16;
+    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
+                           .constants = { { "GBK", bk }, { "GOCV", ocv } } };
+}
+
 static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                             const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
                             const attn_shape *s, attn_params p, const wgml_tensor *mask)
 {
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
-    tiles ts = { 0 }, tq = { 0 }, tk = { 0 };
+    tiles ts = { 0 };
+    bwd_choice cq, ck;
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
-    WGML_CHECK(pick_tiles(ctx, fn, K_DQ, dim, &tq));
-    WGML_CHECK(pick_tiles(ctx, fn, K_DKDV, dim, &tk));
+    WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
+    WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
     wgml_tensor *st;
     WGML_CHECK(scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     wgml__arg m = wgml__t(mask ? mask : q);
@@ -493,15 +560,17 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
 
     if (r == WGML_OK) {
         attn_params pq = p;
-        pq.q_blocks = wgml__ceil_div(s->seq_q, tq.br);
-        wgml__kernel kq = tile_kernel("bwd_dq", "urrrrwrr", dim, tq, -1);
+        pq.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
+        wgml__kernel kq = cq.gemm ? gemm_kernel("bwd_dq64", "urrrrwrr", dim, cq.bk)
+                                  : tile_kernel("bwd_dq", "urrrrwrr", dim, cq.t, -1);
         wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), wgml__t(st) };
         r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
     }
     if (r == WGML_OK) {
         attn_params pk = p;
-        pk.k_blocks = wgml__ceil_div(s->seq_k, tk.br);
-        wgml__kernel kk = tile_kernel("bwd_dkdv", "urrrrwrrw", dim, tk, -1);
+        pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
+        wgml__kernel kk = ck.gemm ? gemm_kernel("bwd_dkdv64", "urrrrwrrw", dim, ck.bk)
+                                  : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
         wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), wgml__t(st), wgml__t(dv) };
         r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
     }
@@ -616,12 +685,17 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
 
 /* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
    workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
-   of decoding and the forward `prefill` at its default chunk (32 KiB: lavapipe and the
-   H200 both take it) for head_dim <= 64 and <= 128 are listed; the rest compile on first
-   use (one pipeline per tile shape and head_dim class, see tile_kernel). */
+   of decoding, the forward `prefill` at its default chunk (32 KiB) and the backward's
+   64 x 64 entries at GBK 16 are listed, as picked on a device with at least 32 KiB of
+   workgroup storage (lavapipe and the H200), for head_dim up to 64 and above 64; the rest
+   compile on first use (one pipeline per tile shape and head_dim class, see tile_kernel). */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
