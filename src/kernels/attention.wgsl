@@ -879,6 +879,13 @@ override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
+// Per-thread values live in structs with named members, never in arrays indexed in loops:
+// a driver that does not unroll such a loop keeps the array in local memory (the forward's
+// first version ran 6x slower that way on the H200).
+struct G4 { c0: vec4f, c1: vec4f, c2: vec4f, c3: vec4f }   // column 4tc + i: vec4 over the 4 rows
+struct G8 { r0: vec4f, r1: vec4f, r2: vec4f, r3: vec4f,    // row 4tr + i, vec4 column tc
+            r4: vec4f, r5: vec4f, r6: vec4f, r7: vec4f }   // row 4tr + i - 4, vec4 column tc + 16
+
 fn ld_any(which: u32, base: u32, d4: u32) -> vec4f {
     switch which {
         case 0u: { return ld_q(base, d4); }
@@ -890,38 +897,44 @@ fn ld_any(which: u32, base: u32, d4: u32) -> vec4f {
 // rows of operand `which`: q and dout have seq_q, k and v seq_k
 fn rows_of(which: u32) -> u32 { return select(p.seq_k, p.seq_q, which == 0u || which == 3u); }
 
+// Row r of operand op = (which, base, stride, first row) at head_dim vec4 d4, times m; 0 past the end.
+fn g_ld(op: vec4u, r: u32, d4: u32, m: f32) -> vec4f {
+    if (r >= rows_of(op.x)) { return vec4f(0.0); }
+    return ld_any(op.x, op.y + r * op.z, d4) * m;
+}
+
 // Stages head_dim vec4 [c4, c4 + GBK/4) of the 64 rows of the four operands transposed:
 // g_st[(o * GBK + kk) * 16 + r / 4][r % 4] = mul[o] * op_o[row r][4 * c4 + kk].
-// ops[o] = (which, base, stride, first row); rows past the end are 0.
-fn g_stage(ops: array<vec4u, 4>, mul: vec4f, c4: u32, tid: u32) {
+// op<o> = (which, base, stride, first row); rows past the end are 0.
+fn g_stage(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, c4: u32, tid: u32) {
     let nv = GBK / 4u;
     for (var t = tid; t < 16u * GBK; t += 256u) {
         let o = t / (4u * GBK);
         let rem = t % (4u * GBK);
         let a = rem / nv;
         let v = rem % nv;
-        let op = ops[o];
-        let lim = rows_of(op.x);
-        var x = array<vec4f, 4>();
-        for (var e = 0u; e < 4u; e++) {
-            let r = op.w + 4u * a + e;
-            if (r < lim) { x[e] = ld_any(op.x, op.y + r * op.z, c4 + v) * mul[o]; }
-        }
+        let op = select(select(op0, op1, o == 1u), select(op2, op3, o == 3u), o >= 2u);
+        let m = mul[o];
+        let r = op.w + 4u * a;
+        let x0 = g_ld(op, r, c4 + v, m);
+        let x1 = g_ld(op, r + 1u, c4 + v, m);
+        let x2 = g_ld(op, r + 2u, c4 + v, m);
+        let x3 = g_ld(op, r + 3u, c4 + v, m);
         let d = (o * GBK + 4u * v) * 16u + a;
-        g_st[d] = vec4f(x[0].x, x[1].x, x[2].x, x[3].x);
-        g_st[d + 16u] = vec4f(x[0].y, x[1].y, x[2].y, x[3].y);
-        g_st[d + 32u] = vec4f(x[0].z, x[1].z, x[2].z, x[3].z);
-        g_st[d + 48u] = vec4f(x[0].w, x[1].w, x[2].w, x[3].w);
+        g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
+        g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+        g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+        g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
     }
 }
 
-// s[c] = op0 . op2^T and dp[c] = op1 . op3^T over all of head_dim (vec4 over the thread's
-// 4 rows, column 4tc + c).
-fn g_scores(ops: array<vec4u, 4>, mul: vec4f, tid: u32, tr: u32, tc: u32, s: ptr<function, array<vec4f, 4>>,
-            dp: ptr<function, array<vec4f, 4>>) {
+// s.c<i> = op0 . op2^T and dp.c<i> = op1 . op3^T over all of head_dim (vec4 over the
+// thread's 4 rows, column 4tc + i).
+fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32, tr: u32, tc: u32,
+            s: ptr<function, G4>, dp: ptr<function, G4>) {
     for (var c4 = 0u; c4 < p.d4; c4 += GBK / 4u) {
         workgroupBarrier();
-        g_stage(ops, mul, c4, tid);
+        g_stage(op0, op1, op2, op3, mul, c4, tid);
         workgroupBarrier();
         let nk = min(GBK, 4u * (p.d4 - c4));    // skips the zero padding of the last chunk
         for (var kk = 0u; kk < nk; kk++) {
@@ -929,23 +942,22 @@ fn g_scores(ops: array<vec4u, 4>, mul: vec4f, tid: u32, tr: u32, tc: u32, s: ptr
             let a1 = g_st[(GBK + kk) * 16u + tr];
             let b0 = g_st[(2u * GBK + kk) * 16u + tc];
             let b1 = g_st[(3u * GBK + kk) * 16u + tc];
-            (*s)[0] += a0 * b0.x;
-            (*s)[1] += a0 * b0.y;
-            (*s)[2] += a0 * b0.z;
-            (*s)[3] += a0 * b0.w;
-            (*dp)[0] += a1 * b1.x;
-            (*dp)[1] += a1 * b1.y;
-            (*dp)[2] += a1 * b1.z;
-            (*dp)[3] += a1 * b1.w;
+            (*s).c0 += a0 * b0.x;
+            (*s).c1 += a0 * b0.y;
+            (*s).c2 += a0 * b0.z;
+            (*s).c3 += a0 * b0.w;
+            (*dp).c0 += a1 * b1.x;
+            (*dp).c1 += a1 * b1.y;
+            (*dp).c2 += a1 * b1.z;
+            (*dp).c3 += a1 * b1.w;
         }
     }
 }
 
-// acc[4v + r] += sum over the 64 columns j of g_w[j][row 4tr + r] * X[row0 + j][vec4 tc + 16v]
+// acc.r<4v + r> += sum over the 64 columns j of g_w[j][row 4tr + r] * X[row0 + j][vec4 tc + 16v]
 // with X = operand `which` (rows past its end count as 0). Starts with a barrier, so the
 // caller may write g_w right before; the caller must barrier before g_w or g_st change.
-fn g_rowprod(acc: ptr<function, array<vec4f, 8>>, which: u32, base: u32, stride: u32, row0: u32, tid: u32, tr: u32,
-             tc: u32) {
+fn g_rowprod(acc: ptr<function, G8>, which: u32, base: u32, stride: u32, row0: u32, tid: u32, tr: u32, tc: u32) {
     let lim = rows_of(which);
     let n = min(64u, lim - row0);               // rows of the block inside the operand (>= 1)
     for (var kc = 0u; kc < n; kc += G_KR) {     // run-time bound: lavapipe must not unroll barriers
@@ -960,15 +972,46 @@ fn g_rowprod(acc: ptr<function, array<vec4f, 8>>, which: u32, base: u32, stride:
         for (var jj = 0u; jj < G_KR; jj++) {
             let j = kc + jj;
             let w = g_w[j * 16u + (tr ^ (j >> 2u))];
-            for (var v = 0u; v < GOCV; v++) {
-                let x = g_st[jj * G_DP4 + tc + 16u * v];
-                (*acc)[4u * v] += w.x * x;
-                (*acc)[4u * v + 1u] += w.y * x;
-                (*acc)[4u * v + 2u] += w.z * x;
-                (*acc)[4u * v + 3u] += w.w * x;
+            let x0 = g_st[jj * G_DP4 + tc];
+            (*acc).r0 += w.x * x0;
+            (*acc).r1 += w.y * x0;
+            (*acc).r2 += w.z * x0;
+            (*acc).r3 += w.w * x0;
+            if (GOCV > 1u) {
+                let x1 = g_st[jj * G_DP4 + tc + 16u];
+                (*acc).r4 += w.x * x1;
+                (*acc).r5 += w.y * x1;
+                (*acc).r6 += w.z * x1;
+                (*acc).r7 += w.w * x1;
             }
         }
     }
+}
+
+// Row `row` (< limit) of the output at vec4 columns tc and tc + 16 (GOCV 2), times m:
+// into dst (g_store) or dst2 (g_store2; only entries that bind dst2 may call it).
+fn g_store(row: u32, limit: u32, base: u32, stride: u32, tc: u32, x0: vec4f, x1: vec4f, m: f32) {
+    if (row >= limit) { return; }
+    let at = base + row * stride;
+    if (tc < p.d4) { st_dst(at, tc, x0 * m); }
+    if (GOCV > 1u && tc + 16u < p.d4) { st_dst(at, tc + 16u, x1 * m); }
+}
+fn g_store2(row: u32, limit: u32, base: u32, stride: u32, tc: u32, x0: vec4f, x1: vec4f) {
+    if (row >= limit) { return; }
+    let at = base + row * stride;
+    if (tc < p.d4) { st_dst2(at, tc, x0); }
+    if (GOCV > 1u && tc + 16u < p.d4) { st_dst2(at, tc + 16u, x1); }
+}
+
+// dS of key j against the thread's 4 query rows (bwd_dq64): P (dP dropped - D).
+fn dq_ds(s: vec4f, dp: vec4f, j: u32, check: bool, dropout: bool, b: u32, h: u32, rows: vec4u, lse: vec4f, di: vec4f,
+         rk: vec4u) -> vec4f {
+    var sj = s;
+    if (check) { sj = mask_scores(sj, b, h, rows, vec4u(j)); }
+    let pj = exp2(sj - lse);
+    var dpj = dp;
+    if (dropout) { dpj *= keep4(rk, vec4u(key_hash(j))); }
+    return pj * (dpj - di);
 }
 
 @compute @workgroup_size(256)
@@ -992,49 +1035,54 @@ fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let dropout = has_dropout();
     let n = p.batch * p.heads * p.seq_q;
     let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);
-
-    var lse = vec4f(p.pos_inf);
-    var di = vec4f(0.0);
-    for (var r = 0u; r < 4u; r++) {
-        if (rows[r] < p.seq_q) {
-            lse[r] = stats[bh * p.seq_q + rows[r]];
-            di[r] = stats[n + bh * p.seq_q + rows[r]];
-        }
-    }
+    let at = vec4u(bh * p.seq_q) + min(rows, vec4u(p.seq_q - 1u));
+    let live = rows < vec4u(p.seq_q);
+    let lse = select(vec4f(p.pos_inf), vec4f(stats[at.x], stats[at.y], stats[at.z], stats[at.w]), live);
+    let di = select(vec4f(0.0), vec4f(stats[n + at.x], stats[n + at.y], stats[n + at.z], stats[n + at.w]), live);
     var rk = vec4u(0u);
     if (dropout) { rk = row_keys(bh, rows); }
 
     let range = key_range(i0, i1);
     let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
-    var acc = array<vec4f, 8>();
+    var acc = G8();
+    let sw = tr ^ tc;
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
-        let ops = array<vec4u, 4>(vec4u(0u, q_base, q_stride, i0), vec4u(3u, q_base, q_stride, i0),
-                                  vec4u(1u, k_base, k_stride, kb), vec4u(2u, k_base, k_stride, kb));
-        var s = array<vec4f, 4>();
-        var dp = array<vec4f, 4>();
-        g_scores(ops, mul, tid, tr, tc, &s, &dp);
+        var s = G4();
+        var dp = G4();
+        g_scores(vec4u(0u, q_base, q_stride, i0), vec4u(3u, q_base, q_stride, i0),
+                 vec4u(1u, k_base, k_stride, kb), vec4u(2u, k_base, k_stride, kb), mul, tid, tr, tc, &s, &dp);
         let check = !block_visible(i0, i1, kb, 64u) || has_mask();
-        for (var c = 0u; c < 4u; c++) {
-            let j = kb + 4u * tc + c;
-            var sj = s[c];
-            if (check) { sj = mask_scores(sj, b, h, rows, vec4u(j)); }
-            let pj = exp2(sj - lse);
-            var dpj = dp[c];
-            if (dropout) { dpj *= keep4(rk, vec4u(key_hash(j))); }
-            g_w[(4u * tc + c) * 16u + (tr ^ tc)] = pj * (dpj - di);
-        }
+        let j = kb + 4u * tc;
+        g_w[(4u * tc) * 16u + sw] = dq_ds(s.c0, dp.c0, j, check, dropout, b, h, rows, lse, di, rk);
+        g_w[(4u * tc + 1u) * 16u + sw] = dq_ds(s.c1, dp.c1, j + 1u, check, dropout, b, h, rows, lse, di, rk);
+        g_w[(4u * tc + 2u) * 16u + sw] = dq_ds(s.c2, dp.c2, j + 2u, check, dropout, b, h, rows, lse, di, rk);
+        g_w[(4u * tc + 3u) * 16u + sw] = dq_ds(s.c3, dp.c3, j + 3u, check, dropout, b, h, rows, lse, di, rk);
         g_rowprod(&acc, 1u, k_base, k_stride, kb, tid, tr, tc);
     }
 
-    for (var v = 0u; v < GOCV; v++) {
-        let d4 = tc + 16u * v;
-        if (d4 < p.d4) {
-            for (var r = 0u; r < 4u; r++) {
-                if (rows[r] < p.seq_q) { st_dst(q_base + rows[r] * q_stride, d4, acc[4u * v + r] * p.scale); }
-            }
-        }
+    g_store(rows.x, p.seq_q, q_base, q_stride, tc, acc.r0, acc.r4, p.scale);
+    g_store(rows.y, p.seq_q, q_base, q_stride, tc, acc.r1, acc.r5, p.scale);
+    g_store(rows.z, p.seq_q, q_base, q_stride, tc, acc.r2, acc.r6, p.scale);
+    g_store(rows.w, p.seq_q, q_base, q_stride, tc, acc.r3, acc.r7, p.scale);
+}
+
+// P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
+struct KvP { pz: vec4f, ds: vec4f }
+fn kv_p(s: vec4f, dp: vec4f, i: u32, check: bool, dropout: bool, b: u32, h: u32, bh: u32, n: u32, keys: vec4u,
+        kh: vec4u) -> KvP {
+    var lse = p.pos_inf;
+    var di = 0.0;
+    if (i < p.seq_q) {
+        lse = stats[bh * p.seq_q + i];
+        di = stats[n + bh * p.seq_q + i];
     }
+    var sj = s;
+    if (check || i >= p.seq_q) { sj = mask_scores(sj, b, h, vec4u(i), keys); }
+    let pj = exp2(sj - vec4f(lse));
+    var z = vec4f(1.0);
+    if (dropout) { z = keep4(vec4u(row_key(bh, i)), kh); }
+    return KvP(pj * z, pj * (dp * z - vec4f(di)));
 }
 
 @compute @workgroup_size(256)
@@ -1063,55 +1111,48 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     let qb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     let full_keys = j0 + 64u <= p.seq_k;
     let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
-    var dk = array<vec4f, 8>();
-    var dv = array<vec4f, 8>();
+    let sw = tr ^ tc;
+    var dk = G8();
+    var dv = G8();
     for (var hh = 0u; hh < p.group; hh++) {
         let h = kvh * p.group + hh;
         let bh = b * p.heads + h;
         let q_base = (b * p.seq_q * p.heads + h) * p.dim;
         for (var qb = qb0; i32(qb) < range.y; qb += 64u) {
-            let ops = array<vec4u, 4>(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
-                                      vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb));
-            var s = array<vec4f, 4>();
-            var dp = array<vec4f, 4>();
-            g_scores(ops, mul, tid, tr, tc, &s, &dp);   // s[c]: keys 4tr.. x query qb + 4tc + c
+            var s = G4();    // s.c<i>: keys 4tr.. x query qb + 4tc + i
+            var dp = G4();
+            g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
+                     vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
             let i_last = min(qb + 64u, p.seq_q);
             let check = !(full_keys && block_visible(qb, i_last, j0, 64u)) || has_mask();
-            var ds = array<vec4f, 4>();
-            for (var c = 0u; c < 4u; c++) {
-                let i = qb + 4u * tc + c;
-                var lse = p.pos_inf;
-                var di = 0.0;
-                if (i < p.seq_q) {
-                    lse = stats[bh * p.seq_q + i];
-                    di = stats[n + bh * p.seq_q + i];
-                }
-                var sj = s[c];
-                if (check || i >= p.seq_q) { sj = mask_scores(sj, b, h, vec4u(i), keys); }
-                let pj = exp2(sj - vec4f(lse));
-                var z = vec4f(1.0);
-                if (dropout) { z = keep4(vec4u(row_key(bh, i)), kh); }
-                ds[c] = pj * (dp[c] * z - vec4f(di));
-                g_w[(4u * tc + c) * 16u + (tr ^ tc)] = pj * z;   // g_st's last readers passed a barrier
-            }
+            let i = qb + 4u * tc;
+            let w0 = kv_p(s.c0, dp.c0, i, check, dropout, b, h, bh, n, keys, kh);
+            let w1 = kv_p(s.c1, dp.c1, i + 1u, check, dropout, b, h, bh, n, keys, kh);
+            let w2 = kv_p(s.c2, dp.c2, i + 2u, check, dropout, b, h, bh, n, keys, kh);
+            let w3 = kv_p(s.c3, dp.c3, i + 3u, check, dropout, b, h, bh, n, keys, kh);
+            // g_st's last readers passed a barrier
+            g_w[(4u * tc) * 16u + sw] = w0.pz;
+            g_w[(4u * tc + 1u) * 16u + sw] = w1.pz;
+            g_w[(4u * tc + 2u) * 16u + sw] = w2.pz;
+            g_w[(4u * tc + 3u) * 16u + sw] = w3.pz;
             g_rowprod(&dv, 3u, q_base, q_stride, qb, tid, tr, tc);
             workgroupBarrier();
-            for (var c = 0u; c < 4u; c++) { g_w[(4u * tc + c) * 16u + (tr ^ tc)] = ds[c]; }
+            g_w[(4u * tc) * 16u + sw] = w0.ds;
+            g_w[(4u * tc + 1u) * 16u + sw] = w1.ds;
+            g_w[(4u * tc + 2u) * 16u + sw] = w2.ds;
+            g_w[(4u * tc + 3u) * 16u + sw] = w3.ds;
             g_rowprod(&dk, 0u, q_base, q_stride, qb, tid, tr, tc);
         }
     }
 
-    for (var v = 0u; v < GOCV; v++) {
-        let d4 = tc + 16u * v;
-        if (d4 < p.d4) {
-            for (var r = 0u; r < 4u; r++) {
-                if (keys[r] < p.seq_k) {
-                    st_dst(k_base + keys[r] * k_stride, d4, dk[4u * v + r] * p.scale);
-                    st_dst2(k_base + keys[r] * k_stride, d4, dv[4u * v + r]);
-                }
-            }
-        }
-    }
+    g_store(keys.x, p.seq_k, k_base, k_stride, tc, dk.r0, dk.r4, p.scale);
+    g_store(keys.y, p.seq_k, k_base, k_stride, tc, dk.r1, dk.r5, p.scale);
+    g_store(keys.z, p.seq_k, k_base, k_stride, tc, dk.r2, dk.r6, p.scale);
+    g_store(keys.w, p.seq_k, k_base, k_stride, tc, dk.r3, dk.r7, p.scale);
+    g_store2(keys.x, p.seq_k, k_base, k_stride, tc, dv.r0, dv.r4);
+    g_store2(keys.y, p.seq_k, k_base, k_stride, tc, dv.r1, dv.r5);
+    g_store2(keys.z, p.seq_k, k_base, k_stride, tc, dv.r2, dv.r6);
+    g_store2(keys.w, p.seq_k, k_base, k_stride, tc, dv.r3, dv.r7);
 }
 
 // ---- decode: one query row per (batch, head), keys split across workgroups ---------------
