@@ -322,17 +322,6 @@ static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attenti
     return WGML_OK;
 }
 
-/* ---- scratch -------------------------------------------------------------------------- */
-
-static wgml_status scratch(wgml_engine *e, uint64_t floats, wgml_tensor **t)
-{
-    if (floats > 0xFFFFFFFFull - 4096)
-        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
-                          (unsigned long long)floats);
-    size_t n = (size_t)(floats ? floats : 1);
-    return wgml_tensor_create(e->ctx, WGML_F32, 1, &n, t);
-}
-
 /* ---- dispatch ------------------------------------------------------------------------- */
 
 /* Pipelines depend on the tiles and on OCV = ceil(ceil(head_dim / 4) / TC) only; head_dim
@@ -548,14 +537,18 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
-    wgml_tensor *st;
-    WGML_CHECK(scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+    uint64_t st_floats = 2ull * s->batch * s->heads * s->seq_q;
+    if (st_floats > 0xFFFFFFFFull - 4096)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
+                          (unsigned long long)st_floats);
+    wgml__arg st;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * st_floats, &st));
     wgml__arg m = wgml__t(mask ? mask : q);
 
     attn_params ps = p;
     ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
     wgml__kernel kst = tile_kernel("fwd", "urrrrwr", dim, ts, 1);
-    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, wgml__t(st), wgml__t(dout) };
+    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
     wgml_status r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
 
     if (r == WGML_OK) {
@@ -563,7 +556,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
         pq.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
         wgml__kernel kq = cq.gemm ? gemm_kernel("bwd_dq64", "urrrrwrr", dim, cq.bk)
                                   : tile_kernel("bwd_dq", "urrrrwrr", dim, cq.t, -1);
-        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), wgml__t(st) };
+        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
         r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
     }
     if (r == WGML_OK) {
@@ -571,10 +564,9 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
         pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
         wgml__kernel kk = ck.gemm ? gemm_kernel("bwd_dkdv64", "urrrrwrrw", dim, ck.bk)
                                   : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
-        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), wgml__t(st), wgml__t(dv) };
+        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv) };
         r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
     }
-    wgml_tensor_release(st);
     return r;
 }
 
