@@ -1446,27 +1446,79 @@ fn pf_store(i: u32, q_base: u32, q_stride: u32, tc: u32, o0: vec4f, o1: vec4f, i
     if (PF_OCV > 1u && tc + 16u < p.d4) { st_dst(base, tc + 16u, o1 * inv); }
 }
 
+// The thread's 4 rows after all key blocks: running max m (log2 units) and total sum l.
+struct PfRows { m: vec4f, l: vec4f }
+
+// Thread placement shared by the prefill entries: tr = row group, tc = key/column group.
+fn pf_tr(tid: u32) -> u32 { return 4u * ((tid / 32u) / 2u) + (tid % 32u) / 8u; }
+fn pf_tc(tid: u32) -> u32 { return 8u * ((tid / 32u) % 2u) + (tid % 32u) % 8u; }
+
 @compute @workgroup_size(256)
 fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
            @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
+    pf_run(wg, tid, false);
+}
+
+// Backward statistics (replaces fwd MODE 1 where prefill fits): the scores and softmax of
+// prefill without the P v product, then per query row i
+//   stats[bh * seq_q + i] = log2-sum-exp2 (+inf for a row with no visible key) and
+//   stats[B * H * seq_q + bh * seq_q + i] = D_i = sum_d dout * out;
+// binding 3 (v) holds the forward output, binding 6 dout.
+@compute @workgroup_size(256)
+fn prefill_stats(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                 @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let r = pf_run(wg, tid, true);
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let tr = pf_tr(tid);
+    let tc = pf_tc(tid);
+    let rows = vec4u(qb * 64u + 4u * tr) + vec4u(0u, 1u, 2u, 3u);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    // D: this thread's vec4 columns tc and tc + 16 of its 4 rows, then a sum over the 16 tc
+    var dpart = vec4f(0.0);
+    for (var c = tc; c < p.d4; c += 16u) {
+        let at = min(rows, vec4u(p.seq_q - 1u)) * q_stride + vec4u(q_base);
+        dpart += vec4f(dot(ld_do(at.x, c), ld_v(at.x, c)), dot(ld_do(at.y, c), ld_v(at.y, c)),
+                       dot(ld_do(at.z, c), ld_v(at.z, c)), dot(ld_do(at.w, c), ld_v(at.w, c)));
+    }
+    workgroupBarrier();
+    pf_s[tc * PF_RS + tr] = dpart;
+    workgroupBarrier();
+    if (tc != 0u) { return; }
+    var dt = pf_s[tr];
+    for (var cc = 1u; cc < 16u; cc++) { dt += pf_s[cc * PF_RS + tr]; }
+    let lse = select(vec4f(p.pos_inf), r.m + log2(r.l), r.l > vec4f(0.0));
+    let n = p.batch * p.heads * p.seq_q;
+    if (rows.x < p.seq_q) { dst[bh * p.seq_q + rows.x] = lse.x; dst[n + bh * p.seq_q + rows.x] = dt.x; }
+    if (rows.y < p.seq_q) { dst[bh * p.seq_q + rows.y] = lse.y; dst[n + bh * p.seq_q + rows.y] = dt.y; }
+    if (rows.z < p.seq_q) { dst[bh * p.seq_q + rows.z] = lse.z; dst[n + bh * p.seq_q + rows.z] = dt.z; }
+    if (rows.w < p.seq_q) { dst[bh * p.seq_q + rows.w] = lse.w; dst[n + bh * p.seq_q + rows.w] = dt.w; }
+}
+
+// The body of prefill for workgroup wg; stats: stop after the softmax statistics (no P v,
+// nothing stored) and return them.
+fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
     let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
     let bh = wg / p.q_blocks;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
-    let lane = tid % 32u;
-    let warp = tid / 32u;
-    let tr = 4u * (warp / 2u) + lane / 8u;
-    let tc = 8u * (warp % 2u) + lane % 8u;
+    let tr = pf_tr(tid);
+    let tc = pf_tc(tid);
     let i0 = qb * 64u;
     let i1 = min(i0 + 64u, p.seq_q);
     let q_stride = p.heads * p.dim;
     let q_base = (b * p.seq_q * p.heads + h) * p.dim;
     let k_stride = p.kv_heads * p.dim;
     let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
-    let dropout = has_dropout();
+    let dropout = has_dropout() && !stats;
     let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);   // this thread's 4 query rows
     var rk = vec4u(0u);
     if (dropout) { rk = row_keys(bh, rows); }
@@ -1534,6 +1586,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         }
         o00 *= alpha.x; o10 *= alpha.y; o20 *= alpha.z; o30 *= alpha.w;
         if (PF_OCV > 1u) { o01 *= alpha.x; o11 *= alpha.y; o21 *= alpha.z; o31 *= alpha.w; }
+        if (stats) { continue; }
         // P^T: key 4tc + e, row group tr (pf_p was last read before the barriers above)
         let pbase = 4u * tc * 16u + (tr ^ swz);
         pf_p[pbase] = vec4f(p0.x, p1.x, p2.x, p3.x);
@@ -1575,9 +1628,11 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     workgroupBarrier();
     var lt = pf_s[tr];
     for (var cc = 1u; cc < 16u; cc++) { lt += pf_s[cc * PF_RS + tr]; }
+    if (stats) { return PfRows(m, lt); }
     let inv = select(vec4f(0.0), 1.0 / lt, lt > vec4f(0.0));
     pf_store(rows.x, q_base, q_stride, tc, o00, o01, inv.x);
     pf_store(rows.y, q_base, q_stride, tc, o10, o11, inv.y);
     pf_store(rows.z, q_base, q_stride, tc, o20, o21, inv.z);
     pf_store(rows.w, q_base, q_stride, tc, o30, o31, inv.w);
+    return PfRows(m, lt);
 }

@@ -19,8 +19,9 @@
                           else fwd; but fwd when WGML_ATTN_FWD is set (its tiles are fwd's)
      "old"                fwd (tiles from WGML_ATTN_FWD or the defaults)
      "bk32", "bk16"       prefill with that chunk (refused if it does not fit)
-   WGML_ATTN_FWD also sets the tiles of the backward's statistics pass (fwd MODE 1), which
-   the switch does not touch. The old forward path goes once prefill is measured. */
+   The backward's statistics pass follows the same choice: `prefill_stats` (prefill's
+   scores and softmax without the P v product) with prefill, fwd in MODE 1 otherwise (tiles
+   from WGML_ATTN_FWD). */
 #include "internal.h"
 
 #include <math.h>
@@ -545,9 +546,15 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * st_floats, &st));
     wgml__arg m = wgml__t(mask ? mask : q);
 
+    /* statistics: prefill_stats (prefill's scores and softmax, no P v) where prefill is
+       the forward, else fwd in MODE 1 */
     attn_params ps = p;
-    ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
-    wgml__kernel kst = tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    uint32_t bk;
+    WGML_CHECK(pick_prefill(ctx, fn, &bk));
+    ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
+    wgml__kernel kst = bk ? (wgml__kernel){ .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2,
+                                            .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } }
+                          : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
     wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
     wgml_status r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
 
@@ -685,6 +692,8 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 32 }, { "PF_OCV", 2 } } },
     { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
     { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
     { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
