@@ -55,13 +55,13 @@ fi
 echo "# Round 3 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 # 4096^3 in all three layouts: the new variants against the defaults and the two round-2 winners
-for v in "" t128sb t128k8 t128sbk8 t128sbf t128sbv t128sbu t128sbur t128bestn t128best; do
+for v in "" t128sb t128k8 t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" 4096^3"
     bench "$v" matmul 4096x4096x4096 9
 done
 # The LLM shapes (2048x11008x4096, 2048x4096x11008, 4096x11008x2048 in their layouts) and
 # 8192^3 for the default and the candidates for the next default
-for v in "" t128sbk8 t128sbf t128bestn t128best; do
+for v in "" t128sbk8 t128bestn t128best t128k8pf t128k8r; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" LLM shapes"
     bench "$v" matmul 11008 7
     bench "$v" matmul 8192x8192x8192 5

@@ -146,8 +146,8 @@ static const struct { const char *name; unsigned smem_bytes, threads; bool slow;
        gemm2_v4), tested in every layout (see test_variants). slow: the k loop written out,
        which lavapipe's LLVM takes 3 - 7 s per pipeline to compile */
     { "t128sbk8", 8192, 256, false }, { "t128sbf", 16384, 256, false }, { "t128sbv", 16384, 256, false },
-    { "t128sbu", 16384, 256, true },  { "t128sbur", 16384, 256, true }, { "t128bestn", 8192, 256, false },
-    { "t128best", 8192, 256, true },
+    { "t128sbu", 16384, 256, true },  { "t128bestn", 8192, 256, false }, { "t128best", 8192, 256, true },
+    { "t128k8pf", 16384, 256, false }, { "t128k8r", 16384, 256, true },
 };
 #define FIRST_ROUND3 13   /* index of t128sbk8 */
 

@@ -14,7 +14,7 @@
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
-     t128sbk8 t128sbf t128sbv t128sbu t128sbur t128bestn t128best
+     t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -58,7 +58,7 @@ typedef struct tile_cfg {
 
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
-    T128SBK8, T128SBF, T128SBV, T128SBU, T128SBUR, T128BESTN, T128BEST, NTILES
+    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -79,10 +79,12 @@ static const tile_cfg TILES[NTILES] = {
     [T128SBF] = { "t128sbf", 16, 16, 8, 16, 0, 1, 1 },                  /* t128sb + interior fast path               */
     [T128SBV] = { "t128sbv", 16, 16, 8, 16, 0, 1, 0, 1, 0, 0 },         /* t128sb in gemm2: vec4 stores, array acc.  */
     [T128SBU] = { "t128sbu", 16, 16, 8, 16, 0, 1, 0, 1, 1, 0 },         /* t128sbv + k loop written out              */
-    [T128SBUR] = { "t128sbur", 16, 16, 8, 16, 0, 1, 0, 1, 1, 1 },       /* t128sbu + fragment double-buffering       */
     [T128BESTN] = { "t128bestn", 16, 16, 8, 8, 0, 1, 1, 1, 0, 0 },      /* t128best without the written-out loop     */
     [T128BEST] = { "t128best", 16, 16, 8, 8, 0, 1, 1, 1, 1, 0 },        /* BK 8, one buffer, prefetch, fast, k loop
                                                                            written out, vec4 stores: 8 KiB */
+    [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
+    [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
+                                                                           fragment double-buffering */
 };
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
