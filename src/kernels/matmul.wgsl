@@ -44,6 +44,8 @@
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
 //     at out + z * out_slice (a workspace), and splitk_reduce adds the slices in order.
+// gemm2, gemm2_v4: gemm (TM 8) with the round-3 options: the k loop written out, fragment
+//   double-buffering, vec4 stores of out (see the comment above gemm2).
 //
 // gemv_rows: out[r] = dot(A[r, :], B[0:K]) for rows contiguous along K (matmul_bt with M = 1,
 //   matmul with N = 1): GR rows per workgroup, every thread strides over K with vec4 loads
