@@ -1,20 +1,43 @@
 #!/usr/bin/env bash
-# Times every matmul variant (and the row-op and top_k switches) of src/ops/matmul.c (WGML_MATMUL_VARIANT) on the shapes that
-# decide the defaults, on the GPU machine, after bench/device_run.sh has built build-device.
-# Writes a table per variant to ${OUT}/matmul_sweep.md.
-#   bash bench/matmul_sweep.sh [filter]
+# Times the gemm tile variants of src/ops/matmul.c (WGML_MATMUL_VARIANT) on the GPU machine,
+# in one device call: builds build-device if it is missing (as bench/device_run.sh does),
+# checks every variant with test_matmul on the GPU, then times them.
+# Writes ${OUT}/matmul_sweep.md (and build logs, test log, adapter info).
+#   bash bench/matmul_sweep.sh          round 3 (bench/notes/matmul.md): the new variants
+#   bash bench/matmul_sweep.sh round2   the round 1-2 sweep (tiles, gemv, row ops, top_k)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
-filter=${1:-4096x4096x4096}
+round=${1:-round3}
+for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
+ldconfig 2>/dev/null
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+if [ ! -x build-device/wgml ] || [ ! -x build-device/tests/test_matmul ] || [ "${WGML_REBUILD:-0}" = 1 ]; then
+    cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release ${WGML_CMAKE_FLAGS:-} >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+fi
+# always rebuild (incremental): the variants live in the sources just carried over
+cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }
+build-device/wgml info > "$out/info.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >> "$out/info.txt" 2>&1
+cat "$out/info.txt"
+
+# One bench process per variant (a fresh process per measurement, as device_run.sh does).
+# Errors (an unknown token, a variant the adapter refuses) show in the table as their line.
+bench() {   # bench <variant> <group> <filter> <samples>
+    WGML_MATMUL_VARIANT="$1" build-device/wgml bench --group "$2" --filter "$3" --samples "$4" 2>&1 | grep -E '^\| matmul|rror|fail'
+}
+
+if [ "$round" = round2 ]; then
 {
 for v in "" t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4 t128sb t64; do
     echo "## WGML_MATMUL_VARIANT=\"$v\""
-    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --group matmul --filter "$filter" --samples 7 | grep '^| matmul'
+    bench "$v" matmul 4096x4096x4096 7
 done
 for v in "" gemvc4 "gemvc4,gemvcols=2" "gemvc4,gemvcols=8" gemvcols=2 gemvcols=8; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" (decode)"
-    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --group decode --filter "matmul" --samples 15 | grep '^| matmul'
+    bench "$v" decode matmul 15
 done
 for u in 4 8; do
     echo "## WGML_NORM_UPT=$u WGML_SOFTMAX_UPT=$u"
@@ -22,4 +45,29 @@ for u in 4 8; do
 done
 echo "## WGML_TOPK_VARIANT=nofinish"
 WGML_TOPK_VARIANT=nofinish build-device/wgml bench --filter top_k --samples 15 | grep '^| top_k'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+# Round 3. Correctness first: every variant in every layout on NVIDIA's compiler.
+(cd build-device && timeout 300 ctest --output-on-failure -R 'test_matmul$' >"$out/ctest_matmul.log" 2>&1; tail -4 "$out/ctest_matmul.log")
+{
+echo "# Round 3 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+# 4096^3 in all three layouts: the new variants against the defaults and the two round-2 winners
+for v in "" t128sb t128k8 t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" 4096^3"
+    bench "$v" matmul 4096x4096x4096 9
+done
+# The LLM shapes (2048x11008x4096, 2048x4096x11008, 4096x11008x2048 in their layouts) and
+# 8192^3 for the default and the candidates for the next default
+for v in "" t128sbk8 t128bestn t128best t128k8pf t128k8r; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" LLM shapes"
+    bench "$v" matmul 11008 7
+    bench "$v" matmul 8192x8192x8192 5
+done
+# Repeat of the first rows: run-to-run spread, to read the differences above against
+echo "## repeat: WGML_MATMUL_VARIANT=\"\" and t128best 4096^3"
+bench "" matmul 4096x4096x4096 9
+bench t128best matmul 4096x4096x4096 9
 } | tee "$out/matmul_sweep.md"

@@ -142,7 +142,13 @@ static const struct { const char *name; unsigned smem_bytes, threads; } forced_t
     { "t128f", 32768, 256 },   { "t128np", 32768, 256 },  { "t128npf", 32768, 256 }, { "t128k32", 32768, 256 },
     { "t128k8", 16384, 256 },  { "t128x64", 24576, 128 }, { "t64x128", 24576, 128 }, { "m4x8", 24576, 256 },
     { "t128m4", 32768, 512 },
+    /* round 3: new load/product/store code (prefetch with fewer blocks than threads, gemm2,
+       gemm2_v4), tested in every layout, three pipelines each (see test_variants): the ones
+       with the k loop written out take lavapipe's LLVM 3 - 6 s per pipeline to compile */
+    { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
+    { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
 };
+#define FIRST_ROUND3 13   /* index of t128sbk8 */
 
 static bool tile_refused(wgml_adapter_info *info, size_t v)
 {
@@ -174,9 +180,16 @@ static void test_variants(void)
            buffering or clamps, not in the per-layout load code: one layout each, rotating
            (pipelines compile slowly on lavapipe) */
         bool all = v < 4 && strcmp(forced_tiles[v].name, "t128sb") != 0;
-        int o0 = all ? 0 : (int)(v % 3);
-        for (int o = o0; o < (all ? 3 : o0 + 1); o++)
-            run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);
+        int o0 = all ? 0 : v >= FIRST_ROUND3 ? 1 : (int)(v % 3);   /* round 3: matmul_bt here (scalar loads, */
+        for (int o = o0; o < (all ? 3 : o0 + 1); o++)                 /* N odd: gemm2's scalar stores), the */
+            run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);   /* others below */
+        if (v >= FIRST_ROUND3) {   /* the same pipeline: exact, split-K slices of 24 and 21 */
+            run_case(1, shapes[0].M, shapes[0].N, shapes[0].K, true, forced_tiles[v].name);
+            char name[64];
+            snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
+            setenv("WGML_MATMUL_VARIANT", name, 1);
+            run_case(1, shapes[0].M, shapes[0].N, shapes[0].K, false, name);
+        }
     }
     /* every tile configuration with vec4 loads, edge tiles on both sides; K = 96 (a multiple
        of every BK) gives the interior tiles of the fast variants their unclamped path, and
@@ -186,12 +199,21 @@ static void test_variants(void)
         char name[64];
         snprintf(name, sizeof name, "%s", forced_tiles[v].name);
         setenv("WGML_MATMUL_VARIANT", name, 1);
-        int o = (int)((v + 1) % 3);   /* the vec4 pipeline of one layout, rotating */
-        run_case(o, 200, 260, 72, false, name);
-        run_case(o, 200, 260, 96, true, name);
-        snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
-        setenv("WGML_MATMUL_VARIANT", name, 1);
-        run_case(o, 136, 132, 96, false, name);
+        /* the vec4 pipeline of one layout, rotating; every layout for the round-3 variants:
+           K = 76 ends on a half step of BK 8 and leaves a partial last step of BK 16, N = 260
+           takes gemm2's vec4 stores (N % 4 == 0) with an edge tile of 4 columns */
+        bool all = v >= FIRST_ROUND3;
+        int o0 = (int)((v + 1) % 3);
+        for (int o = all ? 0 : o0; o < (all ? 3 : o0 + 1); o++) {
+            if (all && o == 1) continue;   /* round 3: its scalar pipeline, above */
+            setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
+            run_case(o, 200, 260, all ? 76 : 72, false, name);
+            run_case(o, 200, 260, 96, true, name);
+            snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
+            setenv("WGML_MATMUL_VARIANT", name, 1);
+            run_case(o, 136, 132, 96, false, name);
+            snprintf(name, sizeof name, "%s", forced_tiles[v].name);
+        }
     }
     /* forced matrix-vector and split-K choices, on products and on vectors */
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",

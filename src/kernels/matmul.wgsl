@@ -44,6 +44,8 @@
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
 //     at out + z * out_slice (a workspace), and splitk_reduce adds the slices in order.
+// gemm2, gemm2_v4: gemm (TM 8) with the round-3 options: the k loop written out, fragment
+//   double-buffering, vec4 stores of out (see the comment above gemm2).
 //
 // gemv_rows: out[r] = dot(A[r, :], B[0:K]) for rows contiguous along K (matmul_bt with M = 1,
 //   matmul with N = 1): GR rows per workgroup, every thread strides over K with vec4 loads
@@ -100,7 +102,8 @@ override T4B: u32 = BN / 4u;             // vec4 per k-row of B's tile
 override QN: u32 = BK / 4u;              // k-quads per tile
 override NBA: u32 = T4A * QN;            // 4x4 blocks of A's tile
 override NBB: u32 = T4B * QN;            // 4x4 blocks of B's tile
-override BPT: u32 = (NBA + NBB) / NT;    // PF 1: blocks each thread moves per step (1 or 2)
+override BPT: u32 = (NBA + NBB) / NT;    // PF 1: blocks each thread moves per step (1 or 2;
+                                         // 0: only threads lid < NBA + NBB move one)
 override BUFA: u32 = BK * T4A;           // vec4 per buffer of A
 override BUFB: u32 = BK * T4B;
 override SZA: u32 = (DB + 1u) * BUFA;
@@ -258,6 +261,12 @@ struct Blocks {
 
 fn fetch(lid: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> Blocks {
     var r: Blocks;
+    if (BPT == 0u) {              // fewer blocks than threads (BK 8 at 128x128): whole warps
+        if (lid < NBA + NBB) {    // lid < NBA + NBB move one block, the others none
+            r.r0 = load_blk(lid, m0, n0, k0, kend, fast);
+        }
+        return r;
+    }
     r.r0 = load_blk(lid, m0, n0, k0, kend, fast);
     if (BPT == 2u) {
         r.r1 = load_blk(lid + NT, m0, n0, k0, kend, fast);
@@ -266,6 +275,12 @@ fn fetch(lid: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> Blocks {
 }
 
 fn stash(buf: u32, lid: u32, r: Blocks) {
+    if (BPT == 0u) {
+        if (lid < NBA + NBB) {
+            put_blk(buf, lid, r.r0);
+        }
+        return;
+    }
     put_blk(buf, lid, r.r0);
     if (BPT == 2u) {
         put_blk(buf, lid + NT, r.r1);
@@ -392,6 +407,202 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
         put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
     }
+}
+
+// ---- gemm2: gemm with the round-3 options (bench/notes/matmul.md) -------------------
+// The same tile, thread layout, tile movement (DB, PF, FAST as in gemm) and edges, with
+// 16 accumulators in an array, plus:
+//   UNR (FLAGS bit 4): the k loop written out 4 steps at a time (every workgroup-memory
+//     offset inside a quad a constant; BK / 4 trips left), so the driver need not unroll
+//     anything to schedule the reads of later k ahead of the products of earlier k. (4,
+//     not 8: straight-line blocks of 8 x 64 vec4 FMAs take lavapipe's LLVM seconds each.)
+//   RDB (bit 5, implies UNR): register double-buffering of the fragments: the 4 vec4 of
+//     step k + 1 are read from workgroup memory before the 64 FMAs of step k (4 more vec4
+//     live), carried from quad to quad inside a step.
+//   gemm2_v4: out bound as array<vec4f> (N % 4 == 0, chosen by the host): each row quad of
+//     the micro-tile is one vec4 store; the 8 lanes along N of a warp write 128 contiguous
+//     bytes of one row per store (4 full rows per instruction) instead of 4 scalar stores.
+override UNR: bool = ((FLAGS >> 4u) & 1u) == 1u;
+override RDB: bool = ((FLAGS >> 5u) & 1u) == 1u;
+
+@group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;   // gemm2_v4
+
+// A thread's operands of one k-row: rows 4ty.. and BM/2 + 4ty.. of A, columns 4tx.. and
+// BN/2 + 4tx.. of B; ra and rb index the k-row's vec4 of this thread.
+struct Frag {
+    a0: vec4f,
+    a1: vec4f,
+    b0: vec4f,
+    b1: vec4f,
+}
+
+fn frag(ra: u32, rb: u32) -> Frag {
+    return Frag(As[ra], As[ra + WG_M], Bs[rb], Bs[rb + WG_N]);
+}
+
+// c[2 i + h]: micro-tile row i (0..3: a0, 4..7: a1), column quad h (b0, b1).
+fn mac(c: ptr<function, array<vec4f, 16>>, f: Frag) {
+    (*c)[0] = fma(vec4f(f.a0.x), f.b0, (*c)[0]); (*c)[1] = fma(vec4f(f.a0.x), f.b1, (*c)[1]);
+    (*c)[2] = fma(vec4f(f.a0.y), f.b0, (*c)[2]); (*c)[3] = fma(vec4f(f.a0.y), f.b1, (*c)[3]);
+    (*c)[4] = fma(vec4f(f.a0.z), f.b0, (*c)[4]); (*c)[5] = fma(vec4f(f.a0.z), f.b1, (*c)[5]);
+    (*c)[6] = fma(vec4f(f.a0.w), f.b0, (*c)[6]); (*c)[7] = fma(vec4f(f.a0.w), f.b1, (*c)[7]);
+    (*c)[8] = fma(vec4f(f.a1.x), f.b0, (*c)[8]); (*c)[9] = fma(vec4f(f.a1.x), f.b1, (*c)[9]);
+    (*c)[10] = fma(vec4f(f.a1.y), f.b0, (*c)[10]); (*c)[11] = fma(vec4f(f.a1.y), f.b1, (*c)[11]);
+    (*c)[12] = fma(vec4f(f.a1.z), f.b0, (*c)[12]); (*c)[13] = fma(vec4f(f.a1.z), f.b1, (*c)[13]);
+    (*c)[14] = fma(vec4f(f.a1.w), f.b0, (*c)[14]); (*c)[15] = fma(vec4f(f.a1.w), f.b1, (*c)[15]);
+}
+
+// The products of k-rows k .. k + 3 of the current buffer; ra, rb: this thread's vec4 of k-row k.
+fn mac4(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
+    mac(c, frag(ra, rb));
+    mac(c, frag(ra + T4A, rb + T4B));
+    mac(c, frag(ra + 2u * T4A, rb + 2u * T4B));
+    mac(c, frag(ra + 3u * T4A, rb + 3u * T4B));
+}
+
+// RDB: the same with the fragments of k-row k (f) already read; returns those of k-row k + 4,
+// or of k-row BK - 1 (read but unused) after the last quad of the step: no branch.
+fn mac4_rdb(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32, k: u32, f: Frag) -> Frag {
+    let g = frag(ra + T4A, rb + T4B);
+    mac(c, f);
+    let h = frag(ra + 2u * T4A, rb + 2u * T4B);
+    mac(c, g);
+    let i = frag(ra + 3u * T4A, rb + 3u * T4B);
+    mac(c, h);
+    let kn = min(k + 4u, BK - 1u) - k;
+    let j = frag(ra + kn * T4A, rb + kn * T4B);
+    mac(c, i);
+    return j;
+}
+
+// Where a gemm2 thread's micro-tile goes: rows r0.. and r0 + BM/2.., columns q0.. and
+// q0 + BN/2..; ok false: the workgroup is past the last tile.
+struct Where {
+    ob: u32,
+    r0: u32,
+    q0: u32,
+    ok: bool,
+}
+
+// gemm's tile loop (TM 8) with the gemm2 options, accumulating into c.
+fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
+    let id = wid.x + wid.y * nwg.x;
+    if (id >= p.tiles) {
+        return Where(0u, 0u, 0u, false);
+    }
+    let tiles_m = p.tiles / p.tiles_n;
+    let per_group = p.group_m * p.tiles_n;
+    let first_m = (id / per_group) * p.group_m;
+    let gsize = min(tiles_m - first_m, p.group_m);
+    let local = id % per_group;
+    let m0 = (first_m + local % gsize) * BM;
+    let n0 = (local / gsize) * BN;
+
+    let kbeg = wid.z * p.kchunk;
+    let kend = min(p.K, kbeg + p.kchunk);
+    let nsteps = (kend - kbeg + BK - 1u) / BK;
+    let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
+
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    let wx = WG_N / 8u;
+    let tx = (w % wx) * 8u + lane % 8u;
+    let ty = (w / wx) * 4u + lane / 8u;
+
+    var r: Blocks;
+    if (PF == 1u) {
+        r = fetch(lid, m0, n0, kbeg, kend, fast);
+        stash(0u, lid, r);
+        workgroupBarrier();
+    }
+    for (var t = 0u; t < nsteps; t++) {
+        let more = t + 1u < nsteps;
+        let cb = t & DB;
+        if (PF == 1u) {
+            if (more) {
+                r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend, fast);
+            }
+        } else {
+            if (DB == 0u && t > 0u) {
+                workgroupBarrier();
+            }
+            move_tile(cb, lid, m0, n0, kbeg + t * BK, kend, fast);
+            workgroupBarrier();
+        }
+        let ra = cb * BUFA + ty;
+        let rb = cb * BUFB + tx;
+        if (RDB) {
+            var f = frag(ra, rb);
+            for (var k = 0u; k < BK; k += 4u) {
+                f = mac4_rdb(c, ra + k * T4A, rb + k * T4B, k, f);
+            }
+        } else if (UNR) {
+            for (var k = 0u; k < BK; k += 4u) {
+                mac4(c, ra + k * T4A, rb + k * T4B);
+            }
+        } else {
+            for (var k = 0u; k < BK; k++) {
+                mac(c, frag(ra + k * T4A, rb + k * T4B));
+            }
+        }
+        if (PF == 1u) {
+            if (DB == 0u) {
+                workgroupBarrier();
+            }
+            if (more) {
+                stash((t + 1u) & DB, lid, r);
+            }
+            workgroupBarrier();
+        }
+    }
+    return Where(wid.z * p.out_slice, m0 + ty * 4u, n0 + tx * 4u, true);
+}
+
+@compute @workgroup_size(NT)
+fn gemm2(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+         @builtin(local_invocation_index) lid: u32) {
+    var c: array<vec4f, 16>;
+    let at = gemm2_tile(wid, nwg, lid, &c);
+    if (!at.ok) {
+        return;
+    }
+    let q1 = at.q0 + WG_N * 4u;
+    let r1 = at.r0 + WG_M * 4u;   // constant indices only: c stays in registers
+    put(at.ob, at.r0 + 0u, at.q0, c[0]); put(at.ob, at.r0 + 0u, q1, c[1]);
+    put(at.ob, at.r0 + 1u, at.q0, c[2]); put(at.ob, at.r0 + 1u, q1, c[3]);
+    put(at.ob, at.r0 + 2u, at.q0, c[4]); put(at.ob, at.r0 + 2u, q1, c[5]);
+    put(at.ob, at.r0 + 3u, at.q0, c[6]); put(at.ob, at.r0 + 3u, q1, c[7]);
+    put(at.ob, r1 + 0u, at.q0, c[8]); put(at.ob, r1 + 0u, q1, c[9]);
+    put(at.ob, r1 + 1u, at.q0, c[10]); put(at.ob, r1 + 1u, q1, c[11]);
+    put(at.ob, r1 + 2u, at.q0, c[12]); put(at.ob, r1 + 2u, q1, c[13]);
+    put(at.ob, r1 + 3u, at.q0, c[14]); put(at.ob, r1 + 3u, q1, c[15]);
+}
+
+// Row r, columns q .. q+3 as one vec4 (N % 4 == 0: q < N means the whole vec4 is in range).
+fn put4(ob: u32, r: u32, q: u32, v: vec4f) {
+    if (r < p.M && q < p.N) {
+        out4[(ob + r * p.N + q) >> 2u] = v;
+    }
+}
+
+@compute @workgroup_size(NT)
+fn gemm2_v4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) lid: u32) {
+    var c: array<vec4f, 16>;
+    let at = gemm2_tile(wid, nwg, lid, &c);
+    if (!at.ok) {
+        return;
+    }
+    let q1 = at.q0 + WG_N * 4u;
+    let r1 = at.r0 + WG_M * 4u;   // constant indices only: c stays in registers
+    put4(at.ob, at.r0 + 0u, at.q0, c[0]); put4(at.ob, at.r0 + 0u, q1, c[1]);
+    put4(at.ob, at.r0 + 1u, at.q0, c[2]); put4(at.ob, at.r0 + 1u, q1, c[3]);
+    put4(at.ob, at.r0 + 2u, at.q0, c[4]); put4(at.ob, at.r0 + 2u, q1, c[5]);
+    put4(at.ob, at.r0 + 3u, at.q0, c[6]); put4(at.ob, at.r0 + 3u, q1, c[7]);
+    put4(at.ob, r1 + 0u, at.q0, c[8]); put4(at.ob, r1 + 0u, q1, c[9]);
+    put4(at.ob, r1 + 1u, at.q0, c[10]); put4(at.ob, r1 + 1u, q1, c[11]);
+    put4(at.ob, r1 + 2u, at.q0, c[12]); put4(at.ob, r1 + 2u, q1, c[13]);
+    put4(at.ob, r1 + 3u, at.q0, c[14]); put4(at.ob, r1 + 3u, q1, c[15]);
 }
 
 // ---- matrix-vector products ---------------------------------------------------------

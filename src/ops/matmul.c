@@ -14,6 +14,7 @@
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
+     t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -44,14 +45,21 @@ typedef struct mm_params {
    quads, 64 accumulators; TM 4: one, 32), a (TM WG_M) x (8 WG_N) tile, BK values of k per
    step; db: two tile buffers (one barrier per step); pf: the next step's blocks are
    prefetched into registers during the products (needs (blocks of A + blocks of B) = 1 or 2
-   per thread), else each step loads and stores its blocks before the products; fast:
-   interior tiles load without clamps. */
+   per thread, or fewer blocks than threads: one each for the first ones), else each step
+   loads and stores its blocks before the products; fast: interior tiles load without clamps.
+   g2: the gemm2 entry points (TM 8, accumulators in an array, vec4 stores of out when
+   N % 4 == 0), with unr: the k loop written out 4 steps at a time and
+   rdb: the next k's fragments read before this k's products. */
 typedef struct tile_cfg {
     const char *name;
     uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
+    uint32_t g2, unr, rdb;
 } tile_cfg;
 
-enum { T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4, NTILES };
+enum {
+    T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
+    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, NTILES
+};
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
     [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB: the default */
@@ -66,6 +74,17 @@ static const tile_cfg TILES[NTILES] = {
     [T64X128] = { "t64x128", 8, 16, 8, 16, 1, 0, 1 },   /* 64 x 128 tile, 128 threads, 24 KiB         */
     [M4X8] = { "m4x8", 16, 16, 4, 16, 1, 0, 1 },        /* 4x8 micro-tile: 64 x 128, 256 threads      */
     [T128M4] = { "t128m4", 32, 16, 4, 16, 1, 0, 1 },    /* 4x8 micro-tile, 128 x 128, 512 threads     */
+    /* round 3 (bench/notes/matmul.md): all 128 x 128, 256 threads, 8 x 8 per thread */
+    [T128SBK8] = { "t128sbk8", 16, 16, 8, 8, 0, 1, 0 },                 /* t128sb with BK 8: 8 KiB                   */
+    [T128SBF] = { "t128sbf", 16, 16, 8, 16, 0, 1, 1 },                  /* t128sb + interior fast path               */
+    [T128SBV] = { "t128sbv", 16, 16, 8, 16, 0, 1, 0, 1, 0, 0 },         /* t128sb in gemm2: vec4 stores, array acc.  */
+    [T128SBU] = { "t128sbu", 16, 16, 8, 16, 0, 1, 0, 1, 1, 0 },         /* t128sbv + k loop written out              */
+    [T128BESTN] = { "t128bestn", 16, 16, 8, 8, 0, 1, 1, 1, 0, 0 },      /* t128best without the written-out loop     */
+    [T128BEST] = { "t128best", 16, 16, 8, 8, 0, 1, 1, 1, 1, 0 },        /* BK 8, one buffer, prefetch, fast, k loop
+                                                                           written out, vec4 stores: 8 KiB */
+    [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
+    [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
+                                                                           fragment double-buffering */
 };
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
@@ -198,8 +217,11 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t flags = c->db | c->pf << 1 | c->fast << 2 | (c->tm == 4) << 3;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,
+    uint32_t flags = c->db | c->pf << 1 | c->fast << 2 | (c->tm == 4) << 3 | c->unr << 4 | c->rdb << 5;
+    /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
+       split-K workspace slices are multiples of 4 elements apart) */
+    const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = entry, .layout = "urrw", .nconst = 6,
                                  .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_M", c->wg_m }, { "WG_N", c->wg_n },
                                                 { "BK", c->bk }, { "FLAGS", flags } } };
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
