@@ -5,11 +5,11 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (128x128 for large outputs, single-buffered (t128sb: fastest in the H200 sweep),
-        64x64 when 128-tiles would leave the GPU half empty);
+        (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
+        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half empty);
      3. split K across workgroups (split-K) when the output alone gives too few threads to
         fill a large GPU and K is long: slice z writes a partial result into a workspace
-        tensor and splitk_reduce adds the slices in a fixed order (deterministic).
+        (the engine's matmul scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
@@ -62,7 +62,7 @@ enum {
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
-    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB: the default */
+    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB  */
     [T64] = { "t64", 8, 8, 8, 16, 1, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
     [T64K8] = { "t64k8", 8, 8, 8, 8, 1, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
     [T128F] = { "t128f", 16, 16, 8, 16, 1, 1, 1 },      /* t128, interior tiles without clamps        */
@@ -84,7 +84,7 @@ static const tile_cfg TILES[NTILES] = {
                                                                            written out, vec4 stores: 8 KiB */
     [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
     [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
-                                                                           fragment double-buffering */
+                                                                           fragment double-buffering: the default */
 };
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
@@ -190,8 +190,9 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t128sb first: measured fastest of the tile variants on the H200 (bench/notes/matmul.md) */
-    static const int big[] = { T128SB, T128, T64, T64K8 };
+    /* t128k8r first: measured fastest of the tile variants on the H200 (round 3 of
+       bench/notes/matmul.md), then t128sb (round 2's winner) */
+    static const int big[] = { T128K8R, T128SB, T128, T64, T64K8 };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128;
     const int *order = large ? big : small;
@@ -426,8 +427,8 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
 /* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm of each layout for
    sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
 #define GEMM_DEFAULT(lay)                                                                                            \
-    { .file = "matmul", .entry = "gemm", .layout = "urrw", .nconst = 6,                                                 \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 16 }, { "FLAGS", 2 } } }
+    { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 }, { "FLAGS", 55 } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
