@@ -485,8 +485,10 @@ static void ensure_encoder(wgml_context *ctx)
 WGPUComputePassEncoder wgml__pass(wgml_context *ctx)
 {
     ensure_encoder(ctx);
-    if (!ctx->pass)
+    if (!ctx->pass) {
         ctx->pass = wgpuCommandEncoderBeginComputePass(ctx->encoder, &(WGPUComputePassDescriptor){ 0 });
+        ctx->pass_pipeline = NULL;
+    }
     return ctx->pass;
 }
 

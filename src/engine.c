@@ -36,6 +36,7 @@ void wgml_engine_destroy(wgml_engine *e)
 {
     if (!e) return;
     wgml__bind_cache_forget_engine(e->ctx, e);
+    e->ctx->pass_pipeline = NULL;   /* set the next pipeline again, whatever its handle */
     for (uint32_t i = 0; i < e->npipelines; i++) {
         wgpuComputePipelineRelease(e->pipelines[i].pipeline);
         wgpuBindGroupLayoutRelease(e->pipelines[i].bgl);
@@ -253,7 +254,10 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
     WGPUBindGroup bg = wgml__bind_cache_get(ctx, &key, entries, (uint32_t)nb);
     if (!bg) return wgml__fail(ctx, WGML_ERROR_DEVICE, "could not create a bind group for kernel %s", k->entry);
     WGPUComputePassEncoder pass = wgml__pass(ctx);
-    wgpuComputePassEncoderSetPipeline(pass, pipeline);
+    if (ctx->pass_pipeline != pipeline) {   /* a chain of one op sets it once per pass */
+        wgpuComputePassEncoderSetPipeline(pass, pipeline);
+        ctx->pass_pipeline = pipeline;
+    }
     wgpuComputePassEncoderSetBindGroup(pass, 0, bg, ndyn, &dyn_offset);
     wgpuComputePassEncoderDispatchWorkgroups(pass, gx, gy, gz);
     return wgml__after_record(ctx);

@@ -36,6 +36,7 @@ struct wgml_context {
        dispatch as a dynamic offset, so bind groups do not change between calls. */
     WGPUCommandEncoder encoder;
     WGPUComputePassEncoder pass;
+    WGPUComputePipeline pass_pipeline;   /* the pipeline last set on pass (set again only when it changes) */
     WGPUBuffer uniforms;
     uint8_t *uniforms_host;
     uint32_t uniforms_used;
