@@ -24,7 +24,7 @@ args=(); [ -n "$filter" ] && args=(--filter "$filter")
 # One process per group: in a single process timing every case, the row ops were seen up to
 # 2.6x slower than in a fresh one (cause not yet found), so each group starts fresh.
 : > "$out/wgml.jsonl"
-for g in memory latency matmul decode decode-ops attention overhead overhead-record overhead-gpu roundtrip; do
+for g in memory latency matmul decode decode-ops train-ops attention overhead overhead-record overhead-gpu roundtrip; do
     build-device/wgml bench --group "$g" --json "$out/wgml-$g.jsonl" "${args[@]}" | tee -a "$out/wgml_bench.md"
     cat "$out/wgml-$g.jsonl" >> "$out/wgml.jsonl"; rm -f "$out/wgml-$g.jsonl"
 done

@@ -402,6 +402,15 @@ def _():
     return timeit(lambda: torch.topk(x, 1))
 
 
+# the matrix products and attention of one training step of the end-to-end model
+for op, (M, N, K) in (("matmul_bt", (8192, 768, 768)), ("matmul_bt", (8192, 2048, 768)), ("matmul_bt", (8192, 768, 2048)),
+                      ("matmul", (8192, 768, 768)), ("matmul", (8192, 768, 2048)), ("matmul", (8192, 2048, 768)),
+                      ("matmul_at", (768, 768, 8192)), ("matmul_at", (768, 2048, 8192)), ("matmul_at", (2048, 768, 8192))):
+    mm_case(op, f"{M}x{N}x{K}", M, N, K)
+attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal", 8, 1024, 12, 12, 64, 1024, True)
+attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal", 8, 1024, 12, 12, 64, 1024, True, backward=True)
+
+
 @case("add", "1024 x1000 chain")
 def _():
     a, b = rnd(1024, lo=-1e-3, hi=1e-3), rnd(1024, lo=-1e-3, hi=1e-3)

@@ -22,6 +22,8 @@ typedef struct bench_state {
     wgml_attention_options attn;
     wgml_model *model;           /* model-level cases: a random model and its KV cache */
     wgml_kv_cache *cache;
+    wgml_trainer *trainer;
+    uint32_t *ids;               /* host token ids of a training case */
 } bench_state;
 
 typedef struct bench_case {

@@ -257,6 +257,29 @@ static double model_b(const uint64_t *d)   /* the weights, read once per token *
     return 4.0 * (double)d[0] * ((double)d[3] + (double)d[1] * (4.0 * (double)d[0] + 3.0 * (double)d[2]));
 }
 
+/* ---- one training step of a whole model: dims {dim, layers, ffn, vocab, batch, seq} ------ */
+
+static int su_train(bench_state *b, const uint64_t *d)
+{
+    if (su_model(b, d) != 0) return -1;
+    size_t n = (size_t)d[4] * (size_t)d[5];
+    b->ids = malloc(sizeof *b->ids * (n + 1));
+    if (!b->ids) return -1;
+    for (size_t i = 0; i <= n; i++) b->ids[i] = (uint32_t)((i * 2654435761u) % D3);
+    return wgml_trainer_create(b->model, &(wgml_trainer_desc){ .batch = (uint32_t)d[4], .seq_len = (uint32_t)d[5] }, &b->trainer)
+               == WGML_OK ? 0 : -1;
+}
+static wgml_status r_train(bench_state *b)
+{
+    wgml_status s = wgml_trainer_accumulate(b->trainer, b->ids, b->ids + 1, 1.0f, NULL);
+    return s == WGML_OK ? wgml_trainer_step(b->trainer, 1e-4f, NULL) : s;
+}
+static double train_f(const uint64_t *d)   /* 6 x matrix parameters x tokens (attention not counted) */
+{
+    double per_layer = 4.0 * (double)d[0] * (double)d[0] + 3.0 * (double)d[0] * (double)d[2];
+    return 6.0 * ((double)d[1] * per_layer + (double)d[0] * (double)d[3]) * (double)d[4] * (double)d[5];
+}
+
 /* dims: full, then --small. Attention dims: {B, Sq, H, KVH, D, Sk, causal | window << 1}. */
 #define N26 (1ull << 26)
 #define N28 (1ull << 28)
@@ -347,6 +370,22 @@ const bench_case bench_cases[] = {
     { "flash_attention_v2", "decode H12 D64 ctx512", { 1, 1, 12, 12, 64, 512, 1 }, { 1, 1, 1, 1, 64, 16, 1 }, attn_b, attn_f,
       su_attn, r_attn, "decode-ops" },
     { "top_k", "256 k1", { 256, 1 }, { 256, 1 }, topk_b, NULL, su_topk, r_topk, "decode-ops" },
+    /* one training step of the end-to-end model (batch 8 x 1024 tokens) and its ops one by one */
+    { "model_train_step", "12x768 ffn2048 vocab256 B8 T1024", { 768, 12, 2048, 256, 8, 1024 }, { 64, 2, 128, 256, 2, 32 },
+      model_b, train_f, su_train, r_train, "train-ops" },
+    { "matmul_bt", "8192x768x768", { 8192, 768, 768 }, { 256, 64, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "train-ops" },
+    { "matmul_bt", "8192x2048x768", { 8192, 2048, 768 }, { 256, 128, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "train-ops" },
+    { "matmul_bt", "8192x768x2048", { 8192, 768, 2048 }, { 256, 64, 128 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "train-ops" },
+    { "matmul", "8192x768x768", { 8192, 768, 768 }, { 256, 64, 64 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
+    { "matmul", "8192x768x2048", { 8192, 768, 2048 }, { 256, 64, 128 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
+    { "matmul", "8192x2048x768", { 8192, 2048, 768 }, { 256, 128, 64 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
+    { "matmul_at", "768x768x8192", { 768, 768, 8192 }, { 64, 64, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
+    { "matmul_at", "768x2048x8192", { 768, 2048, 8192 }, { 64, 128, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
+    { "matmul_at", "2048x768x8192", { 2048, 768, 8192 }, { 128, 64, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
+    { "flash_attention_v2", "B8 H12 S1024 D64 causal", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_f, su_attn, r_attn, "train-ops" },
+    { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_fb_f, su_attn, r_attn_fb, "train-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

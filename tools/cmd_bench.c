@@ -110,9 +110,13 @@ static void release_all(bench_state *b)
         b->t[i] = NULL;
     }
     wgml_kv_cache_destroy(b->cache);
+    wgml_trainer_destroy(b->trainer);
     wgml_model_destroy(b->model);
+    free(b->ids);
     b->cache = NULL;
+    b->trainer = NULL;
     b->model = NULL;
+    b->ids = NULL;
 }
 
 /* Median seconds per call of case c, or a negative value on failure. */
