@@ -6,7 +6,8 @@
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
         (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
-        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half empty);
+        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half empty and K is too
+        short for split-K to fill it);
      3. split K across workgroups (split-K) when the output alone gives too few threads to
         fill a large GPU and K is long: slice z writes a partial result into a workspace
         (the engine's matmul scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
@@ -184,17 +185,20 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
     return (uint64_t)wgml__ceil_div(M, side) * wgml__ceil_div(N, side);
 }
 
-/* The tile configuration for an M x N output: 128-tiles when they give at least 128
-   workgroups (about one per SM of a large GPU), else 64-tiles; each falls back to the
-   configurations with less workgroup memory when the adapter cannot hold it. */
-static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N)
+/* The tile configuration for an M x N output with K-long products: 128-tiles when they
+   give at least 128 workgroups (about one per SM of a large GPU) or when K is long enough
+   for split-K to fill the GPU anyway (H200, weight gradients 768 x 768 x 8192: 384 us
+   against 513 us with 64-tiles), else 64-tiles; each falls back to the configurations
+   with less workgroup memory when the adapter cannot hold it. */
+#define LONG_K 2048
+static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N, uint32_t K)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
     /* t128k8r first: measured fastest of the tile variants on the H200 (round 3 of
        bench/notes/matmul.md), then t128sb (round 2's winner) */
     static const int big[] = { T128K8R, T128SB, T128, T64, T64K8 };
     static const int small[] = { T64, T64K8, T128, T128SB };
-    bool large = tiles_of(M, N, 128) >= 128;
+    bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
     const int *order = large ? big : small;
     size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
     for (size_t i = 0; i < n; i++)
@@ -314,7 +318,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     } else if (!v.nogemv && N == 1) {
         plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
     } else {
-        const tile_cfg *c = pick_tile(ctx, &v, M, N);
+        const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
