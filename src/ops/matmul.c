@@ -6,8 +6,8 @@
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
         (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
-        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half empty and K is too
-        short for split-K to fill it);
+        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
+        empty and K is too short for split-K to fill it);
      3. split K across workgroups (split-K) when the output alone gives too few threads to
         fill a large GPU and K is long: slice z writes a partial result into a workspace
         (the engine's matmul scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
