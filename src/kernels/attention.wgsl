@@ -1389,68 +1389,49 @@ fn pf_ld_k(j: u32, k_base: u32, k_stride: u32, d4: u32) -> vec4f {
     return ld_k(k_base + j * k_stride, d4);
 }
 
-// Staging of dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
-// and the k rows [kb, kb + 64), in two halves so that the global loads of chunk kc + 1 are
-// in flight while chunk kc is multiplied (register prefetch): pf_fetch loads one task (4
-// rows at one vec4 of dims: thread tid < 2 * 16 * kn / 4 <= 256 has one), pf_put stores
-// it transposed. The rest of the chunk is neither written nor read.
-struct PfTask { x0: vec4f, x1: vec4f, x2: vec4f, x3: vec4f, off: u32, live: bool }
-fn pf_fetch(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) -> PfTask {
+// Stages dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
+// and the k rows [kb, kb + 64); the rest of the chunk is neither written nor read.
+fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
     let nq = 16u * (kn / 4u);
-    var t = PfTask(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0), 0u, tid < 2u * nq);
-    if (!t.live) { return t; }
-    let is_k = tid >= nq;
-    let u = select(tid, tid - nq, is_k);
-    let g = u % 16u;                         // group of 4 rows (keys)
-    let dv = u / 16u;                        // group of 4 dims within the chunk
-    let d4 = kc * (PF_BK / 4u) + dv;
-    if (is_k) {
-        let j = kb + 4u * g;
-        t.x0 = pf_ld_k(j, k_base, k_stride, d4);
-        t.x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
-        t.x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
-        t.x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
-    } else {
-        let i = i0 + 4u * g;
-        t.x0 = pf_ld_q(i, q_base, q_stride, d4);
-        t.x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
-        t.x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
-        t.x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
+    for (var t = tid; t < 2u * nq; t += 256u) {
+        let is_k = t >= nq;
+        let u = select(t, t - nq, is_k);
+        let g = u % 16u;                         // group of 4 rows (keys)
+        let dv = u / 16u;                        // group of 4 dims within the chunk
+        let d4 = kc * (PF_BK / 4u) + dv;
+        var x0 = vec4f(0.0);
+        var x1 = vec4f(0.0);
+        var x2 = vec4f(0.0);
+        var x3 = vec4f(0.0);
+        if (is_k) {
+            let j = kb + 4u * g;
+            x0 = pf_ld_k(j, k_base, k_stride, d4);
+            x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
+            x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
+            x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
+        } else {
+            let i = i0 + 4u * g;
+            x0 = pf_ld_q(i, q_base, q_stride, d4);
+            x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
+            x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
+            x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
+        }
+        let off = select(0u, PF_BK * 16u, is_k) + 64u * dv + g;
+        pf_s[off] = vec4f(x0.x, x1.x, x2.x, x3.x);
+        pf_s[off + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+        pf_s[off + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+        pf_s[off + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
     }
-    t.off = select(0u, PF_BK * 16u, is_k) + 64u * dv + g;
-    return t;
-}
-fn pf_put(t: PfTask) {
-    if (!t.live) { return; }
-    pf_s[t.off] = vec4f(t.x0.x, t.x1.x, t.x2.x, t.x3.x);
-    pf_s[t.off + 16u] = vec4f(t.x0.y, t.x1.y, t.x2.y, t.x3.y);
-    pf_s[t.off + 32u] = vec4f(t.x0.z, t.x1.z, t.x2.z, t.x3.z);
-    pf_s[t.off + 48u] = vec4f(t.x0.w, t.x1.w, t.x2.w, t.x3.w);
 }
 
-// Staging of v rows [j0, j0 + n) as [n][PF_DV4] vec4 (zeros past seq_k and past head_dim),
-// in two halves like pf_fetch / pf_put: thread tid holds vec4 tid + 256 r, r < 4
-// (PF_BK * PF_DV4 <= 1024).
-struct PfV { v0: vec4f, v1: vec4f, v2: vec4f, v3: vec4f, n: u32 }
-fn pf_ld_vrow(t: u32, j0: u32, k_base: u32, k_stride: u32) -> vec4f {
-    let j = j0 + t / PF_DV4;
-    if (j >= p.seq_k) { return vec4f(0.0); }
-    return ld_v(k_base + j * k_stride, t % PF_DV4);
-}
-fn pf_fetch_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) -> PfV {
-    let total = n * PF_DV4;
-    var x = PfV(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0), total);
-    if (tid < total) { x.v0 = pf_ld_vrow(tid, j0, k_base, k_stride); }
-    if (tid + 256u < total) { x.v1 = pf_ld_vrow(tid + 256u, j0, k_base, k_stride); }
-    if (tid + 512u < total) { x.v2 = pf_ld_vrow(tid + 512u, j0, k_base, k_stride); }
-    if (tid + 768u < total) { x.v3 = pf_ld_vrow(tid + 768u, j0, k_base, k_stride); }
-    return x;
-}
-fn pf_put_v(tid: u32, x: PfV) {
-    if (tid < x.n) { pf_s[tid] = x.v0; }
-    if (tid + 256u < x.n) { pf_s[tid + 256u] = x.v1; }
-    if (tid + 512u < x.n) { pf_s[tid + 512u] = x.v2; }
-    if (tid + 768u < x.n) { pf_s[tid + 768u] = x.v3; }
+// Stages v rows [j0, j0 + n) as [n][PF_DV4] vec4 (zeros past seq_k and past head_dim).
+fn pf_stage_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) {
+    for (var t = tid; t < n * PF_DV4; t += 256u) {
+        let j = j0 + t / PF_DV4;
+        var x = vec4f(0.0);
+        if (j < p.seq_k) { x = ld_v(k_base + j * k_stride, t % PF_DV4); }
+        pf_s[t] = x;
+    }
 }
 
 // Probabilities of one row's 4 scores against the row's running max (log2 units).
@@ -1559,16 +1540,11 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
         var s1 = vec4f(0.0);
         var s2 = vec4f(0.0);
         var s3 = vec4f(0.0);
-        var task = pf_fetch(tid, 0u, min(PF_BK, 4u * p.d4), i0, kb, q_base, q_stride, k_base, k_stride);
         for (var kc = 0u; kc < nkc; kc++) {
             let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
             workgroupBarrier();
-            pf_put(task);
+            pf_stage_qk(tid, kc, kn, i0, kb, q_base, q_stride, k_base, k_stride);
             workgroupBarrier();
-            if (kc + 1u < nkc) {                          // the next chunk's loads fly during these FMAs
-                task = pf_fetch(tid, kc + 1u, min(PF_BK, 4u * p.d4 - (kc + 1u) * PF_BK), i0, kb, q_base, q_stride, k_base,
-                                k_stride);
-            }
             for (var k = 0u; k < kn; k++) {
                 let a = pf_s[16u * k + tr];
                 let kv = pf_s[PF_BK * 16u + 16u * k + tc];
@@ -1585,10 +1561,6 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
             s2 = mask_scores(s2, b, h, vec4u(rows.z), keys);
             s3 = mask_scores(s3, b, h, vec4u(rows.w), keys);
         }
-        // the first v chunk's loads fly during the softmax
-        let vend = min(64u, u32(range.y) - kb);
-        var vx = PfV(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0), 0u);
-        if (!stats) { vx = pf_fetch_v(tid, kb, (min(PF_BK, vend) + 3u) & ~3u, k_base, k_stride); }
         // row max over the 16 threads of a row group
         let pm = vec4f(pf_max4(s0), pf_max4(s1), pf_max4(s2), pf_max4(s3));
         workgroupBarrier();                       // the q/k chunks are no longer read
@@ -1624,14 +1596,12 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
 
         // phase 2: o += P v, v streamed in chunks of PF_BK keys; keys at or past range.y
         // (causal diagonal, end of the keys) have P = 0 and are skipped
+        let vend = min(64u, u32(range.y) - kb);
         for (var vc = 0u; vc < vend; vc += PF_BK) {
             let vn = (min(PF_BK, vend - vc) + 3u) & ~3u;   // keys of this chunk, rounded up to 4
             workgroupBarrier();                   // reductions read / previous chunk consumed
-            pf_put_v(tid, vx);
+            pf_stage_v(tid, kb + vc, vn, k_base, k_stride);
             workgroupBarrier();
-            if (vc + PF_BK < vend) {              // the next chunk's loads fly during these FMAs
-                vx = pf_fetch_v(tid, kb + vc + PF_BK, (min(PF_BK, vend - vc - PF_BK) + 3u) & ~3u, k_base, k_stride);
-            }
             for (var jj = 0u; jj < vn; jj++) {
                 let j = vc + jj;
                 let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
