@@ -306,13 +306,11 @@ fn put(ob: u32, r: u32, q: u32, v: vec4f) {
     if (q + 3u < p.N) { out[e + 3u] = v.w; }
 }
 
-@compute @workgroup_size(NT)
-fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-        @builtin(local_invocation_index) lid: u32) {
-    let id = wid.x + wid.y * nwg.x;
-    if (id >= p.tiles) {
-        return;
-    }
+// Where workgroup `id` (slice wz of split-K) works, shared by gemm and gemm2. Uniform
+// across the workgroup (the loops and barriers depend on it), so the lane's place is a
+// separate helper.
+struct TileAt { m0: u32, n0: u32, kbeg: u32, kend: u32, nsteps: u32, fast: bool }
+fn tile_at(id: u32, wz: u32) -> TileAt {
     // Grouped launch order: group_m tile rows at a time, walking down the rows first.
     let tiles_m = p.tiles / p.tiles_n;
     let per_group = p.group_m * p.tiles_n;
@@ -321,19 +319,38 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let local = id % per_group;
     let m0 = (first_m + local % gsize) * BM;
     let n0 = (local / gsize) * BN;
-
-    let kbeg = wid.z * p.kchunk;
+    let kbeg = wz * p.kchunk;
     let kend = min(p.K, kbeg + p.kchunk);
     let nsteps = (kend - kbeg + BK - 1u) / BK;
     // every load of every step in range: the clamps can go (uniform across the workgroup)
     let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
-
-    // 32-lane blocks of 8 x 4 threads.
+    return TileAt(m0, n0, kbeg, kend, nsteps, fast);
+}
+// The thread's column (x) and row (y) group: 32-lane blocks of 8 x 4 threads.
+fn lane_xy(lid: u32) -> vec2u {
     let lane = lid % 32u;
     let w = lid / 32u;
     let wx = WG_N / 8u;
-    let tx = (w % wx) * 8u + lane % 8u;
-    let ty = (w / wx) * 4u + lane / 8u;
+    return vec2u((w % wx) * 8u + lane % 8u, (w / wx) * 4u + lane / 8u);
+}
+
+@compute @workgroup_size(NT)
+fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+        @builtin(local_invocation_index) lid: u32) {
+    let id = wid.x + wid.y * nwg.x;
+    if (id >= p.tiles) {
+        return;
+    }
+    let at = tile_at(id, wid.z);
+    let m0 = at.m0;
+    let n0 = at.n0;
+    let kbeg = at.kbeg;
+    let kend = at.kend;
+    let nsteps = at.nsteps;
+    let fast = at.fast;
+    let xy = lane_xy(lid);
+    let tx = xy.x;
+    let ty = xy.y;
 
     var r: Blocks;
     if (PF == 1u) {
@@ -490,24 +507,16 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
     if (id >= p.tiles) {
         return Where(0u, 0u, 0u, false);
     }
-    let tiles_m = p.tiles / p.tiles_n;
-    let per_group = p.group_m * p.tiles_n;
-    let first_m = (id / per_group) * p.group_m;
-    let gsize = min(tiles_m - first_m, p.group_m);
-    let local = id % per_group;
-    let m0 = (first_m + local % gsize) * BM;
-    let n0 = (local / gsize) * BN;
-
-    let kbeg = wid.z * p.kchunk;
-    let kend = min(p.K, kbeg + p.kchunk);
-    let nsteps = (kend - kbeg + BK - 1u) / BK;
-    let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
-
-    let lane = lid % 32u;
-    let w = lid / 32u;
-    let wx = WG_N / 8u;
-    let tx = (w % wx) * 8u + lane % 8u;
-    let ty = (w / wx) * 4u + lane / 8u;
+    let at = tile_at(id, wid.z);
+    let m0 = at.m0;
+    let n0 = at.n0;
+    let kbeg = at.kbeg;
+    let kend = at.kend;
+    let nsteps = at.nsteps;
+    let fast = at.fast;
+    let xy = lane_xy(lid);
+    let tx = xy.x;
+    let ty = xy.y;
 
     var r: Blocks;
     if (PF == 1u) {
