@@ -1238,7 +1238,9 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
    model.safetensors.index.json and its shards), or a safetensors file or index file whose
    folder holds config.json. Tensors not listed above are ignored (e.g. rotary inv_freq);
-   lm_head.weight is ignored when the embedding is tied.
+   lm_head.weight is ignored when the embedding is tied. Every tensor's presence, shape and
+   dtype is checked before the first is written: a failed load records no GPU work and
+   leaves no model (*out is NULL).
    Errors: WGML_ERROR_IO (a file missing or unreadable), WGML_ERROR_FORMAT (a malformed
            file; a missing tensor; a shape that does not match config.json; a dtype other
            than F32, F16, BF16, or U32 with scales and biases for quantised weights: the
