@@ -10,8 +10,8 @@
 
 /* A batch is submitted when it reaches this many dispatches; small enough that the GPU
    starts early in long op sequences, large enough to amortise a submit. The private
-   variable WGML_BATCH="FIRST,MAX" overrides both limits (see struct wgml_context) for
-   measuring; the uniform arena holds MAX slots. */
+   variable WGML_BATCH="FIRST,MAX" overrides both limits (see read_switches); the uniform
+   arena holds MAX slots. */
 #define BATCH_FIRST_DISPATCHES 96u   /* H200: 1000-op chain 2.92 -> 2.52 us/op, decode step 1.93 -> 1.42 ms against 256 */
 #define BATCH_MAX_DISPATCHES 96u
 #define DEFAULT_TIMEOUT_MS 60000u
@@ -284,7 +284,7 @@ static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStr
     copy_sv(slot->message, sizeof slot->message, msg);
 }
 
-static wgml_status create_device(wgml_context *ctx, bool fast_unsafe)
+static wgml_status create_device(wgml_context *ctx, bool fast_unsafe, bool skip_validation)
 {
     WGPULimits limits = { 0 };
     if (wgpuAdapterGetLimits(ctx->adapter, &limits) != WGPUStatus_Success)
@@ -296,15 +296,14 @@ static wgml_status create_device(wgml_context *ctx, bool fast_unsafe)
     for (size_t i = 0; i < 3; i++)
         if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
 
-    /* fast_unsafe: no bounds checks in shaders, no zeroing of workgroup memory; the private
-       variable WGML_SKIP_VALIDATION=1 also drops Dawn's API validation (for measuring what
-       validation costs per op; wgml validates every call itself). */
+    /* fast_unsafe: no bounds checks in shaders, no zeroing of workgroup memory; with
+       skip_validation (WGML_SKIP_VALIDATION=1) also no Dawn API validation (for measuring
+       what validation costs per op; wgml validates every call itself). */
     const char *enabled[3] = { "disable_robustness", "disable_workgroup_init", "skip_validation" };
-    const char *skip = getenv("WGML_SKIP_VALIDATION");
     const char *disabled[1] = { "timestamp_quantization" };
     WGPUDawnTogglesDescriptor toggles = {
         .chain = { .sType = WGPUSType_DawnTogglesDescriptor },
-        .enabledToggleCount = fast_unsafe ? (skip && !strcmp(skip, "1") ? 3 : 2) : 0,
+        .enabledToggleCount = fast_unsafe ? (skip_validation ? 3 : 2) : 0,
         .enabledToggles = enabled,
         .disabledToggleCount = 1,
         .disabledToggles = disabled,
@@ -366,10 +365,65 @@ static wgml_status create_device(wgml_context *ctx, bool fast_unsafe)
     return WGML_OK;
 }
 
+/* The recorder's private switches, for measuring (the defaults are what was measured
+   best): WGML_BATCH="FIRST,MAX" dispatches per batch, WGML_SYNC and WGML_READ = workdone |
+   map (how a sync and a read wait), WGML_SKIP_VALIDATION and WGML_PROFILE_SUBMIT = 0 | 1.
+   Any other value is refused, so a measurement never runs another plan than it asked for. */
+typedef struct switches {
+    unsigned batch_first, batch_max;
+    int sync, read;                 /* -1 default, 0 map, 1 work done */
+    bool skip_validation, profile;
+} switches;
+
+static wgml_status env_wait(const char *var, int *out)
+{
+    const char *v = getenv(var);
+    *out = -1;
+    if (!v) return WGML_OK;
+    if (!strcmp(v, "workdone") || !strcmp(v, "map")) {
+        *out = !strcmp(v, "workdone");
+        return WGML_OK;
+    }
+    return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not workdone or map", var, v);
+}
+
+static wgml_status env_flag(const char *var, bool *out)
+{
+    const char *v = getenv(var);
+    *out = false;
+    if (!v || !strcmp(v, "0")) return WGML_OK;
+    if (!strcmp(v, "1")) {
+        *out = true;
+        return WGML_OK;
+    }
+    return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not 0 or 1", var, v);
+}
+
+static wgml_status read_switches(switches *w)
+{
+    *w = (switches){ .batch_first = BATCH_FIRST_DISPATCHES, .batch_max = BATCH_MAX_DISPATCHES };
+    const char *batch = getenv("WGML_BATCH");
+    if (batch) {
+        unsigned first = 0, max = 0;
+        char end = 0;
+        if (sscanf(batch, "%u,%u%c", &first, &max, &end) != 2 || !first || !max || first > max || max > 4096)
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_BATCH=\"%s\" is not FIRST,MAX "
+                              "with 1 <= FIRST <= MAX <= 4096", batch);
+        w->batch_first = first;
+        w->batch_max = max;
+    }
+    WGML_CHECK(env_wait("WGML_SYNC", &w->sync));
+    WGML_CHECK(env_wait("WGML_READ", &w->read));
+    WGML_CHECK(env_flag("WGML_SKIP_VALIDATION", &w->skip_validation));
+    return env_flag("WGML_PROFILE_SUBMIT", &w->profile);
+}
+
 wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **out)
 {
     if (!out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: out is NULL");
     *out = NULL;
+    switches w;
+    WGML_CHECK(read_switches(&w));
     wgml_context_desc d = desc ? *desc : (wgml_context_desc){ 0 };
     if (!d.adapter) d.adapter = getenv("WGML_ADAPTER");
     if (!d.backend) d.backend = getenv("WGML_BACKEND");
@@ -384,43 +438,26 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
         return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the WebGPU runtime could not create an instance");
     }
     wgml_status s = choose_adapter(ctx, d.adapter, d.backend);
-    if (s == WGML_OK) s = create_device(ctx, d.fast_unsafe);
+    if (s == WGML_OK) s = create_device(ctx, d.fast_unsafe, w.skip_validation);
     if (s != WGML_OK) {
         wgml_context_destroy(ctx);
         return s;
     }
     uint32_t align = ctx->limits.minUniformBufferOffsetAlignment;
     ctx->uniform_stride = align > 256 ? align : 256;
-    ctx->batch_first = BATCH_FIRST_DISPATCHES;
-    ctx->batch_max = BATCH_MAX_DISPATCHES;
-    const char *batch = getenv("WGML_BATCH");
-    if (batch) {
-        unsigned first = 0, max = 0;
-        char end = 0;
-        if (sscanf(batch, "%u,%u%c", &first, &max, &end) != 2 || !first || !max || first > max || max > 4096) {
-            wgml_context_destroy(ctx);
-            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_BATCH=\"%s\" is not FIRST,MAX "
-                              "with 1 <= FIRST <= MAX <= 4096", batch);
-        }
-        ctx->batch_first = first;
-        ctx->batch_max = max;
-    }
+    ctx->batch_first = w.batch_first;
+    ctx->batch_max = w.batch_max;
     ctx->batch_limit = ctx->batch_first;
     ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
+    ctx->profile = w.profile;   /* prints where submits spend host time at destroy */
     /* How wgml_context_sync waits: on onSubmittedWorkDone (H200: 0.8 us with nothing
        pending, against 700 us for mapping a fresh buffer, which Dawn must allocate), except
        on CPU adapters, where lavapipe ran dependent chains slower while a work-done wait
-       was pending; WGML_SYNC=workdone|map chooses for measuring. */
-    const char *sync = getenv("WGML_SYNC");
-    const char *profile = getenv("WGML_PROFILE_SUBMIT");   /* prints where submits spend host time */
-    ctx->profile = profile && !strcmp(profile, "1");
+       was pending. Reads too: waiting on work done before mapping woke sooner than waiting
+       on the map alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms). */
     bool gpu = !ctx->info.type || strcmp(ctx->info.type, "CPU") != 0;
-    ctx->sync_by_work_done = sync ? strcmp(sync, "workdone") == 0 : gpu;
-    /* Reads too: waiting on work done before mapping woke sooner than waiting on the map
-       alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms; add + read 76 -> 62 us);
-       WGML_READ=workdone|map chooses for measuring. */
-    const char *read = getenv("WGML_READ");
-    ctx->read_after_work_done = read ? strcmp(read, "workdone") == 0 : gpu;
+    ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : gpu;
+    ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : gpu;
     *out = ctx;
     return WGML_OK;
 }

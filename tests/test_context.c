@@ -157,10 +157,11 @@ static void test_timer(void)
     wgml_tensor_release(t);
 }
 
-/* The recorder's private switches (WGML_BATCH, WGML_SYNC) change when batches are
-   submitted and how a sync waits, never results: 40 dependent adds with batches of 1 then
-   3 dispatches, and a work-done sync, give the exact doubled values; a malformed
-   WGML_BATCH is refused when the context is made. */
+/* The recorder's private switches (WGML_BATCH, WGML_SYNC, WGML_READ, WGML_SKIP_VALIDATION,
+   WGML_PROFILE_SUBMIT) change when batches are submitted and how a sync or a read waits,
+   never results: 20 dependent adds with batches of 1 then 3 dispatches, and a work-done
+   sync, give the exact doubled values, as do a map sync and read without Dawn's
+   validation; a malformed value of any of them is refused when the context is made. */
 static void test_recorder_switches(void)
 {
     setenv("WGML_BATCH", "1,3", 1);
@@ -191,14 +192,43 @@ static void test_recorder_switches(void)
     wgml_engine_destroy(e);
     wgml_context_destroy(c);
     unsetenv("WGML_SYNC");
-    const char *bad[] = { "0,4", "8,4", "4", "4,5000", "4,8x" };
+    const struct { const char *var, *value; } bad[] = {
+        { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
+        { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
+        { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" },
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv("WGML_BATCH", bad[i], 1);
+        setenv(bad[i].var, bad[i].value, 1);
         c = (wgml_context *)&c;
-        TH_EXPECT_ERR(wgml_context_create(NULL, &c), WGML_ERROR_INVALID_ARGUMENT, "WGML_BATCH");
-        TH_CHECK(c == NULL, "WGML_BATCH=%s: *out not NULL", bad[i]);
+        TH_EXPECT_ERR(wgml_context_create(NULL, &c), WGML_ERROR_INVALID_ARGUMENT, bad[i].var);
+        TH_CHECK(c == NULL, "%s=%s: *out not NULL", bad[i].var, bad[i].value);
+        unsetenv(bad[i].var);
     }
-    unsetenv("WGML_BATCH");
+    /* the other valid values: a map sync and read, validation off, the submit profile */
+    setenv("WGML_SYNC", "map", 1);
+    setenv("WGML_READ", "map", 1);
+    setenv("WGML_SKIP_VALIDATION", "1", 1);
+    setenv("WGML_PROFILE_SUBMIT", "0", 1);
+    c = NULL;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &c), WGML_OK);
+    wgml_engine *e2 = NULL;
+    if (c) TH_EXPECT(wgml_engine_create(c, &e2), WGML_OK);
+    if (c && e2) {
+        float x[3] = { 1, 2, 3 }, y[3];
+        wgml_tensor *t = NULL;
+        TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 3 }, x, &t), WGML_OK);
+        TH_EXPECT(wgml_add(e2, t, t, t), WGML_OK);
+        TH_EXPECT(wgml_context_sync(c), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
+        for (int i = 0; i < 3; i++) TH_CHECK(y[i] == 2 * x[i], "map sync/read: y[%d] = %g", i, y[i]);
+        wgml_tensor_release(t);
+    }
+    wgml_engine_destroy(e2);
+    wgml_context_destroy(c);
+    unsetenv("WGML_SYNC");
+    unsetenv("WGML_READ");
+    unsetenv("WGML_SKIP_VALIDATION");
+    unsetenv("WGML_PROFILE_SUBMIT");
 }
 
 static const th_case cases[] = {
