@@ -652,23 +652,24 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *
  * Determinism and memory: no atomics; results are bitwise reproducible. Nothing of size
  * seq_q x seq_k is stored: the backward keeps 2 floats per query row (a scratch of
- * 2 * batch * num_heads * seq_q floats, allocated per call), decoding (seq_q == 1) a
- * partial result per key split. With seq_q == 1 the forward splits the keys across
+ * 2 * batch * num_heads * seq_q floats), decoding (seq_q == 1) a partial result per key
+ * split; both live in a scratch buffer the engine keeps and grows to the largest need. With seq_q == 1 the forward splits the keys across
  * workgroups (flash-decoding) and merges the partials in a second pass.
  *
  * Aliasing: no output may share memory with an input or with another output
  * (WGML_ERROR_ALIAS); inputs may alias each other (k == v, q == k, ...).
  *
- * Tuning: the environment variables WGML_ATTN_FWD, WGML_ATTN_DQ, WGML_ATTN_DKDV
- * ("BR,TC,KPT,SHARED": rows per workgroup, lanes per row group, columns per lane, one
- * staging region) and WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") replace the
- * tile shapes chosen from the device's limits; a shape that does not fit the device is
- * refused with WGML_ERROR_INVALID_ARGUMENT. The forward with seq_q > 1 runs the `prefill`
- * kernel (64 x 64 blocks, head_dim in chunks of 32 or 16 floats) unless
- * WGML_ATTN_PREFILL is "old" or WGML_ATTN_FWD is set (then the older tiled kernel with
- * those tiles); WGML_ATTN_PREFILL "bk32" / "bk16" force a chunk, "auto" (or unset) picks
- * the largest that fits; any other value, or a chunk that does not fit, is refused with
- * WGML_ERROR_INVALID_ARGUMENT.
+ * Tuning (for measuring; the defaults are what measured fastest): the forward with
+ * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
+ * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks) with statistics from
+ * `prefill_stats`, each where it fits the device, else older tiled kernels.
+ * WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled forward), "bk32" / "bk16" (a
+ * chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old", "new", "new,8" / "new,16" (a chunk), or
+ * "BR,TC,KPT,SHARED" (a tiled kernel with rows per workgroup, lanes per row group, columns
+ * per lane, one staging region); WGML_ATTN_FWD ("BR,TC,KPT,SHARED") selects the tiled
+ * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
+ * decoding split. Any other value, or a shape or chunk that does not fit the device, is
+ * refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or
