@@ -446,9 +446,11 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    Kernels: M == 1 or N == 1 (decode) use matrix-vector kernels that read each weight once
    with vec4 loads; other shapes use a register-tiled kernel with tiles sized from the
    adapter's workgroup-memory limit; small outputs with a long K are split along K into
-   several workgroups and a reduction, through a temporary buffer of (slices * M * N) floats
-   that the call allocates and releases. Inputs whose contiguous dimension is a multiple of
-   4 take the fastest path.
+   several workgroups and a reduction, through a scratch buffer of (slices * M * N) floats
+   that the engine keeps and grows to the largest need. Inputs whose contiguous dimension
+   is a multiple of 4 take the fastest path. WGML_MATMUL_VARIANT (src/ops/matmul.c lists
+   its tokens) forces a kernel variant, for measuring; an unknown token is refused with
+   WGML_ERROR_INVALID_ARGUMENT.
 
    Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
    the same tensor (e.g. wgml_matmul_bt(x, x, gram)).
