@@ -214,17 +214,22 @@ static wgml_status r_add_read(bench_state *b)
 
 /* ---- one decode step of a whole model: dims {dim, layers, ffn, vocab, prompt} ---------- */
 
-/* A random Llama-style model (heads of 64), a KV cache of 4096 positions holding a prompt
-   of D4 tokens; each run decodes one more token and picks the argmax on the GPU. When the
-   cache is full it starts again from the prompt. */
-static int su_model(bench_state *b, const uint64_t *d)
+/* A random Llama-style model (heads of 64) of dims {dim, layers, ffn, vocab}. */
+static int make_model(bench_state *b, const uint64_t *d)
 {
     wgml_model_config c = { .vocab_size = (uint32_t)D3, .hidden_size = (uint32_t)D0, .intermediate_size = (uint32_t)D2,
                             .num_hidden_layers = (uint32_t)D1, .num_attention_heads = (uint32_t)(D0 / 64),
                             .num_key_value_heads = (uint32_t)(D0 / 64), .max_position_embeddings = 4096,
                             .rms_norm_eps = 1e-5, .rope_theta = 10000, .tie_word_embeddings = true, .bos_token_id = -1 };
-    if (wgml_model_create(b->eng, &c, &b->model) != WGML_OK || wgml_model_init_random(b->model, 7, 0.02f) != WGML_OK ||
-        wgml_kv_cache_create(b->model, 4096, &b->cache) != WGML_OK || !EMPTY(0, WGML_F32, D3) || !EMPTY(1, WGML_U32, 1))
+    return wgml_model_create(b->eng, &c, &b->model) == WGML_OK && wgml_model_init_random(b->model, 7, 0.02f) == WGML_OK ? 0 : -1;
+}
+/* The model and a KV cache of 4096 positions holding a prompt of D4 tokens; each run
+   decodes one more token and picks the argmax on the GPU. When the cache is full it starts
+   again from the prompt. */
+static int su_model(bench_state *b, const uint64_t *d)
+{
+    if (make_model(b, d) != 0 || wgml_kv_cache_create(b->model, 4096, &b->cache) != WGML_OK || !EMPTY(0, WGML_F32, D3) ||
+        !EMPTY(1, WGML_U32, 1))
         return -1;
     b->u[0] = (uint32_t)D4;
     b->u[1] = (uint32_t)D3;
@@ -261,7 +266,7 @@ static double model_b(const uint64_t *d)   /* the weights, read once per token *
 
 static int su_train(bench_state *b, const uint64_t *d)
 {
-    if (su_model(b, d) != 0) return -1;
+    if (make_model(b, d) != 0) return -1;
     size_t n = (size_t)d[4] * (size_t)d[5];
     b->ids = malloc(sizeof *b->ids * (n + 1));
     if (!b->ids) return -1;

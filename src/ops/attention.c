@@ -390,10 +390,21 @@ static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
     return WGML_OK;
 }
 
-static wgml__kernel prefill_kernel(uint32_t dim, uint32_t bk)
+/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim. */
+static wgml__kernel prefill_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk)
 {
-    return (wgml__kernel){ .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2,
+    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
                            .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
+}
+
+/* floats of the engine's attention scratch (decode partials, backward statistics),
+   indexed with 32-bit integers by the kernels */
+static wgml_status attn_scratch(wgml_engine *e, uint64_t floats, wgml__arg *out)
+{
+    if (floats > 0xFFFFFFFFull - 4096)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
+                          (unsigned long long)floats);
+    return wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * floats, out);
 }
 
 /* Visible keys [lo, hi) of the single query row at position offset (decode). */
@@ -421,7 +432,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
         if (bk) {
             p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-            wgml__kernel kp = prefill_kernel(dim, bk);
+            wgml__kernel kp = prefill_kernel("prefill", "urrrrw", dim, bk);
             wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out) };
             return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 5);
         }
@@ -450,12 +461,8 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     p.key_lo = (int32_t)lo;
     p.key_hi = (int32_t)hi;
     uint32_t d4 = (dim + 3) / 4;
-    uint64_t part_floats = (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4;
-    if (part_floats > 0xFFFFFFFFull - 4096)
-        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
-                          (unsigned long long)part_floats);
     wgml__arg part;
-    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * part_floats, &part));
+    WGML_CHECK(attn_scratch(e, (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4, &part));
     wgml__kernel kd = decode_kernel(dim, c);
     wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, part };
     wgml_status st = dispatch_tiles(e, &kd, p, rows * p.splits, args, 5);
@@ -538,12 +545,8 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
-    uint64_t st_floats = 2ull * s->batch * s->heads * s->seq_q;
-    if (st_floats > 0xFFFFFFFFull - 4096)
-        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "attention: a scratch of %llu floats exceeds 32-bit indexing",
-                          (unsigned long long)st_floats);
     wgml__arg st;
-    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * st_floats, &st));
+    WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     wgml__arg m = wgml__t(mask ? mask : q);
 
     /* statistics: prefill_stats (prefill's scores and softmax, no P v) where prefill is
@@ -552,9 +555,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t bk;
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
     ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
-    wgml__kernel kst = bk ? (wgml__kernel){ .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2,
-                                            .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } }
-                          : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    wgml__kernel kst = bk ? prefill_kernel("prefill_stats", "urrrrwr", dim, bk) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
     wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
     wgml_status r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
 

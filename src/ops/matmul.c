@@ -88,6 +88,10 @@ static const tile_cfg TILES[NTILES] = {
                                                                            fragment double-buffering: the default */
 };
 
+/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB. */
+#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb) \
+    ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | (uint32_t)(rdb) << 5)
+
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
 #define GEMV_ROWS 4          /* rows per workgroup of gemv_rows */
@@ -222,7 +226,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t flags = c->db | c->pf << 1 | c->fast << 2 | (c->tm == 4) << 3 | c->unr << 4 | c->rdb << 5;
+    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
@@ -428,11 +432,13 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
     return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm of each layout for
-   sizes that are multiples of 4, the matrix-vector kernels of decode, the split-K reduction. */
+/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8r, see
+   TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
+   decode, the split-K reduction. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 }, { "FLAGS", 55 } } }
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                     \
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
