@@ -5,6 +5,7 @@
 # Writes ${OUT}/matmul_sweep.md (and build logs, test log, adapter info).
 #   bash bench/matmul_sweep.sh          round 3 (bench/notes/matmul.md): the new variants
 #   bash bench/matmul_sweep.sh round2   the round 1-2 sweep (tiles, gemv, row ops, top_k)
+#   bash bench/matmul_sweep.sh round4   the training step's shapes: split-K, attention chunks
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -45,6 +46,39 @@ for u in 4 8; do
 done
 echo "## WGML_TOPK_VARIANT=nofinish"
 WGML_TOPK_VARIANT=nofinish build-device/wgml bench --filter top_k --samples 15 | grep '^| top_k'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round4 ]; then
+# Round 4 (bench/notes/matmul.md, bench/notes/attention.md): the training step's shapes.
+# Matrix products with a 768-wide output or a 768 x 768 weight gradient against the number
+# of K-slices (wave quantization), and the attention kernels' chunk sizes at head_dim 64.
+# Correctness of the attention chunks first (they only fit 48 KiB devices).
+for pf in bk64 bk32; do
+    (cd build-device && WGML_ATTN_PREFILL=$pf WGML_ATTN_DQ=new,32 WGML_ATTN_DKDV=new,32 timeout 300 \
+        ctest --output-on-failure -R 'test_attention$' >"$out/ctest_attn_$pf.log" 2>&1; echo "attention $pf/new,32: $(tail -3 "$out/ctest_attn_$pf.log" | head -1)")
+done
+{
+echo "# Round 4 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for sh in 8192x768x768 8192x768x2048 768x768x8192 768x2048x8192 2048x768x8192; do
+    for v in "" splitk=1 splitk=2 splitk=3 splitk=4 splitk=5 splitk=6 splitk=8 splitk=12 splitk=16 t64 t64,splitk=2; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" $sh"
+        bench "$v" train-ops "$sh" 9
+    done
+done
+for pf in "" bk32 bk64; do
+    for bw in "" new,8 new,32; do
+        echo "## WGML_ATTN_PREFILL=\"$pf\" WGML_ATTN_DQ=WGML_ATTN_DKDV=\"$bw\""
+        WGML_ATTN_PREFILL=$pf WGML_ATTN_DQ=$bw WGML_ATTN_DKDV=$bw build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for pf in "" bk32 bk64; do
+    echo "## WGML_ATTN_PREFILL=\"$pf\" WGML_ATTN_DQ=WGML_ATTN_DKDV=\"$pf\" D128"
+    bw=""; [ "$pf" = bk64 ] && bw=new,32
+    WGML_ATTN_PREFILL=$pf WGML_ATTN_DQ=$bw WGML_ATTN_DKDV=$bw build-device/wgml bench --group attention --filter 'S4096 D128 causal' --samples 5 2>&1 | grep -E '^\| flash|rror|fail'
+done
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -528,7 +528,7 @@ static void test_prefill_edges(void)
     problem_init(&P, &c, 1);
     wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 16));
     uint64_t before = th_commands();
-    static const char *const bad[] = { "bk64", "fast", "bk32 " };
+    static const char *const bad[] = { "bk8", "fast", "bk32 " };
     for (int i = 0; i < 3; i++) {
         setenv("WGML_ATTN_PREFILL", bad[i], 1);
         TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_INVALID_ARGUMENT,
@@ -743,8 +743,8 @@ static bool poisoned(wgml_tensor *t)
    ways), head_dim 16, 34 (% 4 == 2), 64, 80, 126, 128 (one or two vec4 per thread, partial
    head_dim chunks), causal with offsets, windows (1 included), masks with -inf entries,
    dropout, GQA groups 1, 2, 4, rows past the keys (empty), batch and heads > 1. Run with
-   the default choice (head_dim chunks of 16 on a device with 32 KiB of workgroup storage),
-   forced chunks of 8, and the old tiles for an A/B of the same inputs. */
+   the default choice of head_dim chunk, the other chunks forced (32 only where the device
+   holds it; refused elsewhere), and the old tiles for an A/B of the same inputs. */
 static void test_backward_blocks64(void)
 {
     static const acase cases[] = {
@@ -760,13 +760,41 @@ static void test_backward_blocks64(void)
         { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
         { 1, 130, 70, 2, 1, 32, false, 0, 5, 0, 0, NOMASK, 0 },
     };
-    static const size_t subset8[] = { 1, 2, 5, 7 }, subset_old[] = { 2, 5 };
+    /* the default chunk is 8 up to head_dim 64 and 16 (32 KiB devices) or 32 (48 KiB)
+       above: force the others on a subset with both head_dim classes */
+    static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
+                        subset_old[] = { 2, 5 };
     static const struct { const char *env; const size_t *which; size_t n; } runs[] = {
         { NULL, NULL, 0 },
         { "new,8", subset8, 4 },
+        { "new,16", subset16, 4 },
+        { "new,32", subset32, 4 },
         { "old", subset_old, 2 },
     };
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    bool fits32 = 16u * (64u * 32u + 1024u) <= info.max_workgroup_storage_size;   /* g_st + g_w at GBK 32 */
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        if (runs[r].env && !strcmp(runs[r].env, "new,32") && !fits32) {
+            /* a chunk the device cannot hold is refused, naming the variable */
+            setenv("WGML_ATTN_DQ", runs[r].env, 1);
+            problem P;
+            problem_init(&P, &cases[1], 1);
+            wgml_tensor *g[3];
+            for (int t = 0; t < 3; t++) g[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 63, 2, 64));   /* cases[1] */
+            uint64_t before = th_commands();
+            TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2],
+                                                                &P.opts, NULL),
+                          WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
+            TH_CHECK(th_commands() == before, "a refused chunk of 32 recorded commands");
+            for (int t = 0; t < 3; t++) {
+                TH_CHECK(poisoned(g[t]), "a refused chunk of 32 wrote gradient %d", t);
+                wgml_tensor_release(g[t]);
+            }
+            problem_free(&P);
+            unsetenv("WGML_ATTN_DQ");
+            continue;
+        }
         if (runs[r].env) {
             setenv("WGML_ATTN_DQ", runs[r].env, 1);
             setenv("WGML_ATTN_DKDV", runs[r].env, 1);
@@ -781,7 +809,7 @@ static void test_backward_blocks64(void)
             problem_free(&P);
         }
     }
-    /* a chunk that is not 8 or 16 is refused, naming the variable, with nothing recorded */
+    /* a chunk that is not 8, 16 or 32 is refused, naming the variable, with nothing recorded */
     setenv("WGML_ATTN_DQ", "new,12", 1);
     setenv("WGML_ATTN_DKDV", "new", 1);
     acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };

@@ -871,10 +871,10 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 // Backward of B4 H32 S4096 D128 causal is ~1.9 TFLOP (3.5x the forward's matmuls); at
 // 15-20 TFLOP/s that is ~100-130 ms against several hundred ms for the old tiles.
 
-override GBK: u32 = 8u;                 // head_dim elements per staged chunk (8 or 16)
+override GBK: u32 = 8u;                 // head_dim elements per staged chunk (8, 16 or 32)
 override GOCV: u32 = 2u;                // vec4 of head_dim per thread in the block products (1 or 2)
 override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chunk (>= d4)
-override G_KR: u32 = 4u * GBK / GOCV;   // rows per streamed chunk: G_KR * G_DP4 == G_STN
+override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]

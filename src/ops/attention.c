@@ -9,8 +9,9 @@
    environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
    ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
    WGML_ATTN_DKDV choose the backward kernels: "old" (tiled, shape chosen as usual),
-   "BR,TC,KPT,SHARED" (tiled, that shape), "new" or "new,8" / "new,16" (64 x 64 entries,
-   head_dim staged in chunks of 8 or 16), unset (64 x 64 when they fit, GBK 16 first).
+   "BR,TC,KPT,SHARED" (tiled, that shape), "new" or "new,8" / "new,16" / "new,32" (64 x 64
+   entries, head_dim staged in chunks of 8, 16 or 32), unset (64 x 64 when they fit, the chunk by
+   head_dim as in pick_bwd).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -18,7 +19,7 @@
      unset, "" or "auto"  prefill with BK 16 when it fits the device (faster than 32 on the
                           H200), else fwd; but fwd when WGML_ATTN_FWD is set (its tiles are fwd's)
      "old"                fwd (tiles from WGML_ATTN_FWD or the defaults)
-     "bk32", "bk16"       prefill with that chunk (refused if it does not fit)
+     "bk64", "bk32", "bk16"  prefill with that chunk (refused if it does not fit)
    The backward's statistics pass follows the same choice: `prefill_stats` (prefill's
    scores and softmax without the P v product) with prefill, fwd in MODE 1 otherwise (tiles
    from WGML_ATTN_FWD). */
@@ -382,10 +383,10 @@ static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
         return WGML_OK;
     }
     if (!strcmp(env, "old")) return WGML_OK;
-    uint32_t want = !strcmp(env, "bk32") ? 32 : !strcmp(env, "bk16") ? 16 : 0;
+    uint32_t want = !strcmp(env, "bk64") ? 64 : !strcmp(env, "bk32") ? 32 : !strcmp(env, "bk16") ? 16 : 0;
     if (!want || !prefill_fits(ctx, want))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_PREFILL=\"%s\" is not auto, old, bk32 or bk16 that fits this device", fn, env);
+                          "%s: WGML_ATTN_PREFILL=\"%s\" is not auto, old, bk64, bk32 or bk16 that fits this device", fn, env);
     *bk = want;
     return WGML_OK;
 }
@@ -483,40 +484,48 @@ static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
 
 static bool gemm_fits(wgml_context *ctx, uint32_t bk)
 {
-    if (bk != 8 && bk != 16) return false;
+    if (bk != 8 && bk != 16 && bk != 32) return false;
     if (ctx->limits.maxComputeInvocationsPerWorkgroup < 256 || ctx->limits.maxComputeWorkgroupSizeX < 256) return false;
     return gemm_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
 }
 
-/* WGML_ATTN_DQ / WGML_ATTN_DKDV: unset or "" picks the GEMM entries when they fit (GBK 16,
-   else 8), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
+/* WGML_ATTN_DQ / WGML_ATTN_DKDV: unset or "" picks the GEMM entries when they fit (GBK 8 at
+   head_dim <= 64; 32, else 16, else 8 above), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
    "BR,TC,KPT,SHARED" forces the old tiles with that shape; "new" or "new,GBK" forces the
-   GEMM entries (GBK 8 or 16), refused when they do not fit. */
+   GEMM entries (GBK 8, 16 or 32), refused when they do not fit. */
 static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_t dim, bwd_choice *out)
 {
     const char *name = tile_env(kind), *env = getenv(name);
     bool force_old = env && !strcmp(env, "old");
     memset(out, 0, sizeof *out);
+    /* chunks measured on the H200 (round 4 of bench/notes/attention.md): 8 floats at
+       head_dim <= 64 (forward + backward 5.15 ms against 5.71 with 16, B8 H12 S1024), 32
+       above (backward 143 ms against 154 with 16, B4 H32 S4096 D128); else the largest
+       that fits */
+    static const uint32_t small_dims[] = { 8 }, large_dims[] = { 32, 16, 8 };
+    const uint32_t *order = dim <= 64 ? small_dims : large_dims;
+    size_t norder = dim <= 64 ? 1 : 3;
+    uint32_t auto_bk = 0;
+    for (size_t i = 0; i < norder && !auto_bk; i++)
+        if (gemm_fits(ctx, order[i])) auto_bk = order[i];
     if (env && !strncmp(env, "new", 3)) {
         unsigned bk = 0;
-        if (!strcmp(env, "new")) bk = gemm_fits(ctx, 16) ? 16 : 8;
+        if (!strcmp(env, "new")) bk = auto_bk;
         else if (sscanf(env, "new,%u", &bk) != 1) bk = 0;
         if (!gemm_fits(ctx, bk))
             return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8 or 16) that does not fit "
+                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8, 16 or 32) that does not fit "
                               "this device", fn, name, env);
         out->gemm = true;
         out->bk = bk;
         return WGML_OK;
     }
     if (env && *env && !force_old) return pick_tiles(ctx, fn, kind, dim, &out->t);
-    if (!force_old)
-        for (uint32_t bk = 16; bk >= 8; bk /= 2)
-            if (gemm_fits(ctx, bk)) {
-                out->gemm = true;
-                out->bk = bk;
-                return WGML_OK;
-            }
+    if (!force_old && auto_bk) {
+        out->gemm = true;
+        out->bk = auto_bk;
+        return WGML_OK;
+    }
     for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
         if (tiles_fit(ctx, kind, dim, tile_candidates[i])) {
             out->t = tile_candidates[i];
@@ -686,18 +695,19 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
 /* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
    workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
    of decoding, the forward `prefill` at its default chunk (24 KiB) and the backward's
-   64 x 64 entries at GBK 16 are listed, as picked on a device with at least 32 KiB of
-   workgroup storage (lavapipe and the H200), for head_dim up to 64 and above 64; the rest
-   compile on first use (one pipeline per tile shape and head_dim class, see tile_kernel). */
+   64 x 64 entries as picked on a device with 32 KiB of workgroup storage (lavapipe): GBK 8
+   up to head_dim 64, 16 above (a 48 KiB device such as the H200 picks 32 there and
+   compiles it on first use); the rest compile on first use (one pipeline per tile shape
+   and head_dim class, see tile_kernel). */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
     { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
     { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];

@@ -8,9 +8,10 @@
         (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
         out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
         empty and K is too short for split-K to fill it);
-     3. split K across workgroups (split-K) when the output alone gives too few threads to
-        fill a large GPU and K is long: slice z writes a partial result into a workspace
-        (the engine's matmul scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
+     3. split K across workgroups (split-K) when the output alone leaves a large GPU idle
+        (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
+        writes a partial result into a workspace (the engine's matmul scratch) and
+        splitk_reduce adds the slices in a fixed order (deterministic).
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
@@ -97,6 +98,12 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_ROWS 4          /* rows per workgroup of gemv_rows */
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
+/* The split-K cost model of the 128-tiles (plan_split): workgroups of 256 threads that run
+   at once on the GPU it was fitted on (H200: 132 SMs x 2), and what one byte of workspace
+   traffic costs in multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other
+   numbers gets a split that is still sound, only tuned less closely. */
+#define WAVE_WORKGROUPS 264
+#define FMA_PER_BYTE 5
 
 typedef struct variant {
     int tile;          /* index into TILES, or -1: automatic */
@@ -218,6 +225,7 @@ typedef struct mm_plan {
     uint64_t workgroups;        /* along x * y, before split-K */
     uint32_t threads;           /* per workgroup */
     uint32_t min_chunk;         /* smallest K range worth a slice */
+    uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
 } mm_plan;
 
 static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
@@ -241,6 +249,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
+    pl->tile_fmas = tile_m(c) == 128 && tile_n(c) == 128 && pl->threads == 256 ? 128 * 128 : 0;
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
@@ -276,15 +285,40 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
                                             .constants = { { "WGV", GEMV_WG } } };
 
-/* Number of K-slices: forced by the variant, or enough to reach FILL_THREADS when the
-   output gives fewer, keeping every slice at least min_chunk long. Limited by the largest
-   workspace the adapter can bind. Sets kchunk. */
+/* Modelled cost of S K-slices of a 128-tile product, in multiply-add slots: whole waves of
+   WAVE_WORKGROUPS workgroups, each as long as its slice (a partial last wave costs a whole
+   one: the wave quantization that leaves a 384-tile output 27% idle in its second wave),
+   plus the workspace written and read back by splitk_reduce. */
+static double split_cost(const mm_plan *pl, uint64_t mn, uint32_t S)
+{
+    uint64_t waves = (pl->workgroups * S + WAVE_WORKGROUPS - 1) / WAVE_WORKGROUPS;
+    double compute = (double)waves * WAVE_WORKGROUPS * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
+    return compute + (S > 1 ? (double)FMA_PER_BYTE * 8.0 * S * mn : 0.0);
+}
+
+/* Number of K-slices: forced by the variant; for the 128-tiles the cheapest by split_cost
+   (H200, round 4 of bench/notes/matmul.md: 8192 x 768 x 768 takes 2 slices, 393 -> 322 us
+   measured; 768 x 768 x 8192 takes 7); otherwise enough to reach FILL_THREADS when the output gives
+   fewer. Every slice is at least min_chunk long; S is limited by the largest workspace the
+   adapter can bind. Sets kchunk. */
 static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *v, uint64_t mn)
 {
     uint32_t K = pl->prm.K, S = 1, gran = 16;
     if (v->splitk) {
         S = v->splitk;
         gran = 4;
+    } else if (pl->tile_fmas) {
+        /* the model is coarse (a partial wave runs faster than a full one): split only for a
+           predicted gain of 5% or more, and take the fewest slices within 3% of the best */
+        uint32_t most = K / pl->min_chunk;
+        if (most > MAX_SPLIT) most = MAX_SPLIT;
+        double best = split_cost(pl, mn, 1);
+        for (uint32_t n = 2; n <= most; n++) {
+            double c = split_cost(pl, mn, n);
+            if (c < best) best = c;
+        }
+        if (best <= 0.95 * split_cost(pl, mn, 1))
+            for (S = 2; S < most && split_cost(pl, mn, S) > 1.03 * best; S++) {}
     } else if (pl->workgroups * pl->threads < FILL_THREADS && K >= 2 * pl->min_chunk) {
         uint64_t want = (FILL_THREADS + pl->workgroups * pl->threads - 1) / (pl->workgroups * pl->threads);
         uint64_t most = K / pl->min_chunk;
@@ -310,7 +344,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     wgml_context *ctx = e->ctx;
     variant v;
     WGML_CHECK(read_variant(ctx, fn, &v));
-    mm_plan pl;
+    mm_plan pl = { 0 };
     if (!v.nogemv && M == 1 && N == 1) {
         plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
