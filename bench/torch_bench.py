@@ -340,6 +340,8 @@ def attn_case(op, shape, B, Sq, H, KVH, D, Sk, causal, window=0, backward=False)
 attn_case("flash_attention_v2", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True)
 attn_case("flash_attention_v2", "B4 H32 S4096 D128", 4, 4096, 32, 32, 128, 4096, False)
 attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True, backward=True)
+# wgml keeping the forward's log-sum-exp for the backward (options.lse), as SDPA always does
+attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", 4, 4096, 32, 32, 128, 4096, True, backward=True)
 attn_case("flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", 1, 4096, 32, 8, 128, 4096, True)
 attn_case("flash_attention_v2", "B1 H32 S4096 D128 causal w1024", 1, 4096, 32, 32, 128, 4096, True, window=1024)
 attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx4096", 1, 1, 32, 8, 128, 4096, True)
@@ -409,6 +411,7 @@ for op, (M, N, K) in (("matmul_bt", (8192, 768, 768)), ("matmul_bt", (8192, 2048
     mm_case(op, f"{M}x{N}x{K}", M, N, K)
 attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal", 8, 1024, 12, 12, 64, 1024, True)
 attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal", 8, 1024, 12, 12, 64, 1024, True, backward=True)
+attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse", 8, 1024, 12, 12, 64, 1024, True, backward=True)
 
 
 @case("add", "1024 x1000 chain")

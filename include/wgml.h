@@ -663,10 +663,12 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *
  * Tuning (for measuring; the defaults are what measured fastest): the forward with
  * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
- * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks) with statistics from
- * `prefill_stats`, each where it fits the device, else older tiled kernels.
- * WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled forward), "bk32" / "bk16" (a
- * chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old", "new", "new,8" / "new,16" (a chunk), or
+ * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks, head_dim in chunks of 8
+ * floats up to head_dim 64, of 32 above where the device holds them, else 16) with
+ * statistics from `prefill_stats` (or from options.lse), each where it fits the device,
+ * else older tiled kernels. WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled
+ * forward), "bk64" / "bk32" / "bk16" (a chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old",
+ * "new", "new,8" / "new,16" / "new,32" (a chunk), or
  * "BR,TC,KPT,SHARED" (a tiled kernel with rows per workgroup, lanes per row group, columns
  * per lane, one staging region); WGML_ATTN_FWD ("BR,TC,KPT,SHARED") selects the tiled
  * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
@@ -678,13 +680,13 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *                                NaN; scale not finite; causal_offset over 2^28; a tuning
  *                                variable that does not fit
  *   WGML_ERROR_CONTEXT           a tensor of another context than the engine
- *   WGML_ERROR_DTYPE             a tensor that is not f32
+ *   WGML_ERROR_DTYPE             a tensor that is not f32 (options.lse included)
  *   WGML_ERROR_SHAPE             q/k not 4-D (2-D for the single-head calls); batch of k
  *                                differs from q; num_heads not a multiple of num_kv_heads;
  *                                head_dim of k differs from q, is odd or over 128; v not
  *                                shaped like k; out, grad_out, grad_q not shaped like q;
  *                                grad_k, grad_v not shaped like k; a mask shape that does
- *                                not broadcast
+ *                                not broadcast; options.lse not [batch, num_heads, seq_q]
  *   WGML_ERROR_ALIAS             an output sharing memory with an input or another output
  *   WGML_ERROR_LIMIT             seq_q or seq_k over 2^26, a tensor of 2^32 elements or
  *                                more, or a device without enough workgroup storage
@@ -699,6 +701,13 @@ typedef struct wgml_attention_options {
     float dropout_prob;       /* in [0, 1); 0: no dropout */
     uint64_t seed;            /* dropout decisions are a pure function of this and the indices */
     float scale;              /* 0 means 1/sqrt(head_dim); otherwise any finite value */
+    /* NULL, or f32 [batch, num_heads, seq_q]: the log-sum-exp of each query row,
+       ln(sum_j exp(score_ij)) over its visible keys (scores after scale and mask, before
+       dropout; -inf for a row with no visible key). The forward (_v2_with) also writes it;
+       the backward (_v2_backward_with) reads it instead of recomputing it, which saves a
+       pass over q k^T: it must hold the forward's values for the same inputs and options
+       (other values give wrong gradients, unchecked). */
+    wgml_tensor *lse;
 } wgml_attention_options;
 
 /* Single head: q, out [seq_q, head_dim]; k, v [seq_k, head_dim] (seq_q may differ from
@@ -730,9 +739,10 @@ WGML_API wgml_status wgml_flash_attention_v2_backward(wgml_engine *e, const wgml
 /* Backward of wgml_flash_attention_v2_with. out is the forward output for the same inputs,
    opts and mask must be those of the forward (dropout decisions are regenerated from
    opts->seed). grad_out, grad_q like q; grad_k, grad_v like k; all written, not
-   accumulated; the mask gets no gradient. The logsumexp of each row is recomputed (the
-   forward does not keep it) and D = rowsum(grad_out * out) is taken from out: an `out`
-   from other inputs gives wrong gradients. With GQA, grad_k and grad_v sum over the
+   accumulated; the mask gets no gradient. The log-sum-exp of each row is read from
+   opts->lse when set (as the forward wrote it), else recomputed, and D =
+   rowsum(grad_out * out) is taken from out: an `out` (or lse) from other inputs gives
+   wrong gradients. With GQA, grad_k and grad_v sum over the
    query heads sharing a kv head, in a fixed order. */
 WGML_API wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_tensor *q,
                                                            const wgml_tensor *k, const wgml_tensor *v,

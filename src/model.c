@@ -286,6 +286,7 @@ static wgml_status rope(const wgml_model *m, wgml_tensor *t, uint32_t pos, bool 
 
 typedef struct layer_acts {
     wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
+    wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
 } layer_acts;
 #define LAYER_ACTS (sizeof(layer_acts) / sizeof(wgml_tensor *))
 
@@ -373,6 +374,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->q, N, m->QD)); MK(mk2(ctx, &A->k, N, m->KD)); MK(mk2(ctx, &A->v, N, m->KD));
         MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
+        MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
     }
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
@@ -443,6 +445,7 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
         TRY(rope(m, A->q, 0, false));
         TRY(rope(m, A->k, 0, false));
+        ao.lse = A->lse;   /* the backward reads it instead of recomputing it */
         wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
@@ -516,6 +519,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
         for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
+        ao.lse = A->lse;
         wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
         if (s == WGML_OK) s = rope(m, t->dq, 0, true);
         if (s == WGML_OK) s = rope(m, t->dk, 0, true);

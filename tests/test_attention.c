@@ -834,6 +834,108 @@ static void test_backward_blocks64(void)
     problem_free(&P);
 }
 
+/* options.lse: the forward writes each row's log-sum-exp on every forward path (prefill,
+   the tiled fallback, decoding), -inf for rows with no visible key; the backward reads it
+   instead of its statistics pass and gives the reference gradients; a shifted lse changes
+   them exactly as the math says (proof that it is read); bad lse tensors are refused. */
+#define LSE_ATOL 1e-5
+#define LSE_RTOL 1e-5
+static void check_lse_case(const acase *c, const char *tag, bool backward)
+{
+    problem P;
+    problem_init(&P, c, 1.5);
+    char what[256], d[200];
+    describe(c, d, sizeof d);
+    size_t nl = c->b * c->h * c->sq;
+    wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq));
+    P.opts.lse = lse;
+    check_forward(&P, tag);   /* out against the reference, with lse written beside it */
+    double *ref = th_alloc_d(nl);
+    ref_attn_lse(&P.ref, P.qd, P.kd, ref);
+    float *got = th_read(lse);
+    snprintf(what, sizeof what, "%s lse %s", tag, d);
+    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
+    if (backward) {
+        check_backward(&P, tag);   /* forward writing lse, backward reading it */
+        /* lse + ln 2 halves every probability the backward rebuilds: without dropout or a
+           mask grad_v = P^T dout halves exactly */
+        if (c->p == 0) {
+            for (size_t i = 0; i < nl; i++) got[i] = isinf(got[i]) ? got[i] : got[i] + 0.69314718f;   /* ln 2 */
+            TH_EXPECT(wgml_tensor_write(lse, 0, got, nl * sizeof(float)), WGML_OK);
+            wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
+            wgml_attention_options plain = P.opts;
+            plain.lse = NULL;
+            TH_EXPECT(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &plain, P.tmask), WGML_OK);
+            wgml_tensor *g[3];
+            for (int t = 0; t < 3; t++)
+                g[t] = th_poisoned(WGML_F32, t ? TH_SHAPE(c->b, c->sk, c->kvh, c->d) : TH_SHAPE(c->b, c->sq, c->h, c->d));
+            TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], &P.opts,
+                                                            P.tmask),
+                      WGML_OK);
+            double *rq = th_alloc_d(P.nq), *rk = th_alloc_d(P.nk), *rv = th_alloc_d(P.nk);
+            ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, rq, rk, rv);
+            for (size_t i = 0; i < P.nk; i++) rv[i] /= 2;
+            float *fv = th_read(g[2]);
+            snprintf(what, sizeof what, "%s grad_v from lse + ln 2 %s", tag, d);
+            th_compare(what, fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
+            free(rq); free(rk); free(rv); free(fv);
+            for (int t = 0; t < 3; t++) wgml_tensor_release(g[t]);
+            wgml_tensor_release(out);
+        }
+    }
+    free(ref); free(got);
+    wgml_tensor_release(lse);
+    problem_free(&P);
+}
+
+static void test_lse(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 2, 65, 130, 4, 2, 64, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 1, 70, 70, 2, 1, 80, false, 0, 0, 0.2f, 0, M4(1, 2, 70, 70), 0.3 },
+        { 1, 30, 20, 2, 1, 32, true, 15, 4, 0, 0, NOMASK, 0 },              /* rows 8.. see no key */
+        { 1, 64, 64, 3, 3, 128, false, 0, 0, 0, 0.3f, M2(64, 64), 0 },
+        { 2, 1, 300, 4, 2, 128, true, 299, 0, 0, 0, NOMASK, 0 },            /* decoding */
+        { 1, 1, 50, 2, 1, 64, true, 100, 10, 0, 0, NOMASK, 0 },             /* decoding, no key */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_lse_case(&cases[i], "lse", true);
+    setenv("WGML_ATTN_PREFILL", "old", 1);   /* the tiled forward: lse from its statistics pass */
+    check_lse_case(&cases[0], "lse old", true);
+    check_lse_case(&cases[2], "lse old", false);
+    unsetenv("WGML_ATTN_PREFILL");
+
+    acase c = { 2, 5, 7, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1);
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(2, 5, 2, 16));
+    wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(2, 5, 2, 16)), th_poisoned(WGML_F32, TH_SHAPE(2, 7, 1, 16)),
+                          th_poisoned(WGML_F32, TH_SHAPE(2, 7, 1, 16)) };
+    wgml_tensor *bad[] = { th_poisoned(WGML_F32, TH_SHAPE(2, 2, 6)), th_poisoned(WGML_F32, TH_SHAPE(2, 5, 2)),
+                           th_poisoned(WGML_F32, TH_SHAPE(20)), th_poisoned(WGML_F16, TH_SHAPE(2, 2, 5)) };
+    uint64_t before = th_commands();
+    for (int i = 0; i < 4; i++) {
+        P.opts.lse = bad[i];
+        wgml_status want = i == 3 ? WGML_ERROR_DTYPE : WGML_ERROR_SHAPE;
+        TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), want, "lse");
+        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
+                                                            NULL),
+                      want, "lse");
+    }
+    TH_CHECK(th_commands() == before, "refused lse tensors recorded commands");
+    TH_CHECK(poisoned(out), "a refused forward wrote out");
+    for (int i = 0; i < 4; i++) {
+        if (i < 3) TH_CHECK(poisoned(bad[i]), "a refused call wrote lse %d", i);   /* f32 ones */
+        wgml_tensor_release(bad[i]);
+    }
+    for (int t = 0; t < 3; t++) {
+        TH_CHECK(poisoned(g[t]), "a refused backward wrote gradient %d", t);
+        wgml_tensor_release(g[t]);
+    }
+    wgml_tensor_release(out);
+    problem_free(&P);
+}
+
 static void test_bad_inputs(void)
 {
     const size_t B = 2, SQ = 4, SK = 5, H = 4, KVH = 2, D = 8;
@@ -975,6 +1077,7 @@ static const th_case cases[] = {
     { "forced_tiles", test_forced_tiles },
     { "fast_unsafe_context", test_fast_unsafe_context },
     { "backward_blocks64", test_backward_blocks64 },
+    { "lse", test_lse },
     { "bad_inputs", test_bad_inputs },
 };
 TH_MAIN(cases)

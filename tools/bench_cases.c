@@ -173,6 +173,14 @@ static wgml_status r_attn_fb(bench_state *b)
     return wgml_flash_attention_v2_backward_with(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], b->t[4], b->t[5], b->t[6], b->t[7],
                                                  &b->attn, NULL);
 }
+/* forward + backward with the forward's log-sum-exp kept (options.lse, t[8]) */
+static int su_attn_lse(bench_state *b, const uint64_t *d)
+{
+    if (su_attn(b, d) != 0) return -1;
+    int r = OK(EMPTY(8, WGML_F32, D0, D2, D1));
+    b->attn.lse = b->t[8];
+    return r;
+}
 /* visible (query, key) pairs: causal counts the lower triangle, a window the band */
 static double attn_pairs(const uint64_t *d)
 {
@@ -345,6 +353,8 @@ const bench_case bench_cases[] = {
       attn_b, attn_f, su_attn, r_attn, "attention" },
     { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_fb_f, su_attn, r_attn_fb, "attention" },
+    { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
+      attn_b, attn_fb_f, su_attn_lse, r_attn_fb, "attention" },
     { "flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", { 1, 4096, 32, 8, 128, 4096, 1 }, { 1, 256, 8, 2, 64, 256, 1 },
       attn_b, attn_f, su_attn, r_attn, "attention" },
     { "flash_attention_v2", "B1 H32 S4096 D128 causal w1024", { 1, 4096, 32, 32, 128, 4096, 1 | (1024 << 1) },
@@ -391,6 +401,8 @@ const bench_case bench_cases[] = {
       attn_b, attn_f, su_attn, r_attn, "train-ops" },
     { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
       attn_b, attn_fb_f, su_attn, r_attn_fb, "train-ops" },
+    { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_fb_f, su_attn_lse, r_attn_fb, "train-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

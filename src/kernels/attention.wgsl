@@ -21,11 +21,15 @@
 //                   kv head in a fixed order (deterministic, no atomics).
 //   decode          seq_q == 1 (flash-decoding): keys split across workgroups; each writes
 //                   a partial (max, sum, unnormalised acc) per head.
-//   decode_combine  merges the partials of each (batch, head) into out.
+//   decode_combine  merges the partials of each (batch, head) into out
+//                   (decode_combine_lse: and writes the row's log-sum-exp).
 //   prefill         the default forward for seq_q > 1 (same output as fwd MODE 0): 256
 //                   threads, 64 x 64 blocks, head_dim streamed in chunks (GEMM-style), so
 //                   that head_dim 128 no longer forces tiny workgroups; see its section
-//                   at the end of the file.
+//                   at the end of the file (prefill_lse: and writes each row's
+//                   log-sum-exp; prefill_stats: the backward's statistics pass).
+//   bwd_prep        the backward's statistics from a given log-sum-exp (options.lse).
+//   lse_export      the public log-sum-exp from the statistics of fwd MODE 1.
 //
 // Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
 // (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys; queries
@@ -107,6 +111,8 @@ override WG: u32 = RG * TC;                  // threads per workgroup
 @group(0) @binding(5) var<storage, read_write> part: array<vec4f>;       // decode
 @group(0) @binding(1) var<storage, read> part_in: array<vec4f>;          // decode_combine
 @group(0) @binding(2) var<storage, read_write> comb_out: array<f32>;     // decode_combine
+@group(0) @binding(3) var<storage, read_write> comb_lse: array<f32>;     // decode_combine_lse
+@group(0) @binding(6) var<storage, read_write> lse_out: array<f32>;      // prefill_lse
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -1287,11 +1293,8 @@ fn decode(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
 }
 
 // One workgroup per (batch, head): out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M).
-@compute @workgroup_size(32)
-fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-                  @builtin(local_invocation_index) tid: u32) {
-    let row = wid.x + wid.y * nwg.x;
-    if (row >= p.total_wg) { return; }
+// Returns the row's log-sum-exp in public units (see lse_public).
+fn combine(row: u32, tid: u32) -> f32 {
     let stride = p.d4 + 1u;
     let base = row * p.splits * stride;
     var mx = p.neg_inf;
@@ -1313,6 +1316,70 @@ fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nw
             if (4u * d4 + e < p.dim) { comb_out[row * p.dim + 4u * d4 + e] = a[e]; }
         }
     }
+    return lse_public(m_use, l);
+}
+
+@compute @workgroup_size(32)
+fn decode_combine(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                  @builtin(local_invocation_index) tid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.total_wg) { return; }
+    combine(row, tid);
+}
+
+// decode_combine that also writes the row's log-sum-exp (seq_q is 1: row = b * heads + h).
+@compute @workgroup_size(32)
+fn decode_combine_lse(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                      @builtin(local_invocation_index) tid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    if (row >= p.total_wg) { return; }
+    let lse = combine(row, tid);
+    if (tid == 0u) { comb_lse[row] = lse; }
+}
+
+// ---- log-sum-exp in and out (wgml_attention_options.lse) ---------------------------------
+//
+// The public value of query row r = bh * seq_q + i is ln(sum_j exp(score_ij)) over its
+// visible keys (scaled and masked scores, before dropout), -inf for a row with no visible
+// key. The kernels keep log2 units of the log2(e)-scaled scores and +inf for an empty row
+// (so that exp2(s - lse) = 0): lse_public and lse_internal convert.
+const LN2: f32 = 0.6931471805599453;
+fn lse_public(m: f32, l: f32) -> f32 { return select(p.neg_inf, (m + log2(l)) * LN2, l > 0.0); }
+fn lse_internal(x: f32) -> f32 { return select(x * LOG2E, p.pos_inf, x == p.neg_inf); }
+
+// Backward statistics from a given log-sum-exp (replaces the statistics pass): binding 7
+// holds the public lse, binding 3 the forward output, binding 6 dout; writes
+// dst[r] = lse_internal(lse[r]) and dst[B*H*seq_q + r] = D_r = sum_d dout * out.
+@compute @workgroup_size(256)
+fn bwd_prep(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let n = p.batch * p.heads * p.seq_q;
+    let r = wg * 256u + tid;
+    if (r >= n) { return; }
+    let i = r % p.seq_q;
+    let bh = r / p.seq_q;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let base = ((b * p.seq_q + i) * p.heads + h) * p.dim;
+    var d = 0.0;
+    for (var c = 0u; c < p.d4; c++) { d += dot(ld_do(base, c), ld_v(base, c)); }
+    dst[r] = lse_internal(stats[r]);
+    dst[n + r] = d;
+}
+
+// The public log-sum-exp from backward statistics (the forward's fallback path, after fwd
+// in MODE 1): dst[r] = ln-units of stats[r], -inf for an empty row.
+@compute @workgroup_size(256)
+fn lse_export(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+              @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let r = wg * 256u + tid;
+    if (r >= p.batch * p.heads * p.seq_q) { return; }
+    let x = stats[r];
+    dst[r] = select(x * LN2, p.neg_inf, x == p.pos_inf);
 }
 
 // ---- prefill: the forward (seq_q > 1) for wide heads -------------------------------------
@@ -1459,6 +1526,24 @@ fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     pf_run(wg, tid, false);
+}
+
+// prefill that also writes each row's log-sum-exp (public units, see lse_public) to lse_out.
+@compute @workgroup_size(256)
+fn prefill_lse(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+               @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let r = pf_run(wg, tid, false);
+    if (pf_tc(tid) != 0u) { return; }
+    let qb = p.q_blocks - 1u - wg % p.q_blocks;
+    let bh = wg / p.q_blocks;
+    let i = qb * 64u + 4u * pf_tr(tid);
+    // m of a row that saw no finite score is -inf and its l is 0: lse_public gives -inf
+    if (i < p.seq_q) { lse_out[bh * p.seq_q + i] = lse_public(r.m.x, r.l.x); }
+    if (i + 1u < p.seq_q) { lse_out[bh * p.seq_q + i + 1u] = lse_public(r.m.y, r.l.y); }
+    if (i + 2u < p.seq_q) { lse_out[bh * p.seq_q + i + 2u] = lse_public(r.m.z, r.l.z); }
+    if (i + 3u < p.seq_q) { lse_out[bh * p.seq_q + i + 3u] = lse_public(r.m.w, r.l.w); }
 }
 
 // Backward statistics (replaces fwd MODE 1 where prefill fits): the scores and softmax of

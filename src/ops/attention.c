@@ -1,8 +1,10 @@
 /* Flash attention: forward, backward, single-query decode. Kernels: src/kernels/attention.wgsl.
 
-   Forward (seq_q > 1): one dispatch of `fwd`. Forward (seq_q == 1): `decode` over key splits
-   then `decode_combine`. Backward: `fwd` in statistics mode (logsumexp and D = rowsum(dO*O)
-   per query row into a scratch of 2*batch*heads*seq_q floats), then dq and dk/dv: by default
+   Forward (seq_q > 1): one dispatch of `prefill` (the tiled `fwd` where it does not fit).
+   Forward (seq_q == 1): `decode` over key splits then `decode_combine`. Backward: a
+   statistics pass (log-sum-exp and D = rowsum(dO*O) per query row into a scratch of
+   2*batch*heads*seq_q floats: `prefill_stats`, `fwd` in MODE 1, or `bwd_prep` from a given
+   log-sum-exp), then dq and dk/dv: by default
    the 64 x 64 GEMM-style entries `bwd_dq64` and `bwd_dkdv64` (256 threads, 24 or 32 KiB of
    workgroup memory), or the older tiled `bwd_dq` and `bwd_dkdv` where those do not fit.
    Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
@@ -22,7 +24,10 @@
      "bk64", "bk32", "bk16"  prefill with that chunk (refused if it does not fit)
    The backward's statistics pass follows the same choice: `prefill_stats` (prefill's
    scores and softmax without the P v product) with prefill, fwd in MODE 1 otherwise (tiles
-   from WGML_ATTN_FWD). */
+   from WGML_ATTN_FWD); with options.lse the forward writes the row log-sum-exp
+   (`prefill_lse`, `decode_combine_lse`, or fwd MODE 1 + `lse_export` on the tiled path)
+   and the backward replaces the statistics pass by `bwd_prep` (one thread per row: the
+   log-sum-exp converted, D = rowsum(dO*O)). */
 #include "internal.h"
 
 #include <math.h>
@@ -351,6 +356,10 @@ static wgml__kernel decode_kernel(uint32_t dim, decode_cfg c)
 }
 
 static const wgml__kernel combine_kernel = { .file = "attention", .entry = "decode_combine", .layout = "urw" };
+static const wgml__kernel combine_lse_kernel = { .file = "attention", .entry = "decode_combine_lse", .layout = "urww" };
+/* one thread per query row: the statistics from a given log-sum-exp, and the way back */
+static const wgml__kernel prep_kernel = { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" };
+static const wgml__kernel export_kernel = { .file = "attention", .entry = "lse_export", .layout = "urrrrwrr" };
 
 static wgml_status dispatch_tiles(wgml_engine *e, const wgml__kernel *k, attn_params p, uint64_t workgroups,
                                   const wgml__arg *args, uint32_t nargs)
@@ -422,8 +431,17 @@ static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
     *hi = h;
 }
 
+/* One thread per query row (bwd_prep, lse_export). */
+static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_params p, const attn_shape *s,
+                                 const wgml__arg *args)
+{
+    uint64_t rows = (uint64_t)s->batch * s->heads * s->seq_q;
+    return dispatch_tiles(e, k, p, (rows + 255) / 256, args, 7);
+}
+
+/* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h). */
 static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
-                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask)
+                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse)
 {
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
@@ -433,16 +451,30 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
         if (bk) {
             p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-            wgml__kernel kp = prefill_kernel("prefill", "urrrrw", dim, bk);
-            wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out) };
-            return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 5);
+            wgml__kernel kp = lse ? prefill_kernel("prefill_lse", "urrrrww", dim, bk) : prefill_kernel("prefill", "urrrrw", dim, bk);
+            wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : out) };
+            return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, lse ? 6 : 5);
         }
-        tiles t = { 0 };
+        tiles t = { 0 }, ts = { 0 };
         WGML_CHECK(pick_tiles(ctx, fn, K_FWD, dim, &t));
-        p.q_blocks = wgml__ceil_div(s->seq_q, t.br);
+        if (lse) WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
+        attn_params pf = p;
+        pf.q_blocks = wgml__ceil_div(s->seq_q, t.br);
         wgml__kernel kf = tile_kernel("fwd", "urrrrwr", dim, t, 0);
         wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(q) };
-        return dispatch_tiles(e, &kf, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 6);
+        wgml_status r = dispatch_tiles(e, &kf, pf, (uint64_t)s->batch * s->heads * pf.q_blocks, args, 6);
+        if (r != WGML_OK || !lse) return r;
+        /* the log-sum-exp through the statistics pass (its D column, from out twice, unused) */
+        wgml__arg st;
+        WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+        attn_params ps = p;
+        ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
+        wgml__kernel kst = tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(out) };
+        r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+        wgml__arg xargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(lse), wgml__t(q), st };
+        if (r == WGML_OK) r = dispatch_rows(e, &export_kernel, p, s, xargs);
+        return r;
     }
 
     decode_cfg c = { 0 };
@@ -468,8 +500,8 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, part };
     wgml_status st = dispatch_tiles(e, &kd, p, rows * p.splits, args, 5);
     if (st == WGML_OK) {
-        wgml__arg cargs[] = { part, wgml__t(out) };
-        st = dispatch_tiles(e, &combine_kernel, p, (uint64_t)s->batch * s->heads, cargs, 2);
+        wgml__arg cargs[] = { part, wgml__t(out), wgml__t(lse ? lse : out) };
+        st = dispatch_tiles(e, lse ? &combine_lse_kernel : &combine_kernel, p, (uint64_t)s->batch * s->heads, cargs, lse ? 3 : 2);
     }
     return st;
 }
@@ -543,9 +575,10 @@ static wgml__kernel gemm_kernel(const char *entry, const char *layout, uint32_t 
                            .constants = { { "GBK", bk }, { "GOCV", ocv } } };
 }
 
+/* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass. */
 static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                             const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
-                            const attn_shape *s, attn_params p, const wgml_tensor *mask)
+                            const attn_shape *s, attn_params p, const wgml_tensor *mask, const wgml_tensor *lse)
 {
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
@@ -565,8 +598,14 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
     ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
     wgml__kernel kst = bk ? prefill_kernel("prefill_stats", "urrrrwr", dim, bk) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
-    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
-    wgml_status r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+    wgml_status r;
+    if (lse) {
+        wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
+        r = dispatch_rows(e, &prep_kernel, p, s, pargs);
+    } else {
+        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
+        r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+    }
 
     if (r == WGML_OK) {
         attn_params pq = p;
@@ -589,6 +628,22 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
 
 /* ---- public entry points -------------------------------------------------------------- */
 
+/* opts->lse, when set: f32 [batch, heads, seq_q]. Being 3-D, it cannot be another tensor
+   of the call (all 4-D but a 2-D mask), so it aliases none. */
+static wgml_status check_lse(wgml_engine *e, const char *fn, const wgml_attention_options *opts, const attn_shape *s)
+{
+    if (!opts || !opts->lse) return WGML_OK;
+    const wgml_tensor *lse = opts->lse;
+    WGML_CHECK(wgml__check_tensor(e, fn, "lse", lse, WGML_F32));
+    if (lse->ndim != 3 || lse->shape[0] != s->batch || lse->shape[1] != s->heads || lse->shape[2] != s->seq_q) {
+        char a[96];
+        shape_str(lse, a, sizeof a);
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: lse has shape %s; it must be [batch, num_heads, seq_q] = [%u, %u, %u]",
+                          fn, a, s->batch, s->heads, s->seq_q);
+    }
+    return WGML_OK;
+}
+
 static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
                                const wgml_tensor *v, wgml_tensor *out, const wgml_attention_options *opts,
                                const wgml_tensor *mask)
@@ -609,7 +664,8 @@ static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, cons
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "v", v));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "mask", mask));
     WGML_CHECK(check_opts(e, fn, opts, &s, &p));
-    return forward(e, fn, q, k, v, out, &s, p, mask);
+    WGML_CHECK(check_lse(e, fn, opts, &s));
+    return forward(e, fn, q, k, v, out, &s, p, mask, opts ? opts->lse : NULL);
 }
 
 static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
@@ -644,7 +700,8 @@ static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, con
         for (int o2 = 0; o2 < o; o2++) WGML_CHECK(wgml__check_no_alias(e, fn, out_names[o], outs[o], out_names[o2], outs[o2]));
     }
     WGML_CHECK(check_opts(e, fn, opts, &s, &p));
-    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask);
+    WGML_CHECK(check_lse(e, fn, opts, &s));
+    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask, opts ? opts->lse : NULL);
 }
 
 wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
@@ -694,7 +751,8 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
 
 /* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
    workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
-   of decoding, the forward `prefill` at its default chunk (24 KiB) and the backward's
+   of decoding, the forward `prefill` at its default chunk (24 KiB) with and without the
+   log-sum-exp output, the backward's statistics from a given log-sum-exp, and the backward's
    64 x 64 entries as picked on a device with 32 KiB of workgroup storage (lavapipe): GBK 8
    up to head_dim 64, 16 above (a 48 KiB device such as the H200 picks 32 there and
    compiles it on first use); the rest compile on first use (one pipeline per tile shape
@@ -703,6 +761,9 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
     { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },

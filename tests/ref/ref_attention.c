@@ -102,6 +102,31 @@ void ref_attn_forward(const ref_attn *a, const double *q, const double *k, const
     free(Z);
 }
 
+void ref_attn_lse(const ref_attn *a, const double *q, const double *k, double *lse)
+{
+    size_t D = a->dim, group = a->heads / a->kv_heads;
+    double *S = malloc((a->seq_k + 1) * sizeof *S);
+    for (size_t b = 0; b < a->batch; b++)
+        for (size_t h = 0; h < a->heads; h++)
+            for (size_t i = 0; i < a->seq_q; i++) {
+                double mx = -INFINITY;
+                for (size_t j = 0; j < a->seq_k; j++) {
+                    S[j] = -INFINITY;
+                    if (visible(a, i, j)) {
+                        const double *qi = q + ((b * a->seq_q + i) * a->heads + h) * D;
+                        const double *kj = k + ((b * a->seq_k + j) * a->kv_heads + h / group) * D;
+                        S[j] = a->scale * dot(qi, kj, D) + mask_at(a, b, h, i, j);
+                    }
+                    if (S[j] > mx) mx = S[j];
+                }
+                double sum = 0;
+                if (mx != -INFINITY)
+                    for (size_t j = 0; j < a->seq_k; j++) sum += exp(S[j] - mx);
+                lse[(b * a->heads + h) * a->seq_q + i] = mx == -INFINITY ? -INFINITY : mx + log(sum);
+            }
+    free(S);
+}
+
 void ref_attn_backward(const ref_attn *a, const double *q, const double *k, const double *v, const double *dout,
                        double *dq, double *dk, double *dv)
 {

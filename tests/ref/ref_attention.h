@@ -32,6 +32,9 @@ uint32_t ref_attn_mix32(uint32_t x);
 bool ref_attn_keep(uint64_t seed, float p, uint32_t bh, uint32_t i, uint32_t j);
 
 void ref_attn_forward(const ref_attn *a, const double *q, const double *k, const double *v, double *out);
+/* lse [batch, heads, seq_q]: ln(sum_j exp(score_ij)) over the visible keys (scores after
+   scale and mask), -inf for a row whose scores are all -inf or hidden. */
+void ref_attn_lse(const ref_attn *a, const double *q, const double *k, double *lse);
 /* Gradients of sum(dout * out) with respect to q, k, v (written, not accumulated). */
 void ref_attn_backward(const ref_attn *a, const double *q, const double *k, const double *v, const double *dout,
                        double *dq, double *dk, double *dv);
