@@ -6,7 +6,7 @@
 #   bash bench/matmul_sweep.sh          round 3 (bench/notes/matmul.md): the new variants
 #   bash bench/matmul_sweep.sh round2   the round 1-2 sweep (tiles, gemv, row ops, top_k)
 #   bash bench/matmul_sweep.sh round4   the training step's shapes: split-K, attention chunks
-#   bash bench/matmul_sweep.sh round5   round 4's choices checked, the backward's thread placement
+#   bash bench/matmul_sweep.sh round5   round 4's choices checked, options.lse
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
