@@ -655,8 +655,9 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * Determinism and memory: no atomics; results are bitwise reproducible. Nothing of size
  * seq_q x seq_k is stored: the backward keeps 2 floats per query row (a scratch of
  * 2 * batch * num_heads * seq_q floats), decoding (seq_q == 1) a partial result per key
- * split; both live in a scratch buffer the engine keeps and grows to the largest need. With seq_q == 1 the forward splits the keys across
- * workgroups (flash-decoding) and merges the partials in a second pass.
+ * split; both live in a scratch buffer the engine keeps and grows to the largest need.
+ * With seq_q == 1 the forward splits the keys across workgroups (flash-decoding) and
+ * merges the partials in a second pass.
  *
  * Aliasing: no output may share memory with an input or with another output
  * (WGML_ERROR_ALIAS); inputs may alias each other (k == v, q == k, ...).
