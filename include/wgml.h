@@ -127,7 +127,8 @@ typedef struct wgml_context_desc {
     bool fast_unsafe;
     /* Submit after every op instead of batching. Default: batch (see EXECUTION MODEL). */
     bool submit_every_op;
-    /* How long a wait for the device may take before WGML_ERROR_TIMEOUT. Default 60000. */
+    /* How long a wait for the device may take before WGML_ERROR_TIMEOUT. Default 60000
+       (600000 on a CPU adapter, whose driver compiles kernels inside the waits). */
     uint32_t timeout_ms;
 } wgml_context_desc;
 

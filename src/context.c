@@ -15,6 +15,10 @@
 #define BATCH_FIRST_DISPATCHES 96u   /* H200: 1000-op chain 2.92 -> 2.52 us/op, decode step 1.93 -> 1.42 ms against 256 */
 #define BATCH_MAX_DISPATCHES 96u
 #define DEFAULT_TIMEOUT_MS 60000u
+/* On a CPU adapter the driver compiles a pipeline's code when it first runs, inside the
+   wait that covers it: with a cold shader cache a 2-core machine was seen waiting more
+   than 60 s for the attention kernels of one test's batch (lavapipe). */
+#define DEFAULT_CPU_TIMEOUT_MS 600000u
 
 static _Thread_local char tls_error[WGML_ERROR_MAX];
 
@@ -456,6 +460,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
        was pending. Reads too: waiting on work done before mapping woke sooner than waiting
        on the map alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms). */
     bool gpu = !ctx->info.type || strcmp(ctx->info.type, "CPU") != 0;
+    if (!d.timeout_ms && !gpu) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
     ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : gpu;
     ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : gpu;
     *out = ctx;
