@@ -510,9 +510,26 @@ static void test_prefill_edges(void)
     };
     const size_t n = sizeof cases / sizeof cases[0];
     run_cases(cases, n, false, "prefill");
-    static const char *const variants[] = { "bk16", "old" };
-    for (int v = 0; v < 2; v++) {
+    /* the chunks besides the default, each where the device holds it (prefill_bytes in
+       attention.c: 16 * (32 * chunk + 1024) bytes), else refused */
+    static const char *const variants[] = { "bk16", "old", "bk32", "bk64" };
+    static const unsigned chunk_bytes[] = { 16 * (32 * 16 + 1024), 0, 16 * (32 * 32 + 1024), 16 * (32 * 64 + 1024) };
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    for (int v = 0; v < 4; v++) {
         setenv("WGML_ATTN_PREFILL", variants[v], 1);
+        if (chunk_bytes[v] > info.max_workgroup_storage_size) {
+            wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(cases[1].b, cases[1].sq, cases[1].h, cases[1].d));
+            problem Q;
+            problem_init(&Q, &cases[1], 1);
+            uint64_t before = th_commands();
+            TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, Q.tq, Q.tk, Q.tv, o, &Q.opts, Q.tmask),
+                          WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_PREFILL");
+            TH_CHECK(th_commands() == before && poisoned(o), "a chunk the device cannot hold recorded or wrote something");
+            wgml_tensor_release(o);
+            problem_free(&Q);
+            continue;
+        }
         char tag[64];
         snprintf(tag, sizeof tag, "prefill %s", variants[v]);
         run_cases(&cases[1], 2, false, tag);   /* one head_dim > 64, one head_dim <= 64 */
