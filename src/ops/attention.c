@@ -431,7 +431,8 @@ static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
     *hi = h;
 }
 
-/* One thread per query row (bwd_prep, lse_export). */
+/* One thread per query row (bwd_prep, lse_export: both bind the 7 arguments of the
+   "urrrrwrr" layout). */
 static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_params p, const attn_shape *s,
                                  const wgml__arg *args)
 {
@@ -591,8 +592,9 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     wgml__arg m = wgml__t(mask ? mask : q);
 
-    /* statistics: prefill_stats (prefill's scores and softmax, no P v) where prefill is
-       the forward, else fwd in MODE 1 */
+    /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
+       scores and softmax, no P v) where prefill is the forward, else fwd in MODE 1 (the
+       choice is made either way, so a malformed tuning variable is refused either way) */
     attn_params ps = p;
     uint32_t bk;
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
