@@ -488,10 +488,11 @@ static bool poisoned(wgml_tensor *t);
 
 /* The forward for seq_q > 1 (`prefill`: 64-query x 64-key blocks, head_dim streamed in
    chunks of 32 or 16 floats, 1 or 2 vec4 of head_dim per thread): lengths around the block
-   size, head dims around the chunk and vec4-column boundaries (16, 40, 64, 80, 96, 128)
-   and with head_dim % 4 == 2 (18, 126), causal offsets, windows (1 and one block wide),
-   masks, dropout, GQA, batch and heads > 1. Each case with the default chunk, a few also
-   with the other chunk (WGML_ATTN_PREFILL=bk16) and through the old kernel ("old"). */
+   size, head dims around the chunk and vec4-column boundaries (4, 16, 32, 40, 64, 80, 96,
+   128) and with head_dim % 4 == 2 (18, 30, 126), causal offsets, windows (1 and one block
+   wide), masks, dropout, GQA, batch and heads > 1. Each case with the default chunk, a few
+   also with the other chunks (WGML_ATTN_PREFILL=bk16, ...) and through the old kernel
+   ("old"). */
 static void test_prefill_edges(void)
 {
     static const acase cases[] = {
@@ -507,6 +508,11 @@ static void test_prefill_edges(void)
         { 1, 77, 33, 2, 1, 128, false, 0, 0, 0, 0.7f, M4(1, 2, 77, 33), 0 },
         { 1, 65, 70, 2, 1, 40, true, 5, 0, 0, 0, NOMASK, 0 },
         { 2, 3, 300, 2, 2, 128, true, 297, 0, 0.1f, 0, M4(2, 1, 3, 300), 0 },
+        /* narrow heads: one vec4 (4: most threads hold no output column), two chunks of
+           16 (32), a partial vec4 at the end (30) */
+        { 2, 130, 131, 4, 2, 32, true, 1, 0, 0.1f, 0, NOMASK, 0 },
+        { 1, 200, 77, 2, 1, 30, false, 0, 0, 0, 0, M2(200, 77), 0.4 },
+        { 1, 129, 129, 3, 1, 4, true, 0, 70, 0, 0, NOMASK, 0 },
     };
     const size_t n = sizeof cases / sizeof cases[0];
     run_cases(cases, n, false, "prefill");
@@ -697,13 +703,15 @@ static void test_forced_tiles(void)
     problem_free(&P);
 }
 
-/* A context without bounds clamping or workgroup-memory zeroing: no kernel may read past a
-   buffer or read workgroup memory it did not write (head_dim 18 leaves padding). */
-static void test_fast_unsafe_context(void)
+/* A context with Dawn's robustness (bounds clamping, workgroup zeroing:
+   wgml_context_desc.robust), the opt-in debugging mode, against the reference. The rest
+   of this file runs without it (the default), where no kernel may read past a buffer or
+   read workgroup memory it did not write (head_dim 18 leaves padding). */
+static void test_robust_context(void)
 {
     wgml_context *ctx;
     wgml_engine *eng;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .robust = true }, &ctx), WGML_OK);
     TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
     static const acase cases[] = {
         { 2, 37, 45, 4, 2, 18, true, 3, 0, 0.2f, 0, M4(2, 1, 37, 45), 0.1 },
@@ -732,10 +740,10 @@ static void test_fast_unsafe_context(void)
         TH_EXPECT(wgml_tensor_read(t[6], 0, fq, P.nq * 4), WGML_OK);
         TH_EXPECT(wgml_tensor_read(t[7], 0, fk, P.nk * 4), WGML_OK);
         TH_EXPECT(wgml_tensor_read(t[8], 0, fv, P.nk * 4), WGML_OK);
-        th_compare("fast_unsafe out", fo, ro, P.nq, FWD_ATOL / (1 - c->p), FWD_RTOL);
-        th_compare("fast_unsafe grad_q", fq, rq, P.nq, BWD_ATOL * max_abs(rq, P.nq) + BWD_FLOOR, BWD_RTOL);
-        th_compare("fast_unsafe grad_k", fk, rk, P.nk, BWD_ATOL * max_abs(rk, P.nk) + BWD_FLOOR, BWD_RTOL);
-        th_compare("fast_unsafe grad_v", fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
+        th_compare("robust out", fo, ro, P.nq, FWD_ATOL / (1 - c->p), FWD_RTOL);
+        th_compare("robust grad_q", fq, rq, P.nq, BWD_ATOL * max_abs(rq, P.nq) + BWD_FLOOR, BWD_RTOL);
+        th_compare("robust grad_k", fk, rk, P.nk, BWD_ATOL * max_abs(rk, P.nk) + BWD_FLOOR, BWD_RTOL);
+        th_compare("robust grad_v", fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
         free(ro); free(rq); free(rk); free(rv); free(fo); free(fq); free(fk); free(fv);
         for (int i = 0; i < 9; i++) wgml_tensor_release(t[i]);
         problem_free(&P);
@@ -1092,7 +1100,7 @@ static const th_case cases[] = {
     { "scale_and_long_keys", test_scale_and_long_keys },
     { "large_grid", test_large_grid },
     { "forced_tiles", test_forced_tiles },
-    { "fast_unsafe_context", test_fast_unsafe_context },
+    { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },
     { "lse", test_lse },
     { "bad_inputs", test_bad_inputs },

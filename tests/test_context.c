@@ -59,13 +59,23 @@ static void test_env_override(void)
     unsetenv("WGML_ADAPTER");
 }
 
-static void test_fast_unsafe_and_submit_every_op(void)
+static void test_robust_and_submit_every_op(void)
 {
     wgml_context *c;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true, .submit_every_op = true }, &c), WGML_OK);
     wgml_adapter_info in;
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);   /* robustness is off by default */
     wgml_context_info(c, &in);
-    TH_CHECK(in.fast_unsafe, "fast_unsafe not reported");
+    TH_CHECK(!in.robust, "a default context reports robust");
+    wgml_context_destroy(c);
+    setenv("WGML_ROBUST", "1", 1);                       /* ... and on through the environment */
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+    wgml_context_info(c, &in);
+    TH_CHECK(in.robust, "WGML_ROBUST=1 not reported");
+    wgml_context_destroy(c);
+    unsetenv("WGML_ROBUST");
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .robust = true, .submit_every_op = true }, &c), WGML_OK);
+    wgml_context_info(c, &in);
+    TH_CHECK(in.robust, "robust not reported");
     wgml_engine *e;
     TH_EXPECT(wgml_engine_create(c, &e), WGML_OK);
     float x[5] = { 1, 2, 3, 4, 5 }, y[5];
@@ -195,7 +205,7 @@ static void test_recorder_switches(void)
     const struct { const char *var, *value; } bad[] = {
         { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
         { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
-        { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" },
+        { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i].var, bad[i].value, 1);
@@ -210,7 +220,7 @@ static void test_recorder_switches(void)
     setenv("WGML_SKIP_VALIDATION", "1", 1);
     setenv("WGML_PROFILE_SUBMIT", "0", 1);
     c = NULL;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &c), WGML_OK);
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
     wgml_engine *e2 = NULL;
     if (c) TH_EXPECT(wgml_engine_create(c, &e2), WGML_OK);
     if (c && e2) {
@@ -237,7 +247,7 @@ static const th_case cases[] = {
     { "create_bad_arguments", test_create_bad_arguments },
     { "choose_by_name", test_choose_by_name },
     { "env_override", test_env_override },
-    { "fast_unsafe_and_submit_every_op", test_fast_unsafe_and_submit_every_op },
+    { "robust_and_submit_every_op", test_robust_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
     { "recorder_switches", test_recorder_switches },
     { "create_destroy_loop", test_create_destroy_loop },

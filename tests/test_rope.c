@@ -363,12 +363,14 @@ static void test_bad_inputs(void)
     wgml_tensor_release(fu); wgml_tensor_release(t4); wgml_tensor_release(one);
 }
 
-/* The same kernels on a context without robustness checks or workgroup zeroing. */
-static void test_fast_unsafe(void)
+/* The same kernels on a context with Dawn's robustness (bounds clamping, workgroup
+   zeroing: wgml_context_desc.robust), the opt-in debugging mode; the rest of this file
+   runs without it, the default. */
+static void test_robust(void)
 {
     wgml_context *ctx;
     wgml_engine *eng;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .robust = true }, &ctx), WGML_OK);
     TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
     for (int variant = 0; variant < 3; variant++) {
         uint32_t hd = variant == 2 ? 6 : 128, pos = 1000003;
@@ -392,7 +394,7 @@ static void test_fast_unsafe(void)
         float *got = th_alloc_f(n);
         TH_EXPECT(wgml_tensor_read(t, 0, got, n * 4), WGML_OK);
         char what[64];
-        snprintf(what, sizeof what, "fast_unsafe rope variant %d", variant);
+        snprintf(what, sizeof what, "robust rope variant %d", variant);
         compare_rot(what, got, x, ref, n, hd, variant == 2, 1);
         free(x); free(ref); free(got);
         wgml_tensor_release(t);
@@ -409,7 +411,7 @@ static const th_case cases[] = {
     { "backward_finite_differences", test_backward_finite_differences },
     { "prefill", test_prefill },
     { "grid_2d", test_grid_2d },
-    { "fast_unsafe", test_fast_unsafe },
+    { "robust", test_robust },
     { "many_heads", test_many_heads },
     { "bad_inputs", test_bad_inputs },
 };

@@ -336,12 +336,14 @@ static void test_bad_inputs(void)
     wgml_tensor_release(u);
 }
 
-/* The same kernels on a context without robustness checks or workgroup zeroing. */
-static void test_fast_unsafe(void)
+/* The same kernels on a context with Dawn's robustness (bounds clamping, workgroup
+   zeroing: wgml_context_desc.robust), the opt-in debugging mode; the rest of this file
+   runs without it, the default. */
+static void test_robust(void)
 {
     wgml_context *ctx;
     wgml_engine *eng;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .fast_unsafe = true }, &ctx), WGML_OK);
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .robust = true }, &ctx), WGML_OK);
     TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
     static const struct { size_t rows, d; } fs[] = { { 65, 7 }, { 5, 4096 }, { 1, 262144 } };
     for (size_t c = 0; c < sizeof fs / sizeof fs[0]; c++) {
@@ -369,9 +371,9 @@ static void test_fast_unsafe(void)
         TH_EXPECT(wgml_tensor_read(out, 0, got, n * 4), WGML_OK);
         TH_EXPECT(wgml_tensor_read(tgin, 0, gotin, n * 4), WGML_OK);
         char what[80];
-        snprintf(what, sizeof what, "fast_unsafe softmax %zu x %zu", rows, d);
+        snprintf(what, sizeof what, "robust softmax %zu x %zu", rows, d);
         compare_tol(what, got, ref, tol, n);
-        snprintf(what, sizeof what, "fast_unsafe softmax_backward %zu x %zu", rows, d);
+        snprintf(what, sizeof what, "robust softmax_backward %zu x %zu", rows, d);
         compare_tol(what, gotin, gin, scale, n);
         free(x); free(g); free(y); free(ref); free(tol); free(gin); free(scale); free(got); free(gotin);
         wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(ty); wgml_tensor_release(out);
@@ -427,7 +429,7 @@ static const th_case cases[] = {
     { "grid_2d", test_grid_2d },
     { "backward", test_backward },
     { "backward_finite_differences", test_backward_finite_differences },
-    { "fast_unsafe", test_fast_unsafe },
+    { "robust", test_robust },
     { "bad_inputs", test_bad_inputs },
     { "units_per_thread", test_units_per_thread },
 };

@@ -216,7 +216,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (samples < 1) samples = 1;
     bench_state b = { 0 };
-    if (wgml_context_create(&(wgml_context_desc){ .fast_unsafe = getenv("WGML_BENCH_SAFE") == NULL }, &b.ctx) != WGML_OK) {
+    if (wgml_context_create(NULL, &b.ctx) != WGML_OK) {   /* the defaults: what a user gets (WGML_ROBUST=1: robust) */
         fprintf(stderr, "wgml bench: %s\n", wgml_last_error(NULL));
         return 1;
     }
@@ -229,8 +229,8 @@ int cmd_bench(int argc, char **argv)
     FILE *jf = json ? fopen(json, "w") : NULL;
     if (json && !jf) { perror(json); return 1; }
     double copy_bw = measure_copy_bandwidth(&b, &in);
-    printf("# wgml bench on \"%s\" (%s, %s), timestamps %s, fast_unsafe %s\n", in.name, in.backend, in.driver,
-           in.timestamp_query ? "yes" : "no (host clock)", in.fast_unsafe ? "on" : "off");
+    printf("# wgml bench on \"%s\" (%s, %s), timestamps %s, robust %s\n", in.name, in.backend, in.driver,
+           in.timestamp_query ? "yes" : "no (host clock)", in.robust ? "on" : "off");
     printf("# peaks: copy %.0f GB/s (measured, read+write), f32 FMA %.1f TFLOP/s (given)\n\n", copy_bw * 1e-9, peak_tflops);
     printf("| op | shape | time (us) | GB/s | TFLOP/s | %% of peak | inner |\n|---|---|---:|---:|---:|---:|---:|\n");
     if (jf) fprintf(jf, "{\"kind\":\"meta\",\"adapter\":\"%s\",\"driver\":\"%s\",\"copy_bw\":%.6g,\"peak_tflops\":%g}\n", in.name,
