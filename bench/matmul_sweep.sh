@@ -7,6 +7,7 @@
 #   bash bench/matmul_sweep.sh round2   the round 1-2 sweep (tiles, gemv, row ops, top_k)
 #   bash bench/matmul_sweep.sh round4   the training step's shapes: split-K, attention chunks
 #   bash bench/matmul_sweep.sh round5   round 4's choices checked, options.lse
+#   bash bench/matmul_sweep.sh round8   decode products' parameters, backward chunks apart
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -47,6 +48,38 @@ for u in 4 8; do
 done
 echo "## WGML_TOPK_VARIANT=nofinish"
 WGML_TOPK_VARIANT=nofinish build-device/wgml bench --filter top_k --samples 15 | grep '^| top_k'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round8 ]; then
+# Round 8 (bench/notes/matmul.md, attention.md): the decode products below PyTorch
+# (matmul 1x4096x4096 through gemv_cols4, matmul_bt 1x4096x14336 through gemv_rows)
+# against their shape parameters and K-slices, and the backward's head_dim chunks of
+# bwd_dq64 and bwd_dkdv64 chosen separately (round 4 moved them together).
+{
+echo "# Round 8 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for v in "" gemvcols=2 gemvcols=8 gemvcols=16 splitk=2 splitk=4 gemvcols=8,splitk=2 gemvc1 ""; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" 1x4096x4096 (matmul: gemv_cols4, matmul_bt: gemv_rows)"
+    bench "$v" decode 1x4096x4096 15
+done
+for v in "" gemvrows=1 gemvrows=2 gemvrows=8 splitk=2 splitk=4 gemvrows=2,splitk=2 ""; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" matmul_bt 1x4096x14336 and 1x14336x4096"
+    bench "$v" decode 'x14336' 15
+done
+for dq in new,8 new,16 new,32; do
+    for kv in new,8 new,16 new,32; do
+        echo "## WGML_ATTN_DQ=$dq WGML_ATTN_DKDV=$kv D64"
+        WGML_ATTN_DQ=$dq WGML_ATTN_DKDV=$kv build-device/wgml bench --group train-ops --filter 'D64 causal lse' --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for dq in new,16 new,32; do
+    for kv in new,16 new,32; do
+        echo "## WGML_ATTN_DQ=$dq WGML_ATTN_DKDV=$kv D128"
+        WGML_ATTN_DQ=$dq WGML_ATTN_DKDV=$kv build-device/wgml bench --group attention --filter 'S4096 D128 causal lse' --samples 3 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

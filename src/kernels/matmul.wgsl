@@ -88,7 +88,7 @@ override VEC: bool = true;   // the contiguous extents of A and B are multiples 
                              // K and N for matmul, K for matmul_bt, M and N for matmul_at;
                              // gemv: the row length of A): vec4 loads
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
-override GR: u32 = 4u;       // gemv_rows: rows per workgroup (<= 8)
+override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 
 override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
 override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers

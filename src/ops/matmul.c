@@ -95,7 +95,7 @@ static const tile_cfg TILES[NTILES] = {
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
-#define GEMV_ROWS 4          /* rows per workgroup of gemv_rows */
+#define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
 /* The split-K cost model of the 128-tiles (plan_split): workgroups of 256 threads that run
