@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs a command under bench/vk_stats_layer.c: every compute pipeline the command creates
+# is reported on stderr with the driver's statistics (registers, shared memory, ... as the
+# driver names them), one "vkstats:" line per pipeline, in creation order.
+#   bash bench/kernel_stats.sh build/wgml bench --group train-ops --filter D64 --samples 1
+# The layer is built with cc when the Vulkan headers are installed (Debian: libvulkan-dev);
+# WGML_VK_STATS_SO names a prebuilt one instead. WGML_VK_STATS_DIR=<dir> also writes the
+# driver's internal representations of each pipeline there, where it offers any.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+so=${WGML_VK_STATS_SO:-}
+if [ -z "$so" ]; then
+    so="$work/libwgml_vk_stats.so"
+    cc -O2 -shared -fPIC -o "$so" "$here/vk_stats_layer.c"
+fi
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+cat >"$work/wgml_vk_stats.json" <<JSON
+{ "file_format_version": "1.1.2",
+  "layer": { "name": "VK_LAYER_WGML_kernel_stats", "type": "GLOBAL", "library_path": "$so",
+             "api_version": "1.3.0", "implementation_version": "1",
+             "description": "wgml: compute pipeline statistics" } }
+JSON
+VK_LAYER_PATH="$work" VK_INSTANCE_LAYERS=VK_LAYER_WGML_kernel_stats "$@"
