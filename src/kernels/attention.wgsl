@@ -942,8 +942,10 @@ fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32
         workgroupBarrier();
         g_stage(op0, op1, op2, op3, mul, c4, tid);
         workgroupBarrier();
-        let nk = min(GBK, 4u * (p.d4 - c4));    // skips the zero padding of the last chunk
-        for (var kk = 0u; kk < nk; kk++) {
+        // all GBK elements, the zero padding of a last partial chunk included: a constant
+        // trip count lets the driver unroll and schedule the loop (round 9 of
+        // bench/notes/attention.md: the backward 6% faster than with the run-time length)
+        for (var kk = 0u; kk < GBK; kk++) {
             let a0 = g_st[kk * 16u + tr];
             let a1 = g_st[(GBK + kk) * 16u + tr];
             let b0 = g_st[(2u * GBK + kk) * 16u + tc];
@@ -1456,10 +1458,10 @@ fn pf_ld_k(j: u32, k_base: u32, k_stride: u32, d4: u32) -> vec4f {
     return ld_k(k_base + j * k_stride, d4);
 }
 
-// Stages dims [kc*PF_BK, kc*PF_BK + kn) (kn a multiple of 4) of the q rows [i0, i0 + 64)
-// and the k rows [kb, kb + 64); the rest of the chunk is neither written nor read.
-fn pf_stage_qk(tid: u32, kc: u32, kn: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
-    let nq = 16u * (kn / 4u);
+// Stages dims [kc*PF_BK, (kc + 1)*PF_BK) of the q rows [i0, i0 + 64) and the k rows
+// [kb, kb + 64), zeros past head_dim.
+fn pf_stage_qk(tid: u32, kc: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
+    let nq = 4u * PF_BK;
     for (var t = tid; t < 2u * nq; t += 256u) {
         let is_k = t >= nq;
         let u = select(t, t - nq, is_k);
@@ -1626,11 +1628,13 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
         var s2 = vec4f(0.0);
         var s3 = vec4f(0.0);
         for (var kc = 0u; kc < nkc; kc++) {
-            let kn = min(PF_BK, 4u * p.d4 - kc * PF_BK);   // dims of this chunk, multiple of 4
             workgroupBarrier();
-            pf_stage_qk(tid, kc, kn, i0, kb, q_base, q_stride, k_base, k_stride);
+            pf_stage_qk(tid, kc, i0, kb, q_base, q_stride, k_base, k_stride);
             workgroupBarrier();
-            for (var k = 0u; k < kn; k++) {
+            // all PF_BK dims, the zeros past head_dim included: a constant trip count lets
+            // the driver unroll and schedule the loop (round 9 of bench/notes/attention.md:
+            // the forward 9 - 14% faster, and its register spills gone)
+            for (var k = 0u; k < PF_BK; k++) {
                 let a = pf_s[16u * k + tr];
                 let kv = pf_s[PF_BK * 16u + 16u * k + tc];
                 s0 += a.x * kv;
@@ -1683,11 +1687,12 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
         // (causal diagonal, end of the keys) have P = 0 and are skipped
         let vend = min(64u, u32(range.y) - kb);
         for (var vc = 0u; vc < vend; vc += PF_BK) {
-            let vn = (min(PF_BK, vend - vc) + 3u) & ~3u;   // keys of this chunk, rounded up to 4
+            // all PF_BK keys of the chunk, as in phase 1: v is zero past seq_k and P is
+            // zero past range.y (the masking wrote it so)
             workgroupBarrier();                   // reductions read / previous chunk consumed
-            pf_stage_v(tid, kb + vc, vn, k_base, k_stride);
+            pf_stage_v(tid, kb + vc, PF_BK, k_base, k_stride);
             workgroupBarrier();
-            for (var jj = 0u; jj < vn; jj++) {
+            for (var jj = 0u; jj < PF_BK; jj++) {
                 let j = vc + jj;
                 let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
                 let v0 = pf_s[jj * PF_DV4 + tc];
