@@ -1683,8 +1683,8 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
         pf_p[pbase + 32u] = vec4f(p0.z, p1.z, p2.z, p3.z);
         pf_p[pbase + 48u] = vec4f(p0.w, p1.w, p2.w, p3.w);
 
-        // phase 2: o += P v, v streamed in chunks of PF_BK keys; keys at or past range.y
-        // (causal diagonal, end of the keys) have P = 0 and are skipped
+        // phase 2: o += P v, v streamed in chunks of PF_BK keys; chunks wholly at or past
+        // range.y (causal diagonal, end of the keys: P = 0 there) are skipped
         let vend = min(64u, u32(range.y) - kb);
         for (var vc = 0u; vc < vend; vc += PF_BK) {
             // all PF_BK keys of the chunk, as in phase 1: v is zero past seq_k and P is
