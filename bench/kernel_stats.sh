@@ -12,8 +12,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 so=${WGML_VK_STATS_SO:-}
 if [ -z "$so" ]; then
+    if ! printf '#include <vulkan/vk_layer.h>\n' | cc -E -x c - >/dev/null 2>&1; then
+        echo "kernel_stats.sh: the Vulkan headers are missing (Debian: apt-get install libvulkan-dev)," \
+             "or set WGML_VK_STATS_SO to a layer built elsewhere" >&2
+        exit 1
+    fi
     so="$work/libwgml_vk_stats.so"
-    cc -O2 -shared -fPIC -o "$so" "$here/vk_stats_layer.c"
+    cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$so" "$here/vk_stats_layer.c"
 fi
 so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
 cat >"$work/wgml_vk_stats.json" <<JSON
