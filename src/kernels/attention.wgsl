@@ -876,6 +876,9 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 // block products); with ~100-128 registers per thread two workgroups (16 warps) fit per SM.
 // Backward of B4 H32 S4096 D128 causal is ~1.9 TFLOP (3.5x the forward's matmuls); at
 // 15-20 TFLOP/s that is ~100-130 ms against several hundred ms for the old tiles.
+// Measured (bench/notes/registers.md): 115 / 121 registers at head_dim 64 (GBK 8, two
+// workgroups per SM), 136 / 159 at head_dim 128 (GBK 32, 48 KiB: one); the backward of
+// that shape takes ~120 ms (bench/results/h200.md).
 
 override GBK: u32 = 8u;                 // head_dim elements per staged chunk (8, 16 or 32)
 override GOCV: u32 = 2u;                // vec4 of head_dim per thread in the block products (1 or 2)
@@ -1432,6 +1435,9 @@ fn lse_export(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
 // D128 causal, vs 150 ms for `fwd`). Next steps if it falls short: prefetch the next
 // chunk's global loads into registers before the compute of the current one (hides L2
 // latency at 16 extra registers), or 8 rows per thread at head_dim 64.
+// Measured (bench/notes/registers.md, attention.md): the driver gives it 128 registers
+// (two workgroups per SM, as estimated, but the estimate of 90 was low) and 17 TFLOP/s
+// (32 ms) at head_dim 128; prefetching lost at head_dim 64 (round 3).
 
 override PF_BK: u32 = 32u;                 // head_dim floats per staged chunk = keys per v chunk (16 or 32)
 override PF_OCV: u32 = 2u;                 // vec4 of head_dim per thread in O: 1 (head_dim <= 64) or 2 (<= 128)
