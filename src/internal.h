@@ -23,6 +23,7 @@ struct wgml_context {
     wgml_adapter_info info;
     uint32_t timeout_ms;
     bool submit_every_op;
+    bool cpu_adapter;          /* a CPU adapter (lavapipe): fewer, larger workgroups pay there */
 
     /* Errors raised by the device asynchronously, reported by the next call. */
     wgml_status pending_status;
