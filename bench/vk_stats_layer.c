@@ -79,6 +79,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice pd, co
     int avail = has_extension(pd, last_instance, ext), already = 0;
     for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) already |= !strcmp(ci->ppEnabledExtensionNames[i], ext);
     const char **names = calloc(ci->enabledExtensionCount + 1, sizeof *names);
+    if (!names) return VK_ERROR_OUT_OF_HOST_MEMORY;
     for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) names[i] = ci->ppEnabledExtensionNames[i];
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR feat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
@@ -125,11 +126,13 @@ static void dump_ir(const VkPipelineExecutableInfoKHR *info, const char *entry, 
     uint32_t count = 0;
     if (!dir || !next_exec_ir || next_exec_ir(the_device, info, &count, NULL) != VK_SUCCESS || !count) return;
     VkPipelineExecutableInternalRepresentationKHR *ir = calloc(count, sizeof *ir);
+    if (!ir) return;
     for (uint32_t i = 0; i < count; i++) ir[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
     if (next_exec_ir(the_device, info, &count, ir) == VK_SUCCESS) {
         for (uint32_t i = 0; i < count; i++) ir[i].pData = malloc(ir[i].dataSize);
         if (next_exec_ir(the_device, info, &count, ir) == VK_SUCCESS)
             for (uint32_t i = 0; i < count; i++) {
+                if (!ir[i].pData) continue;   /* out of memory: that one is not written */
                 char path[1024], name[VK_MAX_DESCRIPTION_SIZE];
                 snprintf(name, sizeof name, "%s", ir[i].name);
                 for (char *c = name; *c; c++)
@@ -158,6 +161,7 @@ static void report(VkPipeline pipeline, const char *entry)
         uint32_t ns = 0;
         if (next_exec_stats(the_device, &info, &ns, NULL) != VK_SUCCESS) continue;
         VkPipelineExecutableStatisticKHR *st = calloc(ns ? ns : 1, sizeof *st);
+        if (!st) continue;
         for (uint32_t i = 0; i < ns; i++) st[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
         if (next_exec_stats(the_device, &info, &ns, st) == VK_SUCCESS) {
             fprintf(stderr, "vkstats: %03u %s", n, entry);
@@ -175,6 +179,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice devi
 {
     if (!enabled) return next_create_compute(device, cache, n, ci, alloc, out);
     VkComputePipelineCreateInfo *mine = calloc(n ? n : 1, sizeof *mine);
+    if (!mine) return next_create_compute(device, cache, n, ci, alloc, out);   /* no statistics, no failure */
     for (uint32_t i = 0; i < n; i++) {
         mine[i] = ci[i];
         mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;

@@ -462,11 +462,10 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
        on CPU adapters, where lavapipe ran dependent chains slower while a work-done wait
        was pending. Reads too: waiting on work done before mapping woke sooner than waiting
        on the map alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms). */
-    bool gpu = !ctx->info.type || strcmp(ctx->info.type, "CPU") != 0;
-    if (!d.timeout_ms && !gpu) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
-    ctx->cpu_adapter = !gpu;
-    ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : gpu;
-    ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : gpu;
+    ctx->cpu_adapter = ctx->info.type && strcmp(ctx->info.type, "CPU") == 0;
+    if (!d.timeout_ms && ctx->cpu_adapter) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
+    ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : !ctx->cpu_adapter;
+    ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : !ctx->cpu_adapter;
     *out = ctx;
     return WGML_OK;
 }

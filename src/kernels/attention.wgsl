@@ -1499,9 +1499,9 @@ fn pf_stage_qk(tid: u32, kc: u32, i0: u32, kb: u32, q_base: u32, q_stride: u32, 
     }
 }
 
-// Stages v rows [j0, j0 + n) as [n][PF_DV4] vec4 (zeros past seq_k and past head_dim).
-fn pf_stage_v(tid: u32, j0: u32, n: u32, k_base: u32, k_stride: u32) {
-    for (var t = tid; t < n * PF_DV4; t += 256u) {
+// Stages v rows [j0, j0 + PF_BK) as [PF_BK][PF_DV4] vec4 (zeros past seq_k and head_dim).
+fn pf_stage_v(tid: u32, j0: u32, k_base: u32, k_stride: u32) {
+    for (var t = tid; t < PF_BK * PF_DV4; t += 256u) {
         let j = j0 + t / PF_DV4;
         var x = vec4f(0.0);
         if (j < p.seq_k) { x = ld_v(k_base + j * k_stride, t % PF_DV4); }
@@ -1696,7 +1696,7 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
             // all PF_BK keys of the chunk, as in phase 1: v is zero past seq_k and P is
             // zero past range.y (the masking wrote it so)
             workgroupBarrier();                   // reductions read / previous chunk consumed
-            pf_stage_v(tid, kb + vc, PF_BK, k_base, k_stride);
+            pf_stage_v(tid, kb + vc, k_base, k_stride);
             workgroupBarrier();
             for (var jj = 0u; jj < PF_BK; jj++) {
                 let j = vc + jj;

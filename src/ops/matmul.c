@@ -255,10 +255,9 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
-static void plan_gemv_rows(mm_plan *pl, const variant *v, bool cpu, uint32_t rows, uint32_t K, const wgml_tensor *x,
-                           const wgml_tensor *y)
+static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
 {
-    uint32_t gr = v->gemv_rows ? v->gemv_rows : cpu ? GEMV_ROWS_CPU : GEMV_ROWS;
+    uint32_t gr = v->gemv_rows;   /* set by run() when the variant leaves it open */
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
                                  .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
     pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, gr) };
@@ -347,13 +346,14 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     wgml_context *ctx = e->ctx;
     variant v;
     WGML_CHECK(read_variant(ctx, fn, &v));
+    if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     if (!v.nogemv && M == 1 && N == 1) {
-        plan_gemv_rows(&pl, &v, ctx->cpu_adapter, 1, K, a, b);   /* a dot product in every layout */
+        plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
-        plan_gemv_rows(&pl, &v, ctx->cpu_adapter, M, K, a, b);   /* a [M, K] . b */
+        plan_gemv_rows(&pl, &v, M, K, a, b);                 /* a [M, K] . b */
     } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
-        plan_gemv_rows(&pl, &v, ctx->cpu_adapter, N, K, b, a);   /* b [N, K] . a */
+        plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
     } else if (!v.nogemv && M == 1) {
         plan_gemv_cols(&pl, &v, N, K, b, a);                 /* a . b [K, N] */
     } else if (!v.nogemv && N == 1) {
