@@ -671,16 +671,19 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * Tuning (for measuring; the defaults are what measured fastest): the forward with
  * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
  * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks, head_dim in chunks of 8
- * floats up to head_dim 64, of 32 above where the device holds them, else 16) with
+ * floats up to head_dim 64, of 32 above where the device holds them (consumed 8 at a
+ * time), else 16), each built for the call's mask and dropout options, with
  * statistics from `prefill_stats` (or from options.lse), each where it fits the device,
  * else older tiled kernels. WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled
  * forward), "bk64" / "bk32" / "bk16" (a chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old",
- * "new", "new,8" / "new,16" / "new,32" (a chunk), or
+ * "new", "new,8" / "new,16" / "new,32" (a chunk; ",s4" / ",s8" / ",s16" after it: consumed
+ * that many steps at a time), or
  * "BR,TC,KPT,SHARED" (a tiled kernel with rows per workgroup, lanes per row group, columns
  * per lane, one staging region); WGML_ATTN_FWD ("BR,TC,KPT,SHARED") selects the tiled
  * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
- * decoding split. Any other value, or a shape or chunk that does not fit the device, is
- * refused with WGML_ERROR_INVALID_ARGUMENT.
+ * decoding split; WGML_ATTN_FEAT="all" builds the mask and dropout code into the 64 x 64
+ * kernels even for calls without them. Any other value of the first five, or a shape or
+ * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or

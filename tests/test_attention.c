@@ -769,7 +769,10 @@ static bool poisoned(wgml_tensor *t)
    head_dim chunks), causal with offsets, windows (1 included), masks with -inf entries,
    dropout, GQA groups 1, 2, 4, rows past the keys (empty), batch and heads > 1. Run with
    the default choice of head_dim chunk, the other chunks forced (32 only where the device
-   holds it; refused elsewhere), and the old tiles for an A/B of the same inputs. */
+   holds it; refused elsewhere), chunks consumed in sub-chunks (G_SUB), the kernels built
+   with the mask and dropout code for calls without them (WGML_ATTN_FEAT=all; by default a
+   call's pipeline has only the features it uses), and the old tiles for an A/B of the
+   same inputs. */
 static void test_backward_blocks64(void)
 {
     static const acase cases[] = {
@@ -788,19 +791,23 @@ static void test_backward_blocks64(void)
     /* the default chunk is 8 up to head_dim 64 and 16 (32 KiB devices) or 32 (48 KiB)
        above: force the others on a subset with both head_dim classes */
     static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
-                        subset_old[] = { 2, 5 };
-    static const struct { const char *env; const size_t *which; size_t n; } runs[] = {
-        { NULL, NULL, 0 },
-        { "new,8", subset8, 4 },
-        { "new,16", subset16, 4 },
-        { "new,32", subset32, 4 },
-        { "old", subset_old, 2 },
+                        subset_sub[] = { 1, 3, 4, 7 }, subset_feat[] = { 1, 4 }, subset_old[] = { 2, 5 };
+    static const struct { const char *env; const size_t *which; size_t n; bool all_features; } runs[] = {
+        { NULL, NULL, 0, false },
+        { "new,8", subset8, 4, false },
+        { "new,16", subset16, 4, false },
+        { "new,32", subset32, 4, false },
+        { "new,16,s8", subset_sub, 4, false },
+        { "new,16,s4", subset_sub, 2, false },
+        { "new,32,s16", subset_sub, 4, false },
+        { NULL, subset_feat, 2, true },
+        { "old", subset_old, 2, false },
     };
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
     bool fits32 = 16u * (64u * 32u + 1024u) <= info.max_workgroup_storage_size;   /* g_st + g_w at GBK 32 */
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        if (runs[r].env && !strcmp(runs[r].env, "new,32") && !fits32) {
+        if (runs[r].env && !strncmp(runs[r].env, "new,32", 6) && !fits32) {
             /* a chunk the device cannot hold is refused, naming the variable */
             setenv("WGML_ATTN_DQ", runs[r].env, 1);
             problem P;
@@ -824,8 +831,10 @@ static void test_backward_blocks64(void)
             setenv("WGML_ATTN_DQ", runs[r].env, 1);
             setenv("WGML_ATTN_DKDV", runs[r].env, 1);
         }
+        if (runs[r].all_features) setenv("WGML_ATTN_FEAT", "all", 1);
         char tag[64];
-        snprintf(tag, sizeof tag, "blocks64 %s", runs[r].env ? runs[r].env : "default");
+        snprintf(tag, sizeof tag, "blocks64 %s%s", runs[r].env ? runs[r].env : "default",
+                 runs[r].all_features ? " all features" : "");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
         for (size_t i = 0; i < n; i++) {
             problem P;
@@ -833,8 +842,12 @@ static void test_backward_blocks64(void)
             check_backward(&P, tag);
             problem_free(&P);
         }
+        unsetenv("WGML_ATTN_DQ");
+        unsetenv("WGML_ATTN_DKDV");
+        unsetenv("WGML_ATTN_FEAT");
     }
-    /* a chunk that is not 8, 16 or 32 is refused, naming the variable, with nothing recorded */
+    /* a chunk that is not 8, 16 or 32, or a sub-chunk that is not 4, 8 or 16 below it, is
+       refused, naming the variable, with nothing recorded */
     setenv("WGML_ATTN_DQ", "new,12", 1);
     setenv("WGML_ATTN_DKDV", "new", 1);
     acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };
@@ -849,6 +862,14 @@ static void test_backward_blocks64(void)
     setenv("WGML_ATTN_DKDV", "new,0", 1);
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
                   WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DKDV");
+    static const char *const bad_sub[] = { "new,16,s3", "new,16,s16", "new,8,s8", "new,16,x8", "new,16,s8x", "new,16,", "new,16s8" };
+    setenv("WGML_ATTN_DKDV", "new", 1);
+    for (size_t i = 0; i < sizeof bad_sub / sizeof bad_sub[0]; i++) {
+        setenv("WGML_ATTN_DQ", bad_sub[i], 1);
+        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
+                                                            NULL),
+                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
+    }
     TH_CHECK(th_commands() == before, "refused backward kernels recorded commands");
     for (int t = 0; t < 3; t++) {
         TH_CHECK(poisoned(g[t]), "refused backward wrote gradient %d", t);

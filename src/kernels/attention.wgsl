@@ -82,6 +82,7 @@ struct Params {
     total_wg: u32, key_lo: i32, key_hi: i32, splits: u32,         // decode: visible keys, splits
     keys_per_split: u32, head_chunks: u32, seed_key2: u32, neg_inf: f32,
     pos_inf: f32, scale: f32, dim: u32, d4: u32,           // head_dim, ceil(head_dim / 4)
+    subs: u32, subs_rows: u32, pad1: u32, pad2: u32,       // G_SUB > 0: sub-chunks per chunk (head_dim, rows)
 }
 
 const LOG2E: f32 = 1.4426950408889634;
@@ -144,8 +145,13 @@ fn keep4(rk: vec4u, kh: vec4u) -> vec4f {
     return select(vec4f(0.0), vec4f(p.drop_scale), mix32v(rk ^ kh) >= vec4u(p.drop_threshold));
 }
 
-fn has_mask() -> bool { return (p.flags & 1u) != 0u; }
-fn has_dropout() -> bool { return (p.flags & 2u) != 0u; }
+// The features a pipeline is built for (1 mask, 2 dropout); the host sets FEAT to the
+// call's flags for the 64 x 64 entries, so that the common call (neither) runs code
+// without the mask loads and the dropout hashes, and without their registers (round 10 of
+// bench/notes/attention.md). Other entries keep both.
+override FEAT: u32 = 3u;
+fn has_mask() -> bool { return (FEAT & 1u) != 0u && (p.flags & 1u) != 0u; }
+fn has_dropout() -> bool { return (FEAT & 2u) != 0u && (p.flags & 2u) != 0u; }
 
 // Visibility of 4 (query i, key j) pairs (j < seq_k included).
 fn visible4(i: vec4u, j: vec4u) -> vec4<bool> {
@@ -882,6 +888,7 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 
 override GBK: u32 = 8u;                 // head_dim elements per staged chunk (8, 16 or 32)
 override GOCV: u32 = 2u;                // vec4 of head_dim per thread in the block products (1 or 2)
+override G_SUB: u32 = 0u;               // > 0: staged chunks consumed G_SUB steps at a time (g_scores)
 override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chunk (>= d4)
 override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
@@ -948,7 +955,14 @@ fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32
         // all GBK elements, the zero padding of a last partial chunk included: a constant
         // trip count lets the driver unroll and schedule the loop (round 9 of
         // bench/notes/attention.md: the backward 6% faster than with the run-time length)
-        for (var kk = 0u; kk < GBK; kk++) {
+        // G_SUB > 0: G_SUB steps (a constant trip count, unrolled) inside a loop of p.subs =
+        // GBK / G_SUB trips that the driver cannot count, so that it does not unroll the
+        // whole chunk (round 10 of bench/notes/attention.md: -4% at head_dim 128, GBK 32)
+        let nsub = select(1u, p.subs, G_SUB > 0u);
+        let sub = select(GBK, G_SUB, G_SUB > 0u);
+        for (var sb = 0u; sb < nsub; sb++) {
+        for (var k1 = 0u; k1 < sub; k1++) {
+            let kk = sb * sub + k1;
             let a0 = g_st[kk * 16u + tr];
             let a1 = g_st[(GBK + kk) * 16u + tr];
             let b0 = g_st[(2u * GBK + kk) * 16u + tc];
@@ -961,6 +975,7 @@ fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32
             (*dp).c1 += a1 * b1.y;
             (*dp).c2 += a1 * b1.z;
             (*dp).c3 += a1 * b1.w;
+        }
         }
     }
 }
@@ -980,7 +995,11 @@ fn g_rowprod(acc: ptr<function, G8>, which: u32, base: u32, stride: u32, row0: u
             g_st[t] = x;
         }
         workgroupBarrier();
-        for (var jj = 0u; jj < G_KR; jj++) {
+        let nsub = select(1u, p.subs_rows, G_SUB > 0u);   // as in g_scores
+        let sub = select(G_KR, G_SUB, G_SUB > 0u);
+        for (var sb = 0u; sb < nsub; sb++) {
+        for (var j1 = 0u; j1 < sub; j1++) {
+            let jj = sb * sub + j1;
             let j = kc + jj;
             let w = g_w[j * 16u + (tr ^ (j >> 2u))];
             let x0 = g_st[jj * G_DP4 + tc];
@@ -995,6 +1014,7 @@ fn g_rowprod(acc: ptr<function, G8>, which: u32, base: u32, stride: u32, row0: u
                 (*acc).r6 += w.z * x1;
                 (*acc).r7 += w.w * x1;
             }
+        }
         }
     }
 }

@@ -12,8 +12,10 @@
    ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
    WGML_ATTN_DKDV choose the backward kernels: "old" (tiled, shape chosen as usual),
    "BR,TC,KPT,SHARED" (tiled, that shape), "new" or "new,8" / "new,16" / "new,32" (64 x 64
-   entries, head_dim staged in chunks of 8, 16 or 32), unset (64 x 64 when they fit, the chunk by
-   head_dim as in pick_bwd).
+   entries, head_dim staged in chunks of 8, 16 or 32; ",s4" / ",s8" / ",s16" after the chunk
+   consumes it that many steps at a time, G_SUB), unset (64 x 64 when they fit, the chunk by
+   head_dim as in pick_bwd). WGML_ATTN_FEAT=all builds the mask and dropout code into the
+   64 x 64 entries even for calls without them (for timing; see feat_of).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -59,8 +61,9 @@ typedef struct attn_params {
     float neg_inf;
     float pos_inf, scale;
     uint32_t dim, d4;
+    uint32_t subs, subs_rows, pad[2];
 } attn_params;
-_Static_assert(sizeof(attn_params) == 128, "attn_params must match struct Params");
+_Static_assert(sizeof(attn_params) == 144, "attn_params must match struct Params");
 
 typedef struct attn_shape { uint32_t batch, seq_q, seq_k, heads, kv_heads, dim; } attn_shape;
 
@@ -400,11 +403,20 @@ static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
     return WGML_OK;
 }
 
-/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim. */
-static wgml__kernel prefill_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk)
+/* FEAT of the 64 x 64 entries (attention.wgsl): the call's mask and dropout flags, so that
+   a call without them runs a pipeline without their code; WGML_ATTN_FEAT=all builds every
+   feature in (the A/B of round 10 in bench/notes/attention.md). */
+static uint32_t feat_of(const attn_params *p)
 {
-    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
-                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
+    const char *env = getenv("WGML_ATTN_FEAT");
+    return env && !strcmp(env, "all") ? 3 : p->flags & 3;
+}
+
+/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim. */
+static wgml__kernel prefill_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk, const attn_params *p)
+{
+    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 3,
+                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 }, { "FEAT", feat_of(p) } } };
 }
 
 /* floats of the engine's attention scratch (decode partials, backward statistics),
@@ -452,7 +464,8 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
         if (bk) {
             p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-            wgml__kernel kp = lse ? prefill_kernel("prefill_lse", "urrrrww", dim, bk) : prefill_kernel("prefill", "urrrrw", dim, bk);
+            wgml__kernel kp = lse ? prefill_kernel("prefill_lse", "urrrrww", dim, bk, &p)
+                                  : prefill_kernel("prefill", "urrrrw", dim, bk, &p);
             wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : out) };
             return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, lse ? 6 : 5);
         }
@@ -511,7 +524,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
 
 /* The 64 x 64 GEMM-style entries bwd_dq64 / bwd_dkdv64 (see attention.wgsl): 256 threads,
    workgroup memory 16 * (64 * GBK + 1024) bytes (24 KiB at GBK 8, 32 KiB at GBK 16). */
-typedef struct bwd_choice { bool gemm; uint32_t bk; tiles t; } bwd_choice;
+typedef struct bwd_choice { bool gemm; uint32_t bk, sub; tiles t; } bwd_choice;
 
 static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
 
@@ -523,9 +536,9 @@ static bool gemm_fits(wgml_context *ctx, uint32_t bk)
 }
 
 /* WGML_ATTN_DQ / WGML_ATTN_DKDV: unset or "" picks the GEMM entries when they fit (GBK 8 at
-   head_dim <= 64; 32, else 16, else 8 above), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
+   head_dim <= 64; 32 consumed 8 at a time, else 16, else 8 above), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
    "BR,TC,KPT,SHARED" forces the old tiles with that shape; "new" or "new,GBK" forces the
-   GEMM entries (GBK 8, 16 or 32), refused when they do not fit. */
+   GEMM entries (GBK 8, 16 or 32; "new,GBK,sS": G_SUB = S), refused when they do not fit. */
 static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_t dim, bwd_choice *out)
 {
     const char *name = tile_env(kind), *env = getenv(name);
@@ -542,21 +555,29 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
     for (size_t i = 0; i < norder && !auto_bk; i++)
         if (gemm_fits(ctx, order[i])) auto_bk = order[i];
     if (env && !strncmp(env, "new", 3)) {
-        unsigned bk = 0;
-        if (!strcmp(env, "new")) bk = auto_bk;
-        else if (sscanf(env, "new,%u", &bk) != 1) bk = 0;
+        unsigned bk = 0, sub = 0;
+        int used = 0, rest = 0;
+        if (!strcmp(env, "new")) { bk = auto_bk; sub = auto_bk == 32 ? 8 : 0; }
+        else if (sscanf(env, "new,%u%n", &bk, &used) != 1) bk = 0;
+        else if (env[used] && (sscanf(env + used, ",s%u%n", &sub, &rest) != 1 || env[used + rest] ||
+                               (sub != 4 && sub != 8 && sub != 16) || sub >= bk))
+            bk = 0;
         if (!gemm_fits(ctx, bk))
             return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8, 16 or 32) that does not fit "
-                              "this device", fn, name, env);
+                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8, 16 or 32, optionally "
+                              "followed by ,s4 / ,s8 / ,s16 below it) that does not fit this device", fn, name, env);
         out->gemm = true;
         out->bk = bk;
+        out->sub = sub;
         return WGML_OK;
     }
     if (env && *env && !force_old) return pick_tiles(ctx, fn, kind, dim, &out->t);
     if (!force_old && auto_bk) {
         out->gemm = true;
         out->bk = auto_bk;
+        /* chunks of 32 consumed 8 steps at a time: forward + backward 144.0 ms against 150.0
+           (B4 H32 S4096 D128 causal, lse; round 10 of bench/notes/attention.md) */
+        out->sub = auto_bk == 32 ? 8 : 0;
         return WGML_OK;
     }
     for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
@@ -568,12 +589,16 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
                       ctx->limits.maxComputeWorkgroupStorageSize, dim);
 }
 
-/* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2. */
-static wgml__kernel gemm_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk)
+/* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2.
+   FEAT: the call's mask / dropout flags. G_SUB (c.sub) only when set; then p->subs and
+   p->subs_rows count its sub-chunks. */
+static wgml__kernel gemm_kernel(const char *entry, const char *layout, uint32_t dim, bwd_choice c, attn_params *p)
 {
-    uint32_t ocv = ((dim + 3) / 4 + 15) / 16;
-    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
-                           .constants = { { "GBK", bk }, { "GOCV", ocv } } };
+    uint32_t ocv = ((dim + 3) / 4 + 15) / 16, rows = 4 * c.bk / ocv < 64 ? 4 * c.bk / ocv : 64;
+    p->subs = c.sub ? c.bk / c.sub : 0;
+    p->subs_rows = c.sub ? rows / c.sub : 0;
+    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = c.sub ? 4 : 3,
+                           .constants = { { "GBK", c.bk }, { "GOCV", ocv }, { "FEAT", feat_of(p) }, { "G_SUB", c.sub } } };
 }
 
 /* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass. */
@@ -599,7 +624,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t bk;
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
     ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
-    wgml__kernel kst = bk ? prefill_kernel("prefill_stats", "urrrrwr", dim, bk) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    wgml__kernel kst = bk ? prefill_kernel("prefill_stats", "urrrrwr", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
     wgml_status r;
     if (lse) {
         wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
@@ -612,7 +637,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK) {
         attn_params pq = p;
         pq.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
-        wgml__kernel kq = cq.gemm ? gemm_kernel("bwd_dq64", "urrrrwrr", dim, cq.bk)
+        wgml__kernel kq = cq.gemm ? gemm_kernel("bwd_dq64", "urrrrwrr", dim, cq, &pq)
                                   : tile_kernel("bwd_dq", "urrrrwrr", dim, cq.t, -1);
         wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
         r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
@@ -620,7 +645,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK) {
         attn_params pk = p;
         pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-        wgml__kernel kk = ck.gemm ? gemm_kernel("bwd_dkdv64", "urrrrwrrw", dim, ck.bk)
+        wgml__kernel kk = ck.gemm ? gemm_kernel("bwd_dkdv64", "urrrrwrrw", dim, ck, &pk)
                                   : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
         wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv) };
         r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
@@ -758,19 +783,20 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
    64 x 64 entries as picked on a device with 32 KiB of workgroup storage (lavapipe): GBK 8
    up to head_dim 64, 16 above (a 48 KiB device such as the H200 picks 32 there and
    compiles it on first use); the rest compile on first use (one pipeline per tile shape
-   and head_dim class, see tile_kernel). */
+   and head_dim class, see tile_kernel). The 64 x 64 entries are listed for calls without
+   a mask and dropout (FEAT 0); a call with either compiles its own on first use. */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
     { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "FEAT", 0 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
