@@ -8,6 +8,9 @@
 #   bash bench/matmul_sweep.sh round4   the training step's shapes: split-K, attention chunks
 #   bash bench/matmul_sweep.sh round5   round 4's choices checked, options.lse
 #   bash bench/matmul_sweep.sh round8   decode products' parameters, backward chunks apart
+#   bash bench/matmul_sweep.sh round10  attention chunks consumed in sub-chunks, with registers
+#                                       (ROUND10_PART=2: pipelines without mask/dropout code;
+#                                       ROUND10_PART=3: the chunk sizes again after that)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -48,6 +51,61 @@ for u in 4 8; do
 done
 echo "## WGML_TOPK_VARIANT=nofinish"
 WGML_TOPK_VARIANT=nofinish build-device/wgml bench --filter top_k --samples 15 | grep '^| top_k'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round10 ]; then
+# Round 10 (bench/notes/attention.md): larger staged chunks consumed a few steps at a time
+# (PF_SUB / G_SUB), with the driver's register counts of every pipeline (kernel_stats.sh
+# and the layer in .gl/, built elsewhere). Tests of the variants on the GPU first.
+export WGML_VK_STATS_SO=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+{
+echo "# Round 10 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for env in "" "WGML_ATTN_DQ=new,16,s8 WGML_ATTN_DKDV=new,16,s8"; do
+    echo "## tests: $env"
+    (cd build-device && env $env timeout 200 ./tests/test_attention 2>&1 | tail -1)
+done
+run10() {   # run10 <group> <filter> <samples> <env...>
+    local g=$1 f=$2 n=$3; shift 3
+    echo "## $* ($f)"
+    env "$@" bash bench/kernel_stats.sh build-device/wgml bench --group "$g" --filter "$f" --samples "$n" 2>&1 |
+        grep -E '^\| flash|rror|fail|Register' | sed -E 's/vkstats: ([0-9]+) dawn_entry_point \| /  pipeline \1: /; s/ \| Stack Size=0//'
+}
+if [ "${ROUND10_PART:-1}" = 2 ]; then
+    # part 2: pipelines built for the call's features (FEAT) against all features
+    for rep in 1 2; do
+        for f in "" all; do
+            run10 train-ops 'D64 causal' 9 WGML_ATTN_FEAT=$f
+            run10 attention 'B4 H32 S4096 D128 causal' 3 WGML_ATTN_FEAT=$f
+        done
+    done
+    for f in "" all; do
+        echo "## model_train_step WGML_ATTN_FEAT=$f"
+        env WGML_ATTN_FEAT=$f build-device/wgml bench --group train-ops --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+    done
+    exit 0
+fi
+if [ "${ROUND10_PART:-1}" = 3 ]; then
+    # part 3: the chunk sizes again, now that the pipelines leave out mask and dropout
+    for pf in bk16 bk32 bk64; do
+        run10 train-ops 'D64 causal' 9 WGML_ATTN_PREFILL=$pf
+        run10 attention 'B4 H32 S4096 D128 causal' 3 WGML_ATTN_PREFILL=$pf
+    done
+    for b in new,8 new,16 new,16,s8 new,32,s8 new,32,s16 new,8; do
+        run10 train-ops 'D64 causal lse' 9 WGML_ATTN_DQ=$b WGML_ATTN_DKDV=$b
+    done
+    exit 0
+fi
+# (the day's sweep also timed the forward with sub-chunks, bk16s8 ... bk64s16: none beat
+# bk16, and that variant was removed; see the notes)
+for b in new,8 new,16,s8 new,16,s4 new,32,s8 new,32,s16; do
+    run10 train-ops 'D64 causal lse' 9 WGML_ATTN_DQ=$b WGML_ATTN_DKDV=$b
+done
+for b in new,32 new,32,s8 new,32,s16 new,16,s8; do
+    run10 attention 'S4096 D128 causal lse' 3 WGML_ATTN_DQ=$b WGML_ATTN_DKDV=$b
+done
+run10 train-ops 'D64 causal lse' 9 WGML_ATTN_DQ=new,8 WGML_ATTN_DKDV=new,8
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
