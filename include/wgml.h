@@ -672,7 +672,7 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
  * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks, head_dim in chunks of 8
  * floats up to head_dim 64, of 32 above where the device holds them (consumed 8 at a
- * time), else 16), each built for the call's mask and dropout options, with
+ * time), else 16), on GPUs each built for the call's mask and dropout options, with
  * statistics from `prefill_stats` (or from options.lse), each where it fits the device,
  * else older tiled kernels. WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled
  * forward), "bk64" / "bk32" / "bk16" (a chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old",
@@ -682,7 +682,8 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * per lane, one staging region); WGML_ATTN_FWD ("BR,TC,KPT,SHARED") selects the tiled
  * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
  * decoding split; WGML_ATTN_FEAT="all" builds the mask and dropout code into the 64 x 64
- * kernels even for calls without them. Any other value of the first five, or a shape or
+ * kernels even for calls without them, "call" (the GPU default) only what the call uses,
+ * also on CPU adapters. Any other value of the first five, or a shape or
  * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):

@@ -145,10 +145,10 @@ fn keep4(rk: vec4u, kh: vec4u) -> vec4f {
     return select(vec4f(0.0), vec4f(p.drop_scale), mix32v(rk ^ kh) >= vec4u(p.drop_threshold));
 }
 
-// The features a pipeline is built for (1 mask, 2 dropout); the host sets FEAT to the
-// call's flags for the 64 x 64 entries, so that the common call (neither) runs code
+// The features a pipeline is built for (1 mask, 2 dropout); on GPUs the host sets FEAT to
+// the call's flags for the 64 x 64 entries, so that the common call (neither) runs code
 // without the mask loads and the dropout hashes, and without their registers (round 10 of
-// bench/notes/attention.md). Other entries keep both.
+// bench/notes/attention.md). Other entries, and CPU adapters, keep both.
 override FEAT: u32 = 3u;
 fn has_mask() -> bool { return (FEAT & 1u) != 0u && (p.flags & 1u) != 0u; }
 fn has_dropout() -> bool { return (FEAT & 2u) != 0u && (p.flags & 2u) != 0u; }

@@ -15,7 +15,8 @@
    entries, head_dim staged in chunks of 8, 16 or 32; ",s4" / ",s8" / ",s16" after the chunk
    consumes it that many steps at a time, G_SUB), unset (64 x 64 when they fit, the chunk by
    head_dim as in pick_bwd). WGML_ATTN_FEAT=all builds the mask and dropout code into the
-   64 x 64 entries even for calls without them (for timing; see feat_of).
+   64 x 64 entries even for calls without them, "call" only what the call uses, also on
+   CPU adapters (see feat_of).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -403,20 +404,28 @@ static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
     return WGML_OK;
 }
 
-/* FEAT of the 64 x 64 entries (attention.wgsl): the call's mask and dropout flags, so that
-   a call without them runs a pipeline without their code; WGML_ATTN_FEAT=all builds every
-   feature in (the A/B of round 10 in bench/notes/attention.md). */
-static uint32_t feat_of(const attn_params *p)
+/* FEAT of the 64 x 64 entries (attention.wgsl): on GPUs the call's mask and dropout flags,
+   so that a call without them runs a pipeline without their code and registers; on CPU
+   adapters every feature (3), where registers do not matter and each extra pipeline costs
+   seconds of compilation. WGML_ATTN_FEAT=all builds every feature in everywhere (the A/B
+   of round 10 in bench/notes/attention.md), "call" builds for the call everywhere (tests). */
+static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
 {
     const char *env = getenv("WGML_ATTN_FEAT");
-    return env && !strcmp(env, "all") ? 3 : p->flags & 3;
+    if (env && !strcmp(env, "all")) return 3;
+    if (env && !strcmp(env, "call")) return p->flags & 3;
+    return ctx->cpu_adapter ? 3 : p->flags & 3;
 }
 
-/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim. */
-static wgml__kernel prefill_kernel(const char *entry, const char *layout, uint32_t dim, uint32_t bk, const attn_params *p)
+/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
+   FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
+   the keys of wgml__attention_kernels. */
+static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
+                                   const attn_params *p)
 {
-    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = 3,
-                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 }, { "FEAT", feat_of(p) } } };
+    uint32_t feat = feat_of(ctx, p);
+    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = feat == 3 ? 2 : 3,
+                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 }, { "FEAT", feat } } };
 }
 
 /* floats of the engine's attention scratch (decode partials, backward statistics),
@@ -464,8 +473,8 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
         if (bk) {
             p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-            wgml__kernel kp = lse ? prefill_kernel("prefill_lse", "urrrrww", dim, bk, &p)
-                                  : prefill_kernel("prefill", "urrrrw", dim, bk, &p);
+            wgml__kernel kp = lse ? prefill_kernel(ctx, "prefill_lse", "urrrrww", dim, bk, &p)
+                                  : prefill_kernel(ctx, "prefill", "urrrrw", dim, bk, &p);
             wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : out) };
             return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, lse ? 6 : 5);
         }
@@ -590,15 +599,26 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
 }
 
 /* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2.
-   FEAT: the call's mask / dropout flags. G_SUB (c.sub) only when set; then p->subs and
-   p->subs_rows count its sub-chunks. */
-static wgml__kernel gemm_kernel(const char *entry, const char *layout, uint32_t dim, bwd_choice c, attn_params *p)
+   FEAT (see feat_of) only when it is not the default 3, G_SUB (c.sub) only when set; then
+   p->subs and p->subs_rows count its sub-chunks. */
+static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, bwd_choice c,
+                                attn_params *p)
 {
     uint32_t ocv = ((dim + 3) / 4 + 15) / 16, rows = 4 * c.bk / ocv < 64 ? 4 * c.bk / ocv : 64;
     p->subs = c.sub ? c.bk / c.sub : 0;
     p->subs_rows = c.sub ? rows / c.sub : 0;
-    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = c.sub ? 4 : 3,
-                           .constants = { { "GBK", c.bk }, { "GOCV", ocv }, { "FEAT", feat_of(p) }, { "G_SUB", c.sub } } };
+    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
+                       .constants = { { "GBK", c.bk }, { "GOCV", ocv } } };
+    uint32_t feat = feat_of(ctx, p);
+    if (feat != 3) {
+        k.constants[k.nconst].name = "FEAT";
+        k.constants[k.nconst++].value = feat;
+    }
+    if (c.sub) {
+        k.constants[k.nconst].name = "G_SUB";
+        k.constants[k.nconst++].value = c.sub;
+    }
+    return k;
 }
 
 /* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass. */
@@ -624,7 +644,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t bk;
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
     ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
-    wgml__kernel kst = bk ? prefill_kernel("prefill_stats", "urrrrwr", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    wgml__kernel kst = bk ? prefill_kernel(ctx, "prefill_stats", "urrrrwr", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
     wgml_status r;
     if (lse) {
         wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
@@ -637,7 +657,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK) {
         attn_params pq = p;
         pq.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
-        wgml__kernel kq = cq.gemm ? gemm_kernel("bwd_dq64", "urrrrwrr", dim, cq, &pq)
+        wgml__kernel kq = cq.gemm ? gemm_kernel(ctx, "bwd_dq64", "urrrrwrr", dim, cq, &pq)
                                   : tile_kernel("bwd_dq", "urrrrwrr", dim, cq.t, -1);
         wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
         r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
@@ -645,7 +665,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK) {
         attn_params pk = p;
         pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-        wgml__kernel kk = ck.gemm ? gemm_kernel("bwd_dkdv64", "urrrrwrrw", dim, ck, &pk)
+        wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrw", dim, ck, &pk)
                                   : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
         wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv) };
         r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
@@ -783,20 +803,20 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
    64 x 64 entries as picked on a device with 32 KiB of workgroup storage (lavapipe): GBK 8
    up to head_dim 64, 16 above (a 48 KiB device such as the H200 picks 32 there and
    compiles it on first use); the rest compile on first use (one pipeline per tile shape
-   and head_dim class, see tile_kernel). The 64 x 64 entries are listed for calls without
-   a mask and dropout (FEAT 0); a call with either compiles its own on first use. */
+   and head_dim class, see tile_kernel). The 64 x 64 entries are listed as CPU adapters
+   build them (every feature, FEAT 3); a GPU builds its call-specific ones on first use. */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
     { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 3, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "FEAT", 0 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "FEAT", 0 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
