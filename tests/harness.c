@@ -186,7 +186,10 @@ int th_main(const th_case *cases, size_t n, int argc, char **argv)
     printf("%s: adapter \"%s\" (%s), seed %llu (WGML_TEST_SEED reproduces it)\n", argv[0], info.name, info.backend,
            (unsigned long long)seed_used);
     for (size_t i = 0; i < n; i++) {
-        if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;
+        /* argv[1]: run the cases whose name contains it; "!text": those whose name does not */
+        if (argc > 1 && argv[1][0] == '!' ? strstr(cases[i].name, argv[1] + 1) != NULL
+                                          : argc > 1 && !strstr(cases[i].name, argv[1]))
+            continue;
         current_case = cases[i].name;
         int f0 = failed, p0 = passed;
         clock_t t0 = clock();
