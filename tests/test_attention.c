@@ -807,6 +807,9 @@ static void test_backward_blocks64(void)
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
     bool fits32 = 16u * (64u * 32u + 1024u) <= info.max_workgroup_storage_size;   /* g_st + g_w at GBK 32 */
+    /* on a CPU adapter the sub-chunk run takes its head_dim 64 case only (the head_dim 128
+       pipelines are the ones lavapipe compiles slowest; a GPU's default runs G_SUB there) */
+    bool cpu = info.type && !strcmp(info.type, "CPU");
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (runs[r].env && !strncmp(runs[r].env, "new,32", 6) && !fits32) {
             /* a chunk the device cannot hold is refused, naming the variable */
@@ -832,11 +835,12 @@ static void test_backward_blocks64(void)
             setenv("WGML_ATTN_DQ", runs[r].env, 1);
             setenv("WGML_ATTN_DKDV", runs[r].env, 1);
         }
-        if (runs[r].all_features) setenv("WGML_ATTN_FEAT", info.type && !strcmp(info.type, "CPU") ? "call" : "all", 1);
+        if (runs[r].all_features) setenv("WGML_ATTN_FEAT", cpu ? "call" : "all", 1);
         char tag[64];
         snprintf(tag, sizeof tag, "blocks64 %s%s", runs[r].env ? runs[r].env : "default",
                  runs[r].all_features ? " other feature build" : "");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
+        if (cpu && runs[r].which == subset_sub) n = 1;
         for (size_t i = 0; i < n; i++) {
             problem P;
             problem_init(&P, &cases[runs[r].which ? runs[r].which[i] : i], 1.5);
