@@ -14,10 +14,12 @@ void ref_adamw_step(double *w, double *m, double *v, const float *g, size_t n, d
     for (size_t i = 0; i < n; i++) {
         double gi = g[i];
         double decayed = w[i] * (1.0 - lr * weight_decay);
+        double m_terms = fabs(beta1 * m[i]) + fabs((1.0 - beta1) * gi);   /* m may cancel: its rounding scale */
         m[i] = beta1 * m[i] + (1.0 - beta1) * gi;
         v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi;
-        double update = lr * (m[i] / bc1) / (sqrt(v[i] / bc2) + eps);
+        double denom = sqrt(v[i] / bc2) + eps;
+        double update = lr * (m[i] / bc1) / denom;
         w[i] = decayed - update;
-        if (scale) scale[i] = fabs(decayed) + fabs(update);
+        if (scale) scale[i] = fabs(decayed) + lr * (m_terms / bc1) / denom;
     }
 }
