@@ -185,11 +185,12 @@ int th_main(const th_case *cases, size_t n, int argc, char **argv)
     wgml_context_info(th_ctx, &info);
     printf("%s: adapter \"%s\" (%s), seed %llu (WGML_TEST_SEED reproduces it)\n", argv[0], info.name, info.backend,
            (unsigned long long)seed_used);
+    /* argv[1]: run the cases whose name contains it; "!text": those whose name does not */
+    const char *filter = argc > 1 ? argv[1] : "";
+    bool exclude = filter[0] == '!';
+    if (exclude) filter++;
     for (size_t i = 0; i < n; i++) {
-        /* argv[1]: run the cases whose name contains it; "!text": those whose name does not */
-        if (argc > 1 && argv[1][0] == '!' ? strstr(cases[i].name, argv[1] + 1) != NULL
-                                          : argc > 1 && !strstr(cases[i].name, argv[1]))
-            continue;
+        if ((strstr(cases[i].name, filter) != NULL) == exclude) continue;
         current_case = cases[i].name;
         int f0 = failed, p0 = passed;
         clock_t t0 = clock();

@@ -420,12 +420,20 @@ static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
 /* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
    FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
    the keys of wgml__attention_kernels. */
+static void add_constant(wgml__kernel *k, const char *name, double value)
+{
+    k->constants[k->nconst].name = name;
+    k->constants[k->nconst++].value = value;
+}
+
 static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
                                    const attn_params *p)
 {
+    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
+                       .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
     uint32_t feat = feat_of(ctx, p);
-    return (wgml__kernel){ .file = "attention", .entry = entry, .layout = layout, .nconst = feat == 3 ? 2 : 3,
-                           .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 }, { "FEAT", feat } } };
+    if (feat != 3) add_constant(&k, "FEAT", feat);
+    return k;
 }
 
 /* floats of the engine's attention scratch (decode partials, backward statistics),
@@ -537,6 +545,11 @@ typedef struct bwd_choice { bool gemm; uint32_t bk, sub; tiles t; } bwd_choice;
 
 static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
 
+/* The default G_SUB of a chunk: chunks of 32 consumed 8 steps at a time (forward + backward
+   144.0 ms against 150.0, B4 H32 S4096 D128 causal, lse; round 10 of
+   bench/notes/attention.md), shorter chunks whole. */
+static uint32_t default_sub(uint32_t bk) { return bk == 32 ? 8 : 0; }
+
 static bool gemm_fits(wgml_context *ctx, uint32_t bk)
 {
     if (bk != 8 && bk != 16 && bk != 32) return false;
@@ -566,7 +579,7 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
     if (env && !strncmp(env, "new", 3)) {
         unsigned bk = 0, sub = 0;
         int used = 0, rest = 0;
-        if (!strcmp(env, "new")) { bk = auto_bk; sub = auto_bk == 32 ? 8 : 0; }
+        if (!strcmp(env, "new")) { bk = auto_bk; sub = default_sub(auto_bk); }
         else if (sscanf(env, "new,%u%n", &bk, &used) != 1) bk = 0;
         else if (env[used] && (sscanf(env + used, ",s%u%n", &sub, &rest) != 1 || env[used + rest] ||
                                (sub != 4 && sub != 8 && sub != 16) || sub >= bk))
@@ -584,9 +597,7 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
     if (!force_old && auto_bk) {
         out->gemm = true;
         out->bk = auto_bk;
-        /* chunks of 32 consumed 8 steps at a time: forward + backward 144.0 ms against 150.0
-           (B4 H32 S4096 D128 causal, lse; round 10 of bench/notes/attention.md) */
-        out->sub = auto_bk == 32 ? 8 : 0;
+        out->sub = default_sub(auto_bk);
         return WGML_OK;
     }
     for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
@@ -610,14 +621,8 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
     wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
                        .constants = { { "GBK", c.bk }, { "GOCV", ocv } } };
     uint32_t feat = feat_of(ctx, p);
-    if (feat != 3) {
-        k.constants[k.nconst].name = "FEAT";
-        k.constants[k.nconst++].value = feat;
-    }
-    if (c.sub) {
-        k.constants[k.nconst].name = "G_SUB";
-        k.constants[k.nconst++].value = c.sub;
-    }
+    if (feat != 3) add_constant(&k, "FEAT", feat);
+    if (c.sub) add_constant(&k, "G_SUB", c.sub);
     return k;
 }
 
