@@ -11,6 +11,7 @@
 #   bash bench/matmul_sweep.sh round10  attention chunks consumed in sub-chunks, with registers
 #                                       (ROUND10_PART=2: pipelines without mask/dropout code;
 #                                       ROUND10_PART=3: the chunk sizes again after that)
+#   bash bench/matmul_sweep.sh round12  matmul_bt through a transposed copy of b, against the direct kernel
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -171,6 +172,29 @@ build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -
 build-device/wgml bench --group attention --filter 'S4096 D128 causal' --samples 5 2>&1 | grep -E '^\| flash|rror|fail'
 echo "## model_train_step"
 build-device/wgml bench --group train-ops --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round12 ]; then
+# Round 12 (bench/notes/matmul.md): matmul_bt through a transposed copy of b (btt) against
+# the direct kernel (the default), and the training step both ways. test_matmul on the GPU
+# first.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; tail -1 "$out/test_matmul.log")
+{
+echo "# Round 12 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in "" btt; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" matmul matmul_bt 7
+        bench "$v" train-ops matmul_bt 9
+        WGML_MATMUL_VARIANT="$v" build-device/wgml bench --group train-ops --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+    done
+done
+echo "## the same shapes as matmul (b [K, N]), for the cost of the copy"
+bench "" matmul matmul 7 | grep -E '^\| matmul \|'
+bench "" train-ops matmul 9 | grep -E '^\| matmul \|'
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -455,8 +455,9 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    several workgroups and a reduction, through a scratch buffer of (slices * M * N) floats
    that the engine keeps and grows to the largest need. Inputs whose contiguous dimension
    is a multiple of 4 take the fastest path. WGML_MATMUL_VARIANT (src/ops/matmul.c lists
-   its tokens) forces a kernel variant, for measuring; an unknown token is refused with
-   WGML_ERROR_INVALID_ARGUMENT.
+   its tokens) forces a kernel variant, for measuring (btt runs matmul_bt as matmul on a
+   transposed copy of b, kept in another engine scratch of N * K floats); an unknown token is
+   refused with WGML_ERROR_INVALID_ARGUMENT.
 
    Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
    the same tensor (e.g. wgml_matmul_bt(x, x, gram)).

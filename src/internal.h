@@ -150,11 +150,12 @@ static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->b
 typedef struct wgml__pipeline wgml__pipeline;
 
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
-/* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K.
+/* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K;
+   MATMUL_T: matmul.c's transposed copy of matmul_bt's b (WGML_MATMUL_VARIANT=btt).
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
-       WGML__SCRATCH_SLOTS };
+       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_SLOTS };
 
 struct wgml_engine {
     wgml_context *ctx;

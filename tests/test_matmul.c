@@ -241,9 +241,19 @@ static void test_variants(void)
             run_case(op, 1, 1000, 1202, false, c4[v]);
         }
     }
+    /* matmul_bt through a transposed copy of b (btt): the copy's scalar path (N or K not a multiple of 4) and its vec4 path with partial 64 x 64
+       blocks, with split-K and the 64-tile, exact on integers; M = 1 keeps the
+       matrix-vector kernel; nobtt */
+    static const char *btts[] = { "btt", "btt,splitk=2", "btt,t64", "nobtt" };
+    static const shape bshapes[] = { { 130, 67, 45 }, { 200, 260, 76 }, { 96, 132, 300 }, { 70, 129, 132 }, { 1, 96, 40 } };
+    for (size_t v = 0; v < sizeof btts / sizeof btts[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", btts[v], 1);
+        for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
+            run_case(1, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, btts[v]);
+    }
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
-                                 "gemvcols=128", "splitk=3x", "=4" };
+                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

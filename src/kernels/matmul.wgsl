@@ -57,6 +57,7 @@
 // gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
 //   consecutive rows, two quads (8 rows, 128 bytes per thread) in flight, two accumulators.
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
+// transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
 //
 // Bindings: A and B are read as array<vec4f>; a scalar element e is A[e >> 2][e & 3], so the
 // same binding serves vec4 loads and scalar loads of any alignment. Tensor buffers are padded
@@ -83,7 +84,8 @@ override LAYOUT: u32 = 0u;   // 0 matmul, 1 matmul_bt, 2 matmul_at
 override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
 override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
 override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
-override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8
+override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8,
+                             // bits 4, 5 UNR, RDB (gemm2)
 override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
                              // K and N for matmul, K for matmul_bt, M and N for matmul_at;
                              // gemv: the row length of A): vec4 loads
@@ -334,6 +336,44 @@ fn lane_xy(lid: u32) -> vec2u {
     return vec2u((w % wx) * 8u + lane % 8u, (w / wx) * 4u + lane / 8u);
 }
 
+// The tile loop of gemm and gemm2, around their products:
+// tile_head before the first step (PF 1: step 0's blocks into buffer 0); step_head before
+// the products of step t (PF 1: step t + 1's blocks into registers r; PF 0: step t's blocks
+// into buffer t & DB, then a barrier); step_tail after them (PF 1: r into the other buffer).
+fn tile_head(lid: u32, at: TileAt, r: ptr<function, Blocks>) {
+    if (PF == 1u) {
+        *r = fetch(lid, at.m0, at.n0, at.kbeg, at.kend, at.fast);
+        stash(0u, lid, *r);
+        workgroupBarrier();
+    }
+}
+
+fn step_head(t: u32, lid: u32, at: TileAt, r: ptr<function, Blocks>) {
+    if (PF == 1u) {
+        if (t + 1u < at.nsteps) {
+            *r = fetch(lid, at.m0, at.n0, at.kbeg + (t + 1u) * BK, at.kend, at.fast);
+        }
+    } else {
+        if (DB == 0u && t > 0u) {
+            workgroupBarrier();       // every warp is done with the previous tile
+        }
+        move_tile(t & DB, lid, at.m0, at.n0, at.kbeg + t * BK, at.kend, at.fast);
+        workgroupBarrier();
+    }
+}
+
+fn step_tail(t: u32, lid: u32, at: TileAt, r: Blocks) {
+    if (PF == 1u) {
+        if (DB == 0u) {
+            workgroupBarrier();
+        }
+        if (t + 1u < at.nsteps) {
+            stash((t + 1u) & DB, lid, r);
+        }
+        workgroupBarrier();
+    }
+}
+
 @compute @workgroup_size(NT)
 fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         @builtin(local_invocation_index) lid: u32) {
@@ -342,44 +382,22 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         return;
     }
     let at = tile_at(id, wid.z);
-    let m0 = at.m0;
-    let n0 = at.n0;
-    let kbeg = at.kbeg;
-    let kend = at.kend;
-    let nsteps = at.nsteps;
-    let fast = at.fast;
     let xy = lane_xy(lid);
     let tx = xy.x;
     let ty = xy.y;
 
     var r: Blocks;
-    if (PF == 1u) {
-        r = fetch(lid, m0, n0, kbeg, kend, fast);
-        stash(0u, lid, r);
-        workgroupBarrier();
-    }
+    tile_head(lid, at, &r);
 
     var c00 = vec4f(0.0); var c01 = vec4f(0.0); var c10 = vec4f(0.0); var c11 = vec4f(0.0);
     var c20 = vec4f(0.0); var c21 = vec4f(0.0); var c30 = vec4f(0.0); var c31 = vec4f(0.0);
     var c40 = vec4f(0.0); var c41 = vec4f(0.0); var c50 = vec4f(0.0); var c51 = vec4f(0.0);
     var c60 = vec4f(0.0); var c61 = vec4f(0.0); var c70 = vec4f(0.0); var c71 = vec4f(0.0);
 
-    for (var t = 0u; t < nsteps; t++) {
-        let more = t + 1u < nsteps;
-        let cb = t & DB;
-        if (PF == 1u) {
-            if (more) {
-                r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend, fast);
-            }
-        } else {
-            if (DB == 0u && t > 0u) {
-                workgroupBarrier();       // every warp is done with the previous tile
-            }
-            move_tile(cb, lid, m0, n0, kbeg + t * BK, kend, fast);
-            workgroupBarrier();
-        }
-        let ca = cb * BUFA;
-        let cbb = cb * BUFB;
+    for (var t = 0u; t < at.nsteps; t++) {
+        step_head(t, lid, at, &r);
+        let ca = (t & DB) * BUFA;
+        let cbb = (t & DB) * BUFB;
         for (var k = 0u; k < BK; k++) {
             let ra = ca + k * T4A;
             let rb = cbb + k * T4B;
@@ -398,20 +416,12 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
                 c70 = fma(vec4f(a1.w), b0, c70); c71 = fma(vec4f(a1.w), b1, c71);
             }
         }
-        if (PF == 1u) {
-            if (DB == 0u) {
-                workgroupBarrier();
-            }
-            if (more) {
-                stash((t + 1u) & DB, lid, r);
-            }
-            workgroupBarrier();
-        }
+        step_tail(t, lid, at, r);
     }
 
     let ob = wid.z * p.out_slice;
-    let rr0 = m0 + ty * 4u;
-    let q0 = n0 + tx * 4u;
+    let rr0 = at.m0 + ty * 4u;
+    let q0 = at.n0 + tx * 4u;
     let q1 = q0 + WG_N * 4u;
     put(ob, rr0, q0, c00); put(ob, rr0, q1, c01);
     put(ob, rr0 + 1u, q0, c10); put(ob, rr0 + 1u, q1, c11);
@@ -508,38 +518,16 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
         return Where(0u, 0u, 0u, false);
     }
     let at = tile_at(id, wid.z);
-    let m0 = at.m0;
-    let n0 = at.n0;
-    let kbeg = at.kbeg;
-    let kend = at.kend;
-    let nsteps = at.nsteps;
-    let fast = at.fast;
     let xy = lane_xy(lid);
     let tx = xy.x;
     let ty = xy.y;
 
     var r: Blocks;
-    if (PF == 1u) {
-        r = fetch(lid, m0, n0, kbeg, kend, fast);
-        stash(0u, lid, r);
-        workgroupBarrier();
-    }
-    for (var t = 0u; t < nsteps; t++) {
-        let more = t + 1u < nsteps;
-        let cb = t & DB;
-        if (PF == 1u) {
-            if (more) {
-                r = fetch(lid, m0, n0, kbeg + (t + 1u) * BK, kend, fast);
-            }
-        } else {
-            if (DB == 0u && t > 0u) {
-                workgroupBarrier();
-            }
-            move_tile(cb, lid, m0, n0, kbeg + t * BK, kend, fast);
-            workgroupBarrier();
-        }
-        let ra = cb * BUFA + ty;
-        let rb = cb * BUFB + tx;
+    tile_head(lid, at, &r);
+    for (var t = 0u; t < at.nsteps; t++) {
+        step_head(t, lid, at, &r);
+        let ra = (t & DB) * BUFA + ty;
+        let rb = (t & DB) * BUFB + tx;
         if (RDB) {
             var f = frag(ra, rb);
             for (var k = 0u; k < BK; k += 4u) {
@@ -554,17 +542,9 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
                 mac(c, frag(ra + k * T4A, rb + k * T4B));
             }
         }
-        if (PF == 1u) {
-            if (DB == 0u) {
-                workgroupBarrier();
-            }
-            if (more) {
-                stash((t + 1u) & DB, lid, r);
-            }
-            workgroupBarrier();
-        }
+        step_tail(t, lid, at, r);
     }
-    return Where(wid.z * p.out_slice, m0 + ty * 4u, n0 + tx * 4u, true);
+    return Where(wid.z * p.out_slice, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
 }
 
 @compute @workgroup_size(NT)
@@ -831,4 +811,56 @@ fn splitk_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
         s += A[z * stride + i];
     }
     sum_out[i] = s;
+}
+
+// ---- matmul_bt through a transposed copy of B ----------------------------------------
+
+// t_out [K, N] = A [N, K] transposed (p.M = N rows of A, p.K = K), so that matmul_bt can run
+// as matmul, whose loads of B are contiguous along N (bench/notes/matmul.md, round 12).
+// VEC (N and K multiples of 4): a workgroup moves a 64 x 64 block as 16 x 16 blocks of 4 x 4,
+// one per thread: 4 vec4 loads along K, transposed in registers, 4 vec4 stores along N; a
+// warp takes 8 k-quads x 4 row-quads, so its loads cover 128 contiguous bytes of 4 rows and
+// its stores 64 contiguous bytes of 8 rows (full 32-byte sectors both ways).
+// Otherwise one output vec4 per invocation (4 scalar loads), p.tiles workgroups of 256; the
+// output buffer (the engine's scratch) is padded to a multiple of 16 bytes.
+@compute @workgroup_size(256)
+fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                @builtin(local_invocation_index) lid: u32) {
+    let id = wid.x + wid.y * nwg.x;
+    if (id >= p.tiles) {
+        return;
+    }
+    let rows = p.M;
+    let cols = p.K;
+    if (!VEC) {
+        let i = id * 256u + lid;          // vec4 of the output: elements 4i .. 4i + 3
+        let total = rows * cols;
+        if (4u * i >= total) {
+            return;
+        }
+        var v = vec4f(0.0);
+        for (var j = 0u; j < 4u; j++) {
+            let o = min(4u * i + j, total - 1u);   // the last vec4 may run past the end: its
+            let e = (o % rows) * cols + o / rows;  // extra elements land in the padding
+            v[j] = A[e >> 2u][e & 3u];
+        }
+        sum_out[i] = v;
+        return;
+    }
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    let kq = (id % p.tiles_n) * 16u + (w % 2u) * 8u + lane % 8u;    // k-quad
+    let nq = (id / p.tiles_n) * 16u + (w / 2u) * 4u + lane / 8u;    // row quad
+    let c4 = cols / 4u;
+    let r4 = rows / 4u;
+    if (kq >= c4 || nq >= r4) {
+        return;
+    }
+    let i = 4u * nq * c4 + kq;
+    let v = transposed(A[i], A[i + c4], A[i + 2u * c4], A[i + 3u * c4]);
+    let o = 4u * kq * r4 + nq;
+    sum_out[o] = v[0];
+    sum_out[o + r4] = v[1];
+    sum_out[o + 2u * r4] = v[2];
+    sum_out[o + 3u * r4] = v[3];
 }

@@ -1,14 +1,17 @@
 /* Matrix products: wgml_matmul (a @ b), wgml_matmul_bt (a @ b^T), wgml_matmul_at (a^T @ b).
    Kernels: src/kernels/matmul.wgsl (its top comment explains the kernels' design).
 
-   Every call is planned in three steps:
+   Every call is planned in four steps:
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
         (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
         out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
         empty and K is too short for split-K to fill it);
-     3. split K across workgroups (split-K) when the output alone leaves a large GPU idle
+     3. (only when WGML_MATMUL_VARIANT says btt, until measured: round 12 of
+        bench/notes/matmul.md) for matmul_bt, copy b transposed into the engine's scratch and
+        run the product as matmul;
+     4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
         writes a partial result into a workspace (the engine's matmul scratch) and
         splitk_reduce adds the slices in a fixed order (deterministic).
@@ -20,6 +23,8 @@
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
+     btt, nobtt                              matmul_bt through a transposed copy of b whenever
+                                             the gemm runs; the direct kernel (the default)
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
@@ -114,6 +119,7 @@ typedef struct variant {
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
+    bool btt;          /* matmul_bt as matmul on a transposed copy of b */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -162,6 +168,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
             v->gemv_c4 = false;
+            known = true;
+        }
+        if ((n == 3 && strncmp(s, "btt", 3) == 0) || (n == 5 && strncmp(s, "nobtt", 5) == 0)) {
+            v->btt = n == 3;
             known = true;
         }
         /* name=value tokens */
@@ -223,7 +233,7 @@ static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint
 typedef struct mm_plan {
     wgml__kernel kernel;
     mm_params prm;
-    const wgml_tensor *x, *y;   /* the A and B bindings */
+    wgml__arg x, y;             /* the A and B bindings */
     uint64_t workgroups;        /* along x * y, before split-K */
     uint32_t threads;           /* per workgroup */
     uint32_t min_chunk;         /* smallest K range worth a slice */
@@ -246,8 +256,8 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
                            .tiles = wgml__ceil_div(M, tile_m(c)) * tn, .group_m = GROUP_M };
-    pl->x = a;
-    pl->y = b;
+    pl->x = wgml__t(a);
+    pl->y = wgml__t(b);
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
@@ -261,8 +271,8 @@ static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
                                  .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
     pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, gr) };
-    pl->x = x;
-    pl->y = y;
+    pl->x = wgml__t(x);
+    pl->y = wgml__t(y);
     pl->workgroups = pl->prm.tiles;
     pl->threads = GEMV_WG;
     pl->min_chunk = 1024;
@@ -277,11 +287,46 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw", .nconst = 2,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
-    pl->x = x;
-    pl->y = y;
+    pl->x = wgml__t(x);
+    pl->y = wgml__t(y);
     pl->workgroups = pl->prm.tiles;
     pl->threads = GEMV_WG;
     pl->min_chunk = 1024;
+}
+
+/* matmul_bt as matmul on b transposed (round 12 of bench/notes/matmul.md: on the H200
+   matmul_bt 4096^3 ran 10% slower than matmul and the training step's bt products 7 - 9%;
+   the copy reads and writes b once, a few percent of a product with M >= 1024). Opt-in
+   (WGML_MATMUL_VARIANT=btt) until a device run has measured it; the copy stays in the
+   engine's scratch. */
+
+/* The capacity wgml__scratch gives a request of `bytes` (a power of two, at least 4 KiB):
+   what the binding of the copy must fit. */
+static uint64_t scratch_capacity(uint64_t bytes)
+{
+    uint64_t c = 4096;
+    while (c < bytes) c *= 2;
+    return c;
+}
+
+static wgml__kernel transpose_kernel(bool vec)
+{
+    return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
+                           .constants = { { "VEC", vec } } };
+}
+
+/* Records t [K, N] = b [N, K] transposed into the engine's copy scratch. */
+static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
+{
+    bool vec = N % 4 == 0 && K % 4 == 0;
+    wgml__kernel k = transpose_kernel(vec);
+    uint32_t tk = wgml__ceil_div(K, 64);
+    uint64_t wgs = vec ? (uint64_t)wgml__ceil_div(N, 64) * tk : wgml__ceil_div((uint64_t)N * K, 1024);
+    mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, wgs, &gx, &gy));
+    wgml__arg args[2] = { wgml__t(b), t };
+    return wgml__dispatch(e, &k, &prm, sizeof prm, args, 2, gx, gy, 1);
 }
 
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
@@ -346,6 +391,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     wgml_context *ctx = e->ctx;
     variant v;
     WGML_CHECK(read_variant(ctx, fn, &v));
+    bool btt = false;
+    wgml__arg bt_copy = { 0 };
     if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     if (!v.nogemv && M == 1 && N == 1) {
@@ -363,37 +410,48 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
-        plan_gemm(&pl, c, layout, M, N, K, a, b);
+        btt = layout == LAYOUT_NT && v.btt;
+        if (btt) {
+            uint64_t bytes = 4ull * N * K;
+            if (scratch_capacity(bytes) > ctx->limits.maxStorageBufferBindingSize)
+                return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for btt; the copy of b (%llu bytes) "
+                                  "exceeds the adapter's storage binding of %llu bytes", fn, (unsigned long long)bytes,
+                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+            WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL_T, bytes, &bt_copy));
+        }
+        plan_gemm(&pl, c, btt ? LAYOUT_NN : layout, M, N, K, a, b);
+        if (btt) pl.y = bt_copy;
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
 
-    /* Compile what will be recorded first, so a failure records nothing. */
+    /* Compile and allocate what will be recorded first, so a failure records nothing (the
+       transposed copy of b, recorded first, only writes the engine's scratch). */
     WGPUComputePipeline pipe;
     WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
-    if (S == 1) {
-        wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), wgml__t(out) };
-        return wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, 1);
+    if (btt) {
+        wgml__kernel tk = transpose_kernel(N % 4 == 0 && K % 4 == 0);
+        WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
-
-    WGML_CHECK(wgml__pipeline_get(e, &reduce_kernel, &pipe, &bgl));
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
-    uint32_t rx, ry;
-    WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
-    wgml__arg ws;
-    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
-    pl.prm.out_slice = (uint32_t)mnp;
-    wgml__arg args[3] = { wgml__t(pl.x), wgml__t(pl.y), ws };
-    wgml_status s = wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S);
-    if (s == WGML_OK) {
-        mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
-        wgml__arg rargs[2] = { ws, wgml__t(out) };
-        s = wgml__dispatch(e, &reduce_kernel, &rp, sizeof rp, rargs, 2, rx, ry, 1);
+    uint32_t rx = 0, ry = 0;
+    wgml__arg ws = wgml__t(out);   /* split-K: the slices' workspace */
+    if (S > 1) {
+        WGML_CHECK(wgml__pipeline_get(e, &reduce_kernel, &pipe, &bgl));
+        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
+        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
+        pl.prm.out_slice = (uint32_t)mnp;
     }
-    return s;
+    if (btt) WGML_CHECK(record_transpose(e, b, N, K, bt_copy));
+    wgml__arg args[3] = { pl.x, pl.y, ws };
+    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
+    if (S == 1) return WGML_OK;
+    mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
+    wgml__arg rargs[2] = { ws, wgml__t(out) };
+    return wgml__dispatch(e, &reduce_kernel, &rp, sizeof rp, rargs, 2, rx, ry, 1);
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
