@@ -187,8 +187,11 @@ wgml_status wgml__scratch(wgml_engine *e, uint32_t slot, uint64_t bytes, wgml__a
 {
     wgml_tensor *t = e->scratch[slot];
     if (!t || t->capacity < bytes) {
-        uint64_t words = 1024;
+        /* a power of two, so that a slot grown step by step is reallocated a few times only;
+           the exact size (in vec4) where the power of two would exceed the binding limit */
+        uint64_t words = 1024, limit = e->ctx->limits.maxStorageBufferBindingSize;
         while (words * 4 < bytes) words *= 2;
+        if (words * 4 > limit && bytes <= limit) words = (bytes + 15) / 16 * 4;
         wgml_tensor *nt;
         WGML_CHECK(wgml_tensor_create(e->ctx, WGML_U32, 1, (size_t[]){ (size_t)words }, &nt));
         e->ctx->live_tensors--;   /* the engine's, not the caller's */

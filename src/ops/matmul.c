@@ -300,15 +300,6 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
    (WGML_MATMUL_VARIANT=btt) until a device run has measured it; the copy stays in the
    engine's scratch. */
 
-/* The capacity wgml__scratch gives a request of `bytes` (a power of two, at least 4 KiB):
-   what the binding of the copy must fit. */
-static uint64_t scratch_capacity(uint64_t bytes)
-{
-    uint64_t c = 4096;
-    while (c < bytes) c *= 2;
-    return c;
-}
-
 static wgml__kernel transpose_kernel(bool vec)
 {
     return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
@@ -413,7 +404,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         btt = layout == LAYOUT_NT && v.btt;
         if (btt) {
             uint64_t bytes = 4ull * N * K;
-            if (scratch_capacity(bytes) > ctx->limits.maxStorageBufferBindingSize)
+            if (bytes > ctx->limits.maxStorageBufferBindingSize)
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for btt; the copy of b (%llu bytes) "
                                   "exceeds the adapter's storage binding of %llu bytes", fn, (unsigned long long)bytes,
                                   (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
