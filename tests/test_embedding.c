@@ -59,9 +59,24 @@ static void test_lookup_batched_shape(void)
     wgml_tensor_release(tt); wgml_tensor_release(ti); wgml_tensor_release(out);
 }
 
-/* The f32 sums of up to n terms of |g| <= 1 differ from the double sums by at most
-   n * 2^-24 * sum|g|; the bitwise comparison with the sequential f32 reference is the
-   real check, the double one guards the reference itself. */
+/* How far an f32 sum of grad_table element k (row k / d, column k % d) may be from the
+   exact sum: its number of terms times 2^-24 times the sum of their magnitudes (not of the
+   possibly cancelling sum). */
+static double sum_bound(const float *g, const uint32_t *ids, size_t n, size_t d, size_t k)
+{
+    double abssum = 0;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == k / d) {
+            abssum += fabs(g[i * d + k % d]);
+            count++;
+        }
+    return (double)count * 0x1p-24 * abssum;
+}
+
+/* The f32 sums differ from the double sums by at most sum_bound; the bitwise comparison
+   with the sequential f32 reference is the real check, the double one guards the
+   reference itself. */
 static void check_backward(size_t v, size_t d, size_t n, const uint32_t *ids, const char *label)
 {
     float *g = th_random(n * d, -1, 1), *seq = th_alloc_f(v * d);
@@ -75,16 +90,7 @@ static void check_backward(size_t v, size_t d, size_t n, const uint32_t *ids, co
     char what[128];
     snprintf(what, sizeof what, "%s: vs double", label);
     size_t bad = 0;
-    for (size_t k = 0; k < v * d; k++) {   /* the bound above, element by element */
-        double abssum = 0;
-        size_t count = 0;
-        for (size_t i = 0; i < n; i++)
-            if (ids[i] == k / d) {
-                abssum += fabs(g[i * d + k % d]);
-                count++;
-            }
-        bad += !(fabs(got[k] - ref[k]) <= (double)count * 0x1p-24 * abssum);
-    }
+    for (size_t k = 0; k < v * d; k++) bad += !(fabs(got[k] - ref[k]) <= sum_bound(g, ids, n, d, k));
     TH_CHECK(bad == 0, "%s: %zu of %zu sums farther from the double sum than count * 2^-24 * sum |g|", what, bad, v * d);
     size_t diff = 0;
     for (size_t k = 0; k < v * d; k++) diff += memcmp(&got[k], &seq[k], 4) != 0;
@@ -205,18 +211,10 @@ static void test_backward_finite_differences(void)
     wgml_tensor *gt = th_poisoned(WGML_F32, TH_SHAPE(v, d));
     TH_EXPECT(wgml_embedding_backward(th_eng, tg, ti, gt), WGML_OK);
     float *got = th_read(gt);
-    /* The kernel adds the rows of g in f32, so a row's error is bounded by its number of
-       terms times half an ulp of their magnitudes, not of the (possibly cancelling) sum:
-       |got - fd| <= count * 2^-24 * sum |g| (+ the finite difference's own rounding). */
+    /* The kernel adds the rows of g in f32: |got - fd| <= sum_bound (+ the finite
+       difference's own rounding). */
     for (size_t k = 0; k < v * d; k++) {
-        double abssum = 0;
-        size_t count = 0;
-        for (size_t i = 0; i < n; i++)
-            if (ids[i] == k / d) {
-                abssum += fabs(g[i * d + k % d]);
-                count++;
-            }
-        double bound = (double)count * 0x1p-24 * abssum + 1e-12;
+        double bound = sum_bound(g, ids, n, d, k) + 1e-12;
         TH_CHECK(fabs(got[k] - fd[k]) <= bound, "embedding_backward vs finite differences [%zu]: got %.9g want %.9g (bound %.3g)",
                  k, got[k], fd[k], bound);
     }
