@@ -417,15 +417,16 @@ static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
     return ctx->cpu_adapter ? 3 : p->flags & 3;
 }
 
-/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
-   FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
-   the keys of wgml__attention_kernels. */
+/* Appends an override constant to k (the optional ones of the attention kernels). */
 static void add_constant(wgml__kernel *k, const char *name, double value)
 {
     k->constants[k->nconst].name = name;
     k->constants[k->nconst++].value = value;
 }
 
+/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
+   FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
+   the keys of wgml__attention_kernels. */
 static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
                                    const attn_params *p)
 {

@@ -298,19 +298,18 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
    matmul_bt 4096^3 ran 10% slower than matmul and the training step's bt products 7 - 9%;
    the copy reads and writes b once, a few percent of a product with M >= 1024). Opt-in
    (WGML_MATMUL_VARIANT=btt) until a device run has measured it; the copy stays in the
-   engine's scratch. */
-
-static wgml__kernel transpose_kernel(bool vec)
+   engine's scratch. The copy's kernel: 4 x 4 blocks of vec4 when N and K are multiples of 4. */
+static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
 {
     return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
-                           .constants = { { "VEC", vec } } };
+                           .constants = { { "VEC", N % 4 == 0 && K % 4 == 0 } } };
 }
 
 /* Records t [K, N] = b [N, K] transposed into the engine's copy scratch. */
 static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
 {
-    bool vec = N % 4 == 0 && K % 4 == 0;
-    wgml__kernel k = transpose_kernel(vec);
+    wgml__kernel k = transpose_kernel(N, K);
+    bool vec = k.constants[0].value != 0;
     uint32_t tk = wgml__ceil_div(K, 64);
     uint64_t wgs = vec ? (uint64_t)wgml__ceil_div(N, 64) * tk : wgml__ceil_div((uint64_t)N * K, 1024);
     mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs };
@@ -424,7 +423,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
     if (btt) {
-        wgml__kernel tk = transpose_kernel(N % 4 == 0 && K % 4 == 0);
+        wgml__kernel tk = transpose_kernel(N, K);
         WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
