@@ -11,7 +11,7 @@
 #   bash bench/matmul_sweep.sh round10  attention chunks consumed in sub-chunks, with registers
 #                                       (ROUND10_PART=2: pipelines without mask/dropout code;
 #                                       ROUND10_PART=3: the chunk sizes again after that)
-#   bash bench/matmul_sweep.sh round12  matmul_bt through a transposed copy of b, against the direct kernel
+#   bash bench/matmul_sweep.sh round12  matmul_bt through a transposed copy of b (default), against the direct kernel
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -177,15 +177,15 @@ exit 0
 fi
 
 if [ "$round" = round12 ]; then
-# Round 12 (bench/notes/matmul.md): matmul_bt through a transposed copy of b (btt) against
-# the direct kernel (the default), and the training step both ways. test_matmul on the GPU
+# Round 12 (bench/notes/matmul.md): matmul_bt through a transposed copy of b (the default
+# for M >= 1024) against the direct kernel (nobtt), and the training step both ways. test_matmul on the GPU
 # first.
 (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; tail -1 "$out/test_matmul.log")
 {
 echo "# Round 12 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 for rep in 1 2; do
-    for v in "" btt; do
+    for v in nobtt ""; do
         echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
         bench "$v" matmul matmul_bt 7
         bench "$v" train-ops matmul_bt 9

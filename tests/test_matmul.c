@@ -251,6 +251,11 @@ static void test_variants(void)
         for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
             run_case(1, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, btts[v]);
     }
+    /* the default rule: M >= 1024 takes the copy on a GPU (both copy paths), the direct
+       kernel on a CPU adapter */
+    unsetenv("WGML_MATMUL_VARIANT");
+    run_case(1, 1031, 67, 45, false, "default, M >= 1024");
+    run_case(1, 1024, 132, 36, true, "default, M >= 1024");
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1" };

@@ -8,9 +8,8 @@
         (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
         out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
         empty and K is too short for split-K to fill it);
-     3. (only when WGML_MATMUL_VARIANT says btt, until measured: round 12 of
-        bench/notes/matmul.md) for matmul_bt, copy b transposed into the engine's scratch and
-        run the product as matmul;
+     3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
+        scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10%);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
         writes a partial result into a workspace (the engine's matmul scratch) and
@@ -24,7 +23,7 @@
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
      btt, nobtt                              matmul_bt through a transposed copy of b whenever
-                                             the gemm runs; the direct kernel (the default)
+                                             the gemm runs; never (the default: BTT_MIN_M)
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
@@ -103,6 +102,13 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
 #define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
+/* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
+   44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
+   measured gain of 5 - 10% it pays from M of about 550; BTT_MIN_M keeps a margin. CPU
+   adapters keep the direct kernel (lavapipe: no gain), and so does a b above BTT_MAX_BYTES
+   (the copy stays allocated in the engine). */
+#define BTT_MIN_M 1024
+#define BTT_MAX_BYTES (256ull << 20)
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
 /* The split-K cost model of the 128-tiles (plan_split): workgroups of 256 threads that run
@@ -119,7 +125,7 @@ typedef struct variant {
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
-    bool btt;          /* matmul_bt as matmul on a transposed copy of b */
+    int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -171,7 +177,7 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             known = true;
         }
         if ((n == 3 && strncmp(s, "btt", 3) == 0) || (n == 5 && strncmp(s, "nobtt", 5) == 0)) {
-            v->btt = n == 3;
+            v->btt = n == 3 ? 1 : -1;
             known = true;
         }
         /* name=value tokens */
@@ -295,10 +301,9 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
 }
 
 /* matmul_bt as matmul on b transposed (round 12 of bench/notes/matmul.md: on the H200
-   matmul_bt 4096^3 ran 10% slower than matmul and the training step's bt products 7 - 9%;
-   the copy reads and writes b once, a few percent of a product with M >= 1024). Opt-in
-   (WGML_MATMUL_VARIANT=btt) until a device run has measured it; the copy stays in the
-   engine's scratch. The copy's kernel: 4 x 4 blocks of vec4 when N and K are multiples of 4. */
+   matmul_bt 4096^3 ran 9% slower than matmul; through the copy it runs at matmul's speed,
+   4171 -> 3820 us, and the training step's bt products gain 5 - 8%). The copy's kernel:
+   4 x 4 blocks of vec4 when N and K are multiples of 4. */
 static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
 {
     return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
@@ -400,9 +405,13 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
-        btt = layout == LAYOUT_NT && v.btt;
+        uint64_t bytes = 4ull * N * K;
+        if (layout == LAYOUT_NT && v.btt == 0)
+            btt = !ctx->cpu_adapter && M >= BTT_MIN_M && bytes <= BTT_MAX_BYTES &&
+                  bytes <= ctx->limits.maxStorageBufferBindingSize;
+        else
+            btt = layout == LAYOUT_NT && v.btt > 0;
         if (btt) {
-            uint64_t bytes = 4ull * N * K;
             if (bytes > ctx->limits.maxStorageBufferBindingSize)
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for btt; the copy of b (%llu bytes) "
                                   "exceeds the adapter's storage binding of %llu bytes", fn, (unsigned long long)bytes,
