@@ -5,7 +5,9 @@
 #   bash bench/kernel_stats.sh build/wgml bench --group train-ops --filter D64 --samples 1
 # The layer is built with cc when the Vulkan headers are installed (Debian: libvulkan-dev);
 # WGML_VK_STATS_SO names a prebuilt one instead. WGML_VK_STATS_DIR=<dir> also writes the
-# driver's internal representations of each pipeline there, where it offers any.
+# driver's internal representations of each pipeline there, where it offers any, and each
+# pipeline's own pipeline-cache data, from which bench/sass_dump.py disassembles NVIDIA's
+# machine code (bench/notes/matmul.md, round 14).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)

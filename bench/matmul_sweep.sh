@@ -12,6 +12,8 @@
 #                                       (ROUND10_PART=2: pipelines without mask/dropout code;
 #                                       ROUND10_PART=3: the chunk sizes again after that)
 #   bash bench/matmul_sweep.sh round12  matmul_bt through a transposed copy of b (default), against the direct kernel
+#   bash bench/matmul_sweep.sh round14  t128k8r against its k loop written out (t128k8x) and with an unconditional
+#                                       prefetch (t128k8xu), and the defaults, with each kernel's SASS (bench/sass_dump.py)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -195,6 +197,34 @@ done
 echo "## the same shapes as matmul (b [K, N]), for the cost of the copy"
 bench "" matmul matmul 7 | grep -E '^\| matmul \|'
 bench "" train-ops matmul 9 | grep -E '^\| matmul \|'
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round14 ]; then
+# Round 14 (bench/notes/matmul.md): what the SASS of t128k8r showed around its products.
+# test_matmul on the GPU first, then each variant's SASS (instruction counts; the files of
+# the matmul pipelines come back), then the times, twice, alternating.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; tail -1 "$out/test_matmul.log")
+nvd=$(command -v nvdisasm || ls /usr/local/cuda*/bin/nvdisasm 2>/dev/null | head -1)
+{
+echo "# Round 14 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for v in t128k8r "" t128k8x t128k8xu; do
+    d=/tmp/wgml-sass-${v:-default}; rm -rf "$d"; mkdir -p "$d"
+    echo "## SASS: WGML_MATMUL_VARIANT=\"$v\" (matmul 4096^3; pipeline 2: matmul, 4: matmul_at)"
+    WGML_MATMUL_VARIANT="$v" WGML_VK_STATS_DIR="$d" WGML_VK_STATS_SO=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so} bash bench/kernel_stats.sh \
+        build-device/wgml bench --group matmul --filter 4096x4096x4096 --samples 1 2>&1 | grep -E 'Register|rror' | sed -E 's/ \| Stack Size=0//'
+    [ -n "$nvd" ] && python3 bench/sass_dump.py "$d" "$nvd" SM90 && cp "$d/002_dawn_entry_point.sass" "$out/gemm_${v:-default}.sass"
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in t128k8r "" t128k8x t128k8xu; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" matmul 4096x4096x4096 7
+        bench "$v" matmul 11008 5
+        bench "$v" train-ops matmul 7
+    done
+done
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -8,7 +8,8 @@
            Vulkan headers: Debian's libvulkan-dev)
    Use:    bench/kernel_stats.sh writes the manifest and runs a command under the layer.
    Output: one line per pipeline on stderr, "vkstats: <entry point> | <name>=<value> | ...",
-           and with WGML_VK_STATS_DIR set, <dir>/<n>_<entry>_<representation>.txt.
+           and with WGML_VK_STATS_DIR set, <dir>/<n>_<entry>_<representation>.txt and the
+           pipeline's own pipeline-cache data, <dir>/<n>_<entry>_cache.bin.
 
    Only what a compute-only client needs is intercepted: instance and device creation
    (to enable the extension and its feature), compute pipeline creation (to ask for the
@@ -28,6 +29,10 @@ static PFN_vkCreateComputePipelines next_create_compute;
 static PFN_vkGetPipelineExecutablePropertiesKHR next_exec_props;
 static PFN_vkGetPipelineExecutableStatisticsKHR next_exec_stats;
 static PFN_vkGetPipelineExecutableInternalRepresentationsKHR next_exec_ir;
+static PFN_vkCreatePipelineCache next_create_cache;
+static PFN_vkGetPipelineCacheData next_cache_data;
+static PFN_vkDestroyPipelineCache next_destroy_cache;
+static PFN_vkDestroyPipeline next_destroy_pipeline;
 static VkDevice the_device;
 static int enabled;         /* the device has the extension and the feature on */
 static unsigned pipelines;  /* numbering of the dumped files */
@@ -102,6 +107,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice pd, co
         next_exec_ir = (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)next_gdpa(
             *device, "vkGetPipelineExecutableInternalRepresentationsKHR");
     }
+    next_create_cache = (PFN_vkCreatePipelineCache)next_gdpa(*device, "vkCreatePipelineCache");
+    next_cache_data = (PFN_vkGetPipelineCacheData)next_gdpa(*device, "vkGetPipelineCacheData");
+    next_destroy_cache = (PFN_vkDestroyPipelineCache)next_gdpa(*device, "vkDestroyPipelineCache");
+    next_destroy_pipeline = (PFN_vkDestroyPipeline)next_gdpa(*device, "vkDestroyPipeline");
     enabled = avail && next_exec_props && next_exec_stats;
     fprintf(stderr, "vkstats: %s\n", enabled ? "pipeline statistics on" : "the driver lacks " VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     return VK_SUCCESS;
@@ -173,6 +182,37 @@ static void report(VkPipeline pipeline, const char *entry)
     }
 }
 
+/* With WGML_VK_STATS_DIR: the pipeline built once more into an empty pipeline cache of its
+   own, whose data (the driver's format, after the standard header) is written to
+   <dir>/<n>_<entry>_cache.bin: the only place where a driver that offers no internal
+   representations may still show its binary. */
+static void dump_cache(VkDevice device, const VkComputePipelineCreateInfo *ci, unsigned n)
+{
+    const char *dir = getenv("WGML_VK_STATS_DIR");
+    if (!dir || !next_create_cache || !next_cache_data || !next_destroy_cache || !next_destroy_pipeline) return;
+    VkPipelineCacheCreateInfo cci = { .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO };
+    VkPipelineCache cache;
+    if (next_create_cache(device, &cci, NULL, &cache) != VK_SUCCESS) return;
+    VkPipeline p;
+    if (next_create_compute(device, cache, 1, ci, NULL, &p) == VK_SUCCESS) {
+        next_destroy_pipeline(device, p, NULL);
+        size_t size = 0;
+        void *data = NULL;
+        if (next_cache_data(device, cache, &size, NULL) == VK_SUCCESS && size && (data = malloc(size)) &&
+            next_cache_data(device, cache, &size, data) == VK_SUCCESS) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%03u_%s_cache.bin", dir, n, ci->stage.pName ? ci->stage.pName : "x");
+            FILE *f = fopen(path, "wb");
+            if (f) {
+                fwrite(data, 1, size, f);
+                fclose(f);
+            }
+        }
+        free(data);
+    }
+    next_destroy_cache(device, cache, NULL);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice device, VkPipelineCache cache, uint32_t n,
                                                                    const VkComputePipelineCreateInfo *ci,
                                                                    const VkAllocationCallbacks *alloc, VkPipeline *out)
@@ -187,7 +227,10 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice devi
     }
     VkResult r = next_create_compute(device, cache, n, mine, alloc, out);
     if (r == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++) report(out[i], ci[i].stage.pName ? ci[i].stage.pName : "?");
+        for (uint32_t i = 0; i < n; i++) {
+            dump_cache(device, &ci[i], pipelines);
+            report(out[i], ci[i].stage.pName ? ci[i].stage.pName : "?");
+        }
     free(mine);
     return r;
 }

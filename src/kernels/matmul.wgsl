@@ -85,7 +85,7 @@ override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
 override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
 override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
 override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8,
-                             // bits 4, 5 UNR, RDB (gemm2)
+                             // bits 4 - 7 UNR, RDB, FULL, UFETCH (gemm2)
 override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
                              // K and N for matmul, K for matmul_bt, M and N for matmul_at;
                              // gemv: the row length of A): vec4 loads
@@ -350,7 +350,9 @@ fn tile_head(lid: u32, at: TileAt, r: ptr<function, Blocks>) {
 
 fn step_head(t: u32, lid: u32, at: TileAt, r: ptr<function, Blocks>) {
     if (PF == 1u) {
-        if (t + 1u < at.nsteps) {
+        if (UFETCH) {
+            *r = fetch(lid, at.m0, at.n0, at.kbeg + min(t + 1u, at.nsteps - 1u) * BK, at.kend, at.fast);
+        } else if (t + 1u < at.nsteps) {
             *r = fetch(lid, at.m0, at.n0, at.kbeg + (t + 1u) * BK, at.kend, at.fast);
         }
     } else {
@@ -449,8 +451,16 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 //   gemm2_v4: out bound as array<vec4f> (N % 4 == 0, chosen by the host): each row quad of
 //     the micro-tile is one vec4 store; the 8 lanes along N of a warp write 128 contiguous
 //     bytes of one row per store (4 full rows per instruction) instead of 4 scalar stores.
+//   FULL (bit 6, BK 8 only): the 8 k of a step written out with fragment double-buffering
+//     (RDB's order without its loop: no trip counter, no min(), every workgroup-memory read
+//     at a constant offset from two registers).
+//   UFETCH (bit 7, PF 1): step t + 1's prefetch is unconditional (the last step fetches its
+//     own tile again, never stored), so the prefetch registers are not merged with their
+//     old values at a branch (the driver copied them at every step).
 override UNR: bool = ((FLAGS >> 4u) & 1u) == 1u;
 override RDB: bool = ((FLAGS >> 5u) & 1u) == 1u;
+override FULL: bool = ((FLAGS >> 6u) & 1u) == 1u;
+override UFETCH: bool = ((FLAGS >> 7u) & 1u) == 1u;
 
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;   // gemm2_v4
 
@@ -502,6 +512,26 @@ fn mac4_rdb(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32, k: u32, f: Fra
     return j;
 }
 
+// FULL: the products of the 8 k-rows of a step (BK 8), each fragment read one k-row ahead.
+fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
+    let f0 = frag(ra, rb);
+    let f1 = frag(ra + T4A, rb + T4B);
+    mac(c, f0);
+    let f2 = frag(ra + 2u * T4A, rb + 2u * T4B);
+    mac(c, f1);
+    let f3 = frag(ra + 3u * T4A, rb + 3u * T4B);
+    mac(c, f2);
+    let f4 = frag(ra + 4u * T4A, rb + 4u * T4B);
+    mac(c, f3);
+    let f5 = frag(ra + 5u * T4A, rb + 5u * T4B);
+    mac(c, f4);
+    let f6 = frag(ra + 6u * T4A, rb + 6u * T4B);
+    mac(c, f5);
+    let f7 = frag(ra + 7u * T4A, rb + 7u * T4B);
+    mac(c, f6);
+    mac(c, f7);
+}
+
 // Where a gemm2 thread's micro-tile goes: rows r0.. and r0 + BM/2.., columns q0.. and
 // q0 + BN/2..; ok false: the workgroup is past the last tile.
 struct Where {
@@ -528,7 +558,9 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
         step_head(t, lid, at, &r);
         let ra = (t & DB) * BUFA + ty;
         let rb = (t & DB) * BUFB + tx;
-        if (RDB) {
+        if (FULL && BK == 8u) {
+            mac8(c, ra, rb);
+        } else if (RDB) {
             var f = frag(ra, rb);
             for (var k = 0u; k < BK; k += 4u) {
                 f = mac4_rdb(c, ra + k * T4A, rb + k * T4B, k, f);

@@ -5,8 +5,9 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (128x128 for large outputs: t128k8r, BK 8 in two buffers with the k loop written
-        out, fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
+        (128x128 for large outputs: t128k8x, BK 8 in two buffers with the 8 k of a step
+        written out, and for matmul_at t128k8xu, the same with an unconditional prefetch:
+        fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
         empty and K is too short for split-K to fill it);
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
         scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10%);
@@ -18,7 +19,7 @@
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
-     t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r
+     t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -60,12 +61,12 @@ typedef struct mm_params {
 typedef struct tile_cfg {
     const char *name;
     uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
-    uint32_t g2, unr, rdb;
+    uint32_t g2, unr, rdb, full, ufetch;
 } tile_cfg;
 
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
-    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, NTILES
+    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -92,11 +93,17 @@ static const tile_cfg TILES[NTILES] = {
     [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
     [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
                                                                            fragment double-buffering: the default */
+    /* round 14 (bench/notes/matmul.md): t128k8r without instructions its SASS showed around the products */
+    [T128K8X] = { "t128k8x", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0 },    /* the 8 k of a step written out: the
+                                                                           default for matmul and matmul_bt */
+    [T128K8XU] = { "t128k8xu", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1 },  /* + an unconditional prefetch: the
+                                                                           default for matmul_at */
 };
 
-/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB. */
-#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb) \
-    ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | (uint32_t)(rdb) << 5)
+/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH. */
+#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch)                                                  \
+    ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | \
+     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7)
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
@@ -220,16 +227,18 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
    against 513 us with 64-tiles), else 64-tiles; each falls back to the configurations
    with less workgroup memory when the adapter cannot hold it. */
 #define LONG_K 2048
-static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N, uint32_t K)
+static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t128k8r first: measured fastest of the tile variants on the H200 (round 3 of
-       bench/notes/matmul.md), then t128sb (round 2's winner) */
-    static const int big[] = { T128K8R, T128SB, T128, T64, T64K8 };
+    /* t128k8x (t128k8xu for matmul_at) first: measured fastest of the tile variants on the
+       H200 (round 14 of bench/notes/matmul.md), then t128sb (round 2's winner) */
+    static const int big_nn[] = { T128K8X, T128SB, T128, T64, T64K8 };
+    static const int big_tn[] = { T128K8XU, T128SB, T128, T64, T64K8 };
+    const int *big = layout == LAYOUT_TN ? big_tn : big_nn;
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
     const int *order = large ? big : small;
-    size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
+    size_t n = large ? sizeof big_nn / sizeof big_nn[0] : sizeof small / sizeof small[0];
     for (size_t i = 0; i < n; i++)
         if (tile_fits(ctx, &TILES[order[i]])) return &TILES[order[i]];
     return NULL;
@@ -252,7 +261,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb);
+    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
@@ -401,7 +410,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     } else if (!v.nogemv && N == 1) {
         plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
     } else {
-        const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
+        const tile_cfg *c = pick_tile(ctx, &v, layout, M, N, K);
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
@@ -526,13 +535,13 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
     return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8r, see
-   TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
-   decode, the split-K reduction. */
+/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8x, and
+   t128k8xu for matmul_at, see TILES) of each layout for sizes that are multiples of 4, the
+   matrix-vector kernels of decode, the split-K reduction and the transposed copy. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                     \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1) } } }
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) == LAYOUT_TN) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
@@ -543,5 +552,6 @@ const wgml__kernel wgml__matmul_kernels[] = {
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS_CPU } } },
     { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
+    { .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1, .constants = { { "VEC", 1 } } },
 };
 const size_t wgml__matmul_kernel_count = sizeof wgml__matmul_kernels / sizeof wgml__matmul_kernels[0];
