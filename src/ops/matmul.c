@@ -92,7 +92,8 @@ static const tile_cfg TILES[NTILES] = {
                                                                            written out, vec4 stores: 8 KiB */
     [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
     [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
-                                                                           fragment double-buffering: the default */
+                                                                           fragment double-buffering (the default
+                                                                           until round 14) */
     /* round 14 (bench/notes/matmul.md): t128k8r without instructions its SASS showed around the products */
     [T128K8X] = { "t128k8x", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0 },    /* the 8 k of a step written out: the
                                                                            default for matmul and matmul_bt */
