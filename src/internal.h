@@ -151,7 +151,7 @@ typedef struct wgml__pipeline wgml__pipeline;
 
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
 /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K;
-   MATMUL_T: matmul.c's transposed copy of matmul_bt's b (WGML_MATMUL_VARIANT=btt).
+   MATMUL_T: matmul.c's transposed copy of matmul_bt's b (M >= 1024 on GPUs).
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,

@@ -233,13 +233,11 @@ static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, int 
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
     /* t128k8x (t128k8xu for matmul_at) first: measured fastest of the tile variants on the
        H200 (round 14 of bench/notes/matmul.md), then t128sb (round 2's winner) */
-    static const int big_nn[] = { T128K8X, T128SB, T128, T64, T64K8 };
-    static const int big_tn[] = { T128K8XU, T128SB, T128, T64, T64K8 };
-    const int *big = layout == LAYOUT_TN ? big_tn : big_nn;
+    static const int big[2][5] = { { T128K8X, T128SB, T128, T64, T64K8 }, { T128K8XU, T128SB, T128, T64, T64K8 } };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
-    const int *order = large ? big : small;
-    size_t n = large ? sizeof big_nn / sizeof big_nn[0] : sizeof small / sizeof small[0];
+    const int *order = large ? big[layout == LAYOUT_TN] : small;
+    size_t n = large ? sizeof big[0] / sizeof big[0][0] : sizeof small / sizeof small[0];
     for (size_t i = 0; i < n; i++)
         if (tile_fits(ctx, &TILES[order[i]])) return &TILES[order[i]];
     return NULL;
