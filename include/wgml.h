@@ -660,10 +660,14 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * so one seed gives identical results run after run, and the backward regenerates the
  * forward's decisions exactly.
  *
- * Determinism and memory: no atomics; results are bitwise reproducible. Nothing of size
- * seq_q x seq_k is stored: the backward keeps 2 floats per query row (a scratch of
- * 2 * batch * num_heads * seq_q floats), decoding (seq_q == 1) a partial result per key
- * split; both live in a scratch buffer the engine keeps and grows to the largest need.
+ * Determinism and memory: no atomics; results are bitwise reproducible. The forward
+ * stores nothing of size seq_q x seq_k. The backward keeps 2 floats per query row (a
+ * scratch of 2 * batch * num_heads * seq_q floats) and, where the 64 x 64 kernels run
+ * and it takes at most 1 GiB, the gradient of the scores dS in 64 x 64 blocks (16 KiB
+ * per block of 64 queries and 64 keys, per batch and head: 400 MB at batch 8, 12 heads,
+ * seq 1024), so that dq costs one product instead of three; decoding (seq_q == 1) keeps a
+ * partial result per key split. These live in scratch buffers the engine keeps and grows
+ * to the largest need (wgml_engine_destroy frees them).
  * With seq_q == 1 the forward splits the keys across workgroups (flash-decoding) and
  * merges the partials in a second pass.
  *
@@ -674,7 +678,8 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
  * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks, head_dim in chunks of 8
  * floats up to head_dim 64, of 32 above where the device holds them (consumed 8 at a
- * time), else 16), on GPUs each built for the call's mask and dropout options, with
+ * time), else 16) with dq from the stored dS blocks (above), on GPUs each built for the
+ * call's mask and dropout options, with
  * statistics from `prefill_stats` (or from options.lse), each where it fits the device,
  * else older tiled kernels. WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled
  * forward), "bk64" / "bk32" / "bk16" (a chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old",
@@ -685,7 +690,9 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
  * decoding split; WGML_ATTN_FEAT="all" builds the mask and dropout code into the 64 x 64
  * kernels even for calls without them, "call" (the GPU default) only what the call uses,
- * also on CPU adapters. Any other value of the first five, or a shape or
+ * also on CPU adapters. WGML_ATTN_DS: "0" recomputes dS for dq (bwd_dq64, no dS
+ * scratch), "1" stores it whatever its size (where the 64 x 64 kernels run and it fits one
+ * storage binding). Any other value of the first five or of WGML_ATTN_DS, or a shape or
  * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):

@@ -151,11 +151,12 @@ typedef struct wgml__pipeline wgml__pipeline;
 
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
 /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K;
-   MATMUL_T: matmul.c's transposed copy of matmul_bt's b (M >= 1024 on GPUs).
+   MATMUL_T: matmul.c's transposed copy of matmul_bt's b (M >= 1024 on GPUs); ATTN_DS:
+   attention.c's dS blocks of the backward (up to 1 GiB).
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
-       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_SLOTS };
+       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_SLOTS };
 
 struct wgml_engine {
     wgml_context *ctx;

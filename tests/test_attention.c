@@ -773,8 +773,10 @@ static bool poisoned(wgml_tensor *t)
    the mask and dropout code (GPUs build each call's pipeline with only the features it
    uses and CPU adapters with all of them; WGML_ATTN_FEAT picks the other one here: "all"
    on a GPU, "call" on a CPU adapter, without and with both features), and the old tiles
-   for an A/B of the same inputs. The sub-chunk and feature runs are kept small: on a cold
-   shader cache every pipeline they add costs lavapipe seconds. */
+   for an A/B of the same inputs. The default computes dq from the dS blocks that
+   bwd_dkdv64 writes (bwd_dq_ds64); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0).
+   The sub-chunk and feature runs are kept small: on a cold shader cache every pipeline
+   they add costs lavapipe seconds. */
 static void test_backward_blocks64(void)
 {
     static const acase cases[] = {
@@ -793,16 +795,18 @@ static void test_backward_blocks64(void)
     /* the default chunk is 8 up to head_dim 64 and 16 (32 KiB devices) or 32 (48 KiB)
        above: force the others on a subset with both head_dim classes */
     static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
-                        subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 };
-    static const struct { const char *env; const size_t *which; size_t n; bool all_features; } runs[] = {
-        { NULL, NULL, 0, false },
-        { "new,8", subset8, 4, false },
-        { "new,16", subset16, 4, false },
-        { "new,32", subset32, 4, false },
-        { "new,16,s8", subset_sub, 2, false },
-        { "new,32,s16", subset_sub, 2, false },
-        { NULL, subset_feat, 2, true },
-        { "old", subset_old, 2, false },
+                        subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 },
+                        subset_nods[] = { 2, 7, 9 };
+    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; } runs[] = {
+        { NULL, NULL, 0, false, NULL },
+        { "new,8", subset8, 4, false, NULL },
+        { "new,16", subset16, 4, false, NULL },
+        { "new,32", subset32, 4, false, NULL },
+        { "new,16,s8", subset_sub, 2, false, NULL },
+        { "new,32,s16", subset_sub, 2, false, NULL },
+        { NULL, subset_feat, 2, true, NULL },
+        { "old", subset_old, 2, false, NULL },
+        { NULL, subset_nods, 3, false, "0" },
     };
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
@@ -836,9 +840,10 @@ static void test_backward_blocks64(void)
             setenv("WGML_ATTN_DKDV", runs[r].env, 1);
         }
         if (runs[r].all_features) setenv("WGML_ATTN_FEAT", cpu ? "call" : "all", 1);
+        if (runs[r].ds) setenv("WGML_ATTN_DS", runs[r].ds, 1);
         char tag[64];
-        snprintf(tag, sizeof tag, "blocks64 %s%s", runs[r].env ? runs[r].env : "default",
-                 runs[r].all_features ? " other feature build" : "");
+        snprintf(tag, sizeof tag, "blocks64 %s%s%s", runs[r].env ? runs[r].env : "default",
+                 runs[r].all_features ? " other feature build" : "", runs[r].ds ? " dS recomputed" : "");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
         if (cpu && runs[r].which == subset_sub) n = 1;
         for (size_t i = 0; i < n; i++) {
@@ -850,6 +855,7 @@ static void test_backward_blocks64(void)
         unsetenv("WGML_ATTN_DQ");
         unsetenv("WGML_ATTN_DKDV");
         unsetenv("WGML_ATTN_FEAT");
+        unsetenv("WGML_ATTN_DS");
     }
     /* a chunk that is not 8, 16 or 32, or a sub-chunk that is not 4, 8 or 16 below it, is
        refused, naming the variable, with nothing recorded */
@@ -875,6 +881,21 @@ static void test_backward_blocks64(void)
                                                             NULL),
                       WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
     }
+    unsetenv("WGML_ATTN_DQ");
+    unsetenv("WGML_ATTN_DKDV");
+    /* WGML_ATTN_DS other than 0 or 1, or 1 where the tiled kernels run, is refused */
+    static const char *const bad_ds[] = { "2", "yes", "1 ", "01" };
+    for (size_t i = 0; i < sizeof bad_ds / sizeof bad_ds[0]; i++) {
+        setenv("WGML_ATTN_DS", bad_ds[i], 1);
+        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
+                                                            NULL),
+                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
+    }
+    setenv("WGML_ATTN_DS", "1", 1);
+    setenv("WGML_ATTN_DQ", "old", 1);
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
+    unsetenv("WGML_ATTN_DS");
     TH_CHECK(th_commands() == before, "refused backward kernels recorded commands");
     for (int t = 0; t < 3; t++) {
         TH_CHECK(poisoned(g[t]), "refused backward wrote gradient %d", t);

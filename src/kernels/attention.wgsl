@@ -29,6 +29,8 @@
 //                   at the end of the file (prefill_lse: and writes each row's
 //                   log-sum-exp; prefill_stats: the backward's statistics pass).
 //   bwd_prep        the backward's statistics from a given log-sum-exp (options.lse).
+//   bwd_dq_ds64     dq = scale * sum_j dS_ij k_j from the dS blocks that bwd_dkdv64 wrote
+//                   (WRITE_DS): the dq half of the backward without recomputing S and dP.
 //   lse_export      the public log-sum-exp from the statistics of fwd MODE 1.
 //
 // Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
@@ -47,8 +49,9 @@
 // workgroup tile so that the stores are row-contiguous.
 // Only blocks intersecting the visible band are visited (causal / window skip whole
 // blocks; causal query blocks run longest first), and fully visible blocks without a mask
-// skip the per-element visibility test. Nothing of size seq_q x seq_k is ever stored: the
-// backward recomputes P from the row statistics of MODE 1 (2 floats per query row).
+// skip the per-element visibility test. The forward stores nothing of size seq_q x seq_k:
+// the backward recomputes P from the row statistics of MODE 1 (2 floats per query row);
+// only the 64 x 64 backward may keep dS (WRITE_DS, bwd_dq_ds64).
 // What bounds the speed: f32 tiles must fit 48 KiB of workgroup storage (H200), which
 // caps the register tile at 4 x 4 (4 x 2 in the backward at head_dim 128); phase 1 then
 // issues one 16-byte workgroup load per 8 FMAs (phase 2 one per 13), so workgroup-memory
@@ -114,6 +117,8 @@ override WG: u32 = RG * TC;                  // threads per workgroup
 @group(0) @binding(2) var<storage, read_write> comb_out: array<f32>;     // decode_combine
 @group(0) @binding(3) var<storage, read_write> comb_lse: array<f32>;     // decode_combine_lse
 @group(0) @binding(6) var<storage, read_write> lse_out: array<f32>;      // prefill_lse
+@group(0) @binding(9) var<storage, read_write> ds_out: array<vec4f>;     // bwd_dkdv64 (WRITE_DS)
+@group(0) @binding(7) var<storage, read> ds_in: array<vec4f>;            // bwd_dq_ds64
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -872,6 +877,14 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 //    block) looping over the group's query heads and visible query blocks in a fixed order
 //    (deterministic, no atomics); dk and dv accumulate in registers (64 floats per thread);
 //    g_w holds Pdrop^T for dv, then dS^T for dk (one 16 KiB tile).
+//  * WRITE_DS (bwd_dkdv64): dS of every visited (query block, key block) pair also goes to
+//    ds_out, and bwd_dq_ds64 computes dq from it with one block product (dS k) per block
+//    instead of bwd_dq64's three (S, dP, dS k). Layout: block (bh, qb, kb) at vec4
+//    ((bh * q_blocks + qb) * k_blocks + kb) * 1024, then 4x4 sub-blocks (key group kg,
+//    query group qg) at (kg * 16 + qg) * 4, vec4 c = dS[query 4qg + c][keys 4kg .. 4kg+3]:
+//    a bwd_dkdv64 thread's 16 values, so consecutive lanes store consecutive 64 bytes;
+//    bwd_dq_ds64 reads sub-block tid and transposes it into g_w. Costs 16 KiB of memory per
+//    block pair, written once and read once.
 //  * Workgroup memory: g_w 16 KiB + g_st 64*GBK vec4 (8 KiB at GBK 8, 16 KiB at 16). The
 //    same g_st region holds the chunks of the block products (G_KR x 16*GOCV vec4).
 //  Everything else (scale in log2 units, P = exp2(s - lse) from the MODE-1 statistics, the
@@ -892,6 +905,7 @@ override G_SUB: u32 = 0u;               // > 0: staged chunks consumed G_SUB ste
 override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chunk (>= d4)
 override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
+override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
@@ -1034,6 +1048,18 @@ fn g_store2(row: u32, limit: u32, base: u32, stride: u32, tc: u32, x0: vec4f, x1
     if (GOCV > 1u && tc + 16u < p.d4) { st_dst2(at, tc + 16u, x1); }
 }
 
+// First vec4 of the dS block of (bh, query block qbi, key block kbi) (WRITE_DS).
+fn ds_block(bh: u32, qbi: u32, kbi: u32) -> u32 {
+    return ((bh * p.q_blocks + qbi) * p.k_blocks + kbi) * 1024u;
+}
+
+// Whether bwd_dkdv64 visits the pair (query block from qb, key block from kb): its loop
+// over the query blocks of key block kb, so that bwd_dq_ds64 reads only blocks written.
+fn dkdv_visits(qb: u32, kb: u32) -> bool {
+    let range = query_range(kb, min(kb + 64u, p.seq_k));
+    return qb >= (u32(max(range.x, 0)) / 64u) * 64u && i32(qb) < range.y;
+}
+
 // dS of key j against the thread's 4 query rows (bwd_dq64): P (dP dropped - D).
 fn dq_ds(s: vec4f, dp: vec4f, j: u32, check: bool, dropout: bool, b: u32, h: u32, rows: vec4u, lse: vec4f, di: vec4f,
          rk: vec4u) -> vec4f {
@@ -1096,6 +1122,56 @@ fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     g_store(rows.y, p.seq_q, q_base, q_stride, tc, acc.r1, acc.r5, p.scale);
     g_store(rows.z, p.seq_q, q_base, q_stride, tc, acc.r2, acc.r6, p.scale);
     g_store(rows.w, p.seq_q, q_base, q_stride, tc, acc.r3, acc.r7, p.scale);
+}
+
+// dq from the dS blocks of bwd_dkdv64 (WRITE_DS): bwd_dq64's workgroups and loop, with the
+// block's dS read instead of computed. Key blocks that bwd_dkdv64 did not visit hold no
+// visible pair (dS = 0) and are skipped.
+@compute @workgroup_size(256)
+fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+               @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qbi = p.q_blocks - 1u - wg % p.q_blocks;
+    let bh = wg / p.q_blocks;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let kvh = h / p.group;
+    let tr = tid / 16u;
+    let tc = tid % 16u;
+    let i0 = qbi * 64u;
+    let i1 = min(i0 + 64u, p.seq_q);
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
+    // this thread moves sub-block tid: key group kg, query group qg, into g_w's [key][row group]
+    let kg = tid / 16u;
+    let qg = tid % 16u;
+    let sw = qg ^ kg;
+    var acc = G8();
+    for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
+        if (!dkdv_visits(i0, kb)) { continue; }
+        workgroupBarrier();   // the previous block's readers of g_w are done
+        let at = ds_block(bh, qbi, kb / 64u) + tid * 4u;
+        let x0 = ds_in[at];
+        let x1 = ds_in[at + 1u];
+        let x2 = ds_in[at + 2u];
+        let x3 = ds_in[at + 3u];
+        g_w[(4u * kg) * 16u + sw] = vec4f(x0.x, x1.x, x2.x, x3.x);
+        g_w[(4u * kg + 1u) * 16u + sw] = vec4f(x0.y, x1.y, x2.y, x3.y);
+        g_w[(4u * kg + 2u) * 16u + sw] = vec4f(x0.z, x1.z, x2.z, x3.z);
+        g_w[(4u * kg + 3u) * 16u + sw] = vec4f(x0.w, x1.w, x2.w, x3.w);
+        g_rowprod(&acc, 1u, k_base, k_stride, kb, tid, tr, tc);
+    }
+
+    let row = i0 + 4u * tr;
+    g_store(row, p.seq_q, q_base, q_stride, tc, acc.r0, acc.r4, p.scale);
+    g_store(row + 1u, p.seq_q, q_base, q_stride, tc, acc.r1, acc.r5, p.scale);
+    g_store(row + 2u, p.seq_q, q_base, q_stride, tc, acc.r2, acc.r6, p.scale);
+    g_store(row + 3u, p.seq_q, q_base, q_stride, tc, acc.r3, acc.r7, p.scale);
 }
 
 // P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
@@ -1161,6 +1237,13 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
             let w1 = kv_p(s.c1, dp.c1, i + 1u, check, dropout, b, h, bh, n, keys, kh);
             let w2 = kv_p(s.c2, dp.c2, i + 2u, check, dropout, b, h, bh, n, keys, kh);
             let w3 = kv_p(s.c3, dp.c3, i + 3u, check, dropout, b, h, bh, n, keys, kh);
+            if (WRITE_DS) {   // sub-block (key group tr, query group tc)
+                let at = ds_block(bh, qb / 64u, kbi) + (tr * 16u + tc) * 4u;
+                ds_out[at] = w0.ds;
+                ds_out[at + 1u] = w1.ds;
+                ds_out[at + 2u] = w2.ds;
+                ds_out[at + 3u] = w3.ds;
+            }
             // g_st's last readers passed a barrier
             g_w[(4u * tc) * 16u + sw] = w0.pz;
             g_w[(4u * tc + 1u) * 16u + sw] = w1.pz;

@@ -5,8 +5,10 @@
    statistics pass (log-sum-exp and D = rowsum(dO*O) per query row into a scratch of
    2*batch*heads*seq_q floats: `prefill_stats`, `fwd` in MODE 1, or `bwd_prep` from a given
    log-sum-exp), then dq and dk/dv: by default
-   the 64 x 64 GEMM-style entries `bwd_dq64` and `bwd_dkdv64` (256 threads, 24 or 32 KiB of
-   workgroup memory), or the older tiled `bwd_dq` and `bwd_dkdv` where those do not fit.
+   the 64 x 64 GEMM-style entries `bwd_dkdv64` writing dS and `bwd_dq_ds64` reading it
+   (pick_ds; `bwd_dq64` recomputes dS instead where the blocks would take over 1 GiB or
+   with WGML_ATTN_DS=0), 256 threads, 24 or 32 KiB of workgroup memory; or the older tiled
+   `bwd_dq` and `bwd_dkdv` where those do not fit.
    Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
    environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
    ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
@@ -551,10 +553,12 @@ static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
    bench/notes/attention.md), shorter chunks whole. */
 static uint32_t default_sub(uint32_t bk) { return bk == 32 ? 8 : 0; }
 
-static bool gemm_fits(wgml_context *ctx, uint32_t bk)
+/* bwd_dkdv64 binds 9 storage buffers (its dS output, WRITE_DS, included), bwd_dq64 7. */
+static bool gemm_fits(wgml_context *ctx, int kind, uint32_t bk)
 {
     if (bk != 8 && bk != 16 && bk != 32) return false;
     if (ctx->limits.maxComputeInvocationsPerWorkgroup < 256 || ctx->limits.maxComputeWorkgroupSizeX < 256) return false;
+    if (kind == K_DKDV && ctx->limits.maxStorageBuffersPerShaderStage < 9) return false;
     return gemm_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
 }
 
@@ -576,7 +580,7 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
     size_t norder = dim <= 64 ? 1 : 3;
     uint32_t auto_bk = 0;
     for (size_t i = 0; i < norder && !auto_bk; i++)
-        if (gemm_fits(ctx, order[i])) auto_bk = order[i];
+        if (gemm_fits(ctx, kind, order[i])) auto_bk = order[i];
     if (env && !strncmp(env, "new", 3)) {
         unsigned bk = 0, sub = 0;
         int used = 0, rest = 0;
@@ -585,7 +589,7 @@ static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_
         else if (env[used] && (sscanf(env + used, ",s%u%n", &sub, &rest) != 1 || env[used + rest] ||
                                (sub != 4 && sub != 8 && sub != 16) || sub >= bk))
             bk = 0;
-        if (!gemm_fits(ctx, bk))
+        if (!gemm_fits(ctx, kind, bk))
             return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
                               "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8, 16 or 32, optionally "
                               "followed by ,s4 / ,s8 / ,s16 below it) that does not fit this device", fn, name, env);
@@ -627,6 +631,45 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
     return k;
 }
 
+/* The dq half through dS (WRITE_DS and bwd_dq_ds64, see attention.wgsl): bwd_dkdv64 also
+   stores dS, 16 KiB per (batch, head, query block, key block), and bwd_dq_ds64 multiplies
+   it by k, one block product where bwd_dq64 recomputes S and dP for three. By default
+   when both halves run the 64 x 64 entries and the blocks take at most DS_MAX_BYTES (a
+   scratch the engine keeps; 400 MB at batch 8, 12 heads, seq 1024), and within one
+   storage binding. WGML_ATTN_DS: "0" never, "1" always (refused where it does not fit
+   the binding), unset or "" the rule. */
+#define DS_MAX_BYTES (1ull << 30)
+
+static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd_choice ck, const attn_shape *s, bool *use,
+                           uint64_t *bytes)
+{
+    const char *env = getenv("WGML_ATTN_DS");
+    *bytes = 16384ull * s->batch * s->heads * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
+    bool fits = cq.gemm && ck.gemm && *bytes <= ctx->limits.maxStorageBufferBindingSize;
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DS=\"%s\" is not 0 or 1", fn, env);
+    if (env && !strcmp(env, "1") && !fits)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                          "%s: WGML_ATTN_DS=1 needs the 64 x 64 backward entries and %llu bytes of dS in one storage "
+                          "binding (%llu on this device)", fn, (unsigned long long)*bytes,
+                          (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+    if (env && *env) *use = !strcmp(env, "1");
+    else *use = fits && *bytes <= DS_MAX_BYTES;
+    return WGML_OK;
+}
+
+/* dq by bwd_dq64 (S, dP and dS recomputed) or the tiled bwd_dq. */
+static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                               const wgml_tensor *dout, wgml_tensor *dq, const attn_shape *s, attn_params p, wgml__arg m,
+                               wgml__arg st, bwd_choice cq)
+{
+    p.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
+    wgml__kernel kq = cq.gemm ? gemm_kernel(e->ctx, "bwd_dq64", "urrrrwrr", s->dim, cq, &p)
+                              : tile_kernel("bwd_dq", "urrrrwrr", s->dim, cq.t, -1);
+    wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
+    return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 7);
+}
+
 /* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass. */
 static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                             const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
@@ -639,8 +682,13 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
-    wgml__arg st;
+    bool use_ds = false;
+    uint64_t ds_bytes;
+    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &use_ds, &ds_bytes));
+    wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+    /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
+    if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, use_ds ? ds_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
@@ -660,21 +708,25 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
         r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
     }
 
-    if (r == WGML_OK) {
-        attn_params pq = p;
-        pq.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
-        wgml__kernel kq = cq.gemm ? gemm_kernel(ctx, "bwd_dq64", "urrrrwrr", dim, cq, &pq)
-                                  : tile_kernel("bwd_dq", "urrrrwrr", dim, cq.t, -1);
-        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
-        r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
-    }
+    /* dq before dk, dv; with dS in between, dk, dv first (they write it) */
+    if (r == WGML_OK && !use_ds) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
     if (r == WGML_OK) {
         attn_params pk = p;
+        pk.q_blocks = wgml__ceil_div(s->seq_q, 64);
         pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-        wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrw", dim, ck, &pk)
+        wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
                                   : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
-        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv) };
-        r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, 8);
+        if (use_ds) add_constant(&kk, "WRITE_DS", 1);
+        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
+        r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, ck.gemm ? 9 : 8);
+    }
+    if (r == WGML_OK && use_ds) {
+        attn_params pq = p;
+        pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
+        pq.k_blocks = wgml__ceil_div(s->seq_k, 64);
+        wgml__kernel kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
+        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
+        r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
     }
     return r;
 }
@@ -820,9 +872,9 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dq64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrw", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 } } },
+    { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
+    { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
