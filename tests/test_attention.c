@@ -774,7 +774,9 @@ static bool poisoned(wgml_tensor *t)
    uses and CPU adapters with all of them; WGML_ATTN_FEAT picks the other one here: "all"
    on a GPU, "call" on a CPU adapter, without and with both features), and the old tiles
    for an A/B of the same inputs. The default computes dq from the dS blocks that
-   bwd_dkdv64 writes (bwd_dq_ds64); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0).
+   bwd_dkdv64 writes (bwd_dq_ds64); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0),
+   one runs both over ranges of 2 (batch, kv head) pairs (WGML_ATTN_DS=1,2: 4 pairs, 2,
+   and 9 with a last range of 1), as the backward does where all blocks exceed 1 GiB.
    The sub-chunk and feature runs are kept small: on a cold shader cache every pipeline
    they add costs lavapipe seconds. */
 static void test_backward_blocks64(void)
@@ -796,7 +798,7 @@ static void test_backward_blocks64(void)
        above: force the others on a subset with both head_dim classes */
     static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
                         subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 },
-                        subset_nods[] = { 2, 7, 9 };
+                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 };
     static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; } runs[] = {
         { NULL, NULL, 0, false, NULL },
         { "new,8", subset8, 4, false, NULL },
@@ -807,6 +809,7 @@ static void test_backward_blocks64(void)
         { NULL, subset_feat, 2, true, NULL },
         { "old", subset_old, 2, false, NULL },
         { NULL, subset_nods, 3, false, "0" },
+        { NULL, subset_ranges, 3, false, "1,2" },
     };
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
@@ -843,7 +846,8 @@ static void test_backward_blocks64(void)
         if (runs[r].ds) setenv("WGML_ATTN_DS", runs[r].ds, 1);
         char tag[64];
         snprintf(tag, sizeof tag, "blocks64 %s%s%s", runs[r].env ? runs[r].env : "default",
-                 runs[r].all_features ? " other feature build" : "", runs[r].ds ? " dS recomputed" : "");
+                 runs[r].all_features ? " other feature build" : "",
+                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
         if (cpu && runs[r].which == subset_sub) n = 1;
         for (size_t i = 0; i < n; i++) {
@@ -884,7 +888,7 @@ static void test_backward_blocks64(void)
     unsetenv("WGML_ATTN_DQ");
     unsetenv("WGML_ATTN_DKDV");
     /* WGML_ATTN_DS other than 0 or 1, or 1 where the tiled kernels run, is refused */
-    static const char *const bad_ds[] = { "2", "yes", "1 ", "01" };
+    static const char *const bad_ds[] = { "2", "yes", "1 ", "01", "1,0", "1,", "1,x", "1,-3", "1,2x", "1, 2", "0,2" };
     for (size_t i = 0; i < sizeof bad_ds / sizeof bad_ds[0]; i++) {
         setenv("WGML_ATTN_DS", bad_ds[i], 1);
         TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,

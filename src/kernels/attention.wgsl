@@ -85,7 +85,8 @@ struct Params {
     total_wg: u32, key_lo: i32, key_hi: i32, splits: u32,         // decode: visible keys, splits
     keys_per_split: u32, head_chunks: u32, seed_key2: u32, neg_inf: f32,
     pos_inf: f32, scale: f32, dim: u32, d4: u32,           // head_dim, ceil(head_dim / 4)
-    subs: u32, subs_rows: u32, pad1: u32, pad2: u32,       // G_SUB > 0: sub-chunks per chunk (head_dim, rows)
+    subs: u32, subs_rows: u32,    // G_SUB > 0: sub-chunks per chunk (head_dim, rows)
+    bk0: u32, pad2: u32,          // bwd_dkdv64, bwd_dq_ds64: first (batch, kv head) of the dispatch
 }
 
 const LOG2E: f32 = 1.4426950408889634;
@@ -884,7 +885,9 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 //    query group qg) at (kg * 16 + qg) * 4, vec4 c = dS[query 4qg + c][keys 4kg .. 4kg+3]:
 //    a bwd_dkdv64 thread's 16 values, so consecutive lanes store consecutive 64 bytes;
 //    bwd_dq_ds64 reads sub-block tid and transposes it into g_w. Costs 16 KiB of memory per
-//    block pair, written once and read once.
+//    block pair, written once and read once. The host may run both over a range of
+//    (batch, kv head) pairs at a time (from bk0, and their query heads), so that the
+//    blocks of one range fit its scratch; the blocks are counted from the range's first.
 //  * Workgroup memory: g_w 16 KiB + g_st 64*GBK vec4 (8 KiB at GBK 8, 16 KiB at 16). The
 //    same g_st region holds the chunks of the block products (G_KR x 16*GOCV vec4).
 //  Everything else (scale in log2 units, P = exp2(s - lse) from the MODE-1 statistics, the
@@ -1048,7 +1051,8 @@ fn g_store2(row: u32, limit: u32, base: u32, stride: u32, tc: u32, x0: vec4f, x1
     if (GOCV > 1u && tc + 16u < p.d4) { st_dst2(at, tc + 16u, x1); }
 }
 
-// First vec4 of the dS block of (bh, query block qbi, key block kbi) (WRITE_DS).
+// First vec4 of the dS block of (query head bh of the dispatch, counted from its first,
+// query block qbi, key block kbi) (WRITE_DS).
 fn ds_block(bh: u32, qbi: u32, kbi: u32) -> u32 {
     return ((bh * p.q_blocks + qbi) * p.k_blocks + kbi) * 1024u;
 }
@@ -1133,7 +1137,8 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     let qbi = p.q_blocks - 1u - wg % p.q_blocks;
-    let bh = wg / p.q_blocks;
+    let bhd = wg / p.q_blocks;                    // query head of the dispatch
+    let bh = bhd + p.bk0 * p.group;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
@@ -1155,7 +1160,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
         if (!dkdv_visits(i0, kb)) { continue; }
         workgroupBarrier();   // the previous block's readers of g_w are done
-        let at = ds_block(bh, qbi, kb / 64u) + tid * 4u;
+        let at = ds_block(bhd, qbi, kb / 64u) + tid * 4u;
         let x0 = ds_in[at];
         let x1 = ds_in[at + 1u];
         let x2 = ds_in[at + 2u];
@@ -1198,7 +1203,7 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     let kbi = wg % p.k_blocks;
-    let bk = wg / p.k_blocks;
+    let bk = wg / p.k_blocks + p.bk0;
     let kvh = bk % p.kv_heads;
     let b = bk / p.kv_heads;
     let tr = tid / 16u;
@@ -1238,7 +1243,7 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
             let w2 = kv_p(s.c2, dp.c2, i + 2u, check, dropout, b, h, bh, n, keys, kh);
             let w3 = kv_p(s.c3, dp.c3, i + 3u, check, dropout, b, h, bh, n, keys, kh);
             if (WRITE_DS) {   // sub-block (key group tr, query group tc)
-                let at = ds_block(bh, qb / 64u, kbi) + (tr * 16u + tc) * 4u;
+                let at = ds_block(bh - p.bk0 * p.group, qb / 64u, kbi) + (tr * 16u + tc) * 4u;
                 ds_out[at] = w0.ds;
                 ds_out[at + 1u] = w1.ds;
                 ds_out[at + 2u] = w2.ds;

@@ -64,7 +64,8 @@ typedef struct attn_params {
     float neg_inf;
     float pos_inf, scale;
     uint32_t dim, d4;
-    uint32_t subs, subs_rows, pad[2];
+    uint32_t subs, subs_rows;
+    uint32_t bk0, pad;
 } attn_params;
 _Static_assert(sizeof(attn_params) == 144, "attn_params must match struct Params");
 
@@ -633,28 +634,40 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
 
 /* The dq half through dS (WRITE_DS and bwd_dq_ds64, see attention.wgsl): bwd_dkdv64 also
    stores dS, 16 KiB per (batch, head, query block, key block), and bwd_dq_ds64 multiplies
-   it by k, one block product where bwd_dq64 recomputes S and dP for three. By default
-   when both halves run the 64 x 64 entries and the blocks take at most DS_MAX_BYTES (a
-   scratch the engine keeps; 400 MB at batch 8, 12 heads, seq 1024), and within one
-   storage binding. WGML_ATTN_DS: "0" never, "1" always (refused where it does not fit
-   the binding), unset or "" the rule. */
+   it by k, one block product where bwd_dq64 recomputes S and dP for three. The blocks go
+   to a scratch of at most DS_MAX_BYTES (400 MB at batch 8, 12 heads, seq 1024): where all
+   of them do not fit, both kernels run over ranges of (batch, kv head) pairs whose blocks
+   do (`chunk` pairs per range; 0: not this path). By default when both halves run the
+   64 x 64 entries and the blocks of one pair fit DS_MAX_BYTES. WGML_ATTN_DS: "0" never,
+   "1" whenever those of one pair fit one storage binding (refused otherwise; ranges of up
+   to the binding size), "1,N" the same in ranges of at most N pairs, unset or "" the
+   rule. */
 #define DS_MAX_BYTES (1ull << 30)
 
-static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd_choice ck, const attn_shape *s, bool *use,
-                           uint64_t *bytes)
+static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd_choice ck, const attn_shape *s,
+                           uint32_t *chunk)
 {
     const char *env = getenv("WGML_ATTN_DS");
-    *bytes = 16384ull * s->batch * s->heads * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
-    bool fits = cq.gemm && ck.gemm && *bytes <= ctx->limits.maxStorageBufferBindingSize;
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DS=\"%s\" is not 0 or 1", fn, env);
-    if (env && !strcmp(env, "1") && !fits)
+    uint64_t limit = ctx->limits.maxStorageBufferBindingSize;
+    uint64_t pair = 16384ull * (s->heads / s->kv_heads) * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
+    uint32_t pairs = s->batch * s->kv_heads;
+    unsigned most = 0;
+    int used = 0;
+    bool forced = env && (!strcmp(env, "1") || (sscanf(env, "1,%u%n", &most, &used) == 1 && !env[used] && most > 0 &&
+                                                 env[2] >= '0' && env[2] <= '9'));
+    if (env && *env && strcmp(env, "0") && !forced)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DS=\"%s\" is not 0, 1 or 1,N (N > 0)", fn,
+                          env);
+    if (forced && !(cq.gemm && ck.gemm && pair <= limit))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_DS=1 needs the 64 x 64 backward entries and %llu bytes of dS in one storage "
-                          "binding (%llu on this device)", fn, (unsigned long long)*bytes,
-                          (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-    if (env && *env) *use = !strcmp(env, "1");
-    else *use = fits && *bytes <= DS_MAX_BYTES;
+                          "%s: WGML_ATTN_DS=1 needs the 64 x 64 backward entries and the %llu bytes of dS of one (batch, "
+                          "kv head) pair in one storage binding (%llu on this device)", fn, (unsigned long long)pair,
+                          (unsigned long long)limit);
+    uint64_t cap = forced ? limit : DS_MAX_BYTES < limit ? DS_MAX_BYTES : limit;
+    *chunk = 0;
+    if ((env && !strcmp(env, "0")) || !cq.gemm || !ck.gemm || pair > cap) return WGML_OK;
+    *chunk = cap / pair < pairs ? (uint32_t)(cap / pair) : pairs;
+    if (most && most < *chunk) *chunk = most;
     return WGML_OK;
 }
 
@@ -682,13 +695,13 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
-    bool use_ds = false;
-    uint64_t ds_bytes;
-    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &use_ds, &ds_bytes));
+    uint32_t chunk = 0, group = s->heads / s->kv_heads;
+    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk));
     wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
-    if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, use_ds ? ds_bytes : 16, &ds));
+    uint64_t ds_bytes = 16384ull * chunk * group * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
+    if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? ds_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
@@ -708,25 +721,24 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
         r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
     }
 
-    /* dq before dk, dv; with dS in between, dk, dv first (they write it) */
-    if (r == WGML_OK && !use_ds) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
-    if (r == WGML_OK) {
-        attn_params pk = p;
-        pk.q_blocks = wgml__ceil_div(s->seq_q, 64);
-        pk.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-        wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
-                                  : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
-        if (use_ds) add_constant(&kk, "WRITE_DS", 1);
-        wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
-        r = dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * pk.k_blocks, kargs, ck.gemm ? 9 : 8);
-    }
-    if (r == WGML_OK && use_ds) {
-        attn_params pq = p;
-        pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
-        pq.k_blocks = wgml__ceil_div(s->seq_k, 64);
-        wgml__kernel kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
-        wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
-        r = dispatch_tiles(e, &kq, pq, (uint64_t)s->batch * s->heads * pq.q_blocks, qargs, 7);
+    /* dq before dk, dv; with dS, per range of (batch, kv head) pairs: dk, dv first (they
+       write its dS), then dq */
+    if (r == WGML_OK && !chunk) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
+    attn_params pk = p, pq = p;
+    pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
+    pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
+    wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
+                              : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
+    if (chunk) add_constant(&kk, "WRITE_DS", 1);
+    wgml__kernel kq = chunk ? gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq) : kk;
+    wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
+    wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
+    uint32_t pairs = s->batch * s->kv_heads, step = chunk ? chunk : pairs;
+    for (uint32_t b0 = 0; b0 < pairs && r == WGML_OK; b0 += step) {
+        uint32_t n = pairs - b0 < step ? pairs - b0 : step;
+        pk.bk0 = pq.bk0 = b0;
+        r = dispatch_tiles(e, &kk, pk, (uint64_t)n * pk.k_blocks, kargs, ck.gemm ? 9 : 8);
+        if (r == WGML_OK && chunk) r = dispatch_tiles(e, &kq, pq, (uint64_t)n * group * pq.q_blocks, qargs, 7);
     }
     return r;
 }
