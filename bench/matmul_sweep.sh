@@ -14,6 +14,8 @@
 #   bash bench/matmul_sweep.sh round12  matmul_bt through a transposed copy of b (default), against the direct kernel
 #   bash bench/matmul_sweep.sh round14  t128k8r against its k loop written out (t128k8x) and with an unconditional
 #                                       prefetch (t128k8xu), and the defaults, with each kernel's SASS (bench/sass_dump.py)
+#   bash bench/matmul_sweep.sh round15  lanes paired for workgroup-memory reads: t128k8xp / t128k8xup against
+#                                       t128k8x / t128k8xu, and the attention kernels with WGML_ATTN_PAIR=1
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -223,6 +225,33 @@ for rep in 1 2; do
         bench "$v" matmul 4096x4096x4096 7
         bench "$v" matmul 11008 5
         bench "$v" train-ops matmul 7
+    done
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round15 ]; then
+# Round 15 (bench/notes/matmul.md, attention.md): the lanes placed so that every 16-byte
+# workgroup read is shared by lane pairs (n, n^1) or (n, n^2). Tests of the paired
+# variants on the GPU first, then the times, twice, alternating.
+(cd build-device && timeout 300 ./tests/test_matmul variants >"$out/test_matmul.log" 2>&1; echo "test_matmul variants: $(tail -1 "$out/test_matmul.log")")
+(cd build-device && WGML_ATTN_PAIR=1 timeout 300 ./tests/test_attention >"$out/test_attention.log" 2>&1; echo "test_attention (PAIR): $(tail -1 "$out/test_attention.log")")
+{
+echo "# Round 15 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in t128k8x t128k8xp t128k8xu t128k8xup; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" matmul 4096x4096x4096 7
+        bench "$v" matmul 11008 5
+        bench "$v" train-ops matmul 7
+    done
+    for pair in 0 1; do
+        echo "## WGML_ATTN_PAIR=$pair (repeat $rep)"
+        WGML_ATTN_PAIR=$pair build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+        WGML_ATTN_PAIR=$pair build-device/wgml bench --group attention --filter 'S4096 D128 causal' --samples 3 2>&1 | grep -E '^\| flash|rror|fail'
+        WGML_ATTN_PAIR=$pair build-device/wgml bench --group train-ops --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
     done
 done
 } | tee "$out/matmul_sweep.md"

@@ -912,6 +912,22 @@ override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
+// Thread (tr, tc) of the 64 x 64 entries: tid / 16 and tid % 16, or with PAIR the bits
+// shared so that lanes n and n^1 have the same tr (their row-operand reads, indexed by tr,
+// hit one address) and lanes n and n^2 the same tc (column operand): tc from tid bits 0,
+// 2, 3, 4 and tr from bits 1, 5, 6, 7. A 16-byte workgroup read returns 128 bytes per
+// cycle, 4 cycles per warp, but 2 where such lane pairs share its addresses (NVIDIA);
+// without PAIR only the reads indexed by tr qualify.
+override PAIR: bool = false;
+fn g_tr(tid: u32) -> u32 {
+    if (PAIR) { return ((tid >> 1u) & 1u) | ((tid >> 4u) & 14u); }
+    return tid / 16u;
+}
+fn g_tc(tid: u32) -> u32 {
+    if (PAIR) { return (tid & 1u) | ((tid >> 1u) & 14u); }
+    return tid % 16u;
+}
+
 // Per-thread values live in structs with named members, never in arrays indexed in loops:
 // a driver that does not unroll such a loop keeps the array in local memory (the forward's
 // first version ran 6x slower that way on the H200).
@@ -1085,8 +1101,8 @@ fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
-    let tr = tid / 16u;
-    let tc = tid % 16u;
+    let tr = g_tr(tid);
+    let tc = g_tc(tid);
     let i0 = qb * 64u;
     let i1 = min(i0 + 64u, p.seq_q);
     let q_stride = p.heads * p.dim;
@@ -1142,8 +1158,8 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
-    let tr = tid / 16u;
-    let tc = tid % 16u;
+    let tr = g_tr(tid);
+    let tc = g_tc(tid);
     let i0 = qbi * 64u;
     let i1 = min(i0 + 64u, p.seq_q);
     let q_stride = p.heads * p.dim;
@@ -1206,8 +1222,8 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     let bk = wg / p.k_blocks + p.bk0;
     let kvh = bk % p.kv_heads;
     let b = bk / p.kv_heads;
-    let tr = tid / 16u;
-    let tc = tid % 16u;
+    let tr = g_tr(tid);
+    let tc = g_tc(tid);
     let j0 = kbi * 64u;
     let j1 = min(j0 + 64u, p.seq_k);
     let q_stride = p.heads * p.dim;
@@ -1633,8 +1649,18 @@ fn pf_store(i: u32, q_base: u32, q_stride: u32, tc: u32, o0: vec4f, o1: vec4f, i
 struct PfRows { m: vec4f, l: vec4f }
 
 // Thread placement shared by the prefill entries: tr = row group, tc = key/column group.
-fn pf_tr(tid: u32) -> u32 { return 4u * ((tid / 32u) / 2u) + (tid % 32u) / 8u; }
-fn pf_tc(tid: u32) -> u32 { return 8u * ((tid / 32u) % 2u) + (tid % 32u) % 8u; }
+// A warp covers 4 row groups x 8 key groups; PAIR as for g_tr / g_tc: the 8 key groups
+// from lane bits 0, 2, 3 and the 4 row groups from bits 1, 4.
+fn pf_tr(tid: u32) -> u32 {
+    let lane = tid % 32u;
+    let ly = select(lane / 8u, ((lane >> 1u) & 1u) | ((lane >> 3u) & 2u), PAIR);
+    return 4u * ((tid / 32u) / 2u) + ly;
+}
+fn pf_tc(tid: u32) -> u32 {
+    let lane = tid % 32u;
+    let lx = select(lane % 8u, (lane & 1u) | ((lane >> 1u) & 6u), PAIR);
+    return 8u * ((tid / 32u) % 2u) + lx;
+}
 
 @compute @workgroup_size(256)
 fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,

@@ -85,7 +85,7 @@ override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
 override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
 override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
 override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8,
-                             // bits 4 - 7 UNR, RDB, FULL, UFETCH (gemm2)
+                             // bits 4 - 8 UNR, RDB, FULL, UFETCH (gemm2), PAIR
 override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
                              // K and N for matmul, K for matmul_bt, M and N for matmul_at;
                              // gemv: the row length of A): vec4 loads
@@ -329,11 +329,23 @@ fn tile_at(id: u32, wz: u32) -> TileAt {
     return TileAt(m0, n0, kbeg, kend, nsteps, fast);
 }
 // The thread's column (x) and row (y) group: 32-lane blocks of 8 x 4 threads.
+// PAIR: the lane bits shared so that lanes n and n^1 have the same row group (their A
+// fragment reads one address) and lanes n and n^2 the same column group (B): x from lane
+// bits 0, 2, 3 and y from bits 1, 4. A 16-byte workgroup read returns 128 bytes per
+// cycle, so a warp's read costs 4 cycles, but 2 where such lane pairs share its addresses
+// (NVIDIA); without PAIR (x from bits 0 - 2) only the A reads qualify.
+override PAIR: bool = ((FLAGS >> 8u) & 1u) == 1u;
 fn lane_xy(lid: u32) -> vec2u {
     let lane = lid % 32u;
     let w = lid / 32u;
     let wx = WG_N / 8u;
-    return vec2u((w % wx) * 8u + lane % 8u, (w / wx) * 4u + lane / 8u);
+    var lx = lane % 8u;
+    var ly = lane / 8u;
+    if (PAIR) {
+        lx = (lane & 1u) | ((lane >> 1u) & 6u);
+        ly = ((lane >> 1u) & 1u) | ((lane >> 3u) & 2u);
+    }
+    return vec2u((w % wx) * 8u + lx, (w / wx) * 4u + ly);
 }
 
 // The tile loop of gemm and gemm2, around their products:

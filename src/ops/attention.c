@@ -427,6 +427,14 @@ static void add_constant(wgml__kernel *k, const char *name, double value)
     k->constants[k->nconst++].value = value;
 }
 
+/* WGML_ATTN_PAIR=1: the 64 x 64 entries with their lanes paired for workgroup-memory reads
+   (PAIR in attention.wgsl). */
+static bool pair_lanes(void)
+{
+    const char *env = getenv("WGML_ATTN_PAIR");
+    return env && !strcmp(env, "1");
+}
+
 /* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
    FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
    the keys of wgml__attention_kernels. */
@@ -437,6 +445,7 @@ static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, c
                        .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
     uint32_t feat = feat_of(ctx, p);
     if (feat != 3) add_constant(&k, "FEAT", feat);
+    if (pair_lanes()) add_constant(&k, "PAIR", 1);
     return k;
 }
 
@@ -629,6 +638,7 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
     uint32_t feat = feat_of(ctx, p);
     if (feat != 3) add_constant(&k, "FEAT", feat);
     if (c.sub) add_constant(&k, "G_SUB", c.sub);
+    if (pair_lanes()) add_constant(&k, "PAIR", 1);
     return k;
 }
 

@@ -20,6 +20,7 @@
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
      t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
+     t128k8xp t128k8xup
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -57,16 +58,19 @@ typedef struct mm_params {
    loads and stores its blocks before the products; fast: interior tiles load without clamps.
    g2: the gemm2 entry points (TM 8, accumulators in an array, vec4 stores of out when
    N % 4 == 0), with unr: the k loop written out 4 steps at a time and
-   rdb: the next k's fragments read before this k's products. */
+   rdb: the next k's fragments read before this k's products; full: the 8 k of a step
+   written out; ufetch: an unconditional prefetch; pair: the lanes placed so that every
+   fragment read is shared by lane pairs (round 15). */
 typedef struct tile_cfg {
     const char *name;
     uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
-    uint32_t g2, unr, rdb, full, ufetch;
+    uint32_t g2, unr, rdb, full, ufetch, pair;
 } tile_cfg;
 
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
-    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, NTILES
+    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, T128K8XP, T128K8XUP,
+    NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -99,12 +103,15 @@ static const tile_cfg TILES[NTILES] = {
                                                                            default for matmul and matmul_bt */
     [T128K8XU] = { "t128k8xu", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1 },  /* + an unconditional prefetch: the
                                                                            default for matmul_at */
+    /* round 15: the same with the lanes paired for workgroup-memory reads */
+    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
+    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
 };
 
-/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH. */
-#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch)                                                  \
+/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR. */
+#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch, pair)                                            \
     ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | \
-     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7)
+     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7 | (uint32_t)(pair) << 8)
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
@@ -260,7 +267,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch);
+    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch, c->pair);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
@@ -540,7 +547,7 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                     \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) == LAYOUT_TN) } } }
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) == LAYOUT_TN, 0) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
