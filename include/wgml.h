@@ -695,7 +695,9 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * also on CPU adapters. WGML_ATTN_DS: "0" recomputes dS for dq (bwd_dq64, no dS
  * scratch), "1" stores it whatever its size (where the 64 x 64 kernels run and the blocks
  * of one batch and kv head fit one storage binding), "1,N" in ranges of at most N (batch,
- * kv head) pairs (the default takes ranges whose blocks fit 1 GiB). Any other value of the first five or of WGML_ATTN_DS, or a shape or
+ * kv head) pairs (the default takes ranges whose blocks fit 1 GiB). WGML_ATTN_PAIR="0"
+ * places the threads of the 64 x 64 kernels as before their lanes were paired for
+ * workgroup-memory reads (for measuring). Any other value of the first five or of WGML_ATTN_DS, or a shape or
  * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):

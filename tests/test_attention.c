@@ -544,6 +544,11 @@ static void test_prefill_edges(void)
     /* the backward consumes the prefill output (its statistics pass recomputes the row sums) */
     unsetenv("WGML_ATTN_PREFILL");
     run_cases(&cases[6], 1, true, "prefill+backward");
+    /* the lanes of the 64 x 64 kernels placed as before they were paired (WGML_ATTN_PAIR=0),
+       forward and backward, one head_dim > 64 and one <= 64 */
+    setenv("WGML_ATTN_PAIR", "0", 1);
+    run_cases(&cases[1], 2, true, "prefill+backward unpaired lanes");
+    unsetenv("WGML_ATTN_PAIR");
 
     /* a value that is no variant, or one that does not fit, is refused with nothing recorded */
     acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };

@@ -147,7 +147,7 @@ static const struct { const char *name; unsigned smem_bytes, threads; } forced_t
        with the k loop written out take lavapipe's LLVM 3 - 6 s per pipeline to compile */
     { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
     { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
-    { "t128k8xp", 16384, 256 }, { "t128k8xup", 16384, 256 },
+    { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },   /* the defaults until round 15 */
 };
 #define FIRST_ROUND3 13   /* index of t128sbk8 */
 

@@ -917,8 +917,10 @@ var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 // hit one address) and lanes n and n^2 the same tc (column operand): tc from tid bits 0,
 // 2, 3, 4 and tr from bits 1, 5, 6, 7. A 16-byte workgroup read returns 128 bytes per
 // cycle, 4 cycles per warp, but 2 where such lane pairs share its addresses (NVIDIA);
-// without PAIR only the reads indexed by tr qualify.
-override PAIR: bool = false;
+// without PAIR only the reads indexed by tr qualify. Measured on the H200 (round 13 of
+// bench/notes/attention.md): 2 - 3% faster forward and backward, so the default; the
+// host passes PAIR = false for WGML_ATTN_PAIR=0.
+override PAIR: bool = true;
 fn g_tr(tid: u32) -> u32 {
     if (PAIR) { return ((tid >> 1u) & 1u) | ((tid >> 4u) & 14u); }
     return tid / 16u;

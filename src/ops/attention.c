@@ -18,7 +18,8 @@
    consumes it that many steps at a time, G_SUB), unset (64 x 64 when they fit, the chunk by
    head_dim as in pick_bwd). WGML_ATTN_FEAT=all builds the mask and dropout code into the
    64 x 64 entries even for calls without them, "call" only what the call uses, also on
-   CPU adapters (see feat_of).
+   CPU adapters (see feat_of). WGML_ATTN_PAIR=0 places the lanes of the 64 x 64 entries
+   as before round 13 of bench/notes/attention.md (see unpaired_lanes).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -427,12 +428,12 @@ static void add_constant(wgml__kernel *k, const char *name, double value)
     k->constants[k->nconst++].value = value;
 }
 
-/* WGML_ATTN_PAIR=1: the 64 x 64 entries with their lanes paired for workgroup-memory reads
-   (PAIR in attention.wgsl). */
-static bool pair_lanes(void)
+/* WGML_ATTN_PAIR=0: the 64 x 64 entries with their lanes placed as before round 13 of
+   bench/notes/attention.md, not paired for workgroup-memory reads (PAIR in attention.wgsl). */
+static bool unpaired_lanes(void)
 {
     const char *env = getenv("WGML_ATTN_PAIR");
-    return env && !strcmp(env, "1");
+    return env && !strcmp(env, "0");
 }
 
 /* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
@@ -445,7 +446,7 @@ static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, c
                        .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
     uint32_t feat = feat_of(ctx, p);
     if (feat != 3) add_constant(&k, "FEAT", feat);
-    if (pair_lanes()) add_constant(&k, "PAIR", 1);
+    if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
     return k;
 }
 
@@ -638,7 +639,7 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
     uint32_t feat = feat_of(ctx, p);
     if (feat != 3) add_constant(&k, "FEAT", feat);
     if (c.sub) add_constant(&k, "G_SUB", c.sub);
-    if (pair_lanes()) add_constant(&k, "PAIR", 1);
+    if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
     return k;
 }
 

@@ -5,8 +5,9 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (128x128 for large outputs: t128k8x, BK 8 in two buffers with the 8 k of a step
-        written out, and for matmul_at t128k8xu, the same with an unconditional prefetch:
+        (128x128 for large outputs: t128k8xup, BK 8 in two buffers with the 8 k of a step
+        written out, an unconditional prefetch and the lanes paired for workgroup-memory
+        reads, and for matmul_at t128k8xp, the same without the unconditional prefetch:
         fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
         empty and K is too short for split-K to fill it);
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
@@ -100,12 +101,13 @@ static const tile_cfg TILES[NTILES] = {
                                                                            until round 14) */
     /* round 14 (bench/notes/matmul.md): t128k8r without instructions its SASS showed around the products */
     [T128K8X] = { "t128k8x", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0 },    /* the 8 k of a step written out: the
-                                                                           default for matmul and matmul_bt */
+                                                                           default for matmul and matmul_bt
+                                                                           until round 15 */
     [T128K8XU] = { "t128k8xu", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1 },  /* + an unconditional prefetch: the
-                                                                           default for matmul_at */
+                                                                           default for matmul_at until round 15 */
     /* round 15: the same with the lanes paired for workgroup-memory reads */
-    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
-    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },    /* the default for matmul_at  */
+    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt */
 };
 
 /* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR. */
@@ -238,9 +240,9 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t128k8x (t128k8xu for matmul_at) first: measured fastest of the tile variants on the
-       H200 (round 14 of bench/notes/matmul.md), then t128sb (round 2's winner) */
-    static const int big[2][5] = { { T128K8X, T128SB, T128, T64, T64K8 }, { T128K8XU, T128SB, T128, T64, T64K8 } };
+    /* t128k8xup (t128k8xp for matmul_at) first: measured fastest of the tile variants on
+       the H200 (round 15 of bench/notes/matmul.md), then t128sb (round 2's winner) */
+    static const int big[2][5] = { { T128K8XUP, T128SB, T128, T64, T64K8 }, { T128K8XP, T128SB, T128, T64, T64K8 } };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
     const int *order = large ? big[layout == LAYOUT_TN] : small;
@@ -541,13 +543,13 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
     return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8x, and
-   t128k8xu for matmul_at, see TILES) of each layout for sizes that are multiples of 4, the
+/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8xup, and
+   t128k8xp for matmul_at, see TILES) of each layout for sizes that are multiples of 4, the
    matrix-vector kernels of decode, the split-K reduction and the transposed copy. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                     \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) == LAYOUT_TN, 0) } } }
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) != LAYOUT_TN, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
