@@ -1082,6 +1082,20 @@ fn dkdv_visits(qb: u32, kb: u32) -> bool {
     return qb >= (u32(max(range.x, 0)) / 64u) * 64u && i32(qb) < range.y;
 }
 
+// What workgroup wg of bwd_dq64 / bwd_dq_ds64 works on: query block qbi (the last, longest
+// when causal, first) of query head bh (counted from bh0), rows [i0, i1), and where the
+// head's q rows and its kv head's k rows start.
+struct QWork { qbi: u32, bh: u32, h: u32, b: u32, i0: u32, i1: u32, q_stride: u32, q_base: u32, k_stride: u32, k_base: u32 }
+fn q_work(wg: u32, bh0: u32) -> QWork {
+    let qbi = p.q_blocks - 1u - wg % p.q_blocks;
+    let bh = wg / p.q_blocks + bh0;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let i0 = qbi * 64u;
+    return QWork(qbi, bh, h, b, i0, min(i0 + 64u, p.seq_q), p.heads * p.dim, (b * p.seq_q * p.heads + h) * p.dim,
+                 p.kv_heads * p.dim, (b * p.seq_k * p.kv_heads + h / p.group) * p.dim);
+}
+
 // dS of key j against the thread's 4 query rows (bwd_dq64): P (dP dropped - D).
 fn dq_ds(s: vec4f, dp: vec4f, j: u32, check: bool, dropout: bool, b: u32, h: u32, rows: vec4u, lse: vec4f, di: vec4f,
          rk: vec4u) -> vec4f {
@@ -1098,19 +1112,18 @@ fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
             @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
-    let bh = wg / p.q_blocks;
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / p.group;
+    let qw = q_work(wg, 0u);
+    let bh = qw.bh;
+    let h = qw.h;
+    let b = qw.b;
     let tr = g_tr(tid);
     let tc = g_tc(tid);
-    let i0 = qb * 64u;
-    let i1 = min(i0 + 64u, p.seq_q);
-    let q_stride = p.heads * p.dim;
-    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
-    let k_stride = p.kv_heads * p.dim;
-    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
+    let i0 = qw.i0;
+    let i1 = qw.i1;
+    let q_stride = qw.q_stride;
+    let q_base = qw.q_base;
+    let k_stride = qw.k_stride;
+    let k_base = qw.k_base;
     let dropout = has_dropout();
     let n = p.batch * p.heads * p.seq_q;
     let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);
@@ -1154,21 +1167,16 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
                @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qbi = p.q_blocks - 1u - wg % p.q_blocks;
+    let qw = q_work(wg, p.bk0 * p.group);
     let bhd = wg / p.q_blocks;                    // query head of the dispatch
-    let bh = bhd + p.bk0 * p.group;
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let kvh = h / p.group;
     let tr = g_tr(tid);
     let tc = g_tc(tid);
-    let i0 = qbi * 64u;
-    let i1 = min(i0 + 64u, p.seq_q);
-    let q_stride = p.heads * p.dim;
-    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
-    let k_stride = p.kv_heads * p.dim;
-    let k_base = (b * p.seq_k * p.kv_heads + kvh) * p.dim;
-    let range = key_range(i0, i1);
+    let i0 = qw.i0;
+    let q_stride = qw.q_stride;
+    let q_base = qw.q_base;
+    let k_stride = qw.k_stride;
+    let k_base = qw.k_base;
+    let range = key_range(i0, qw.i1);
     let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     // this thread moves sub-block tid: key group kg, query group qg, into g_w's [key][row group]
     let kg = tid / 16u;
@@ -1178,7 +1186,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
         if (!dkdv_visits(i0, kb)) { continue; }
         workgroupBarrier();   // the previous block's readers of g_w are done
-        let at = ds_block(bhd, qbi, kb / 64u) + tid * 4u;
+        let at = ds_block(bhd, qw.qbi, kb / 64u) + tid * 4u;
         let x0 = ds_in[at];
         let x1 = ds_in[at + 1u];
         let x2 = ds_in[at + 2u];
