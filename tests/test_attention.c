@@ -664,6 +664,36 @@ static void test_large_grid(void)
     run_cases(&c, 1, false, "large grid");
 }
 
+/* The backward keeps dS for at most min(1 GiB, one storage binding) at a time and runs
+   over ranges of (batch, kv head) pairs otherwise. Seq 4096 takes 64 MiB of dS per head:
+   three heads take two ranges (2 + 1) on lavapipe (128 MiB bindings) and one on a GPU with
+   larger bindings. Checked against the reference, then the backward's commands are counted:
+   the statistics pass, then bwd_dkdv64 and bwd_dq_ds64 per range (head_dim 4 keeps the
+   reference cheap; the kernels pad it to their chunks). */
+static void test_backward_ds_ranges(void)
+{
+    static const acase c = { 1, 4096, 4096, 3, 3, 4, true, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1.5);
+    check_backward(&P, "dS ranges");
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    uint64_t pair = 16384ull * 64 * 64, cap = 1ull << 30, pairs = 3;
+    if (info.max_storage_buffer_binding_size < cap) cap = info.max_storage_buffer_binding_size;
+    uint64_t chunk = cap / pair < pairs ? cap / pair : pairs, ranges = (pairs + chunk - 1) / chunk;
+    wgml_tensor *out = gpu_forward(&P), *g[3];
+    for (int t = 0; t < 3; t++) g[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 4096, 3, 4));
+    uint64_t before = th_commands();
+    TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+              WGML_OK);
+    uint64_t n = th_commands() - before;
+    TH_CHECK(n == 1 + 2 * ranges, "the backward recorded %llu commands, expected %llu (%llu ranges of dS)",
+             (unsigned long long)n, (unsigned long long)(1 + 2 * ranges), (unsigned long long)ranges);
+    for (int t = 0; t < 3; t++) wgml_tensor_release(g[t]);
+    wgml_tensor_release(out);
+    problem_free(&P);
+}
+
 /* Other tile shapes through the tuning variables, for the code paths the default shapes of
    lavapipe leave out (the defaults cover one and two staging regions, 2 and 4 columns per
    lane, 8 lanes per row group, row blocks of 16 to 64): 16 lanes per row group (fwd), 4
@@ -1155,6 +1185,7 @@ static const th_case cases[] = {
     { "v2_entry_points", test_v2_entry_points },
     { "scale_and_long_keys", test_scale_and_long_keys },
     { "large_grid", test_large_grid },
+    { "backward_ds_ranges", test_backward_ds_ranges },
     { "forced_tiles", test_forced_tiles },
     { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },
