@@ -866,8 +866,8 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 //    for column 4tc + c. Staging: each task loads rows 4a..4a+3 at one vec4 of head_dim
 //    (coalesced 32/64-byte runs) and transposes them in registers into 4 vec4 stores.
 //  * P (dropped) and dS go to a 64 x 64 tile g_w[col][row group], a vec4 of the 4 rows a
-//    thread needs; the row-group slot is XOR-swizzled with col / 4 so the 16 lanes of a row
-//    group that store one column each hit 8 different 16-byte bank groups.
+//    thread needs; the row-group slot is XOR-swizzled with a function of col / 4 (g_swz)
+//    so that the 8 lanes of each 16-byte store phase hit 8 different bank groups.
 //  * Products contracted over the block (dq += dS k; dv += Pdrop^T dout; dk += dS^T q)
 //    stream the other operand in chunks of G_KR rows x head_dim (row layout, vec4 index
 //    tc and tc + 16 per thread: lanes read consecutive vec4): per column 1 broadcast vec4
@@ -929,6 +929,10 @@ fn g_tc(tid: u32) -> u32 {
     if (PAIR) { return (tid & 1u) | ((tid >> 1u) & 14u); }
     return tid % 16u;
 }
+// The swizzle of g_w: column group cg's vec4 of row group r sits in slot r ^ g_swz(cg), so
+// that the 8 lanes of a 16-byte store phase (4 column groups x 2 row groups with PAIR, 8
+// column groups of one row group without) hit 8 different 16-byte bank groups.
+fn g_swz(cg: u32) -> u32 { return select(cg, (2u * cg) & 15u, PAIR); }
 
 // Per-thread values live in structs with named members, never in arrays indexed in loops:
 // a driver that does not unroll such a loop keeps the array in local memory (the forward's
@@ -1036,7 +1040,7 @@ fn g_rowprod(acc: ptr<function, G8>, which: u32, base: u32, stride: u32, row0: u
         for (var j1 = 0u; j1 < sub; j1++) {
             let jj = sb * sub + j1;
             let j = kc + jj;
-            let w = g_w[j * 16u + (tr ^ (j >> 2u))];
+            let w = g_w[j * 16u + (tr ^ g_swz(j >> 2u))];
             let x0 = g_st[jj * G_DP4 + tc];
             (*acc).r0 += w.x * x0;
             (*acc).r1 += w.y * x0;
@@ -1138,7 +1142,7 @@ fn bwd_dq64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
     var acc = G8();
-    let sw = tr ^ tc;
+    let sw = tr ^ g_swz(tc);
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
         var s = G4();
         var dp = G4();
@@ -1181,7 +1185,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     // this thread moves sub-block tid: key group kg, query group qg, into g_w's [key][row group]
     let kg = tid / 16u;
     let qg = tid % 16u;
-    let sw = qg ^ kg;
+    let sw = qg ^ g_swz(kg);
     var acc = G8();
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
         if (!dkdv_visits(i0, kb)) { continue; }
@@ -1249,7 +1253,7 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     let qb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     let full_keys = j0 + 64u <= p.seq_k;
     let mul = vec4f(p.scale_log2, 1.0, 1.0, 1.0);
-    let sw = tr ^ tc;
+    let sw = tr ^ g_swz(tc);
     var dk = G8();
     var dv = G8();
     for (var hh = 0u; hh < p.group; hh++) {
@@ -1547,8 +1551,8 @@ fn lse_export(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
 // and are reduced once at the end. A row with no visible key keeps m = -inf, l = 0 and
 // writes 0.
 // Phase 2, O += P V: P (after dropout) is stored transposed [64 keys][16 row groups] vec4
-// (4 rows per vec4; the row group index is XOR-swizzled with key/4 so that the 8 lanes
-// of a store phase, which share tr and differ in tc, hit 8 different 16-byte banks), then
+// (4 rows per vec4; the row group index is XOR-swizzled with a function of key/4, pf_swz,
+// so that the 8 lanes of a store phase hit 8 different 16-byte banks), then
 // v is streamed in chunks of PF_BK keys x 16*PF_OCV vec4 into the region that held the
 // q/k chunks. Per key a thread loads 1 vec4 of P (4 rows) and PF_OCV vec4 of v for
 // 16*PF_OCV FMAs; lanes read consecutive vec4 of v (conflict-free).
@@ -1671,6 +1675,9 @@ fn pf_tc(tid: u32) -> u32 {
     let lx = select(lane % 8u, (lane & 1u) | ((lane >> 1u) & 6u), PAIR);
     return 8u * ((tid / 32u) % 2u) + lx;
 }
+// The swizzle of P^T: key group kg's vec4 of row group r sits in slot r ^ pf_swz(kg), as
+// g_swz for g_w (8 distinct bank groups per store phase with either placement).
+fn pf_swz(kg: u32) -> u32 { return select(kg & 7u, (2u * kg) & 7u, PAIR); }
 
 @compute @workgroup_size(256)
 fn prefill(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -1759,7 +1766,7 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
     let rows = vec4u(i0 + 4u * tr) + vec4u(0u, 1u, 2u, 3u);   // this thread's 4 query rows
     var rk = vec4u(0u);
     if (dropout) { rk = row_keys(bh, rows); }
-    let swz = tc & 7u;                                        // P^T swizzle of this thread's keys
+    let swz = pf_swz(tc);                                     // P^T swizzle of this thread's keys
     let nkc = (p.dim + PF_BK - 1u) / PF_BK;                   // head_dim chunks
 
     let range = key_range(i0, i1);
@@ -1844,7 +1851,7 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
             workgroupBarrier();
             for (var jj = 0u; jj < PF_BK; jj++) {
                 let j = vc + jj;
-                let pv = pf_p[j * 16u + (tr ^ ((j >> 2u) & 7u))];
+                let pv = pf_p[j * 16u + (tr ^ pf_swz(j >> 2u))];
                 let v0 = pf_s[jj * PF_DV4 + tc];
                 o00 += pv.x * v0;
                 o10 += pv.y * v0;
