@@ -1175,12 +1175,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let bhd = wg / p.q_blocks;                    // query head of the dispatch
     let tr = g_tr(tid);
     let tc = g_tc(tid);
-    let i0 = qw.i0;
-    let q_stride = qw.q_stride;
-    let q_base = qw.q_base;
-    let k_stride = qw.k_stride;
-    let k_base = qw.k_base;
-    let range = key_range(i0, qw.i1);
+    let range = key_range(qw.i0, qw.i1);
     let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
     // this thread moves sub-block tid: key group kg, query group qg, into g_w's [key][row group]
     let kg = tid / 16u;
@@ -1188,7 +1183,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let sw = qg ^ g_swz(kg);
     var acc = G8();
     for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
-        if (!dkdv_visits(i0, kb)) { continue; }
+        if (!dkdv_visits(qw.i0, kb)) { continue; }
         workgroupBarrier();   // the previous block's readers of g_w are done
         let at = ds_block(bhd, qw.qbi, kb / 64u) + tid * 4u;
         let x0 = ds_in[at];
@@ -1199,14 +1194,14 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
         g_w[(4u * kg + 1u) * 16u + sw] = vec4f(x0.y, x1.y, x2.y, x3.y);
         g_w[(4u * kg + 2u) * 16u + sw] = vec4f(x0.z, x1.z, x2.z, x3.z);
         g_w[(4u * kg + 3u) * 16u + sw] = vec4f(x0.w, x1.w, x2.w, x3.w);
-        g_rowprod(&acc, 1u, k_base, k_stride, kb, tid, tr, tc);
+        g_rowprod(&acc, 1u, qw.k_base, qw.k_stride, kb, tid, tr, tc);
     }
 
-    let row = i0 + 4u * tr;
-    g_store(row, p.seq_q, q_base, q_stride, tc, acc.r0, acc.r4, p.scale);
-    g_store(row + 1u, p.seq_q, q_base, q_stride, tc, acc.r1, acc.r5, p.scale);
-    g_store(row + 2u, p.seq_q, q_base, q_stride, tc, acc.r2, acc.r6, p.scale);
-    g_store(row + 3u, p.seq_q, q_base, q_stride, tc, acc.r3, acc.r7, p.scale);
+    let row = qw.i0 + 4u * tr;
+    g_store(row, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r0, acc.r4, p.scale);
+    g_store(row + 1u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r1, acc.r5, p.scale);
+    g_store(row + 2u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r2, acc.r6, p.scale);
+    g_store(row + 3u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r3, acc.r7, p.scale);
 }
 
 // P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
