@@ -648,19 +648,20 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
    it by k, one block product where bwd_dq64 recomputes S and dP for three. The blocks go
    to a scratch of at most DS_MAX_BYTES (400 MB at batch 8, 12 heads, seq 1024): where all
    of them do not fit, both kernels run over ranges of (batch, kv head) pairs whose blocks
-   do (`chunk` pairs per range; 0: not this path). By default when both halves run the
-   64 x 64 entries and the blocks of one pair fit DS_MAX_BYTES. WGML_ATTN_DS: "0" never,
-   "1" whenever those of one pair fit one storage binding (refused otherwise; ranges of up
-   to the binding size), "1,N" the same in ranges of at most N pairs, unset or "" the
-   rule. */
+   do (`chunk` pairs per range, 0: not this path; `pair_bytes` the blocks of one pair). By
+   default when both halves run the 64 x 64 entries and the blocks of one pair fit
+   DS_MAX_BYTES. WGML_ATTN_DS: "0" never, "1" whenever those of one pair fit one storage
+   binding (refused otherwise; ranges of up to the binding size), "1,N" the same in ranges
+   of at most N pairs, unset or "" the rule. */
 #define DS_MAX_BYTES (1ull << 30)
 
 static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd_choice ck, const attn_shape *s,
-                           uint32_t *chunk)
+                           uint32_t *chunk, uint64_t *pair_bytes)
 {
     const char *env = getenv("WGML_ATTN_DS");
     uint64_t limit = ctx->limits.maxStorageBufferBindingSize;
     uint64_t pair = 16384ull * (s->heads / s->kv_heads) * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
+    *pair_bytes = pair;
     uint32_t pairs = s->batch * s->kv_heads;
     unsigned most = 0;
     int used = 0;
@@ -707,12 +708,12 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
     uint32_t chunk = 0, group = s->heads / s->kv_heads;
-    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk));
+    uint64_t pair_bytes = 0;
+    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk, &pair_bytes));
     wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
-    uint64_t ds_bytes = 16384ull * chunk * group * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
-    if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? ds_bytes : 16, &ds));
+    if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
@@ -741,7 +742,8 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) add_constant(&kk, "WRITE_DS", 1);
-    wgml__kernel kq = chunk ? gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq) : kk;
+    wgml__kernel kq = { 0 };
+    if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
     wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
     uint32_t pairs = s->batch * s->kv_heads, step = chunk ? chunk : pairs;
