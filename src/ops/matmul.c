@@ -5,11 +5,11 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (128x128 for large outputs: t128k8xup, BK 8 in two buffers with the 8 k of a step
-        written out, an unconditional prefetch and the lanes paired for workgroup-memory
-        reads, and for matmul_at t128k8xp, the same without the unconditional prefetch:
-        fastest in the H200 sweeps; 64x64 when 128-tiles would leave the GPU half
-        empty and K is too short for split-K to fill it);
+        (for large outputs t64x128k8xp: 64 x 128 tiles of 128 threads, 8 x 8 outputs per
+        thread, BK 8 in two buffers with the 8 k of a step written out and the lanes
+        paired for workgroup-memory reads: fastest in the H200 sweeps, round 16 of
+        bench/notes/matmul.md; then the 128 x 128 tiles; 64x64 when 128-tiles would leave
+        the GPU half empty and K is too short for split-K to fill it);
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
         scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10%);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
@@ -21,7 +21,7 @@
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
      t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
-     t128k8xp t128k8xup
+     t128k8xp t128k8xup t128x64k8xup t128x64k8xp t64x128k8xup t64x128k8xp
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -71,7 +71,7 @@ typedef struct tile_cfg {
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
     T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, T128K8XP, T128K8XUP,
-    NTILES
+    T128X64K8XUP, T128X64K8XP, T64X128K8XUP, T64X128K8XP, NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -106,8 +106,16 @@ static const tile_cfg TILES[NTILES] = {
     [T128K8XU] = { "t128k8xu", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1 },  /* + an unconditional prefetch: the
                                                                            default for matmul_at until round 15 */
     /* round 15: the same with the lanes paired for workgroup-memory reads */
-    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },    /* the default for matmul_at  */
-    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt */
+    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },    /* the default for matmul_at
+                                                                                until round 16 */
+    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt;
+                                                                                the 128-tile after round 16 */
+    /* round 16: half tiles of 128 threads (four workgroups per SM where two 128-tiles fit,
+       barriers across 4 warps instead of 8, finer waves) */
+    [T128X64K8XUP] = { "t128x64k8xup", 16, 8, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    [T128X64K8XP] = { "t128x64k8xp", 16, 8, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
+    [T64X128K8XUP] = { "t64x128k8xup", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },   /* the default since round 16 */
 };
 
 /* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR. */
@@ -128,11 +136,12 @@ static const tile_cfg TILES[NTILES] = {
 #define BTT_MAX_BYTES (256ull << 20)
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
-/* The split-K cost model of the 128-tiles (plan_split): workgroups of 256 threads that run
-   at once on the GPU it was fitted on (H200: 132 SMs x 2), and what one byte of workspace
-   traffic costs in multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other
-   numbers gets a split that is still sound, only tuned less closely. */
-#define WAVE_WORKGROUPS 264
+/* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): threads
+   that run at once on the GPU it was fitted on (H200: 132 SMs x 512, two 256-thread or four
+   128-thread workgroups of about 128 registers each), and what one byte of workspace traffic
+   costs in multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other numbers
+   gets a split that is still sound, only tuned less closely. */
+#define WAVE_THREADS (132 * 512)
 #define FMA_PER_BYTE 5
 
 typedef struct variant {
@@ -237,16 +246,16 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
    against 513 us with 64-tiles), else 64-tiles; each falls back to the configurations
    with less workgroup memory when the adapter cannot hold it. */
 #define LONG_K 2048
-static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K)
+static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N, uint32_t K)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t128k8xup (t128k8xp for matmul_at) first: measured fastest of the tile variants on
-       the H200 (round 15 of bench/notes/matmul.md), then t128sb (round 2's winner) */
-    static const int big[2][5] = { { T128K8XUP, T128SB, T128, T64, T64K8 }, { T128K8XP, T128SB, T128, T64, T64K8 } };
+    /* t64x128k8xp first: measured fastest of the tile variants on the H200 (round 16 of
+       bench/notes/matmul.md), then the 128-tiles of round 15, then t128sb (round 2's winner) */
+    static const int big[] = { T64X128K8XP, T128K8XUP, T128SB, T128, T64, T64K8 };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
-    const int *order = large ? big[layout == LAYOUT_TN] : small;
-    size_t n = large ? sizeof big[0] / sizeof big[0][0] : sizeof small / sizeof small[0];
+    const int *order = large ? big : small;
+    size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
     for (size_t i = 0; i < n; i++)
         if (tile_fits(ctx, &TILES[order[i]])) return &TILES[order[i]];
     return NULL;
@@ -261,6 +270,7 @@ typedef struct mm_plan {
     uint32_t threads;           /* per workgroup */
     uint32_t min_chunk;         /* smallest K range worth a slice */
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
+    uint32_t wave_workgroups;   /* workgroups that run at once (the wave model) */
 } mm_plan;
 
 static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
@@ -284,7 +294,11 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
-    pl->tile_fmas = tile_m(c) == 128 && tile_n(c) == 128 && pl->threads == 256 ? 128 * 128 : 0;
+    /* the wave model knows the tiles with 8 x 8 outputs per thread and at least 128 threads
+       (about 128 registers: 512 threads per SM of the H200) */
+    bool modelled = c->tm == 8 && pl->threads >= 128;
+    pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
+    pl->wave_workgroups = WAVE_THREADS / pl->threads;
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
@@ -344,18 +358,19 @@ static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
                                             .constants = { { "WGV", GEMV_WG } } };
 
-/* Modelled cost of S K-slices of a 128-tile product, in multiply-add slots: whole waves of
-   WAVE_WORKGROUPS workgroups, each as long as its slice (a partial last wave costs a whole
+/* Modelled cost of S K-slices of a tiled product, in multiply-add slots: whole waves of
+   wave_workgroups workgroups, each as long as its slice (a partial last wave costs a whole
    one: the wave quantization that leaves a 384-tile output 27% idle in its second wave),
    plus the workspace written and read back by splitk_reduce. */
 static double split_cost(const mm_plan *pl, uint64_t mn, uint32_t S)
 {
-    uint64_t waves = (pl->workgroups * S + WAVE_WORKGROUPS - 1) / WAVE_WORKGROUPS;
-    double compute = (double)waves * WAVE_WORKGROUPS * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
+    uint64_t w = pl->wave_workgroups;
+    uint64_t waves = (pl->workgroups * S + w - 1) / w;
+    double compute = (double)waves * w * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
     return compute + (S > 1 ? (double)FMA_PER_BYTE * 8.0 * S * mn : 0.0);
 }
 
-/* Number of K-slices: forced by the variant; for the 128-tiles the cheapest by split_cost
+/* Number of K-slices: forced by the variant; for the modelled tiles the cheapest by split_cost
    (H200, round 4 of bench/notes/matmul.md: 8192 x 768 x 768 takes 2 slices, 393 -> 322 us
    measured; 768 x 768 x 8192 takes 7); otherwise enough to reach FILL_THREADS when the output gives
    fewer. Every slice is at least min_chunk long; S is limited by the largest workspace the
@@ -418,7 +433,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     } else if (!v.nogemv && N == 1) {
         plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
     } else {
-        const tile_cfg *c = pick_tile(ctx, &v, layout, M, N, K);
+        const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
@@ -543,13 +558,13 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
     return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the 128-tile gemm (t128k8xup, and
-   t128k8xp for matmul_at, see TILES) of each layout for sizes that are multiples of 4, the
-   matrix-vector kernels of decode, the split-K reduction and the transposed copy. */
+/* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t64x128k8xp,
+   see TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
+   decode, the split-K reduction and the transposed copy. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                     \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, (lay) != LAYOUT_TN, 1) } } }
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 8 }, { "WG_N", 16 }, { "BK", 8 },                      \
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, 0, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
