@@ -16,10 +16,9 @@
 #                                       prefetch (t128k8xu), and the defaults, with each kernel's SASS (bench/sass_dump.py)
 #   bash bench/matmul_sweep.sh round15  lanes paired for workgroup-memory reads: t128k8xp / t128k8xup against
 #                                       t128k8x / t128k8xu, and the attention kernels with WGML_ATTN_PAIR=1
-#   bash bench/matmul_sweep.sh round16  half tiles of 128 threads (128 x 64, 64 x 128) against the 128-tiles, with
-#                                       their registers
 #   bash bench/matmul_sweep.sh round16b t64x128k8xp as the default (with the wave model): against the 128-tiles,
-#                                       its K-slices on the training shapes, the training step
+#                                       its K-slices on the training shapes, the training step (round 16's first
+#                                       call also timed t128x64k8xp / xup and t64x128k8xup, since removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -256,31 +255,6 @@ for rep in 1 2; do
         WGML_ATTN_PAIR=$pair build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
         WGML_ATTN_PAIR=$pair build-device/wgml bench --group attention --filter 'S4096 D128 causal' --samples 3 2>&1 | grep -E '^\| flash|rror|fail'
         WGML_ATTN_PAIR=$pair build-device/wgml bench --group train-ops --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
-    done
-done
-} | tee "$out/matmul_sweep.md"
-exit 0
-fi
-
-if [ "$round" = round16 ]; then
-# Round 16 (bench/notes/matmul.md): 128 x 64 and 64 x 128 tiles of 128 threads (the
-# 128-tile's code, 8 x 8 per thread) against the defaults. Tests of the variants on the
-# GPU first, the driver's registers of each, then the times, twice, alternating.
-(cd build-device && timeout 300 ./tests/test_matmul variants >"$out/test_matmul.log" 2>&1; echo "test_matmul variants: $(tail -1 "$out/test_matmul.log")")
-{
-echo "# Round 16 sweep: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-for v in "" t128x64k8xup t128x64k8xp t64x128k8xup t64x128k8xp; do
-    echo "## registers: WGML_MATMUL_VARIANT=\"$v\" (matmul 4096^3: matmul, matmul_bt's copy and product, matmul_at)"
-    WGML_MATMUL_VARIANT="$v" WGML_VK_STATS_SO=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so} bash bench/kernel_stats.sh \
-        build-device/wgml bench --group matmul --filter 4096x4096x4096 --samples 1 2>&1 | grep -E 'Register|rror' | sed -E 's/ \| Stack Size=0//'
-done
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in "" t128x64k8xup t128x64k8xp t64x128k8xup t64x128k8xp; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" matmul 4096x4096x4096 7
-        bench "$v" matmul 11008 5
-        bench "$v" train-ops matmul 7
     done
 done
 } | tee "$out/matmul_sweep.md"

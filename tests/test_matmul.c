@@ -148,8 +148,8 @@ static const struct { const char *name; unsigned smem_bytes, threads; } forced_t
     { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
     { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
     { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },   /* the defaults until round 15 */
-    /* round 16: half tiles of 128 threads */
-    { "t128x64k8xup", 12288, 128 }, { "t128x64k8xp", 12288, 128 }, { "t64x128k8xup", 12288, 128 }, { "t64x128k8xp", 12288, 128 },
+    { "t128k8xup", 16384, 256 }, { "t128k8xp", 16384, 256 },   /* the defaults until round 16 */
+    { "t64x128k8xp", 12288, 128 },                              /* the default since round 16 */
 };
 #define FIRST_ROUND3 13   /* index of t128sbk8 */
 

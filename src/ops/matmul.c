@@ -21,7 +21,7 @@
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
      t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
-     t128k8xp t128k8xup t128x64k8xup t128x64k8xp t64x128k8xup t64x128k8xp
+     t128k8xp t128k8xup t64x128k8xp
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -71,7 +71,7 @@ typedef struct tile_cfg {
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
     T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, T128K8XP, T128K8XUP,
-    T128X64K8XUP, T128X64K8XP, T64X128K8XUP, T64X128K8XP, NTILES
+    T64X128K8XP, NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -110,12 +110,9 @@ static const tile_cfg TILES[NTILES] = {
                                                                                 until round 16 */
     [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt;
                                                                                 the 128-tile after round 16 */
-    /* round 16: half tiles of 128 threads (four workgroups per SM where two 128-tiles fit,
-       barriers across 4 warps instead of 8, finer waves) */
-    [T128X64K8XUP] = { "t128x64k8xup", 16, 8, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
-    [T128X64K8XP] = { "t128x64k8xp", 16, 8, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
-    [T64X128K8XUP] = { "t64x128k8xup", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
-    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },   /* the default since round 16 */
+    /* round 16: a half tile of 128 threads (four workgroups per SM where two 128-tiles fit,
+       barriers across 4 warps instead of 8, finer waves): the default since then */
+    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
 };
 
 /* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR. */
