@@ -19,6 +19,7 @@
 #   bash bench/matmul_sweep.sh round16b t64x128k8xp as the default (with the wave model): against the 128-tiles,
 #                                       its K-slices on the training shapes, the training step (round 16's first
 #                                       call also timed t128x64k8xp / xup and t64x128k8xup, since removed)
+#                                       (round 17 timed t64k8xp the same way; removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
