@@ -20,6 +20,7 @@
 #                                       its K-slices on the training shapes, the training step (round 16's first
 #                                       call also timed t128x64k8xp / xup and t64x128k8xup, since removed)
 #                                       (round 17 timed t64k8xp the same way; removed)
+#                                       (attention round 15 timed WGML_ATTN_DIRECT=0/1 the same way; removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"

@@ -8,8 +8,8 @@
 struct wgml__pipeline {
     const char *file, *entry, *layout;
     uint32_t nconst;
-    const char *const_names[6];
-    double const_values[6];
+    const char *const_names[WGML__MAX_CONSTANTS];
+    double const_values[WGML__MAX_CONSTANTS];
     WGPUComputePipeline pipeline;
     WGPUBindGroupLayout bgl;
 };
@@ -134,7 +134,7 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
         }
     wgml_context *ctx = e->ctx;
     size_t nb = strlen(k->layout);
-    if (nb == 0 || nb > 16 || k->nconst > 6) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s has a bad layout", k->entry);
+    if (nb == 0 || nb > 16 || k->nconst > WGML__MAX_CONSTANTS) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s has a bad layout", k->entry);
     WGPUShaderModule module = NULL;
     WGML_CHECK(get_module(e, k->file, &module));
 
@@ -142,7 +142,7 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     WGPUBindGroupLayout bgl = make_layout(ctx, k->layout);
     WGPUPipelineLayout pl = wgpuDeviceCreatePipelineLayout(ctx->device, &(WGPUPipelineLayoutDescriptor){
         .bindGroupLayoutCount = 1, .bindGroupLayouts = &bgl });
-    WGPUConstantEntry consts[6];
+    WGPUConstantEntry consts[WGML__MAX_CONSTANTS];
     for (uint32_t i = 0; i < k->nconst; i++)
         consts[i] = (WGPUConstantEntry){ .key = { k->constants[i].name, WGPU_STRLEN }, .value = k->constants[i].value };
     WGPUComputePipeline p = wgpuDeviceCreateComputePipeline(ctx->device, &(WGPUComputePipelineDescriptor){

@@ -129,6 +129,7 @@ size_t wgml__nbytes(const wgml_tensor *t);
 /* ---- engine, kernels, dispatch ------------------------------------------------------ */
 
 /* One compiled kernel variant: a WGSL file, an entry point and override constants. */
+#define WGML__MAX_CONSTANTS 8   /* pipeline-overridable constants of one kernel variant */
 typedef struct wgml__kernel {
     const char *file;            /* name of src/kernels/<file>.wgsl */
     const char *entry;           /* entry point */
@@ -136,7 +137,7 @@ typedef struct wgml__kernel {
        'u' uniform (the op's parameters), 'r' read-only storage, 'w' read-write storage. */
     const char *layout;
     uint32_t nconst;
-    struct { const char *name; double value; } constants[6];
+    struct { const char *name; double value; } constants[WGML__MAX_CONSTANTS];
 } wgml__kernel;
 
 /* A storage binding: a tensor's whole buffer. */

@@ -36,6 +36,7 @@
    log-sum-exp converted, D = rowsum(dO*O)). */
 #include "internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -424,6 +425,8 @@ static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
 /* Appends an override constant to k (the optional ones of the attention kernels). */
 static void add_constant(wgml__kernel *k, const char *name, double value)
 {
+    /* at most 6 here: GBK, GOCV, FEAT, G_SUB, PAIR, WRITE_DS */
+    assert(k->nconst < WGML__MAX_CONSTANTS);
     k->constants[k->nconst].name = name;
     k->constants[k->nconst++].value = value;
 }
