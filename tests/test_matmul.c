@@ -136,20 +136,23 @@ static void test_random_shapes(void)
 
 /* Every kernel variant that WGML_MATMUL_VARIANT can force, so each is correct when a
    benchmark picks it. A configuration the adapter cannot hold is refused (WGML_ERROR_LIMIT),
-   as is an unknown token, with nothing recorded. */
-static const struct { const char *name; unsigned smem_bytes, threads; } forced_tiles[] = {
-    { "t128", 32768, 256 },    { "t128sb", 16384, 256 },  { "t64", 16384, 64 },      { "t64k8", 8192, 64 },
-    { "t128f", 32768, 256 },   { "t128np", 32768, 256 },  { "t128npf", 32768, 256 }, { "t128k32", 32768, 256 },
-    { "t128k8", 16384, 256 },  { "t128x64", 24576, 128 }, { "t64x128", 24576, 128 }, { "m4x8", 24576, 256 },
+   as is an unknown token, with nothing recorded. `all`: tested in every layout (the base
+   tiles, the default and the first fallback of pick_tile); the others in one layout each,
+   rotating: they differ from those in their products, buffering or lane placement, which
+   no layout changes, while the per-layout load code is the same for all of them. */
+static const struct { const char *name; unsigned smem_bytes, threads; bool all; } forced_tiles[] = {
+    { "t128", 32768, 256, true },   { "t128sb", 16384, 256 },  { "t64", 16384, 64, true }, { "t64k8", 8192, 64, true },
+    { "t128f", 32768, 256 },        { "t128np", 32768, 256 },  { "t128npf", 32768, 256 }, { "t128k32", 32768, 256 },
+    { "t128k8", 16384, 256 },       { "t128x64", 24576, 128 }, { "t64x128", 24576, 128 }, { "m4x8", 24576, 256 },
     { "t128m4", 32768, 512 },
     /* round 3: new load/product/store code (prefetch with fewer blocks than threads, gemm2,
-       gemm2_v4), tested in every layout, three pipelines each (see test_variants): the ones
-       with the k loop written out take lavapipe's LLVM 3 - 6 s per pipeline to compile */
+       gemm2_v4), each with its scalar and vec4 pipelines and split-K (see test_variants):
+       the ones with the k loop written out take lavapipe's LLVM 3 - 6 s per pipeline */
     { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
     { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
-    { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },   /* the defaults until round 15 */
-    { "t128k8xup", 16384, 256 }, { "t128k8xp", 16384, 256 },   /* the defaults until round 16 */
-    { "t64x128k8xp", 12288, 128 },                              /* the default since round 16 */
+    { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },        /* the defaults until round 15 */
+    { "t128k8xup", 16384, 256, true }, { "t128k8xp", 16384, 256 }, /* until round 16; xup: the first fallback */
+    { "t64x128k8xp", 12288, 128, true },                           /* the default since round 16 */
 };
 #define FIRST_ROUND3 13   /* index of t128sbk8 */
 
@@ -164,7 +167,6 @@ static void test_variants(void)
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
     static const shape shapes[] = { { 130, 67, 45 }, { 96, 132, 76 } };
-    static const shape vectors[] = { { 1, 77, 50 }, { 65, 1, 36 } };
     /* tile configurations: one shape (scalar loads) per layout; t128sb differs from t128 only
        in its buffering, so one layout (both operands contiguous along K) covers it */
     for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
@@ -182,7 +184,7 @@ static void test_variants(void)
         /* every layout for the four base tiles; the others differ from them in tile shape,
            buffering or clamps, not in the per-layout load code: one layout each, rotating
            (pipelines compile slowly on lavapipe) */
-        bool all = v < 4 && strcmp(forced_tiles[v].name, "t128sb") != 0;
+        bool all = v < FIRST_ROUND3 && forced_tiles[v].all;
         int o0 = all ? 0 : v >= FIRST_ROUND3 ? 1 : (int)(v % 3);   /* round 3: matmul_bt here (scalar loads, */
         for (int o = o0; o < (all ? 3 : o0 + 1); o++)                 /* N odd: gemm2's scalar stores), the */
             run_case(o, shapes[0].M, shapes[0].N, shapes[0].K, false, forced_tiles[v].name);   /* others below */
@@ -202,15 +204,15 @@ static void test_variants(void)
         char name[64];
         snprintf(name, sizeof name, "%s", forced_tiles[v].name);
         setenv("WGML_MATMUL_VARIANT", name, 1);
-        /* the vec4 pipeline of one layout, rotating; every layout for the round-3 variants:
-           K = 76 ends on a half step of BK 8 and leaves a partial last step of BK 16, N = 260
-           takes gemm2's vec4 stores (N % 4 == 0) with an edge tile of 4 columns */
-        bool all = v >= FIRST_ROUND3;
+        /* the vec4 pipeline of one layout, rotating; every layout for the round-3 variants
+           marked all. For round 3 on, K = 76 ends on a half step of BK 8 and leaves a partial
+           last step of BK 16, N = 260 takes gemm2's vec4 stores (N % 4 == 0) with an edge
+           tile of 4 columns */
+        bool r3 = v >= FIRST_ROUND3, all = r3 && forced_tiles[v].all;
         int o0 = (int)((v + 1) % 3);
         for (int o = all ? 0 : o0; o < (all ? 3 : o0 + 1); o++) {
-            if (all && o == 1) continue;   /* round 3: its scalar pipeline, above */
             setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
-            run_case(o, 200, 260, all ? 76 : 72, false, name);
+            run_case(o, 200, 260, r3 ? 76 : 72, false, name);
             run_case(o, 200, 260, 96, true, name);
             snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
             setenv("WGML_MATMUL_VARIANT", name, 1);
@@ -218,6 +220,16 @@ static void test_variants(void)
             snprintf(name, sizeof name, "%s", forced_tiles[v].name);
         }
     }
+    unsetenv("WGML_MATMUL_VARIANT");
+}
+
+/* The other choices WGML_MATMUL_VARIANT can force: matrix-vector kernels, split-K, the
+   transposed copy of matmul_bt; unknown tokens. (Its own case: with test_variants in one
+   ctest entry, the pipelines lavapipe compiles came close to the per-test timeout.) */
+static void test_forced_choices(void)
+{
+    static const shape shapes[] = { { 130, 67, 45 }, { 96, 132, 76 } };
+    static const shape vectors[] = { { 1, 77, 50 }, { 65, 1, 36 } };
     /* forced matrix-vector and split-K choices, on products and on vectors */
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
                                      "gemvrows=1,gemvcols=1", "gemvc1", "gemvc1,gemvcols=64,splitk=2", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
@@ -448,6 +460,7 @@ static const th_case cases[] = {
     { "exact_integers", test_exact_integers },
     { "random_shapes", test_random_shapes },
     { "variants", test_variants },
+    { "forced_choices", test_forced_choices },
     { "leading_dims", test_leading_dims },
     { "shared_input", test_shared_input },
     { "large_grid", test_large_grid },
