@@ -6,7 +6,8 @@
 //
 // gemm: the register-tiled kernel for everything that is not a matrix-vector product.
 //   * A workgroup of WG_M x WG_N threads owns a BM x BN tile of out (BM = TM * WG_M, BN =
-//     8 * WG_N: 128 x 128 with 256 threads by default); each thread owns a TM x 8 micro-tile
+//     8 * WG_N: the host's default for large outputs is 64 x 128 with 128 threads, then
+//     128 x 128 with 256); each thread owns a TM x 8 micro-tile
 //     (TM 8: 16 vec4 registers; TM 4: 8), so every k step costs TM/4 + 2 vec4 loads from
 //     workgroup memory for 8 TM FMAs.
 //   * The micro-tile is split in 4-row by 4-column quads BM/2 (BN/2) apart (rows ty*4.. and
@@ -23,8 +24,9 @@
 //     block is 4 rows x 4 k, loaded as 4 vec4 along k and transposed in registers into 4
 //     vec4 along the rows; lanes are arranged 8 row-quads x 4 k-quads, so a warp load covers
 //     8 rows x 64 contiguous bytes and the 8 lanes of each 16-byte store phase write 8
-//     consecutive vec4 of one k-row: no bank conflicts, no padding. Half the workgroup loads
-//     A, the other half B (whole warps, so the branch never diverges).
+//     consecutive vec4 of one k-row: no bank conflicts, no padding. Whole warps load A,
+//     others B (the branch never diverges); with BK 8 a step has fewer blocks than threads
+//     and the last warps load none.
 //   * Double buffering (DB 1) with register prefetch (PF 1): the next tile is loaded from
 //     global memory into registers before the current one is multiplied, then stored into
 //     the other buffer: one barrier per BK step. DB 0 uses one buffer and two barriers (half
