@@ -11,7 +11,8 @@
         bench/notes/matmul.md; then the 128 x 128 tiles; 64x64 when 128-tiles would leave
         the GPU half empty and K is too short for split-K to fill it);
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
-        scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10%);
+        scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10% with
+        the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
         writes a partial result into a workspace (the engine's matmul scratch) and
@@ -126,7 +127,8 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
    44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
-   measured gain of 5 - 10% it pays from M of about 550; BTT_MIN_M keeps a margin. CPU
+   measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
+   (with the 64 x 128 tiles the gain is 14 - 21%, measured from M = 2048 only). CPU
    adapters keep the direct kernel (lavapipe: no gain), and so does a b above BTT_MAX_BYTES
    (the copy stays allocated in the engine). */
 #define BTT_MIN_M 1024
