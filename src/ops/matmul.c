@@ -128,7 +128,7 @@ static const tile_cfg TILES[NTILES] = {
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
    44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
    measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
-   (with the 64 x 128 tiles the gain is 14 - 21%, measured from M = 2048 only). CPU
+   (with the 64 x 128 tiles the gain is 14 - 21%, measured at M = 2048 - 8192). CPU
    adapters keep the direct kernel (lavapipe: no gain), and so does a b above BTT_MAX_BYTES
    (the copy stays allocated in the engine). */
 #define BTT_MIN_M 1024
