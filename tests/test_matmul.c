@@ -181,7 +181,7 @@ static void test_variants(void)
             wgml_tensor_release(a); wgml_tensor_release(o);
             continue;
         }
-        /* every layout for the four base tiles; the others differ from them in tile shape,
+        /* every layout for the base tiles marked all; the others differ from them in tile shape,
            buffering or clamps, not in the per-layout load code: one layout each, rotating
            (pipelines compile slowly on lavapipe) */
         bool all = v < FIRST_ROUND3 && forced_tiles[v].all;

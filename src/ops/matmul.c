@@ -269,7 +269,6 @@ typedef struct mm_plan {
     uint32_t threads;           /* per workgroup */
     uint32_t min_chunk;         /* smallest K range worth a slice */
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
-    uint32_t wave_workgroups;   /* workgroups that run at once (the wave model) */
 } mm_plan;
 
 static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
@@ -297,7 +296,6 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
        (about 128 registers: 512 threads per SM of the H200) */
     bool modelled = c->tm == 8 && pl->threads >= 128;
     pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
-    pl->wave_workgroups = WAVE_THREADS / pl->threads;
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
@@ -358,12 +356,12 @@ static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_r
                                             .constants = { { "WGV", GEMV_WG } } };
 
 /* Modelled cost of S K-slices of a tiled product, in multiply-add slots: whole waves of
-   wave_workgroups workgroups, each as long as its slice (a partial last wave costs a whole
+   WAVE_THREADS / threads workgroups, each as long as its slice (a partial last wave costs a whole
    one: the wave quantization that leaves a 384-tile output 27% idle in its second wave),
    plus the workspace written and read back by splitk_reduce. */
 static double split_cost(const mm_plan *pl, uint64_t mn, uint32_t S)
 {
-    uint64_t w = pl->wave_workgroups;
+    uint64_t w = WAVE_THREADS / pl->threads;   /* workgroups that run at once */
     uint64_t waves = (pl->workgroups * S + w - 1) / w;
     double compute = (double)waves * w * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
     return compute + (S > 1 ? (double)FMA_PER_BYTE * 8.0 * S * mn : 0.0);
