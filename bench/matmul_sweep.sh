@@ -21,6 +21,7 @@
 #                                       call also timed t128x64k8xp / xup and t64x128k8xup, since removed)
 #                                       (round 17 timed t64k8xp the same way; removed)
 #                                       (attention round 15 timed WGML_ATTN_DIRECT=0/1 the same way; removed)
+#                                       (attention round 16 timed WGML_ATTN_PREFILL=r8 the same way; removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
