@@ -22,6 +22,7 @@
 #                                       (round 17 timed t64k8xp the same way; removed)
 #                                       (attention round 15 timed WGML_ATTN_DIRECT=0/1 the same way; removed)
 #                                       (attention round 16 timed WGML_ATTN_PREFILL=r8 the same way; removed)
+#                                       (attention round 17 timed WGML_ATTN_DB=1/2 the same way; removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
