@@ -23,6 +23,7 @@
 #                                       (attention round 15 timed WGML_ATTN_DIRECT=0/1 the same way; removed)
 #                                       (attention round 16 timed WGML_ATTN_PREFILL=r8 the same way; removed)
 #                                       (attention round 17 timed WGML_ATTN_DB=1/2 the same way; removed)
+#   bash bench/matmul_sweep.sh attn18   attention blocks of all heads longest first against WGML_ATTN_ORDER=head
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -294,6 +295,32 @@ for rep in 1 2; do
         echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step (repeat $rep)"
         WGML_MATMUL_VARIANT="$v" build-device/wgml bench --group train-ops --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
     done
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = attn18 ]; then
+# Attention round 18 (bench/notes/attention.md): the blocks of all heads longest first
+# (default) against the blocks of one head together (WGML_ATTN_ORDER=head).
+{
+echo "# Attention round 18: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+ords=${ATTN18_VARIANTS:-head}
+for o in "" $ords; do
+    echo "## tests: WGML_ATTN_ORDER=\"$o\""
+    (cd build-device && WGML_ATTN_ORDER=$o timeout 300 ./tests/test_attention 2>&1 | tail -1)
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for o in $ords ""; do
+        echo "## WGML_ATTN_ORDER=\"$o\" (repeat $rep)"
+        WGML_ATTN_ORDER=$o build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+        WGML_ATTN_ORDER=$o build-device/wgml bench --group attention --samples 3 2>&1 | grep -E '^\| flash|rror|fail' | grep -v decode
+    done
+done
+for o in $ords ""; do
+    echo "## WGML_ATTN_ORDER=\"$o\" model_train_step"
+    WGML_ATTN_ORDER=$o build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } | tee "$out/matmul_sweep.md"
 exit 0

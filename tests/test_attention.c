@@ -694,6 +694,33 @@ static void test_backward_ds_ranges(void)
     problem_free(&P);
 }
 
+/* The blocks of a dispatch run in groups of heads, longest first within a group
+   (block_of in attention.wgsl; the group size from the rows a head re-reads, or
+   WGML_ATTN_ORDER). Group sizes that do not divide the heads leave a smaller last group:
+   12 query heads in groups of 5 (5, 5, 2) and of 4, 6 (batch x kv head) pairs in groups
+   of 5 (5, 1) and 4 (4, 2), one head at a time, and the default; causal, a window, GQA;
+   forward and backward against the reference; the old tiled forward in groups of 5. */
+static void test_block_order(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 2, 150, 150, 6, 3, 18, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 2, 100, 170, 6, 3, 18, true, 70, 40, 0, 0, NOMASK, 0 },
+    };
+    static const char *const orders[] = { "5", "4", "head", "" };
+    for (int o = 0; o < 4; o++) {
+        setenv("WGML_ATTN_ORDER", orders[o], 1);
+        char tag[64];
+        snprintf(tag, sizeof tag, "block order \"%s\"", orders[o]);
+        run_cases(cases, 2, true, tag);
+    }
+    setenv("WGML_ATTN_ORDER", "5", 1);
+    setenv("WGML_ATTN_PREFILL", "old", 1);
+    run_cases(cases, 2, false, "block order \"5\", old forward");
+    unsetenv("WGML_ATTN_PREFILL");
+    unsetenv("WGML_ATTN_ORDER");
+}
+
 /* Other tile shapes through the tuning variables, for the code paths the default shapes of
    lavapipe leave out (the defaults cover one and two staging regions, 2 and 4 columns per
    lane, 8 lanes per row group, row blocks of 16 to 64): 16 lanes per row group (fwd), 4
@@ -1186,6 +1213,7 @@ static const th_case cases[] = {
     { "scale_and_long_keys", test_scale_and_long_keys },
     { "large_grid", test_large_grid },
     { "backward_ds_ranges", test_backward_ds_ranges },
+    { "block_order", test_block_order },
     { "forced_tiles", test_forced_tiles },
     { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },

@@ -86,7 +86,8 @@ struct Params {
     keys_per_split: u32, head_chunks: u32, seed_key2: u32, neg_inf: f32,
     pos_inf: f32, scale: f32, dim: u32, d4: u32,           // head_dim, ceil(head_dim / 4)
     subs: u32, subs_rows: u32,    // G_SUB > 0: sub-chunks per chunk (head_dim, rows)
-    bk0: u32, pad2: u32,          // bwd_dkdv64, bwd_dq_ds64: first (batch, kv head) of the dispatch
+    bk0: u32,                     // bwd_dkdv64, bwd_dq_ds64: first (batch, kv head) of the dispatch
+    order_heads: u32,             // heads per group of the block order (block_of)
 }
 
 const LOG2E: f32 = 1.4426950408889634;
@@ -226,6 +227,23 @@ fn block_visible(i0: u32, i1: u32, j0: u32, n: u32) -> bool {
     return true;
 }
 
+// Which block of which head workgroup wg of a dispatch works on: x = the block counted from
+// the longest end (causal: the last query block, the first key block), y = the head counted
+// from the dispatch's first. The heads go in groups of p.order_heads; within a group the
+// blocks of all its heads run longest first, so that a GPU starting workgroups in index
+// order ends the dispatch on short blocks rather than on the longest blocks of its last
+// head, while the workgroups running at once still share the k and v rows of a few heads
+// in the L2 cache (round 18 of bench/notes/attention.md). order_heads 1: one head's blocks
+// together.
+fn block_of(wg: u32, blocks: u32) -> vec2u {
+    let heads = p.total_wg / blocks;
+    let gh = clamp(p.order_heads, 1u, heads);      // gh * blocks <= total_wg: no overflow
+    let g = wg / (gh * blocks);
+    let r = wg % (gh * blocks);
+    let size = min(gh, heads - g * gh);           // the last group may be smaller
+    return vec2u(r / size, g * gh + r % size);
+}
+
 // Zeroes the lanes of a row vec4 at or past DIM; x was loaded at element offset e.
 fn unaligned(lo: vec4f, hi: vec4f, e: u32, d4: u32) -> vec4f {
     var x = lo;
@@ -321,8 +339,9 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
        @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
-    let bh = wg / p.q_blocks;
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;              // last (longest when causal) blocks first
+    let bh = bo.y;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
@@ -542,8 +561,9 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
           @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
-    let bh = wg / p.q_blocks;
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;              // last (longest when causal) blocks first
+    let bh = bo.y;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;
@@ -720,8 +740,9 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
             @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let kbi = wg % p.k_blocks;
-    let bk = wg / p.k_blocks;
+    let bo = block_of(wg, p.k_blocks);
+    let kbi = bo.x;
+    let bk = bo.y;
     let kvh = bk % p.kv_heads;
     let b = bk / p.kv_heads;
     let g = tid / TC;
@@ -1091,8 +1112,9 @@ fn dkdv_visits(qb: u32, kb: u32) -> bool {
 // head's q rows and its kv head's k rows start.
 struct QWork { qbi: u32, bh: u32, h: u32, b: u32, i0: u32, i1: u32, q_stride: u32, q_base: u32, k_stride: u32, k_base: u32 }
 fn q_work(wg: u32, bh0: u32) -> QWork {
-    let qbi = p.q_blocks - 1u - wg % p.q_blocks;
-    let bh = wg / p.q_blocks + bh0;
+    let bo = block_of(wg, p.q_blocks);
+    let qbi = p.q_blocks - 1u - bo.x;
+    let bh = bo.y + bh0;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let i0 = qbi * 64u;
@@ -1172,7 +1194,7 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     let qw = q_work(wg, p.bk0 * p.group);
-    let bhd = wg / p.q_blocks;                    // query head of the dispatch
+    let bhd = qw.bh - p.bk0 * p.group;            // query head of the dispatch
     let tr = g_tr(tid);
     let tc = g_tc(tid);
     let range = key_range(qw.i0, qw.i1);
@@ -1227,8 +1249,9 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
               @builtin(local_invocation_index) tid: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
-    let kbi = wg % p.k_blocks;
-    let bk = wg / p.k_blocks + p.bk0;
+    let bo = block_of(wg, p.k_blocks);
+    let kbi = bo.x;
+    let bk = bo.y + p.bk0;
     let kvh = bk % p.kv_heads;
     let b = bk / p.kv_heads;
     let tr = g_tr(tid);
@@ -1690,8 +1713,9 @@ fn prefill_lse(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     if (wg >= p.total_wg) { return; }
     let r = pf_run(wg, tid, false);
     if (pf_tc(tid) != 0u) { return; }
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;
-    let bh = wg / p.q_blocks;
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;
+    let bh = bo.y;
     let i = qb * 64u + 4u * pf_tr(tid);
     // m of a row that saw no finite score is -inf and its l is 0: lse_public gives -inf
     if (i < p.seq_q) { lse_out[bh * p.seq_q + i] = lse_public(r.m.x, r.l.x); }
@@ -1711,8 +1735,9 @@ fn prefill_stats(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     let r = pf_run(wg, tid, true);
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;
-    let bh = wg / p.q_blocks;
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;
+    let bh = bo.y;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let tr = pf_tr(tid);
@@ -1744,8 +1769,9 @@ fn prefill_stats(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
 // The body of prefill for workgroup wg; stats: stop after the softmax statistics (no P v,
 // nothing stored) and return them.
 fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
-    let qb = p.q_blocks - 1u - wg % p.q_blocks;   // last (longest when causal) blocks first
-    let bh = wg / p.q_blocks;
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;              // last (longest when causal) blocks first
+    let bh = bo.y;
     let h = bh % p.heads;
     let b = bh / p.heads;
     let kvh = h / p.group;

@@ -19,7 +19,9 @@
    head_dim as in pick_bwd). WGML_ATTN_FEAT=all builds the mask and dropout code into the
    64 x 64 entries even for calls without them, "call" only what the call uses, also on
    CPU adapters (see feat_of). WGML_ATTN_PAIR=0 places the lanes of the 64 x 64 entries
-   as before round 13 of bench/notes/attention.md (see unpaired_lanes).
+   as before round 13 of bench/notes/attention.md (see unpaired_lanes). WGML_ATTN_ORDER
+   sets how many heads' blocks are ordered together, longest first ("head": one, a number
+   N: N; unset: see order_heads).
 
    Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
    head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
@@ -67,7 +69,7 @@ typedef struct attn_params {
     float pos_inf, scale;
     uint32_t dim, d4;
     uint32_t subs, subs_rows;
-    uint32_t bk0, pad;
+    uint32_t bk0, order_heads;
 } attn_params;
 _Static_assert(sizeof(attn_params) == 144, "attn_params must match struct Params");
 
@@ -439,6 +441,29 @@ static bool unpaired_lanes(void)
     return env && !strcmp(env, "0");
 }
 
+/* Heads per group of the block order (block_of in attention.wgsl). Where the blocks differ
+   in length (causal, window): as many heads as keep the rows each head's workgroups re-read
+   (head_bytes) within ORDER_BYTES, so that the workgroups in flight share them in the L2
+   cache; else 1 (one head at a time: longest first buys nothing there, and the H200 ran
+   B4 H32 S4096 D128 without a mask 10% slower in groups of two heads). WGML_ATTN_ORDER:
+   "head" one head at a time (the order before round 18 of bench/notes/attention.md), a
+   number N that many heads. */
+#define ORDER_BYTES (8u << 20)
+/* The k and v bytes per query head (a kv head's shared by its group). */
+static uint64_t query_head_bytes(const attn_shape *s)
+{
+    return 2ull * 4 * s->seq_k * s->dim / (s->heads / s->kv_heads);
+}
+static uint32_t order_heads(const attn_params *p, uint64_t head_bytes)
+{
+    const char *env = getenv("WGML_ATTN_ORDER");
+    if (env && !strcmp(env, "head")) return 1;
+    if (env && atoi(env) > 0) return (uint32_t)atoi(env);
+    if (!p->causal && p->window <= 0) return 1;
+    uint64_t n = head_bytes ? ORDER_BYTES / head_bytes : 1;
+    return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
+}
+
 /* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
    FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
    the keys of wgml__attention_kernels. */
@@ -493,6 +518,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
     wgml__arg m = wgml__t(mask ? mask : q);
+    p.order_heads = order_heads(&p, query_head_bytes(s));
     if (s->seq_q > 1) {
         uint32_t bk;
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
@@ -718,6 +744,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
     if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
+    p.order_heads = order_heads(&p, query_head_bytes(s));
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
        scores and softmax, no P v) where prefill is the forward, else fwd in MODE 1 (the
@@ -740,6 +767,8 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
        write its dS), then dq */
     if (r == WGML_OK && !chunk) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
     attn_params pk = p, pq = p;
+    /* a kv head's workgroups re-read the q and dout rows of its query heads */
+    pk.order_heads = order_heads(&p, 2ull * 4 * s->seq_q * dim * group);
     pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
