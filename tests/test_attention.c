@@ -699,7 +699,8 @@ static void test_backward_ds_ranges(void)
    WGML_ATTN_ORDER). Group sizes that do not divide the heads leave a smaller last group:
    12 query heads in groups of 5 (5, 5, 2) and of 4, 6 (batch x kv head) pairs in groups
    of 5 (5, 1) and 4 (4, 2), one head at a time, and the default; causal, a window, GQA;
-   forward and backward against the reference; the old tiled forward in groups of 5. */
+   forward and backward against the reference; the old tiled forward in groups of 5;
+   malformed values refused. */
 static void test_block_order(void)
 {
     static const acase cases[] = {
@@ -718,7 +719,33 @@ static void test_block_order(void)
     setenv("WGML_ATTN_PREFILL", "old", 1);
     run_cases(cases, 2, false, "block order \"5\", old forward");
     unsetenv("WGML_ATTN_PREFILL");
+
+    /* a value that is neither "head" nor a number of heads is refused by the forward and
+       the backward, with nothing recorded or written */
+    problem P;
+    problem_init(&P, &cases[0], 1);
+    const acase *c = &cases[0];
+    wgml_tensor *out = gpu_forward(&P);
+    wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
+    wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
+    wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
+    wgml_tensor *gv = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
+    static const char *const bad[] = { "0", "x", "3x", "-1", " 3", "65537", "Head" };
+    uint64_t before = th_commands();
+    for (int i = 0; i < 7; i++) {
+        setenv("WGML_ATTN_ORDER", bad[i], 1);
+        TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, o, &P.opts, P.tmask),
+                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_ORDER");
+        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, gq, gk, gv, &P.opts,
+                                                            P.tmask),
+                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_ORDER");
+    }
+    TH_CHECK(th_commands() == before, "refused WGML_ATTN_ORDER values recorded commands");
+    TH_CHECK(poisoned(o) && poisoned(gq) && poisoned(gk) && poisoned(gv), "a refused call wrote an output");
     unsetenv("WGML_ATTN_ORDER");
+    wgml_tensor_release(out); wgml_tensor_release(o);
+    wgml_tensor_release(gq); wgml_tensor_release(gk); wgml_tensor_release(gv);
+    problem_free(&P);
 }
 
 /* Other tile shapes through the tuning variables, for the code paths the default shapes of

@@ -454,11 +454,29 @@ static uint64_t query_head_bytes(const attn_shape *s)
 {
     return 2ull * 4 * s->seq_k * s->dim / (s->heads / s->kv_heads);
 }
-static uint32_t order_heads(const attn_params *p, uint64_t head_bytes)
+/* WGML_ATTN_ORDER as *fixed: 0 when unset or "" (the rule of order_heads), else the heads
+   per group it asks for; anything else is refused. */
+static wgml_status pick_order(wgml_context *ctx, const char *fn, uint32_t *fixed)
 {
     const char *env = getenv("WGML_ATTN_ORDER");
-    if (env && !strcmp(env, "head")) return 1;
-    if (env && atoi(env) > 0) return (uint32_t)atoi(env);
+    *fixed = 0;
+    if (!env || !*env) return WGML_OK;
+    if (!strcmp(env, "head")) {
+        *fixed = 1;
+        return WGML_OK;
+    }
+    char *end = NULL;
+    unsigned long n = env[0] >= '0' && env[0] <= '9' ? strtoul(env, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > 65536)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                          "%s: WGML_ATTN_ORDER=\"%s\" is not head or a number of heads from 1 to 65536", fn, env);
+    *fixed = (uint32_t)n;
+    return WGML_OK;
+}
+
+static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_bytes)
+{
+    if (fixed) return fixed;
     if (!p->causal && p->window <= 0) return 1;
     uint64_t n = head_bytes ? ORDER_BYTES / head_bytes : 1;
     return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
@@ -518,7 +536,9 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
     wgml__arg m = wgml__t(mask ? mask : q);
-    p.order_heads = order_heads(&p, query_head_bytes(s));
+    uint32_t fixed;
+    WGML_CHECK(pick_order(ctx, fn, &fixed));
+    p.order_heads = order_heads(&p, fixed, query_head_bytes(s));
     if (s->seq_q > 1) {
         uint32_t bk;
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
@@ -736,6 +756,8 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
+    uint32_t fixed;
+    WGML_CHECK(pick_order(ctx, fn, &fixed));
     uint32_t chunk = 0, group = s->heads / s->kv_heads;
     uint64_t pair_bytes = 0;
     WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk, &pair_bytes));
@@ -744,7 +766,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
     if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
-    p.order_heads = order_heads(&p, query_head_bytes(s));
+    p.order_heads = order_heads(&p, fixed, query_head_bytes(s));
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
        scores and softmax, no P v) where prefill is the forward, else fwd in MODE 1 (the
@@ -768,7 +790,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK && !chunk) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
     attn_params pk = p, pq = p;
     /* a kv head's workgroups re-read the q and dout rows of its query heads */
-    pk.order_heads = order_heads(&p, 2ull * 4 * s->seq_q * dim * group);
+    pk.order_heads = order_heads(&p, fixed, 2ull * 4 * s->seq_q * dim * group);
     pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
