@@ -441,19 +441,12 @@ static bool unpaired_lanes(void)
     return env && !strcmp(env, "0");
 }
 
-/* Heads per group of the block order (block_of in attention.wgsl). Where the blocks differ
-   in length (causal, window): as many heads as keep the rows each head's workgroups re-read
-   (head_bytes) within ORDER_BYTES, so that the workgroups in flight share them in the L2
-   cache; else 1 (one head at a time: longest first buys nothing there, and the H200 ran
-   B4 H32 S4096 D128 without a mask 10% slower in groups of two heads). WGML_ATTN_ORDER:
-   "head" one head at a time (the order before round 18 of bench/notes/attention.md), a
-   number N that many heads. */
-#define ORDER_BYTES (8u << 20)
-/* The k and v bytes per query head (a kv head's shared by its group). */
+/* The k and v bytes a query head's workgroups re-read (a kv head's, shared by its group). */
 static uint64_t query_head_bytes(const attn_shape *s)
 {
     return 2ull * 4 * s->seq_k * s->dim / (s->heads / s->kv_heads);
 }
+
 /* WGML_ATTN_ORDER as *fixed: 0 when unset or "" (the rule of order_heads), else the heads
    per group it asks for; anything else is refused. */
 static wgml_status pick_order(wgml_context *ctx, const char *fn, uint32_t *fixed)
@@ -474,6 +467,14 @@ static wgml_status pick_order(wgml_context *ctx, const char *fn, uint32_t *fixed
     return WGML_OK;
 }
 
+/* Heads per group of the block order (block_of in attention.wgsl). Where the blocks differ
+   in length (causal, window): as many heads as keep the rows each head's workgroups re-read
+   (head_bytes) within ORDER_BYTES, so that the workgroups in flight share them in the L2
+   cache; else 1 (one head at a time: longest first buys nothing there, and the H200 ran
+   B4 H32 S4096 D128 without a mask 10% slower in groups of two heads). fixed (from
+   WGML_ATTN_ORDER, see pick_order): that many heads; "head" is 1, the order before round
+   18 of bench/notes/attention.md. */
+#define ORDER_BYTES (8u << 20)
 static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_bytes)
 {
     if (fixed) return fixed;
