@@ -469,17 +469,20 @@ static wgml_status pick_order(wgml_context *ctx, const char *fn, uint32_t *fixed
 
 /* Heads per group of the block order (block_of in attention.wgsl). Where the blocks differ
    in length (causal, window): as many heads as keep the rows each head's workgroups re-read
-   (head_bytes) within ORDER_BYTES, so that the workgroups in flight share them in the L2
+   (head_bytes) within `budget` bytes, so that the workgroups in flight share them in the L2
    cache; else 1 (one head at a time: longest first buys nothing there, and the H200 ran
    B4 H32 S4096 D128 without a mask 10% slower in groups of two heads). fixed (from
    WGML_ATTN_ORDER, see pick_order): that many heads; "head" is 1, the order before round
-   18 of bench/notes/attention.md. */
-#define ORDER_BYTES (8u << 20)
-static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_bytes)
+   18 of bench/notes/attention.md. The budgets are the H200's (round 18): the forward was
+   fastest in groups of 32 heads at B8 H12 S1024 D64 (16 MiB) and equal in 2 - 8 at
+   B4 H32 S4096 D128; the backward was fastest at 8 MiB on both. */
+#define FWD_ORDER_BYTES (16u << 20)
+#define BWD_ORDER_BYTES (8u << 20)
+static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_bytes, uint64_t budget)
 {
     if (fixed) return fixed;
     if (!p->causal && p->window <= 0) return 1;
-    uint64_t n = head_bytes ? ORDER_BYTES / head_bytes : 1;
+    uint64_t n = head_bytes ? budget / head_bytes : 1;
     return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
 }
 
@@ -539,7 +542,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     wgml__arg m = wgml__t(mask ? mask : q);
     uint32_t fixed;
     WGML_CHECK(pick_order(ctx, fn, &fixed));
-    p.order_heads = order_heads(&p, fixed, query_head_bytes(s));
+    p.order_heads = order_heads(&p, fixed, query_head_bytes(s), FWD_ORDER_BYTES);
     if (s->seq_q > 1) {
         uint32_t bk;
         WGML_CHECK(pick_prefill(ctx, fn, &bk));
@@ -767,7 +770,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
     if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
-    p.order_heads = order_heads(&p, fixed, query_head_bytes(s));
+    p.order_heads = order_heads(&p, fixed, query_head_bytes(s), BWD_ORDER_BYTES);
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
        scores and softmax, no P v) where prefill is the forward, else fwd in MODE 1 (the
@@ -791,7 +794,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     if (r == WGML_OK && !chunk) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
     attn_params pk = p, pq = p;
     /* a kv head's workgroups re-read the q and dout rows of its query heads */
-    pk.order_heads = order_heads(&p, fixed, 2ull * 4 * s->seq_q * dim * group);
+    pk.order_heads = order_heads(&p, fixed, 2ull * 4 * s->seq_q * dim * group, BWD_ORDER_BYTES);
     pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
