@@ -151,8 +151,9 @@ static const struct { const char *name; unsigned smem_bytes, threads; bool all; 
     { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
     { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
     { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },        /* the defaults until round 15 */
-    { "t128k8xup", 16384, 256, true }, { "t128k8xp", 16384, 256 }, /* until round 16; xup: the first fallback */
-    { "t64x128k8xp", 12288, 128, true },                           /* the default since round 16 */
+    { "t128k8xup", 16384, 256, true }, { "t128k8xp", 16384, 256 }, /* until round 16 */
+    { "t64x128k8xp", 12288, 128, true },                           /* round 16 - 17; the first fallback */
+    { "t128k8xupi", 16384, 256, true },                            /* the default since round 18 */
 };
 #define FIRST_ROUND3 13   /* index of t128sbk8 */
 

@@ -6,8 +6,8 @@
 //
 // gemm: the register-tiled kernel for everything that is not a matrix-vector product.
 //   * A workgroup of WG_M x WG_N threads owns a BM x BN tile of out (BM = TM * WG_M, BN =
-//     8 * WG_N: the host's default for large outputs is 64 x 128 with 128 threads, then
-//     128 x 128 with 256); each thread owns a TM x 8 micro-tile
+//     8 * WG_N: the host's default for large outputs is 128 x 128 with 256 threads, then
+//     64 x 128 with 128); each thread owns a TM x 8 micro-tile
 //     (TM 8: 16 vec4 registers; TM 4: 8), so every k step costs TM/4 + 2 vec4 loads from
 //     workgroup memory for 8 TM FMAs.
 //   * The micro-tile is split in 4-row by 4-column quads BM/2 (BN/2) apart (rows ty*4.. and
@@ -47,7 +47,8 @@
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
 //     at out + z * out_slice (a workspace), and splitk_reduce adds the slices in order.
 // gemm2, gemm2_v4: gemm (TM 8) with the round-3 options: the k loop written out, fragment
-//   double-buffering, vec4 stores of out (see the comment above gemm2).
+//   double-buffering, vec4 stores of out (see the comment above gemm2), and INC: the loads
+//   and stores of interior tiles at indices computed once per tile.
 //
 // gemv_rows: out[r] = dot(A[r, :], B[0:K]) for rows contiguous along K (matmul_bt with M = 1,
 //   matmul with N = 1): GR rows per workgroup, every thread strides over K with vec4 loads
@@ -546,6 +547,67 @@ fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
     mac(c, f7);
 }
 
+// INC (FLAGS bit 9; PF 1, DB 1, at most one block per thread): interior tiles (at.fast) load
+// the next step's block from a vec4 index computed once per tile and advanced by a constant
+// per step, and store it at a place computed once, instead of deriving both from the block's
+// row and k at every step (in the driver's code that took about 45 instructions per step of
+// every loading warp: round 18 of bench/notes/matmul.md).
+override INC: bool = ((FLAGS >> 9u) & 1u) == 1u && PF == 1u && DB == 1u && BPT <= 1u;
+// The thread's block: its first vec4 at step 0 (i), row stride (s) and step (d) in the
+// operand, and its place in buffer 0 of the operand's tile (w).
+struct Feed { i: u32, s: u32, d: u32, w: u32 }
+fn feed_of(lid: u32, at: TileAt) -> Feed {
+    if (lid < NBA) {
+        let gq = block_gq(lid, LAYOUT != 2u, T4A);
+        let m = at.m0 + 4u * gq.x;
+        let k = at.kbeg + 4u * gq.y;
+        let w = 4u * gq.y * T4A + gq.x;
+        if (LAYOUT != 2u) {
+            return Feed((m * p.K + k) >> 2u, p.K >> 2u, BK / 4u, w);
+        }
+        return Feed((k * p.M + m) >> 2u, p.M >> 2u, BK * (p.M >> 2u), w);
+    }
+    let gq = block_gq(min(lid - NBA, NBB - 1u), LAYOUT == 1u, T4B);
+    let n = at.n0 + 4u * gq.x;
+    let k = at.kbeg + 4u * gq.y;
+    let w = 4u * gq.y * T4B + gq.x;
+    if (LAYOUT == 1u) {
+        return Feed((n * p.K + k) >> 2u, p.K >> 2u, BK / 4u, w);
+    }
+    return Feed((k * p.N + n) >> 2u, p.N >> 2u, BK * (p.N >> 2u), w);
+}
+
+// r into buffer buf at the thread's place (fast tiles only).
+fn stash_inc(buf: u32, lid: u32, f: Feed, r: Blocks) {
+    if (lid < NBA) {
+        let i = buf * BUFA + f.w;
+        As[i] = r.r0[0]; As[i + T4A] = r.r0[1]; As[i + 2u * T4A] = r.r0[2]; As[i + 3u * T4A] = r.r0[3];
+    } else if (lid < NBA + NBB) {
+        let i = buf * BUFB + f.w;
+        Bs[i] = r.r0[0]; Bs[i + T4B] = r.r0[1]; Bs[i + 2u * T4B] = r.r0[2]; Bs[i + 3u * T4B] = r.r0[3];
+    }
+}
+
+// Step t's block of this thread (fast tiles only; lid < NBA + NBB moves one).
+fn fetch_inc(lid: u32, f: Feed, t: u32) -> Blocks {
+    var r: Blocks;
+    let i = f.i + t * f.d;
+    if (lid < NBA) {
+        if (LAYOUT != 2u) {
+            r.r0 = transposed(A[i], A[i + f.s], A[i + 2u * f.s], A[i + 3u * f.s]);
+        } else {
+            r.r0 = array<vec4f, 4>(A[i], A[i + f.s], A[i + 2u * f.s], A[i + 3u * f.s]);
+        }
+    } else if (lid < NBA + NBB) {
+        if (LAYOUT == 1u) {
+            r.r0 = transposed(B[i], B[i + f.s], B[i + 2u * f.s], B[i + 3u * f.s]);
+        } else {
+            r.r0 = array<vec4f, 4>(B[i], B[i + f.s], B[i + 2u * f.s], B[i + 3u * f.s]);
+        }
+    }
+    return r;
+}
+
 // Where a gemm2 thread's micro-tile goes: rows r0.. and r0 + BM/2.., columns q0.. and
 // q0 + BN/2..; ok false: the workgroup is past the last tile.
 struct Where {
@@ -568,8 +630,21 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
 
     var r: Blocks;
     tile_head(lid, at, &r);
+    var feed: Feed;
+    if (INC) {   // only then: the unused computation changed the driver's code of the other tiles
+        feed = feed_of(lid, at);
+    }
+    let by_feed = INC && at.fast;   // uniform across the workgroup
     for (var t = 0u; t < at.nsteps; t++) {
-        step_head(t, lid, at, &r);
+        if (by_feed) {
+            if (UFETCH) {
+                r = fetch_inc(lid, feed, min(t + 1u, at.nsteps - 1u));
+            } else if (t + 1u < at.nsteps) {
+                r = fetch_inc(lid, feed, t + 1u);
+            }
+        } else {
+            step_head(t, lid, at, &r);
+        }
         let ra = (t & DB) * BUFA + ty;
         let rb = (t & DB) * BUFB + tx;
         if (FULL && BK == 8u) {
@@ -588,7 +663,14 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
                 mac(c, frag(ra + k * T4A, rb + k * T4B));
             }
         }
-        step_tail(t, lid, at, r);
+        if (by_feed) {
+            if (t + 1u < at.nsteps) {
+                stash_inc((t + 1u) & DB, lid, feed, r);
+            }
+            workgroupBarrier();
+        } else {
+            step_tail(t, lid, at, r);
+        }
     }
     return Where(wid.z * p.out_slice, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
 }

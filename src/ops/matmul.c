@@ -5,14 +5,15 @@
      1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
      2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
         register-tiled gemm with a tile configuration that fits the adapter's limits
-        (for large outputs t64x128k8xp: 64 x 128 tiles of 128 threads, 8 x 8 outputs per
-        thread, BK 8 in two buffers with the 8 k of a step written out and the lanes
-        paired for workgroup-memory reads: fastest in the H200 sweeps, round 16 of
-        bench/notes/matmul.md; then the 128 x 128 tiles; 64x64 when 128-tiles would leave
-        the GPU half empty and K is too short for split-K to fill it);
+        (for large outputs t128k8xupi: 128 x 128 tiles of 256 threads, 8 x 8 outputs per
+        thread, BK 8 in two buffers with the 8 k of a step written out, the lanes paired
+        for workgroup-memory reads and the loads of interior tiles at indices computed once
+        per tile: fastest in the H200 sweeps, round 18 of bench/notes/matmul.md; then the
+        64 x 128 tiles of round 16; 64x64 when 128-tiles would leave the GPU half empty
+        and K is too short for split-K to fill it);
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
         scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10% with
-        the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16);
+        the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16, +6 - 10% with round 18's);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
         writes a partial result into a workspace (the engine's matmul scratch) and
@@ -22,7 +23,7 @@
    choices, as comma-separated tokens:
      t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
      t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
-     t128k8xp t128k8xup t64x128k8xp
+     t128k8xp t128k8xup t64x128k8xp t128k8xupi
                                              the gemm tile configuration (see TILES below;
                                              bench/notes/matmul.md has the hypothesis of each)
      nogemv                                  use gemm even when M == 1 or N == 1
@@ -66,13 +67,13 @@ typedef struct mm_params {
 typedef struct tile_cfg {
     const char *name;
     uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
-    uint32_t g2, unr, rdb, full, ufetch, pair;
+    uint32_t g2, unr, rdb, full, ufetch, pair, inc;
 } tile_cfg;
 
 enum {
     T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
     T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, T128K8XP, T128K8XUP,
-    T64X128K8XP, NTILES
+    T64X128K8XP, T128K8XUPI, NTILES
 };
 static const tile_cfg TILES[NTILES] = {
     [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
@@ -112,14 +113,17 @@ static const tile_cfg TILES[NTILES] = {
     [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt;
                                                                                 the 128-tile after round 16 */
     /* round 16: a half tile of 128 threads (four workgroups per SM where two 128-tiles fit,
-       barriers across 4 warps instead of 8, finer waves): the default since then */
+       barriers across 4 warps instead of 8, finer waves): the default until round 18 */
     [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
+    /* round 18: t128k8xup with the loads and stores of interior tiles at indices computed once
+       per tile (inc): the default since then */
+    [T128K8XUPI] = { "t128k8xupi", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
 };
 
-/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR. */
-#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch, pair)                                            \
+/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR, INC. */
+#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch, pair, inc)                                       \
     ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | \
-     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7 | (uint32_t)(pair) << 8)
+     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7 | (uint32_t)(pair) << 8 | (uint32_t)(inc) << 9)
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
@@ -128,7 +132,8 @@ static const tile_cfg TILES[NTILES] = {
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
    44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
    measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
-   (with the 64 x 128 tiles the gain is 14 - 21%, measured at M = 2048 - 8192). CPU
+   (with the 64 x 128 tiles of round 16 the gain was 14 - 21%, with round 18's 128-tiles
+   6 - 10%, measured at M = 2048 - 8192). CPU
    adapters keep the direct kernel (lavapipe: no gain), and so does a b above BTT_MAX_BYTES
    (the copy stays allocated in the engine). */
 #define BTT_MIN_M 1024
@@ -248,9 +253,9 @@ static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N, uint32_t K)
 {
     if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t64x128k8xp first: measured fastest of the tile variants on the H200 (round 16 of
-       bench/notes/matmul.md), then the 128-tiles of round 15, then t128sb (round 2's winner) */
-    static const int big[] = { T64X128K8XP, T128K8XUP, T128SB, T128, T64, T64K8 };
+    /* t128k8xupi first: measured fastest of the tile variants on the H200 (round 18 of
+       bench/notes/matmul.md), then round 16's 64 x 128 tile (12 KiB), then t128sb (round 2's winner) */
+    static const int big[] = { T128K8XUPI, T64X128K8XP, T128SB, T128, T64, T64K8 };
     static const int small[] = { T64, T64K8, T128, T128SB };
     bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
     const int *order = large ? big : small;
@@ -277,7 +282,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
     bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
-    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch, c->pair);
+    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch, c->pair, c->inc);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
@@ -555,13 +560,13 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
     return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t64x128k8xp,
+/* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t128k8xupi,
    see TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
    decode, the split-K reduction and the transposed copy. */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
-      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 8 }, { "WG_N", 16 }, { "BK", 8 },                      \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, 0, 1) } } }
+      .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                      \
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, 1, 1, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
