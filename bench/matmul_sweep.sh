@@ -24,6 +24,9 @@
 #                                       (attention round 16 timed WGML_ATTN_PREFILL=r8 the same way; removed)
 #                                       (attention round 17 timed WGML_ATTN_DB=1/2 the same way; removed)
 #   bash bench/matmul_sweep.sh attn18   attention blocks of all heads longest first against WGML_ATTN_ORDER=head
+#   bash bench/matmul_sweep.sh round18  t128k8xupi (the default) against t64x128k8xp, matmul_bt without its copy
+#                                       (the round's first calls timed an ablation of t64x128k8xp, stores
+#                                       before / between the products and t64x128k8xpi the same way; removed)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -323,6 +326,36 @@ for o in $ords ""; do
     WGML_ATTN_ORDER=$o build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round18 ]; then
+# Matmul round 18 (bench/notes/matmul.md): t128k8xupi (the default since) against round 16's
+# default t64x128k8xp, matmul_bt without its transposed copy, and the training step. (The
+# round's first two calls timed t64x128k8xp with parts of its step left out, its next blocks
+# stored before or between the products, and t64x128k8xpi: variants since removed.)
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+echo "# Matmul round 18: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in t64x128k8xp ""; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" matmul 4096x4096x4096 5
+        bench "$v" matmul 8192x8192x8192 2
+        bench "$v" matmul 11008 3
+        bench "$v" train-ops matmul 5
+    done
+done
+echo "## WGML_MATMUL_VARIANT=nobtt"
+bench nobtt matmul_bt 4096x4096x4096 5
+WGML_MATMUL_VARIANT=nobtt build-device/wgml bench --filter matmul_bt --group train-ops --samples 5 2>&1 | grep -E '^\| matmul|rror|fail'
+WGML_MATMUL_VARIANT=nobtt build-device/wgml bench --filter matmul_bt --group matmul --samples 3 2>&1 | grep -E '^\| matmul_bt \| 2048|rror|fail'
+for v in t64x128k8xp ""; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
+    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
 
