@@ -157,7 +157,7 @@ typedef struct wgml__pipeline wgml__pipeline;
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
-       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_SLOTS };
+       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_SLOTS };
 
 struct wgml_engine {
     wgml_context *ctx;

@@ -267,14 +267,36 @@ static void test_forced_choices(void)
         for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
             run_case(1, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, btts[v]);
     }
-    /* the default rule: M >= 1024 takes the copy on a GPU (both copy paths), the direct
-       kernel on a CPU adapter */
+    /* matmul and matmul_bt through a transposed copy of a run as matmul_at (att), alone and
+       after b's copy: the same shapes (a's copy takes its scalar path where M or K is not a
+       multiple of 4), with split-K and the 64-tile; M = 1 keeps the matrix-vector kernel; noatt */
+    static const char *atts[] = { "att", "att,btt", "att,splitk=2", "att,t64", "noatt", "noatt,btt" };
+    for (size_t v = 0; v < sizeof atts / sizeof atts[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", atts[v], 1);
+        for (int op = 0; op < 2; op++)
+            for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
+                run_case(op, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, atts[v]);
+    }
+    /* att with nobtt cannot run matmul_bt (its kernel needs b as [K, N]): refused, nothing recorded */
+    {
+        float z[4] = { 0 };
+        wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
+        uint64_t before = th_commands();
+        setenv("WGML_MATMUL_VARIANT", "att,nobtt", 1);
+        TH_EXPECT_ERR(wgml_matmul_bt(th_eng, a, a, o), WGML_ERROR_INVALID_ARGUMENT, "asks for att and nobtt");
+        TH_CHECK(th_commands() == before, "a refused att,nobtt recorded commands");
+        TH_EXPECT(wgml_matmul(th_eng, a, a, o), WGML_OK);   /* matmul needs no copy of b */
+        wgml_tensor_release(a); wgml_tensor_release(o);
+    }
+    /* the default rules: M >= 1024 takes b's copy on a GPU (both copy paths), and with
+       N >= 512 a's copy too; the direct kernels on a CPU adapter */
     unsetenv("WGML_MATMUL_VARIANT");
     run_case(1, 1031, 67, 45, false, "default, M >= 1024");
     run_case(1, 1024, 132, 36, true, "default, M >= 1024");
+    for (int op = 0; op < 2; op++) run_case(op, 1030, 515, 37, false, "default, M >= 1024, N >= 512");
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
-                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1" };
+                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

@@ -14,6 +14,9 @@
      3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
         scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10% with
         the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16, +6 - 10% with round 18's);
+        then, on a GPU, for matmul and matmul_bt with M >= ATT_MIN_M and N >= ATT_MIN_N, copy a
+        transposed too and run the product as matmul_at, whose kernel loads neither operand
+        along K (round 19);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
         writes a partial result into a workspace (the engine's matmul scratch) and
@@ -29,6 +32,9 @@
      nogemv                                  use gemm even when M == 1 or N == 1
      btt, nobtt                              matmul_bt through a transposed copy of b whenever
                                              the gemm runs; never (the default: BTT_MIN_M)
+     att, noatt                              matmul and matmul_bt through a transposed copy of a
+                                             (run as matmul_at) whenever the gemm runs; never
+                                             (the default: ATT_MIN_M, ATT_MIN_N)
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
@@ -138,6 +144,15 @@ static const tile_cfg TILES[NTILES] = {
    (the copy stays allocated in the engine). */
 #define BTT_MIN_M 1024
 #define BTT_MAX_BYTES (256ull << 20)
+/* matmul and matmul_bt (after b's copy) through a transposed copy of a, run as matmul_at
+   (round 19): the matmul_at kernel loads neither operand along K, and on the H200 ran
+   12% faster than the matmul kernel (4096^3: 2960 against 3353 us). The copy moves 8 M K
+   bytes, about 50 / N of the product's time there, so it pays from N of about 400;
+   ATT_MIN_N keeps a margin, ATT_MIN_M the one of BTT_MIN_M. CPU adapters and an a above
+   ATT_MAX_BYTES keep the direct kernel. */
+#define ATT_MIN_M 1024
+#define ATT_MIN_N 512
+#define ATT_MAX_BYTES (256ull << 20)
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
 /* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): threads
@@ -156,6 +171,7 @@ typedef struct variant {
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
+    int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -208,6 +224,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 3 && strncmp(s, "btt", 3) == 0) || (n == 5 && strncmp(s, "nobtt", 5) == 0)) {
             v->btt = n == 3 ? 1 : -1;
+            known = true;
+        }
+        if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
+            v->att = n == 3 ? 1 : -1;
             known = true;
         }
         /* name=value tokens */
@@ -420,8 +440,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     wgml_context *ctx = e->ctx;
     variant v;
     WGML_CHECK(read_variant(ctx, fn, &v));
-    bool btt = false;
-    wgml__arg bt_copy = { 0 };
+    bool btt = false, att = false;
+    wgml__arg bt_copy = { 0 }, at_copy = { 0 };
     if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     if (!v.nogemv && M == 1 && N == 1) {
@@ -439,21 +459,41 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
-        uint64_t bytes = 4ull * N * K;
+        uint64_t bytes = 4ull * N * K, abytes = 4ull * M * K;
         if (layout == LAYOUT_NT && v.btt == 0)
             btt = !ctx->cpu_adapter && M >= BTT_MIN_M && bytes <= BTT_MAX_BYTES &&
                   bytes <= ctx->limits.maxStorageBufferBindingSize;
         else
             btt = layout == LAYOUT_NT && v.btt > 0;
-        if (btt) {
-            if (bytes > ctx->limits.maxStorageBufferBindingSize)
-                return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for btt; the copy of b (%llu bytes) "
-                                  "exceeds the adapter's storage binding of %llu bytes", fn, (unsigned long long)bytes,
-                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-            WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL_T, bytes, &bt_copy));
+        /* a's copy needs b as [K, N]: matmul's b, or matmul_bt's b copied */
+        if (layout != LAYOUT_TN && v.att == 0)
+            att = (layout == LAYOUT_NN || btt) && !ctx->cpu_adapter && M >= ATT_MIN_M && N >= ATT_MIN_N &&
+                  abytes <= ATT_MAX_BYTES && abytes <= ctx->limits.maxStorageBufferBindingSize;
+        else
+            att = layout != LAYOUT_TN && v.att > 0;
+        if (att && layout == LAYOUT_NT && !btt) {
+            if (v.btt < 0)
+                return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for att and nobtt; "
+                                  "matmul_bt runs through a's copy only with b's", fn);
+            btt = true;
         }
-        plan_gemm(&pl, c, btt ? LAYOUT_NN : layout, M, N, K, a, b);
+        const struct { bool on; const char *token, *what; uint64_t bytes; uint32_t slot; wgml__arg *copy; } copies[] = {
+            { btt, "btt", "b", bytes, WGML__SCRATCH_MATMUL_T, &bt_copy },
+            { att, "att", "a", abytes, WGML__SCRATCH_MATMUL_A, &at_copy },
+        };
+        for (int i = 0; i < 2; i++) {
+            if (!copies[i].on) continue;
+            if (copies[i].bytes > ctx->limits.maxStorageBufferBindingSize)
+                return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
+                                  "exceeds the adapter's storage binding of %llu bytes", fn, copies[i].token, copies[i].what,
+                                  (unsigned long long)copies[i].bytes,
+                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+            WGML_CHECK(wgml__scratch(e, copies[i].slot, copies[i].bytes, copies[i].copy));
+        }
+        /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
+        plan_gemm(&pl, c, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K, a, b);
         if (btt) pl.y = bt_copy;
+        if (att) pl.x = at_copy;
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
@@ -461,12 +501,16 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
 
     /* Compile and allocate what will be recorded first, so a failure records nothing (the
-       transposed copy of b, recorded first, only writes the engine's scratch). */
+       transposed copies of b and a, recorded first, only write the engine's scratch). */
     WGPUComputePipeline pipe;
     WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
     if (btt) {
         wgml__kernel tk = transpose_kernel(N, K);
+        WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
+    }
+    if (att) {
+        wgml__kernel tk = transpose_kernel(M, K);
         WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
@@ -479,6 +523,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         pl.prm.out_slice = (uint32_t)mnp;
     }
     if (btt) WGML_CHECK(record_transpose(e, b, N, K, bt_copy));
+    if (att) WGML_CHECK(record_transpose(e, a, M, K, at_copy));
     wgml__arg args[3] = { pl.x, pl.y, ws };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
     if (S == 1) return WGML_OK;
