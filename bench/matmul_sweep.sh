@@ -330,32 +330,39 @@ done
 exit 0
 fi
 
+# An A/B of gemm choices in one call (matmul rounds 18 - 19): test_matmul on the GPU, the
+# square, LLM and training-step products twice, alternating, then the training step.
+ab_sweep() {   # ab_sweep <title> <WGML_MATMUL_VARIANT>... ("" is the default)
+    local title=$1 rep v
+    shift
+    (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+    echo "# $title: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+    echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+    for rep in 1 2; do
+        for v in "$@"; do
+            echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+            bench "$v" matmul 4096x4096x4096 5
+            bench "$v" matmul 8192x8192x8192 2
+            bench "$v" matmul 11008 3
+            bench "$v" train-ops matmul 5
+        done
+    done
+    for v in "$@"; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
+        WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
+    done
+}
+
 if [ "$round" = round18 ]; then
 # Matmul round 18 (bench/notes/matmul.md): t128k8xupi (the default since) against round 16's
-# default t64x128k8xp, matmul_bt without its transposed copy, and the training step. (The
-# round's first two calls timed t64x128k8xp with parts of its step left out, its next blocks
-# stored before or between the products, and t64x128k8xpi: variants since removed.)
-(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+# default t64x128k8xp, and matmul_bt without its transposed copy. (The round's first two
+# calls timed t64x128k8xp with parts of its step left out, its next blocks stored before or
+# between the products, and t64x128k8xpi: variants since removed.)
 {
-echo "# Matmul round 18: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in t64x128k8xp ""; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" matmul 4096x4096x4096 5
-        bench "$v" matmul 8192x8192x8192 2
-        bench "$v" matmul 11008 3
-        bench "$v" train-ops matmul 5
-    done
-done
+ab_sweep "Matmul round 18" t64x128k8xp ""
 echo "## WGML_MATMUL_VARIANT=nobtt"
-bench nobtt matmul_bt 4096x4096x4096 5
 WGML_MATMUL_VARIANT=nobtt build-device/wgml bench --filter matmul_bt --group train-ops --samples 5 2>&1 | grep -E '^\| matmul|rror|fail'
 WGML_MATMUL_VARIANT=nobtt build-device/wgml bench --filter matmul_bt --group matmul --samples 3 2>&1 | grep -E '^\| matmul_bt \| 2048|rror|fail'
-for v in t64x128k8xp ""; do
-    echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
-    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
-done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
@@ -363,24 +370,7 @@ fi
 if [ "$round" = round19 ]; then
 # Matmul round 19 (bench/notes/matmul.md): matmul and matmul_bt through a transposed copy of a,
 # run as matmul_at (the default for M >= 1024, N >= 512 on a GPU) against without (noatt).
-(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
-{
-echo "# Matmul round 19: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in noatt ""; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" matmul 4096x4096x4096 5
-        bench "$v" matmul 8192x8192x8192 2
-        bench "$v" matmul 11008 3
-        bench "$v" train-ops matmul 5
-    done
-done
-for v in noatt ""; do
-    echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
-    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
-done
-} > "$out/matmul_sweep.md" 2>&1
+ab_sweep "Matmul round 19" noatt "" > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
 
