@@ -28,6 +28,7 @@
 #                                       (the round's first calls timed an ablation of t64x128k8xp, stores
 #                                       before / between the products and t64x128k8xpi the same way; removed)
 #   bash bench/matmul_sweep.sh round19  matmul and matmul_bt through a transposed copy of a (the default) against noatt
+#   bash bench/matmul_sweep.sh round20  the launch group size (groupm=<n>) at 8192^3, 4096^3 and the LLM shapes (not yet run)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -371,6 +372,24 @@ if [ "$round" = round19 ]; then
 # Matmul round 19 (bench/notes/matmul.md): matmul and matmul_bt through a transposed copy of a,
 # run as matmul_at (the default for M >= 1024, N >= 512 on a GPU) against without (noatt).
 ab_sweep "Matmul round 19" noatt "" > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round20 ]; then
+# Matmul round 20 (bench/notes/matmul.md, "Next (after round 19)"): the launch group size
+# (tile rows per group, GROUP_M 8 by default) on the shapes whose matrices exceed the L2.
+{
+echo "# Matmul round 20: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in groupm=2 groupm=4 "" groupm=16 groupm=32; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" matmul 8192x8192x8192 2
+        bench "$v" matmul 4096x4096x4096 5
+        bench "$v" matmul 11008 3
+    done
+done
+} > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
 

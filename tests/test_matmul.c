@@ -234,7 +234,8 @@ static void test_forced_choices(void)
     /* forced matrix-vector and split-K choices, on products and on vectors */
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
                                      "gemvrows=1,gemvcols=1", "gemvc1", "gemvc1,gemvcols=64,splitk=2", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
-                                     "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16" };
+                                     "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16",
+                                     "groupm=1", "groupm=3,splitk=2", "groupm=2,t64", "groupm=64,t64" };
     for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", choices[v], 1);
         for (int o = 0; o < 3; o++) {
@@ -296,7 +297,7 @@ static void test_forced_choices(void)
     for (int op = 0; op < 2; op++) run_case(op, 1030, 515, 37, false, "default, M >= 1024, N >= 512");
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
-                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat" };
+                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

@@ -43,6 +43,8 @@
                                              1, and 4 on a CPU adapter)
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
                                              power of 2
+     groupm=<n>                              tile rows per launch group of the gemm: 1..64
+                                             (default GROUP_M)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -170,6 +172,7 @@ typedef struct variant {
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
+    uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
 } variant;
@@ -235,6 +238,7 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "splitk", 1, 4096, false, &v->splitk },
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
+            { "groupm", 1, 64, false, &v->group_m },
         };
         const char *eq = memchr(s, '=', n);
         for (size_t i = 0; eq && i < sizeof nums / sizeof nums[0]; i++) {
@@ -296,8 +300,8 @@ typedef struct mm_plan {
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
 } mm_plan;
 
-static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
-                      const wgml_tensor *b)
+static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K,
+                      const wgml_tensor *a, const wgml_tensor *b)
 {
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
@@ -311,7 +315,8 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, ui
                                                 { "BK", c->bk }, { "FLAGS", flags } } };
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
-                           .tiles = wgml__ceil_div(M, tile_m(c)) * tn, .group_m = GROUP_M };
+                           .tiles = wgml__ceil_div(M, tile_m(c)) * tn,
+                           .group_m = v->group_m ? v->group_m : GROUP_M };
     pl->x = wgml__t(a);
     pl->y = wgml__t(b);
     pl->workgroups = pl->prm.tiles;
@@ -491,7 +496,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
             WGML_CHECK(wgml__scratch(e, copies[i].slot, copies[i].bytes, copies[i].copy));
         }
         /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
-        plan_gemm(&pl, c, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K, a, b);
+        plan_gemm(&pl, c, &v, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K, a, b);
         if (btt) pl.y = bt_copy;
         if (att) pl.x = at_copy;
     }
