@@ -439,6 +439,16 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
     return wgml__ceil_div(K, chunk);
 }
 
+/* A transposed copy of an operand into an engine scratch: src [rows, K] -> copy [K, rows]. */
+typedef struct copy_plan {
+    bool on;
+    const char *token, *what;   /* its WGML_MATMUL_VARIANT token and operand, for messages */
+    const wgml_tensor *src;
+    uint32_t rows;
+    uint32_t slot;
+    wgml__arg copy;
+} copy_plan;
+
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
                        const wgml_tensor *b, wgml_tensor *out)
 {
@@ -446,7 +456,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     variant v;
     WGML_CHECK(read_variant(ctx, fn, &v));
     bool btt = false, att = false;
-    wgml__arg bt_copy = { 0 }, at_copy = { 0 };
+    copy_plan copies[2] = { 0 };   /* b's and a's transposed copies */
     if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     if (!v.nogemv && M == 1 && N == 1) {
@@ -464,7 +474,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
-        uint64_t bytes = 4ull * N * K, abytes = 4ull * M * K;
+        uint64_t bytes = 4ull * N * K, abytes = 4ull * M * K;   /* the copies of b and a */
         if (layout == LAYOUT_NT && v.btt == 0)
             btt = !ctx->cpu_adapter && M >= BTT_MIN_M && bytes <= BTT_MAX_BYTES &&
                   bytes <= ctx->limits.maxStorageBufferBindingSize;
@@ -482,23 +492,21 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
                                   "matmul_bt runs through a's copy only with b's", fn);
             btt = true;
         }
-        const struct { bool on; const char *token, *what; uint64_t bytes; uint32_t slot; wgml__arg *copy; } copies[] = {
-            { btt, "btt", "b", bytes, WGML__SCRATCH_MATMUL_T, &bt_copy },
-            { att, "att", "a", abytes, WGML__SCRATCH_MATMUL_A, &at_copy },
-        };
+        copies[0] = (copy_plan){ btt, "btt", "b", b, N, WGML__SCRATCH_MATMUL_T };
+        copies[1] = (copy_plan){ att, "att", "a", a, M, WGML__SCRATCH_MATMUL_A };
         for (int i = 0; i < 2; i++) {
             if (!copies[i].on) continue;
-            if (copies[i].bytes > ctx->limits.maxStorageBufferBindingSize)
+            uint64_t cb = 4ull * copies[i].rows * K;
+            if (cb > ctx->limits.maxStorageBufferBindingSize)
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
                                   "exceeds the adapter's storage binding of %llu bytes", fn, copies[i].token, copies[i].what,
-                                  (unsigned long long)copies[i].bytes,
-                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-            WGML_CHECK(wgml__scratch(e, copies[i].slot, copies[i].bytes, copies[i].copy));
+                                  (unsigned long long)cb, (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+            WGML_CHECK(wgml__scratch(e, copies[i].slot, cb, &copies[i].copy));
         }
         /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
         plan_gemm(&pl, c, &v, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K, a, b);
-        if (btt) pl.y = bt_copy;
-        if (att) pl.x = at_copy;
+        if (btt) pl.y = copies[0].copy;
+        if (att) pl.x = copies[1].copy;
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
@@ -510,12 +518,9 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGPUComputePipeline pipe;
     WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
-    if (btt) {
-        wgml__kernel tk = transpose_kernel(N, K);
-        WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
-    }
-    if (att) {
-        wgml__kernel tk = transpose_kernel(M, K);
+    for (int i = 0; i < 2; i++) {
+        if (!copies[i].on) continue;
+        wgml__kernel tk = transpose_kernel(copies[i].rows, K);
         WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
@@ -527,8 +532,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
         pl.prm.out_slice = (uint32_t)mnp;
     }
-    if (btt) WGML_CHECK(record_transpose(e, b, N, K, bt_copy));
-    if (att) WGML_CHECK(record_transpose(e, a, M, K, at_copy));
+    for (int i = 0; i < 2; i++)
+        if (copies[i].on) WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
     wgml__arg args[3] = { pl.x, pl.y, ws };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
     if (S == 1) return WGML_OK;
