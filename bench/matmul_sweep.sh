@@ -29,6 +29,8 @@
 #                                       before / between the products and t64x128k8xpi the same way; removed)
 #   bash bench/matmul_sweep.sh round19  matmul and matmul_bt through a transposed copy of a (the default) against noatt
 #   bash bench/matmul_sweep.sh round20  the launch group size (groupm=<n>) at 8192^3, 4096^3 and the LLM shapes (not yet run)
+#   bash bench/matmul_sweep.sh round21  gemv_cols4's quads in flight (gemvq=<n>) on matmul 1x4096x4096, and the
+#                                       K-slices and tiles of the training step's products
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -388,6 +390,28 @@ for rep in 1 2; do
         bench "$v" matmul 4096x4096x4096 5
         bench "$v" matmul 11008 3
     done
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round21 ]; then
+# Matmul round 21 (bench/notes/matmul.md): k-quads in flight per gemv_cols4 thread (GQ 2 by
+# default) crossed with its columns per workgroup and K-slices, on the column matrix-vector
+# product (matmul_bt 1x4096x4096 in the same rows runs gemv_rows: a control); then the
+# training step's 768-wide products against forced K-slices and the 64 x 128 tile.
+{
+echo "# Matmul round 21: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in "" gemvq=1 gemvq=4 gemvq=4,gemvcols=2 gemvq=4,gemvcols=8 gemvq=4,gemvcols=8,splitk=2 gemvq=4,gemvcols=8,splitk=4 gemvcols=8,splitk=4; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" decode 1x4096x4096 15
+    done
+done
+for v in "" splitk=1 splitk=3 splitk=4 t64x128k8xp t64x128k8xp,splitk=1 noatt ""; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" training step products"
+    bench "$v" train-ops matmul 5
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0

@@ -58,7 +58,7 @@
 //   with M = 1: threads over N, coalesced): C4 vec4 columns per workgroup and WGV / C4 groups
 //   of k rows, four rows per iteration in flight, a tree reduction over the groups.
 // gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
-//   consecutive rows, two quads (8 rows, 128 bytes per thread) in flight, two accumulators.
+//   consecutive rows, GQ quads (GQ 2: 8 rows, 128 bytes per thread) in flight, GQ accumulators.
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 // transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
 //
@@ -94,6 +94,7 @@ override VEC: bool = true;   // the contiguous extents of A and B are multiples 
                              // gemv: the row length of A): vec4 loads
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
+override GQ: u32 = 2u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
 
 override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
 override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers
@@ -844,9 +845,9 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
 }
 
 // gemv_cols with k in quads: group g takes k-quads g, g + G, ..., reads the 4 coefficients of
-// a quad as one vec4 of B and 4 rows of A, two quads (8 rows, 128 bytes per thread) in flight,
-// two accumulators. kbeg is a multiple of 4 (split-K chunks are); a last partial quad of
-// the range is done row by row.
+// a quad as one vec4 of B and 4 rows of A, GQ quads (4 GQ rows, 64 GQ bytes per thread) in
+// flight, one accumulator per quad in flight. kbeg is a multiple of 4 (split-K chunks are); a
+// last partial quad of the range is done row by row.
 @compute @workgroup_size(WGV)
 fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
               @builtin(local_invocation_index) lid: u32) {
@@ -864,48 +865,48 @@ fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     let ok = col < p.M;
     let n = p.M - min(col, p.M);
     let s = p.M;
-    var acc0 = vec4f(0.0);
-    var acc1 = vec4f(0.0);
+    var acc: array<vec4f, 4>;              // GQ of them in use
     let qend = kend / 4u;                  // quads wholly inside the range end here
     var q = kbeg / 4u + g;
     loop {
-        if (q + G >= qend) {
+        if (q + (GQ - 1u) * G >= qend) {
             break;
         }
-        let w0 = B[q];
-        let w1 = B[q + G];
-        let e0 = 4u * q * s + col;
-        let e1 = 4u * (q + G) * s + col;
-        let x0 = a_vec(e0, ok, n);
-        let x1 = a_vec(e0 + s, ok, n);
-        let x2 = a_vec(e0 + 2u * s, ok, n);
-        let x3 = a_vec(e0 + 3u * s, ok, n);
-        let y0 = a_vec(e1, ok, n);
-        let y1 = a_vec(e1 + s, ok, n);
-        let y2 = a_vec(e1 + 2u * s, ok, n);
-        let y3 = a_vec(e1 + 3u * s, ok, n);
-        acc0 = fma(vec4f(w0.x), x0, acc0);
-        acc1 = fma(vec4f(w1.x), y0, acc1);
-        acc0 = fma(vec4f(w0.y), x1, acc0);
-        acc1 = fma(vec4f(w1.y), y1, acc1);
-        acc0 = fma(vec4f(w0.z), x2, acc0);
-        acc1 = fma(vec4f(w1.z), y2, acc1);
-        acc0 = fma(vec4f(w0.w), x3, acc0);
-        acc1 = fma(vec4f(w1.w), y3, acc1);
-        q += 2u * G;
+        var w: array<vec4f, 4>;
+        var x: array<vec4f, 16>;
+        for (var j = 0u; j < GQ; j++) {    // every load first: GQ quads in flight
+            let qj = q + j * G;
+            w[j] = B[qj];
+            let e = 4u * qj * s + col;
+            x[4u * j] = a_vec(e, ok, n);
+            x[4u * j + 1u] = a_vec(e + s, ok, n);
+            x[4u * j + 2u] = a_vec(e + 2u * s, ok, n);
+            x[4u * j + 3u] = a_vec(e + 3u * s, ok, n);
+        }
+        for (var j = 0u; j < GQ; j++) {
+            acc[j] = fma(vec4f(w[j].x), x[4u * j], acc[j]);
+            acc[j] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[j]);
+            acc[j] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[j]);
+            acc[j] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[j]);
+        }
+        q += GQ * G;
     }
-    if (q < qend) {
+    for (; q < qend; q += G) {             // fewer than GQ whole quads left
         let w0 = B[q];
         let e0 = 4u * q * s + col;
-        acc0 = fma(vec4f(w0.x), a_vec(e0, ok, n), acc0);
-        acc0 = fma(vec4f(w0.y), a_vec(e0 + s, ok, n), acc0);
-        acc0 = fma(vec4f(w0.z), a_vec(e0 + 2u * s, ok, n), acc0);
-        acc0 = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc0);
+        acc[0] = fma(vec4f(w0.x), a_vec(e0, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.y), a_vec(e0 + s, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.z), a_vec(e0 + 2u * s, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc[0]);
+    }
+    var sum = acc[0];
+    for (var j = 1u; j < GQ; j++) {
+        sum += acc[j];
     }
     for (var k = max(4u * qend, kbeg) + g; k < kend; k += G) {   // the partial quad
-        acc1 = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * s + col, ok, n), acc1);
+        sum = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * s + col, ok, n), sum);
     }
-    redv[lid] = acc0 + acc1;
+    redv[lid] = sum;
     workgroupBarrier();
     for (var h = G / 2u; h > 0u; h >>= 1u) {
         if (g < h) {

@@ -43,6 +43,8 @@
                                              1, and 4 on a CPU adapter)
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
                                              power of 2
+     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1, 2 or 4
+                                             (default GEMV_QUADS)
      groupm=<n>                              tile rows per launch group of the gemm: 1..64
                                              (default GROUP_M)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
@@ -137,6 +139,7 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
 #define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
+#define GEMV_QUADS 2         /* k-quads in flight per gemv_cols4 thread (8 rows) */
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
    44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
    measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
@@ -172,6 +175,7 @@ typedef struct variant {
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
+    uint32_t gemv_q;    /* 0: GEMV_QUADS */
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
@@ -238,6 +242,7 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "splitk", 1, 4096, false, &v->splitk },
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
+            { "gemvq", 1, 4, true, &v->gemv_q },
             { "groupm", 1, 64, false, &v->group_m },
         };
         const char *eq = memchr(s, '=', n);
@@ -348,8 +353,10 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
        warp still reads 64-byte row segments */
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw", .nconst = 2,
-                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG } } };
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw",
+                                 .nconst = v->gemv_c4 ? 3 : 2,
+                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG },
+                                                { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
@@ -630,7 +637,8 @@ const wgml__kernel wgml__matmul_kernels[] = {
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS_CPU } } },
-    { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 2, .constants = { { "VEC", 1 }, { "WGV", GEMV_WG } } },
+    { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 3,
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1, .constants = { { "VEC", 1 } } },
 };
