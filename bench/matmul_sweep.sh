@@ -31,6 +31,8 @@
 #   bash bench/matmul_sweep.sh round20  the launch group size (groupm=<n>) at 8192^3, 4096^3 and the LLM shapes (not yet run)
 #   bash bench/matmul_sweep.sh round21  gemv_cols4's quads in flight (gemvq=<n>) on matmul 1x4096x4096, and the
 #                                       K-slices and tiles of the training step's products
+#   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
+#                                       model quantized per SM against forced slices; model_train_step
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -413,6 +415,38 @@ for v in "" splitk=1 splitk=3 splitk=4 t64x128k8xp t64x128k8xp,splitk=1 noatt ""
     echo "## WGML_MATMUL_VARIANT=\"$v\" training step products"
     bench "$v" train-ops matmul 5
 done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round22 ]; then
+# Matmul round 22 (bench/notes/matmul.md): threads per gemv_cols4 workgroup crossed with its
+# columns and k-quads on matmul 1x4096x4096; the split-K model quantized per SM (the default
+# now) against forced slices on the LLM and training shapes it changes; the training step.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+echo "# Matmul round 22: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for wg in 256 512 1024; do
+        for v in "gemvwg=$wg,gemvq=4" "gemvwg=$wg,gemvq=1" "gemvwg=$wg,gemvq=4,gemvcols=8" "gemvwg=$wg,gemvq=1,gemvcols=8"; do
+            echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+            bench "$v" decode 1x4096x4096 15
+        done
+    done
+done
+for rep in 1 2; do
+    for v in "" splitk=1 splitk=2; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" LLM shapes (repeat $rep)"
+        bench "$v" matmul 11008 3
+    done
+done
+for v in "" splitk=2 splitk=8; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" training step products"
+    bench "$v" train-ops matmul 5
+done
+echo "## model_train_step (the defaults)"
+build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi

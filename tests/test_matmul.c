@@ -235,6 +235,7 @@ static void test_forced_choices(void)
     static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
                                      "gemvrows=1,gemvcols=1", "gemvc1", "gemvc1,gemvcols=64,splitk=2", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
                                      "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16", "gemvq=1", "gemvq=4,gemvcols=8",
+                                     "gemvwg=1024,gemvq=2", "gemvwg=64,gemvcols=64", "gemvwg=512,gemvc1,splitk=2",
                                      "groupm=1", "groupm=3,splitk=2", "groupm=2,t64", "groupm=64,t64" };
     for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", choices[v], 1);
@@ -252,7 +253,8 @@ static void test_forced_choices(void)
     static const char *c4[] = { "gemvc4,splitk=3", "gemvc4", "gemvc4,gemvcols=2,splitk=2",
                                 /* 16 groups of k: GQ quads per step run several steps, then
                                    the single quads and the partial quad */
-                                "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2" };
+                                "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
+                                "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64" };
     for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", c4[v], 1);
         for (int op = 0; op < 3; op += 2) {
@@ -301,7 +303,8 @@ static void test_forced_choices(void)
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
-                                 "gemvq=3", "gemvq=8", "gemvq=0" };
+                                 "gemvq=3", "gemvq=8", "gemvq=0",
+                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

@@ -45,6 +45,8 @@
                                              power of 2
      gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1, 2 or 4
                                              (default GEMV_QUADS)
+     gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
+                                             of 2 the adapter allows (default GEMV_WG)
      groupm=<n>                              tile rows per launch group of the gemm: 1..64
                                              (default GROUP_M)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
@@ -139,7 +141,8 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
 #define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
-#define GEMV_QUADS 2         /* k-quads in flight per gemv_cols4 thread (8 rows) */
+#define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
+                                1x4096x4096 20.2 us with 4 or 1, 26.1 with 2) */
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
    44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
    measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
@@ -160,12 +163,11 @@ static const tile_cfg TILES[NTILES] = {
 #define ATT_MAX_BYTES (256ull << 20)
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
-/* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): threads
-   that run at once on the GPU it was fitted on (H200: 132 SMs x 512, two 256-thread or four
-   128-thread workgroups of about 128 registers each), and what one byte of workspace traffic
-   costs in multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other numbers
-   gets a split that is still sound, only tuned less closely. */
-#define WAVE_THREADS (132 * 512)
+/* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): the SMs
+   of the GPU it was fitted on (H200: 132), and what one byte of workspace traffic costs in
+   multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other numbers gets a
+   split that is still sound, only tuned less closely. */
+#define MODEL_SMS 132
 #define FMA_PER_BYTE 5
 
 typedef struct variant {
@@ -176,6 +178,7 @@ typedef struct variant {
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
     uint32_t gemv_q;    /* 0: GEMV_QUADS */
+    uint32_t gemv_wg;   /* 0: GEMV_WG */
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
@@ -243,6 +246,7 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
             { "gemvq", 1, 4, true, &v->gemv_q },
+            { "gemvwg", 64, 1024, true, &v->gemv_wg },
             { "groupm", 1, 64, false, &v->group_m },
         };
         const char *eq = memchr(s, '=', n);
@@ -265,6 +269,9 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         s += n;
         if (*s == ',') s++;
     }
+    if (v->gemv_wg && (v->gemv_wg > ctx->limits.maxComputeInvocationsPerWorkgroup || v->gemv_wg > ctx->limits.maxComputeWorkgroupSizeX))
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for gemv_cols workgroups of %u invocations; the adapter has %u",
+                          fn, v->gemv_wg, ctx->limits.maxComputeInvocationsPerWorkgroup);
     return WGML_OK;
 }
 
@@ -353,15 +360,16 @@ static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
        warp still reads 64-byte row segments */
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
+    uint32_t wg = v->gemv_wg ? v->gemv_wg : GEMV_WG;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw",
                                  .nconst = v->gemv_c4 ? 3 : 2,
-                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", GEMV_WG },
+                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
                                                 { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
     pl->workgroups = pl->prm.tiles;
-    pl->threads = GEMV_WG;
+    pl->threads = wg;
     pl->min_chunk = 1024;
 }
 
@@ -392,21 +400,24 @@ static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
                                             .constants = { { "WGV", GEMV_WG } } };
 
-/* Modelled cost of S K-slices of a tiled product, in multiply-add slots: whole waves of
-   WAVE_THREADS / threads workgroups, each as long as its slice (a partial last wave costs a whole
-   one: the wave quantization that leaves a 384-tile output 27% idle in its second wave),
-   plus the workspace written and read back by splitk_reduce. */
+/* Modelled cost of S K-slices of a tiled product, in multiply-add slots: the SM with the most
+   workgroups sets the time, each workgroup as long as its slice, plus the workspace written
+   and read back by splitk_reduce. Quantized per SM, not per workgroup slot: a workgroup alone
+   on an SM runs nearly as fast as the SM does with its two (H200, round 21 of
+   bench/notes/matmul.md: 768 x 768 x 8192 unsplit, 36 workgroups, 0.33 TFLOP/s each against
+   0.35 per SM at full load), so a 384-tile output takes 3 workgroup times unsplit and 6 half
+   ones in 2 slices: no gain (measured 242 against 260 us at 8192 x 768 x 768). */
 static double split_cost(const mm_plan *pl, uint64_t mn, uint32_t S)
 {
-    uint64_t w = WAVE_THREADS / pl->threads;   /* workgroups that run at once */
+    uint64_t w = MODEL_SMS;
     uint64_t waves = (pl->workgroups * S + w - 1) / w;
     double compute = (double)waves * w * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
     return compute + (S > 1 ? (double)FMA_PER_BYTE * 8.0 * S * mn : 0.0);
 }
 
 /* Number of K-slices: forced by the variant; for the modelled tiles the cheapest by split_cost
-   (H200, round 4 of bench/notes/matmul.md: 8192 x 768 x 768 takes 2 slices, 393 -> 322 us
-   measured; 768 x 768 x 8192 takes 7); otherwise enough to reach FILL_THREADS when the output gives
+   (H200, round 21 of bench/notes/matmul.md: 768 x 768 x 8192 takes 7 slices, 820 -> 225 us
+   measured; 8192 x 768 x 768 none); otherwise enough to reach FILL_THREADS when the output gives
    fewer. Every slice is at least min_chunk long; S is limited by the largest workspace the
    adapter can bind. Sets kchunk. */
 static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *v, uint64_t mn)
@@ -416,7 +427,7 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
         S = v->splitk;
         gran = 4;
     } else if (pl->tile_fmas) {
-        /* the model is coarse (a partial wave runs faster than a full one): split only for a
+        /* the model is coarse (a workgroup alone on an SM is a little faster): split only for a
            predicted gain of 5% or more, and take the fewest slices within 3% of the best */
         uint32_t most = K / pl->min_chunk;
         if (most > MAX_SPLIT) most = MAX_SPLIT;
