@@ -254,7 +254,8 @@ static void test_forced_choices(void)
                                 /* 16 groups of k: GQ quads per step run several steps, then
                                    the single quads and the partial quad */
                                 "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
-                                "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64" };
+                                "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64",
+                                "gemvwg=1024,gemvcols=8" /* a GPU's default for 4096 - 8191 columns */ };
     for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", c4[v], 1);
         for (int op = 0; op < 3; op += 2) {

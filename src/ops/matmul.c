@@ -46,7 +46,8 @@
      gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1, 2 or 4
                                              (default GEMV_QUADS)
      gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
-                                             of 2 the adapter allows (default GEMV_WG)
+                                             of 2 the adapter allows (default GEMV_WG, and
+                                             GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
      groupm=<n>                              tile rows per launch group of the gemm: 1..64
                                              (default GROUP_M)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
@@ -139,6 +140,7 @@ static const tile_cfg TILES[NTILES] = {
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
+#define GEMV_WG_WIDE 1024    /* threads of a gemv_cols workgroup on a GPU for 4096 - 8191 columns */
 #define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
 #define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
@@ -355,12 +357,17 @@ static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_
 }
 
 /* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
-static void plan_gemv_cols(mm_plan *pl, const variant *v, uint32_t cols, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *v, uint32_t cols, uint32_t K,
+                           const wgml_tensor *x, const wgml_tensor *y)
 {
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
-       warp still reads 64-byte row segments */
-    uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 ? 8 : cols >= 2048 ? 4 : 2;
-    uint32_t wg = v->gemv_wg ? v->gemv_wg : GEMV_WG;
+       warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, 1024-thread
+       workgroups of 8 (H200, round 22 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us;
+       128 - 255 workgroups, at most two per SM) */
+    bool wide = !ctx->cpu_adapter && cols >= 4096 && cols < 8192 && ctx->limits.maxComputeInvocationsPerWorkgroup >= GEMV_WG_WIDE &&
+                ctx->limits.maxComputeWorkgroupSizeX >= GEMV_WG_WIDE;
+    uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
+    uint32_t wg = v->gemv_wg ? v->gemv_wg : wide ? GEMV_WG_WIDE : GEMV_WG;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw",
                                  .nconst = v->gemv_c4 ? 3 : 2,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
@@ -427,17 +434,21 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
         S = v->splitk;
         gran = 4;
     } else if (pl->tile_fmas) {
-        /* the model is coarse (a workgroup alone on an SM is a little faster): split only for a
-           predicted gain of 5% or more, and take the fewest slices within 3% of the best */
+        /* split for a predicted gain of 2% or more (round 22: 2048 x 11008 x 4096 in 2 slices,
+           predicted 2.7%, measured 2.9%), into the fewest slices within 3% of the best that
+           still gain 2% */
         uint32_t most = K / pl->min_chunk;
         if (most > MAX_SPLIT) most = MAX_SPLIT;
-        double best = split_cost(pl, mn, 1);
+        double whole = split_cost(pl, mn, 1), best = whole;
         for (uint32_t n = 2; n <= most; n++) {
             double c = split_cost(pl, mn, n);
             if (c < best) best = c;
         }
-        if (best <= 0.95 * split_cost(pl, mn, 1))
-            for (S = 2; S < most && split_cost(pl, mn, S) > 1.03 * best; S++) {}
+        if (best <= 0.98 * whole)
+            for (S = 2; S < most; S++) {
+                double c = split_cost(pl, mn, S);
+                if (c <= 1.03 * best && c <= 0.98 * whole) break;
+            }
     } else if (pl->workgroups * pl->threads < FILL_THREADS && K >= 2 * pl->min_chunk) {
         uint64_t want = (FILL_THREADS + pl->workgroups * pl->threads - 1) / (pl->workgroups * pl->threads);
         uint64_t most = K / pl->min_chunk;
@@ -484,9 +495,9 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
         plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
     } else if (!v.nogemv && M == 1) {
-        plan_gemv_cols(&pl, &v, N, K, b, a);                 /* a . b [K, N] */
+        plan_gemv_cols(ctx, &pl, &v, N, K, b, a);                 /* a . b [K, N] */
     } else if (!v.nogemv && N == 1) {
-        plan_gemv_cols(&pl, &v, M, K, a, b);                 /* b . a [K, M] */
+        plan_gemv_cols(ctx, &pl, &v, M, K, a, b);                 /* b . a [K, M] */
     } else {
         const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
         if (!c)
@@ -635,7 +646,8 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
 
 /* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t128k8xupi,
    see TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
-   decode, the split-K reduction and the transposed copy. */
+   decode, the split-K reduction and the transposed copy. (gemv_cols4 in GEMV_WG_WIDE threads
+   compiles at its first use: an adapter with fewer invocations per workgroup never builds it.) */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                      \
