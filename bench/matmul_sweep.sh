@@ -33,6 +33,7 @@
 #                                       K-slices and tiles of the training step's products
 #   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
 #                                       model quantized per SM against forced slices; model_train_step
+#   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2) against the tree
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -447,6 +448,22 @@ for v in "" splitk=2 splitk=8; do
 done
 echo "## model_train_step (the defaults)"
 build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round23 ]; then
+# Matmul round 23 (bench/notes/matmul.md): gemv_cols4's reduction over its k-groups in two
+# levels (two barriers) against the tree (7 barriers in the 1024-thread default at N = 4096).
+{
+echo "# Matmul round 23: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in "" gemvred2 gemvwg=256,gemvcols=4 gemvred2,gemvwg=256,gemvcols=4; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" decode 1x4096x4096 15
+    done
+done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
