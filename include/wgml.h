@@ -461,7 +461,8 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    wgml_matmul_at (4 - 18% faster on the H200).
    Inputs whose contiguous dimension is a multiple of 4 take the fastest path.
    WGML_MATMUL_VARIANT (src/ops/matmul.c lists its tokens) forces a kernel variant, for
-   measuring; an unknown token is refused with WGML_ERROR_INVALID_ARGUMENT.
+   measuring; an unknown token is refused with WGML_ERROR_INVALID_ARGUMENT, a variant the
+   adapter cannot hold (workgroup memory, invocations) with WGML_ERROR_LIMIT.
 
    Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
    the same tensor (e.g. wgml_matmul_bt(x, x, gram)).
@@ -477,8 +478,9 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
                                   elements with last dimension N
      WGML_ERROR_LIMIT             a tensor over 2^32 elements (32-bit indexing); a matrix
                                   larger than one storage binding cannot exist as a tensor
-                                  (wgml_tensor_create refuses it)
-     WGML_ERROR_OUT_OF_MEMORY     the split-K buffer or the copy of b could not be allocated */
+                                  (wgml_tensor_create refuses it); a WGML_MATMUL_VARIANT the
+                                  adapter cannot hold
+     WGML_ERROR_OUT_OF_MEMORY     the split-K buffer or a transposed copy could not be allocated */
 
 /* out[M, N] = a[M, K] @ b[K, N]. */
 WGML_API wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
