@@ -33,7 +33,7 @@
 #                                       K-slices and tiles of the training step's products
 #   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
 #                                       model quantized per SM against forced slices; model_train_step
-#   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2) against the tree
+#   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2, since removed) against the tree
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"

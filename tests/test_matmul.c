@@ -255,8 +255,7 @@ static void test_forced_choices(void)
                                    the single quads and the partial quad */
                                 "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
                                 "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64",
-                                "gemvwg=1024,gemvcols=8" /* a GPU's default for 4096 - 8191 columns */,
-                                "gemvred2,gemvwg=1024,gemvcols=8", "gemvred2,gemvcols=64,gemvq=1", "gemvred2,gemvwg=64,gemvcols=16,splitk=3" };
+                                "gemvwg=1024,gemvcols=8" /* a GPU's default for 4096 - 8191 columns */ };
     for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", c4[v], 1);
         for (int op = 0; op < 3; op += 2) {
@@ -306,7 +305,7 @@ static void test_forced_choices(void)
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
                                  "gemvq=3", "gemvq=8", "gemvq=0",
-                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384", "gemvred", "gemvred2=1" };
+                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

@@ -95,7 +95,6 @@ override VEC: bool = true;   // the contiguous extents of A and B are multiples 
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
-override GRED: u32 = 0u;     // gemv_cols4: the reduction over k-groups, 0 a tree, 1 two levels
 
 override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
 override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers
@@ -121,7 +120,6 @@ var<workgroup> As: array<vec4f, SZA>;
 var<workgroup> Bs: array<vec4f, SZB>;
 var<workgroup> red: array<f32, RED_N>;
 var<workgroup> redv: array<vec4f, WGV>;
-var<workgroup> redv2: array<vec4f, 512>;    // gemv_cols4 with GRED 1: 8 partial sums x 64 vec4 columns
 
 // ---- operand access: element e, or 0 when !ok (the index is clamped first) ------------
 
@@ -910,34 +908,14 @@ fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     }
     redv[lid] = sum;
     workgroupBarrier();
-    var v = vec4f(0.0);
-    if (GRED == 1u) {
-        // two levels, two barriers: groups g < H add every H-th group's vec4, group 0 their H sums
-        let H = min(G, 8u);
-        if (g < H) {
-            var t = redv[lid];
-            for (var m = g + H; m < G; m += H) {
-                t += redv[m * C4 + c];
-            }
-            redv2[g * C4 + c] = t;
+    for (var h = G / 2u; h > 0u; h >>= 1u) {
+        if (g < h) {
+            redv[lid] += redv[lid + h * C4];
         }
         workgroupBarrier();
-        if (g == 0u) {
-            v = redv2[c];
-            for (var m = 1u; m < H; m++) {
-                v += redv2[m * C4 + c];
-            }
-        }
-    } else {
-        for (var h = G / 2u; h > 0u; h >>= 1u) {
-            if (g < h) {
-                redv[lid] += redv[lid + h * C4];
-            }
-            workgroupBarrier();
-        }
-        v = redv[c];
     }
     if (g == 0u && ok) {
+        let v = redv[c];
         let e = wid.z * p.out_slice + col;
         out[e] = v.x;
         if (n > 1u) { out[e + 1u] = v.y; }

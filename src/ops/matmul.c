@@ -45,8 +45,6 @@
                                              power of 2
      gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1, 2 or 4
                                              (default GEMV_QUADS)
-     gemvred2                                gemv_cols4 adds its k-groups in two levels (two
-                                             barriers) instead of a tree
      gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
                                              of 2 the adapter allows (default GEMV_WG, and
                                              GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
@@ -183,7 +181,6 @@ typedef struct variant {
     uint32_t gemv_cols; /* 0: automatic */
     uint32_t gemv_q;    /* 0: GEMV_QUADS */
     uint32_t gemv_wg;   /* 0: GEMV_WG */
-    bool gemv_red2;     /* gemv_cols4's two-level reduction */
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
@@ -231,10 +228,6 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "gemvc4", 6) == 0) {
             v->gemv_c4 = true;
-            known = true;
-        }
-        if (n == 8 && strncmp(s, "gemvred2", 8) == 0) {
-            v->gemv_red2 = true;
             known = true;
         }
         if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
@@ -376,9 +369,9 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
     uint32_t wg = v->gemv_wg ? v->gemv_wg : wide ? GEMV_WG_WIDE : GEMV_WG;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw",
-                                 .nconst = v->gemv_c4 ? 4 : 2,
+                                 .nconst = v->gemv_c4 ? 3 : 2,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
-                                                { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS }, { "GRED", v->gemv_red2 } } };
+                                                { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
@@ -667,8 +660,8 @@ const wgml__kernel wgml__matmul_kernels[] = {
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS_CPU } } },
-    { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 4,
-      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS }, { "GRED", 0 } } },
+    { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 3,
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1, .constants = { { "VEC", 1 } } },
 };
