@@ -34,6 +34,8 @@
 #   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
 #                                       model quantized per SM against forced slices; model_train_step
 #   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2, since removed) against the tree
+#   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, the default up to
+#                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -463,6 +465,30 @@ for rep in 1 2; do
         echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
         bench "$v" decode 1x4096x4096 15
     done
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = attn20 ]; then
+# Attention round 20 (bench/notes/attention.md): bwd_dq_ds64w against bwd_dq_ds64 at head_dim
+# 64, the training step's attention and the whole step; the tests on the GPU both ways first.
+{
+echo "# Attention round 20: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for d in "" 4; do
+    echo "## tests: WGML_ATTN_DQDS=\"$d\""
+    (cd build-device && WGML_ATTN_DQDS=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for d in 4 ""; do
+        echo "## WGML_ATTN_DQDS=\"$d\" (repeat $rep)"
+        WGML_ATTN_DQDS=$d build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for d in 4 ""; do
+    echo "## WGML_ATTN_DQDS=\"$d\" model_train_step"
+    WGML_ATTN_DQDS=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
