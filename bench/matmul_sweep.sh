@@ -34,6 +34,8 @@
 #   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
 #                                       model quantized per SM against forced slices; model_train_step
 #   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2, since removed) against the tree
+#   bash bench/matmul_sweep.sh round24  the column matrix-vector kernel's workgroup size and columns on the decode
+#                                       rows with K or N = 14336
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -489,6 +491,23 @@ done
 for d in 4 ""; do
     echo "## WGML_ATTN_DQDS=\"$d\" model_train_step"
     WGML_ATTN_DQDS=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round24 ]; then
+# Matmul round 24 (bench/notes/matmul.md): gemv_cols4's 1024-thread rule (4096 - 8191 columns)
+# on matmul 1x4096x14336 (K long) and 1x14336x4096 (256 threads by the rule) against the
+# other workgroup sizes; the matmul_bt rows of the group are controls.
+{
+echo "# Matmul round 24: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for v in "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 gemvwg=1024,gemvcols=8; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
+        bench "$v" decode x14336 15
+    done
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0

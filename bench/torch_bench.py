@@ -311,6 +311,8 @@ mm_case("matmul_bt", "1x4096x4096", 1, 4096, 4096)
 mm_case("matmul_bt", "1x14336x4096", 1, 14336, 4096)
 mm_case("matmul_bt", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x4096x4096", 1, 4096, 4096)
+mm_case("matmul", "1x4096x14336", 1, 4096, 14336)
+mm_case("matmul", "1x14336x4096", 1, 14336, 4096)
 
 
 def attn_case(op, shape, B, Sq, H, KVH, D, Sk, causal, window=0, backward=False):

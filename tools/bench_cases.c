@@ -346,6 +346,8 @@ const bench_case bench_cases[] = {
     { "matmul_bt", "1x14336x4096", { 1, 14336, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
     { "matmul_bt", "1x4096x14336", { 1, 4096, 14336 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
     { "matmul", "1x4096x4096", { 1, 4096, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
+    { "matmul", "1x4096x14336", { 1, 4096, 14336 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
+    { "matmul", "1x14336x4096", { 1, 14336, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
     /* attention */
     { "flash_attention_v2", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_f, su_attn, r_attn, "attention" },
