@@ -340,23 +340,34 @@ done
 exit 0
 fi
 
+sweep_header() {   # sweep_header <title>: the first lines of a round's table
+    echo "# $1: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+    echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+}
+
+# twice_each <label> <calls> <WGML_MATMUL_VARIANT>...: every variant twice, alternating (the
+# first repeat of all, then the second), each running the bench calls of <calls> ("group
+# filter samples", ';' between calls); a non-empty <label> follows the variant in headings.
+twice_each() {
+    local label=$1 rep v c calls
+    IFS=';' read -ra calls <<< "$2"
+    shift 2
+    for rep in 1 2; do
+        for v in "$@"; do
+            echo "## WGML_MATMUL_VARIANT=\"$v\"${label:+ $label} (repeat $rep)"
+            for c in "${calls[@]}"; do bench "$v" $c; done
+        done
+    done
+}
+
 # An A/B of gemm choices in one call (matmul rounds 18 - 19): test_matmul on the GPU, the
 # square, LLM and training-step products twice, alternating, then the training step.
 ab_sweep() {   # ab_sweep <title> <WGML_MATMUL_VARIANT>... ("" is the default)
-    local title=$1 rep v
+    local title=$1 v
     shift
     (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
-    echo "# $title: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-    echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-    for rep in 1 2; do
-        for v in "$@"; do
-            echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-            bench "$v" matmul 4096x4096x4096 5
-            bench "$v" matmul 8192x8192x8192 2
-            bench "$v" matmul 11008 3
-            bench "$v" train-ops matmul 5
-        done
-    done
+    sweep_header "$title"
+    twice_each "" "matmul 4096x4096x4096 5;matmul 8192x8192x8192 2;matmul 11008 3;train-ops matmul 5" "$@"
     for v in "$@"; do
         echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
         WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 3 2>&1 | grep -E '^\| model|rror|fail'
@@ -388,16 +399,8 @@ if [ "$round" = round20 ]; then
 # Matmul round 20 (bench/notes/matmul.md, "Next (after round 19)"): the launch group size
 # (tile rows per group, GROUP_M 8 by default) on the shapes whose matrices exceed the L2.
 {
-echo "# Matmul round 20: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in groupm=2 groupm=4 "" groupm=16 groupm=32; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" matmul 8192x8192x8192 2
-        bench "$v" matmul 4096x4096x4096 5
-        bench "$v" matmul 11008 3
-    done
-done
+sweep_header "Matmul round 20"
+twice_each "" "matmul 8192x8192x8192 2;matmul 4096x4096x4096 5;matmul 11008 3" groupm=2 groupm=4 "" groupm=16 groupm=32
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
@@ -408,14 +411,9 @@ if [ "$round" = round21 ]; then
 # product (matmul_bt 1x4096x4096 in the same rows runs gemv_rows: a control); then the
 # training step's 768-wide products against forced K-slices and the 64 x 128 tile.
 {
-echo "# Matmul round 21: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in "" gemvq=1 gemvq=4 gemvq=4,gemvcols=2 gemvq=4,gemvcols=8 gemvq=4,gemvcols=8,splitk=2 gemvq=4,gemvcols=8,splitk=4 gemvcols=8,splitk=4; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" decode 1x4096x4096 15
-    done
-done
+sweep_header "Matmul round 21"
+twice_each "" "decode 1x4096x4096 15" "" gemvq=1 gemvq=4 gemvq=4,gemvcols=2 gemvq=4,gemvcols=8 gemvq=4,gemvcols=8,splitk=2 \
+    gemvq=4,gemvcols=8,splitk=4 gemvcols=8,splitk=4
 for v in "" splitk=1 splitk=3 splitk=4 t64x128k8xp t64x128k8xp,splitk=1 noatt ""; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" training step products"
     bench "$v" train-ops matmul 5
@@ -430,22 +428,13 @@ if [ "$round" = round22 ]; then
 # now) against forced slices on the LLM and training shapes it changes; the training step.
 (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
 {
-echo "# Matmul round 22: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for wg in 256 512 1024; do
-        for v in "gemvwg=$wg,gemvq=4" "gemvwg=$wg,gemvq=1" "gemvwg=$wg,gemvq=4,gemvcols=8" "gemvwg=$wg,gemvq=1,gemvcols=8"; do
-            echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-            bench "$v" decode 1x4096x4096 15
-        done
-    done
+sweep_header "Matmul round 22"
+variants=()
+for wg in 256 512 1024; do
+    variants+=("gemvwg=$wg,gemvq=4" "gemvwg=$wg,gemvq=1" "gemvwg=$wg,gemvq=4,gemvcols=8" "gemvwg=$wg,gemvq=1,gemvcols=8")
 done
-for rep in 1 2; do
-    for v in "" splitk=1 splitk=2; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" LLM shapes (repeat $rep)"
-        bench "$v" matmul 11008 3
-    done
-done
+twice_each "" "decode 1x4096x4096 15" "${variants[@]}"
+twice_each "LLM shapes" "matmul 11008 3" "" splitk=1 splitk=2
 for v in "" splitk=2 splitk=8; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" training step products"
     bench "$v" train-ops matmul 5
@@ -460,14 +449,8 @@ if [ "$round" = round23 ]; then
 # Matmul round 23 (bench/notes/matmul.md): gemv_cols4's reduction over its k-groups in two
 # levels (two barriers) against the tree (7 barriers in the 1024-thread default at N = 4096).
 {
-echo "# Matmul round 23: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in "" gemvred2 gemvwg=256,gemvcols=4 gemvred2,gemvwg=256,gemvcols=4; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" decode 1x4096x4096 15
-    done
-done
+sweep_header "Matmul round 23"
+twice_each "" "decode 1x4096x4096 15" "" gemvred2 gemvwg=256,gemvcols=4 gemvred2,gemvwg=256,gemvcols=4
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
@@ -501,14 +484,8 @@ if [ "$round" = round24 ]; then
 # on matmul 1x4096x14336 (K long) and 1x14336x4096 (256 threads by the rule) against the
 # other workgroup sizes; the matmul_bt rows of the group are controls.
 {
-echo "# Matmul round 24: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for v in "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 gemvwg=1024,gemvcols=8; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\" (repeat $rep)"
-        bench "$v" decode x14336 15
-    done
-done
+sweep_header "Matmul round 24"
+twice_each "" "decode x14336 15" "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 gemvwg=1024,gemvcols=8
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
