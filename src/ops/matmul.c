@@ -18,9 +18,9 @@
         transposed too and run the product as matmul_at, whose kernel loads neither operand
         along K (round 19);
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
-        (too few workgroups, or a last wave that is mostly empty) and K is long: slice z
-        writes a partial result into a workspace (the engine's matmul scratch) and
-        splitk_reduce adds the slices in a fixed order (deterministic).
+        (too few workgroups, or an SM with a workgroup more than most, see split_cost) and
+        K is long: slice z writes a partial result into a workspace (the engine's matmul
+        scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
