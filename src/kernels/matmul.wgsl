@@ -58,7 +58,9 @@
 //   with M = 1: threads over N, coalesced): C4 vec4 columns per workgroup and WGV / C4 groups
 //   of k rows, four rows per iteration in flight, a tree reduction over the groups.
 // gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
-//   consecutive rows, GQ quads (GQ 2: 8 rows, 128 bytes per thread) in flight, GQ accumulators.
+//   consecutive rows, GQ quads (GQ 4: 16 rows, 256 bytes per thread) in flight, GQ
+//   accumulators; WGV threads per workgroup (the host: 256, or 1024 on a GPU for 4096 - 8191
+//   columns, rounds 21 - 24 of bench/notes/matmul.md).
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 // transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
 //
