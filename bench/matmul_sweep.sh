@@ -34,6 +34,8 @@
 #   bash bench/matmul_sweep.sh round22  gemv_cols4's workgroup size (gemvwg=<n>) x columns x quads; the wave
 #                                       model quantized per SM against forced slices; model_train_step
 #   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2, since removed) against the tree
+#   bash bench/matmul_sweep.sh attn21   bwd_dq_ds64w again, its key loop in 8 trips of 8, with the driver's register
+#                                       counts of both dq kernels
 #   bash bench/matmul_sweep.sh round24  the column matrix-vector kernel's workgroup size and columns on the decode
 #                                       rows with K or N = 14336
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
@@ -486,6 +488,34 @@ if [ "$round" = round24 ]; then
 {
 sweep_header "Matmul round 24"
 twice_each "" "decode x14336 15" "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 gemvwg=1024,gemvcols=8
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = attn21 ]; then
+# Attention round 21 (bench/notes/attention.md): bwd_dq_ds64w with its 64-key loop in 8 trips
+# of 8 keys against bwd_dq_ds64 (WGML_ATTN_DQDS=4): the tests both ways, the driver's
+# statistics of both, the training step's D64 attention twice alternating, the whole step.
+{
+echo "# Attention round 21: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for d in "" 4; do
+    echo "## tests: WGML_ATTN_DQDS=\"$d\""
+    (cd build-device && WGML_ATTN_DQDS=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
+    echo "## driver statistics of the dq kernels, WGML_ATTN_DQDS=\"$d\""
+    WGML_ATTN_DQDS=$d WGML_VK_STATS_SO=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so} bash bench/kernel_stats.sh \
+        build-device/wgml bench --group train-ops --filter 'D64 causal lse' --samples 1 2>&1 | grep -E 'vkstats.*(dq|dkdv)' | head -4
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for d in 4 ""; do
+        echo "## WGML_ATTN_DQDS=\"$d\" (repeat $rep)"
+        WGML_ATTN_DQDS=$d build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for d in 4 ""; do
+    echo "## WGML_ATTN_DQDS=\"$d\" model_train_step"
+    WGML_ATTN_DQDS=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi

@@ -1226,6 +1226,85 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     g_store(row + 3u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r3, acc.r7, p.scale);
 }
 
+// bwd_dq_ds64 with 8 query rows x 4 head_dim columns per thread (head_dim <= 64, 32 KiB of
+// workgroup memory): 128 threads per 64-query block, thread (tr, tc) = (tid / 16, tid % 16)
+// owns rows 8tr .. 8tr + 7 (query groups 2tr and 2tr + 1) at vec4 column tc. Per key block
+// the dS block goes to g_w (as in bwd_dq_ds64) and k's 64 rows whole to dqw_k, between two
+// barriers (bwd_dq_ds64: five, k in two chunks); then per key 3 workgroup reads (two vec4
+// of dS, one of k) feed 32 multiply-adds, where bwd_dq_ds64 reads 2 for 16.
+var<workgroup> dqw_k: array<vec4f, 1024>;   // k's block: [64 keys][16 vec4 of head_dim]
+
+@compute @workgroup_size(128)
+fn bwd_dq_ds64w(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                @builtin(local_invocation_index) tid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let qw = q_work(wg, p.bk0 * p.group);
+    let bhd = qw.bh - p.bk0 * p.group;            // query head of the dispatch
+    let tr = tid / 16u;
+    let tc = tid % 16u;
+    let range = key_range(qw.i0, qw.i1);
+    let kb0 = (u32(max(range.x, 0)) / 64u) * 64u;
+    var acc = G8();                                // r<i>: query row 8tr + i, vec4 column tc
+    for (var kb = kb0; i32(kb) < range.y; kb += 64u) {
+        if (!dkdv_visits(qw.i0, kb)) { continue; }
+        workgroupBarrier();   // the previous block's readers of g_w and dqw_k are done
+        for (var m = 0u; m < 2u; m++) {            // sub-blocks tid and tid + 128 of dS
+            let sb = tid + 128u * m;
+            let kg = sb / 16u;
+            let sw = (sb % 16u) ^ g_swz(kg);
+            let at = ds_block(bhd, qw.qbi, kb / 64u) + sb * 4u;
+            let x0 = ds_in[at];
+            let x1 = ds_in[at + 1u];
+            let x2 = ds_in[at + 2u];
+            let x3 = ds_in[at + 3u];
+            g_w[(4u * kg) * 16u + sw] = vec4f(x0.x, x1.x, x2.x, x3.x);
+            g_w[(4u * kg + 1u) * 16u + sw] = vec4f(x0.y, x1.y, x2.y, x3.y);
+            g_w[(4u * kg + 2u) * 16u + sw] = vec4f(x0.z, x1.z, x2.z, x3.z);
+            g_w[(4u * kg + 3u) * 16u + sw] = vec4f(x0.w, x1.w, x2.w, x3.w);
+        }
+        for (var m = 0u; m < 8u; m++) {            // k rows kb .. kb + 63, 0 past the end
+            let e = tid + 128u * m;
+            let r = kb + e / 16u;
+            var x = vec4f(0.0);
+            if (r < p.seq_k) { x = ld_k(qw.k_base + r * qw.k_stride, e % 16u); }   // 0 past d4
+            dqw_k[e] = x;
+        }
+        workgroupBarrier();
+        // 8 keys written out inside a loop of p.subs = 8 trips the driver cannot count: a
+        // whole 64-key body, unrolled, had its reads hoisted at the cost of registers (round
+        // 20 of bench/notes/attention.md: 70% slower than bwd_dq_ds64 that way)
+        for (var sb = 0u; sb < p.subs; sb++) {
+        for (var j1 = 0u; j1 < 8u; j1++) {
+            let j = sb * 8u + j1;
+            let sw = g_swz(j >> 2u);
+            let w0 = g_w[j * 16u + ((2u * tr) ^ sw)];
+            let w1 = g_w[j * 16u + ((2u * tr + 1u) ^ sw)];
+            let x = dqw_k[j * 16u + tc];
+            acc.r0 += w0.x * x;
+            acc.r1 += w0.y * x;
+            acc.r2 += w0.z * x;
+            acc.r3 += w0.w * x;
+            acc.r4 += w1.x * x;
+            acc.r5 += w1.y * x;
+            acc.r6 += w1.z * x;
+            acc.r7 += w1.w * x;
+        }
+        }
+    }
+
+    let row = qw.i0 + 8u * tr;
+    let z = vec4f(0.0);
+    g_store(row, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r0, z, p.scale);
+    g_store(row + 1u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r1, z, p.scale);
+    g_store(row + 2u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r2, z, p.scale);
+    g_store(row + 3u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r3, z, p.scale);
+    g_store(row + 4u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r4, z, p.scale);
+    g_store(row + 5u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r5, z, p.scale);
+    g_store(row + 6u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r6, z, p.scale);
+    g_store(row + 7u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r7, z, p.scale);
+}
+
 // P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
 struct KvP { pz: vec4f, ds: vec4f }
 fn kv_p(s: vec4f, dp: vec4f, i: u32, check: bool, dropout: bool, b: u32, h: u32, bh: u32, n: u32, keys: vec4u,
