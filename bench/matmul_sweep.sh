@@ -35,7 +35,7 @@
 #                                       model quantized per SM against forced slices; model_train_step
 #   bash bench/matmul_sweep.sh round23  gemv_cols4's reduction in two levels (gemvred2, since removed) against the tree
 #   bash bench/matmul_sweep.sh attn21   bwd_dq_ds64w again, its key loop in 8 trips of 8, with the driver's register
-#                                       counts of both dq kernels
+#                                       counts of both dq kernels (kernel and variable since removed)
 #   bash bench/matmul_sweep.sh round24  the column matrix-vector kernel's workgroup size and columns on the decode
 #                                       rows with K or N = 14336
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to

@@ -887,22 +887,18 @@ static void test_backward_blocks64(void)
        above: force the others on a subset with both head_dim classes */
     static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
                         subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 },
-                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 }, subset_dqds4[] = { 1, 5, 7, 9 };
-    /* dqds: WGML_ATTN_DQDS; the default takes bwd_dq_ds64w (8 query rows per thread) up to
-       head_dim 64 on 32 KiB devices, bwd_dq_ds64 above: "4" forces the latter below */
-    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; const char *dqds; } runs[] = {
-        { NULL, NULL, 0, false, NULL, NULL },
-        { "new,8", subset8, 4, false, NULL, NULL },
-        { "new,16", subset16, 4, false, NULL, NULL },
-        { "new,32", subset32, 4, false, NULL, NULL },
-        { "new,16,s8", subset_sub, 2, false, NULL, NULL },
-        { "new,32,s16", subset_sub, 2, false, NULL, NULL },
-        { NULL, subset_feat, 2, true, NULL, NULL },
-        { "old", subset_old, 2, false, NULL, NULL },
-        { NULL, subset_nods, 3, false, "0", NULL },
-        { NULL, subset_ranges, 3, false, "1,2", NULL },
-        { NULL, subset_dqds4, 4, false, NULL, "4" },
-        { NULL, subset_ranges, 3, false, "1,2", "4" },
+                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 };
+    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; } runs[] = {
+        { NULL, NULL, 0, false, NULL },
+        { "new,8", subset8, 4, false, NULL },
+        { "new,16", subset16, 4, false, NULL },
+        { "new,32", subset32, 4, false, NULL },
+        { "new,16,s8", subset_sub, 2, false, NULL },
+        { "new,32,s16", subset_sub, 2, false, NULL },
+        { NULL, subset_feat, 2, true, NULL },
+        { "old", subset_old, 2, false, NULL },
+        { NULL, subset_nods, 3, false, "0" },
+        { NULL, subset_ranges, 3, false, "1,2" },
     };
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
@@ -937,12 +933,10 @@ static void test_backward_blocks64(void)
         }
         if (runs[r].all_features) setenv("WGML_ATTN_FEAT", cpu ? "call" : "all", 1);
         if (runs[r].ds) setenv("WGML_ATTN_DS", runs[r].ds, 1);
-        if (runs[r].dqds) setenv("WGML_ATTN_DQDS", runs[r].dqds, 1);
-        char tag[96];
-        snprintf(tag, sizeof tag, "blocks64 %s%s%s%s", runs[r].env ? runs[r].env : "default",
+        char tag[64];
+        snprintf(tag, sizeof tag, "blocks64 %s%s%s", runs[r].env ? runs[r].env : "default",
                  runs[r].all_features ? " other feature build" : "",
-                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2",
-                 runs[r].dqds ? " dq from dS in 4 x 4" : "");
+                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
         if (cpu && runs[r].which == subset_sub) n = 1;
         for (size_t i = 0; i < n; i++) {
@@ -955,7 +949,6 @@ static void test_backward_blocks64(void)
         unsetenv("WGML_ATTN_DKDV");
         unsetenv("WGML_ATTN_FEAT");
         unsetenv("WGML_ATTN_DS");
-        unsetenv("WGML_ATTN_DQDS");
     }
     /* a chunk that is not 8, 16 or 32, or a sub-chunk that is not 4, 8 or 16 below it, is
        refused, naming the variable, with nothing recorded */
@@ -991,32 +984,6 @@ static void test_backward_blocks64(void)
                                                             NULL),
                       WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
     }
-    unsetenv("WGML_ATTN_DS");
-    /* WGML_ATTN_DQDS other than 4 or 8, or 8 above head_dim 64, is refused */
-    static const char *const bad_dqds[] = { "16", "x", "8 ", "48", "0" };
-    for (size_t i = 0; i < sizeof bad_dqds / sizeof bad_dqds[0]; i++) {
-        setenv("WGML_ATTN_DQDS", bad_dqds[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                            NULL),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQDS");
-    }
-    {
-        acase c80 = { 1, 5, 5, 1, 1, 80, false, 0, 0, 0, 0, NOMASK, 0 };
-        problem P80;
-        problem_init(&P80, &c80, 1);
-        wgml_tensor *g80[3];
-        for (int t = 0; t < 3; t++) g80[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 80));
-        setenv("WGML_ATTN_DQDS", "8", 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P80.tq, P80.tk, P80.tv, P80.tq, P80.tdout, g80[0], g80[1],
-                                                            g80[2], &P80.opts, NULL),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQDS=8 needs head_dim <= 64");
-        for (int t = 0; t < 3; t++) {
-            TH_CHECK(poisoned(g80[t]), "a refused WGML_ATTN_DQDS wrote gradient %d", t);
-            wgml_tensor_release(g80[t]);
-        }
-        problem_free(&P80);
-    }
-    unsetenv("WGML_ATTN_DQDS");
     setenv("WGML_ATTN_DS", "1", 1);
     setenv("WGML_ATTN_DQ", "old", 1);
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),

@@ -7,10 +7,8 @@
    log-sum-exp), then dq and dk/dv: by default
    the 64 x 64 GEMM-style entries `bwd_dkdv64` writing dS and `bwd_dq_ds64` reading it
    (pick_ds; `bwd_dq64` recomputes dS instead where the blocks would take over 1 GiB or
-   with WGML_ATTN_DS=0), 256 threads, 24 or 32 KiB of workgroup memory (`bwd_dq_ds64w`,
-   8 query rows per thread, in place of bwd_dq_ds64 up to head_dim 64 where 32 KiB fit:
-   pick_dqds, WGML_ATTN_DQDS); or the older tiled `bwd_dq` and `bwd_dkdv` where those do
-   not fit.
+   with WGML_ATTN_DS=0), 256 threads, 24 or 32 KiB of workgroup memory; or the older tiled
+   `bwd_dq` and `bwd_dkdv` where those do not fit.
    Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
    environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
    ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
@@ -738,33 +736,6 @@ static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd
     return WGML_OK;
 }
 
-/* bwd_dq_ds64w (8 query rows x 4 head_dim columns per thread, 128 threads, g_w + dqw_k:
-   32 KiB) in place of bwd_dq_ds64 (4 x 4, 256 threads): up to head_dim 64 on devices with
-   32 KiB of workgroup storage. WGML_ATTN_DQDS: unset or "" that rule, "4" bwd_dq_ds64,
-   "8" bwd_dq_ds64w (refused where the rule would not take it). *wide tells which. */
-#define DQDS_WIDE_BYTES 32768u
-static wgml_status pick_dqds(wgml_context *ctx, const char *fn, uint32_t dim, bool *wide)
-{
-    const char *env = getenv("WGML_ATTN_DQDS");
-    bool fits = dim <= 64 && ctx->limits.maxComputeWorkgroupStorageSize >= DQDS_WIDE_BYTES;
-    if (env && *env && strcmp(env, "4") && strcmp(env, "8"))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DQDS=\"%s\" is not 4 or 8", fn, env);
-    if (env && !strcmp(env, "8") && !fits)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_DQDS=8 needs head_dim <= 64 (here %u) and %u bytes of workgroup storage (%u on "
-                          "this device)", fn, dim, DQDS_WIDE_BYTES, ctx->limits.maxComputeWorkgroupStorageSize);
-    *wide = env && *env ? !strcmp(env, "8") : fits;
-    return WGML_OK;
-}
-
-static wgml__kernel dqds_wide_kernel(void)
-{
-    wgml__kernel k = { .file = "attention", .entry = "bwd_dq_ds64w", .layout = "urrrrwrr", .nconst = 1,
-                       .constants = { { "GOCV", 1 } } };
-    if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
-    return k;
-}
-
 /* dq by bwd_dq64 (S, dP and dS recomputed) or the tiled bwd_dq. */
 static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                                const wgml_tensor *dout, wgml_tensor *dq, const attn_shape *s, attn_params p, wgml__arg m,
@@ -794,8 +765,6 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t chunk = 0, group = s->heads / s->kv_heads;
     uint64_t pair_bytes = 0;
     WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk, &pair_bytes));
-    bool dqds_wide = false;
-    WGML_CHECK(pick_dqds(ctx, fn, dim, &dqds_wide));
     wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
@@ -832,12 +801,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) add_constant(&kk, "WRITE_DS", 1);
     wgml__kernel kq = { 0 };
-    if (chunk && dqds_wide) {
-        kq = dqds_wide_kernel();
-        pq.subs = 8;   /* its loop over 64 keys in 8 trips of 8 (see bwd_dq_ds64w) */
-    } else if (chunk) {
-        kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
-    }
+    if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
     wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
     uint32_t pairs = s->batch * s->kv_heads, step = chunk ? chunk : pairs;
@@ -994,7 +958,6 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 } } },
     { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 } } },
     { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dq_ds64w", .layout = "urrrrwrr", .nconst = 1, .constants = { { "GOCV", 1 } } },
     { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
