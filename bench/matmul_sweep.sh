@@ -457,29 +457,6 @@ twice_each "" "decode 1x4096x4096 15" "" gemvred2 gemvwg=256,gemvcols=4 gemvred2
 exit 0
 fi
 
-if [ "$round" = attn20 ]; then
-# Attention round 20 (bench/notes/attention.md): bwd_dq_ds64w against bwd_dq_ds64 at head_dim
-# 64, the training step's attention and the whole step; the tests on the GPU both ways first.
-{
-echo "# Attention round 20: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-for d in "" 4; do
-    echo "## tests: WGML_ATTN_DQDS=\"$d\""
-    (cd build-device && WGML_ATTN_DQDS=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
-done
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-for rep in 1 2; do
-    for d in 4 ""; do
-        echo "## WGML_ATTN_DQDS=\"$d\" (repeat $rep)"
-        WGML_ATTN_DQDS=$d build-device/wgml bench --group train-ops --filter D64 --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
-    done
-done
-for d in 4 ""; do
-    echo "## WGML_ATTN_DQDS=\"$d\" model_train_step"
-    WGML_ATTN_DQDS=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
-done
-} > "$out/matmul_sweep.md" 2>&1
-exit 0
-fi
 
 if [ "$round" = round24 ]; then
 # Matmul round 24 (bench/notes/matmul.md): gemv_cols4's 1024-thread rule (4096 - 8191 columns)
@@ -492,15 +469,17 @@ twice_each "" "decode x14336 15" "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 
 exit 0
 fi
 
-if [ "$round" = attn21 ]; then
-# Attention round 21 (bench/notes/attention.md): bwd_dq_ds64w with its 64-key loop in 8 trips
-# of 8 keys against bwd_dq_ds64 (WGML_ATTN_DQDS=4): the tests both ways, the driver's
-# statistics of both, the training step's D64 attention twice alternating, the whole step.
+if [ "$round" = attn20 ] || [ "$round" = attn21 ]; then
+# Attention rounds 20 - 21 (bench/notes/attention.md): bwd_dq_ds64w (round 21: its 64-key loop
+# in 8 trips of 8 keys) against bwd_dq_ds64 (WGML_ATTN_DQDS=4): the tests both ways (round 21
+# also the driver's statistics of both), the training step's D64 attention twice
+# alternating, the whole step. The kernel and the variable have since been removed.
 {
-echo "# Attention round 21: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "# Attention round ${round#attn}: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 for d in "" 4; do
     echo "## tests: WGML_ATTN_DQDS=\"$d\""
     (cd build-device && WGML_ATTN_DQDS=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
+    [ "$round" = attn21 ] || continue
     echo "## driver statistics of the dq kernels, WGML_ATTN_DQDS=\"$d\""
     WGML_ATTN_DQDS=$d WGML_VK_STATS_SO=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so} bash bench/kernel_stats.sh \
         build-device/wgml bench --group train-ops --filter 'D64 causal lse' --samples 1 2>&1 | grep -E 'vkstats.*(dq|dkdv)' | head -4
