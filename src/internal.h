@@ -183,6 +183,10 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
    recover the linear index as wid.x + wid.y * num_workgroups.x and skip past the end. */
 wgml_status wgml__grid(wgml_context *ctx, uint64_t workgroups, uint32_t *gx, uint32_t *gy);
 
+/* K-slices the split-K model of src/ops/matmul.c gives an M x N x K product on its default
+   large tile (for test_internal). */
+uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K);
+
 /* Scratch memory of an engine for ops that need device memory of their own between their
    dispatches (src/engine.c): slot's buffer of at least bytes bytes. It is zero when first
    created, kept across calls (so an op may rely on what it left there, e.g. counters it

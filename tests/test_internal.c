@@ -88,8 +88,29 @@ static void test_out_of_memory(void)
     TH_CHECK(strstr(wgml_last_error(th_ctx), "maxStorageBufferBindingSize") != NULL, "message: %s", wgml_last_error(th_ctx));
 }
 
+/* The split-K model's choices on the products it was fitted on (H200, rounds 21 - 22 of
+   bench/notes/matmul.md): the 384-tile outputs of the training step unsplit, the 768 x 768
+   weight gradient in 7 slices, the larger ones in 4, the LLM shape 2048 x 11008 x 4096 in
+   2 where its workspace (2 x 90 MB) fits one binding of the device, else 1. */
+static void test_matmul_split_model(void)
+{
+    uint64_t binding = th_ctx->limits.maxStorageBufferBindingSize;
+    static const struct { uint32_t M, N, K, slices; } products[] = {
+        { 8192, 768, 768, 1 }, { 8192, 768, 2048, 1 }, { 8192, 2048, 768, 1 }, { 768, 768, 8192, 7 },
+        { 768, 2048, 8192, 4 }, { 2048, 768, 8192, 4 }, { 4096, 4096, 4096, 1 }, { 2048, 4096, 11008, 1 },
+        { 4096, 11008, 2048, 1 }, { 2048, 11008, 4096, 2 },
+    };
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++) {
+        uint64_t ws = 4ull * products[i].slices * products[i].M * products[i].N;
+        uint32_t want = ws <= binding ? products[i].slices : 1;
+        uint32_t got = wgml__matmul_model_slices(th_ctx, products[i].M, products[i].N, products[i].K);
+        TH_CHECK(got == want, "%u x %u x %u: %u K-slices, want %u", products[i].M, products[i].N, products[i].K, got, want);
+    }
+}
+
 static const th_case cases[] = {
     { "grid_split", test_grid_split },
+    { "matmul_split_model", test_matmul_split_model },
     { "two_d_grid_dispatch", test_two_d_grid_dispatch },
     { "device_loss", test_device_loss },
     { "out_of_memory", test_out_of_memory },

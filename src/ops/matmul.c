@@ -314,8 +314,8 @@ typedef struct mm_plan {
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
 } mm_plan;
 
-static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K,
-                      const wgml_tensor *a, const wgml_tensor *b)
+/* The gemm of a tile configuration; the caller binds its operands (pl->x, pl->y). */
+static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K)
 {
     /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
        the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
@@ -331,8 +331,6 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
                            .tiles = wgml__ceil_div(M, tile_m(c)) * tn,
                            .group_m = v->group_m ? v->group_m : GROUP_M };
-    pl->x = wgml__t(a);
-    pl->y = wgml__t(b);
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
@@ -468,6 +466,16 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
     return wgml__ceil_div(K, chunk);
 }
 
+/* K-slices of an M x N x K product on the default large tile (t128k8xupi) with no variant:
+   the split-K model's choice, for test_internal (the model's documented choices). */
+uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K)
+{
+    variant v = { .tile = -1 };
+    mm_plan pl = { 0 };
+    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
+    return plan_split(ctx, &pl, &v, (uint64_t)M * N);
+}
+
 /* A transposed copy of an operand into an engine scratch: src [rows, K] -> copy [K, rows]. */
 typedef struct copy_plan {
     bool on;
@@ -533,9 +541,9 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
             WGML_CHECK(wgml__scratch(e, copies[i].slot, cb, &copies[i].copy));
         }
         /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
-        plan_gemm(&pl, c, &v, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K, a, b);
-        if (btt) pl.y = copies[0].copy;
-        if (att) pl.x = copies[1].copy;
+        plan_gemm(&pl, c, &v, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K);
+        pl.x = att ? copies[1].copy : wgml__t(a);
+        pl.y = btt ? copies[0].copy : wgml__t(b);
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
