@@ -444,7 +444,8 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    wgml_matmul_at(x, dy, dW [in, out]). out may have any shape with M * N elements and last
    dimension N ([M, N], [batch, seq, N], or [N] when M = 1). Any M, N, K >= 1 works.
 
-   Written: every element of out (its previous contents are never read). Results are
+   Written: every element of out (its previous contents are never read), or with the
+   _with forms and accumulate set, out += A @ B (see wgml_matmul_options). Results are
    deterministic (no atomics; the same call on the same device gives the same bits) but may
    differ in the last bits between adapters and kernel variants: each element is a sum of
    K products whose error is at most about K * 2^-24 * sum_k |A[m,k] * B[k,n]|.
@@ -489,6 +490,27 @@ WGML_API wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgm
 WGML_API wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
 /* out[M, N] = a[K, M]^T @ b[K, N]: the weight gradient of a linear layer. */
 WGML_API wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);
+
+/* Options of the _with forms; zero-initialised (or a NULL pointer) they are the plain functions. */
+typedef struct wgml_matmul_options {
+    /* out += A @ B (BLAS's beta = 1) instead of out = A @ B: out is read, and each element
+       becomes out + (its finished sum of K products), one rounding more than the product
+       alone. For sums of products into one tensor without a separate add: the input
+       gradient of an x that feeds several linear layers (dx = dq Wq + dk Wk + dv Wv), weight
+       gradients summed over micro-batches. Every kernel and variant supports it, at the
+       speed of the plain product plus one read of out. */
+    bool accumulate;
+} wgml_matmul_options;
+
+/* wgml_matmul, wgml_matmul_bt and wgml_matmul_at with options (opts may be NULL: the
+   defaults). Shapes, aliasing, kernels and errors as above; a rejected call leaves out
+   untouched in both modes. */
+WGML_API wgml_status wgml_matmul_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                      const wgml_matmul_options *opts);
+WGML_API wgml_status wgml_matmul_bt_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                         const wgml_matmul_options *opts);
+WGML_API wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                         const wgml_matmul_options *opts);
 
 /* ---- normalisation and softmax (src/ops/norm.c, src/ops/softmax.c) ------------------- */
 

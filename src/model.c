@@ -499,6 +499,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
     TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, G[final_norm_index(m)], m->eps));
     wgml_attention_options ao = { .causal = true };
+    const wgml_matmul_options acc = { .accumulate = true };   /* dx of an input read by several products */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
         wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER];
@@ -509,8 +510,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(wgml_matmul_at(e, t->dg, A->xn2, GL[P_WG]));
         TRY(wgml_matmul_at(e, t->du, A->xn2, GL[P_WU]));
         TRY(wgml_matmul(e, t->dg, P(m, l, P_WG), t->dxn));
-        TRY(wgml_matmul(e, t->du, P(m, l, P_WU), t->dtmp));
-        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
+        TRY(wgml_matmul_with(e, t->du, P(m, l, P_WU), t->dxn, &acc));
         TRY(wgml_rms_norm_backward(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dtmp, GL[P_FFN_NORM], m->eps));
         TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
         /* h2 = hin + att @ Wo^T */
@@ -530,10 +530,8 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(wgml_matmul_at(e, t->dk, A->xn, GL[P_WK]));
         TRY(wgml_matmul_at(e, t->dv, A->xn, GL[P_WV]));
         TRY(wgml_matmul(e, t->dq, P(m, l, P_WQ), t->dxn));
-        TRY(wgml_matmul(e, t->dk, P(m, l, P_WK), t->dtmp));
-        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
-        TRY(wgml_matmul(e, t->dv, P(m, l, P_WV), t->dtmp));
-        TRY(wgml_add(e, t->dxn, t->dtmp, t->dxn));
+        TRY(wgml_matmul_with(e, t->dk, P(m, l, P_WK), t->dxn, &acc));
+        TRY(wgml_matmul_with(e, t->dv, P(m, l, P_WV), t->dxn, &acc));
         TRY(wgml_rms_norm_backward(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dtmp, GL[P_ATTN_NORM], m->eps));
         TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
     }

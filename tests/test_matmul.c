@@ -19,15 +19,18 @@
 #include <string.h>
 
 typedef wgml_status (*mm_fn)(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *);
+typedef wgml_status (*mm_with_fn)(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *,
+                                  const wgml_matmul_options *);
 
 static const struct {
     const char *name;
     mm_fn fn;
+    mm_with_fn with;
     ref_mm_layout layout;
 } ops[3] = {
-    { "matmul", wgml_matmul, REF_MM_NN },
-    { "matmul_bt", wgml_matmul_bt, REF_MM_NT },
-    { "matmul_at", wgml_matmul_at, REF_MM_TN },
+    { "matmul", wgml_matmul, wgml_matmul_with, REF_MM_NN },
+    { "matmul_bt", wgml_matmul_bt, wgml_matmul_bt_with, REF_MM_NT },
+    { "matmul_at", wgml_matmul_at, wgml_matmul_at_with, REF_MM_TN },
 };
 
 #define U32_EPS (1.0 / 16777216.0)   /* u = 2^-24, the unit roundoff of f32 */
@@ -64,24 +67,37 @@ static float *random_ints(size_t n)
 }
 
 /* Runs op o on an M x N x K product with the natural shapes (a [M, K] or [K, M], b [K, N]
-   or [N, K], out [M, N]) and checks it. ints: integer inputs and an exact comparison. */
-static void run_case(int o, size_t M, size_t N, size_t K, bool ints, const char *variant)
+   or [N, K], out [M, N]) and checks it. ints: integer inputs and an exact comparison.
+   acc: through the _with form with accumulate, out starting from random values c (small
+   integers with ints): want c + A @ B, within one rounding more, (K + 3) u (bound + |c|). */
+static void run_case_acc(int o, size_t M, size_t N, size_t K, bool ints, const char *variant, bool acc)
 {
     float *a = ints ? random_ints(M * K) : th_random(M * K, -1, 1);
     float *b = ints ? random_ints(K * N) : th_random(K * N, -1, 1);
+    float *c = acc ? (ints ? random_ints(M * N) : th_random(M * N, -4, 4)) : NULL;
     double *ref = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
     ref_matmul(ops[o].layout, a, b, M, N, K, ref, bound);
+    for (size_t i = 0; c && i < M * N; i++) {
+        ref[i] += c[i];
+        bound[i] += fabs(c[i]);
+    }
     wgml_tensor *ta = ops[o].layout == REF_MM_TN ? th_tensor(WGML_F32, a, TH_SHAPE(K, M)) : th_tensor(WGML_F32, a, TH_SHAPE(M, K));
     wgml_tensor *tb = ops[o].layout == REF_MM_NT ? th_tensor(WGML_F32, b, TH_SHAPE(N, K)) : th_tensor(WGML_F32, b, TH_SHAPE(K, N));
-    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(M, N));
-    TH_EXPECT(ops[o].fn(th_eng, ta, tb, to), WGML_OK);
+    wgml_tensor *to = acc ? th_tensor(WGML_F32, c, TH_SHAPE(M, N)) : th_poisoned(WGML_F32, TH_SHAPE(M, N));
+    if (acc) TH_EXPECT(ops[o].with(th_eng, ta, tb, to, &(wgml_matmul_options){ .accumulate = true }), WGML_OK);
+    else TH_EXPECT(ops[o].fn(th_eng, ta, tb, to), WGML_OK);
     float *got = th_read(to);
     char what[128];
-    snprintf(what, sizeof what, "%s %zux%zux%zu%s%s%s", ops[o].name, M, N, K, ints ? " ints" : "", variant ? " variant " : "",
-             variant ? variant : "");
-    check_product(what, got, ref, bound, M * N, K, ints ? 0.0 : 1.0);
-    free(a); free(b); free(ref); free(bound); free(got);
+    snprintf(what, sizeof what, "%s %zux%zux%zu%s%s%s%s", ops[o].name, M, N, K, ints ? " ints" : "", acc ? " accumulate" : "",
+             variant ? " variant " : "", variant ? variant : "");
+    check_product(what, got, ref, bound, M * N, acc ? K + 1 : K, ints ? 0.0 : 1.0);
+    free(a); free(b); free(c); free(ref); free(bound); free(got);
     wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(to);
+}
+
+static void run_case(int o, size_t M, size_t N, size_t K, bool ints, const char *variant)
+{
+    run_case_acc(o, M, N, K, ints, variant, false);
 }
 
 typedef struct shape { size_t M, N, K; } shape;
@@ -318,6 +334,64 @@ static void test_forced_choices(void)
     unsetenv("WGML_MATMUL_VARIANT");
 }
 
+/* out += A @ B (wgml_matmul_options.accumulate) through every kernel that writes out: the
+   gemm's scalar stores (64-tiles) and vec4 stores, both matrix-vector kernels, the split-K
+   reduction (the slices themselves stay plain), the transposed copies; exact on integers.
+   The _with forms with NULL or zeroed options equal the plain functions (poisoned out). */
+static void test_accumulate(void)
+{
+    /* the matrix-vector kernels in every layout (gemv_cols4, gemv_rows) */
+    static const shape vectors[] = { { 1, 300, 517 }, { 1, 1000, 1024 }, { 300, 1, 517 }, { 1, 1, 7 } };
+    for (int o = 0; o < 3; o++)
+        for (size_t s = 0; s < sizeof vectors / sizeof vectors[0]; s++)
+            run_case_acc(o, vectors[s].M, vectors[s].N, vectors[s].K, false, NULL, true);
+    /* the store is the same code in every layout from here on (one layout each: lavapipe
+       compiles each pipeline for seconds) */
+    run_case_acc(0, 61, 67, 71, false, NULL, true);      /* gemm, small tile, scalar stores */
+    run_case_acc(2, 64, 64, 8192, true, NULL, true);     /* split-K: splitk_reduce adds to out */
+    run_case_acc(0, 1, 257, 8195, true, NULL, true);     /* split-K of gemv_cols4 */
+    /* the large tile unsplit (gemm2 with N odd, gemm2_v4), the one-column gemv, the copies */
+    static const struct { const char *variant; int op; shape s; bool ints; } forced[] = {
+        { "splitk=1", 2, { 130, 67, 2053 }, false }, { "splitk=1", 0, { 96, 132, 2048 }, true },
+        { "gemvc1", 0, { 1, 77, 50 }, false }, { "gemvc1", 2, { 65, 1, 36 }, false },
+        { "att,btt", 1, { 200, 260, 76 }, true }, { "att", 0, { 130, 67, 45 }, false },
+    };
+    for (size_t v = 0; v < sizeof forced / sizeof forced[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", forced[v].variant, 1);
+        run_case_acc(forced[v].op, forced[v].s.M, forced[v].s.N, forced[v].s.K, forced[v].ints, forced[v].variant, true);
+    }
+    unsetenv("WGML_MATMUL_VARIANT");
+    /* NULL and zeroed options: the plain product, out written in full */
+    size_t M = 33, N = 20, K = 45;
+    float *a = th_random(M * K, -1, 1), *b = th_random(K * N, -1, 1);
+    double *ref = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
+    ref_matmul(REF_MM_NN, a, b, M, N, K, ref, bound);
+    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(M, K)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(K, N));
+    for (int z = 0; z < 2; z++) {
+        wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(M, N));
+        TH_EXPECT(wgml_matmul_with(th_eng, ta, tb, to, z ? &(wgml_matmul_options){ 0 } : NULL), WGML_OK);
+        float *got = th_read(to);
+        check_product(z ? "matmul_with zeroed options" : "matmul_with NULL options", got, ref, bound, M * N, K, 1.0);
+        free(got);
+        wgml_tensor_release(to);
+    }
+    /* the _with forms validate as the plain ones, under their own names; nothing recorded,
+       out untouched */
+    wgml_tensor *bad = th_poisoned(WGML_F32, TH_SHAPE(N, M));
+    uint64_t before = th_commands();
+    wgml_matmul_options acc = { .accumulate = true };
+    TH_EXPECT_ERR(wgml_matmul_with(th_eng, ta, tb, bad, &acc), WGML_ERROR_SHAPE, "wgml_matmul_with: out has 660 elements");
+    TH_EXPECT_ERR(wgml_matmul_bt_with(th_eng, ta, tb, bad, &acc), WGML_ERROR_SHAPE, "wgml_matmul_bt_with: a's last dimension");
+    TH_EXPECT_ERR(wgml_matmul_at_with(th_eng, ta, tb, bad, &acc), WGML_ERROR_SHAPE, "wgml_matmul_at_with: a is [K, M]");
+    TH_EXPECT_ERR(wgml_matmul_with(th_eng, ta, tb, (wgml_tensor *)ta, &acc), WGML_ERROR_ALIAS, "wgml_matmul_with");
+    TH_EXPECT_ERR(wgml_matmul_with(th_eng, NULL, tb, bad, &acc), WGML_ERROR_INVALID_ARGUMENT, "a is NULL");
+    TH_CHECK(th_commands() == before, "rejected accumulate calls recorded commands");
+    uint32_t *untouched = (uint32_t *)th_read(bad);
+    for (size_t i = 0; i < M * N; i++) TH_CHECK(untouched[i] == 0xFFFFFFFFu, "out element %zu written by a rejected call", i);
+    free(untouched); free(a); free(b); free(ref); free(bound);
+    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(bad);
+}
+
 /* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have
    any shape with M*N elements and last dimension N; 1-D vectors work. */
 static void test_leading_dims(void)
@@ -493,6 +567,7 @@ static const th_case cases[] = {
     { "random_shapes", test_random_shapes },
     { "variants", test_variants },
     { "forced_choices", test_forced_choices },
+    { "accumulate", test_accumulate },
     { "leading_dims", test_leading_dims },
     { "shared_input", test_shared_input },
     { "large_grid", test_large_grid },

@@ -62,6 +62,8 @@
 //   accumulators; WGV threads per workgroup (the host: 256, or 1024 on a GPU for 4096 - 8191
 //   columns, rounds 21 - 24 of bench/notes/matmul.md).
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
+// ACC (every kernel above): the element is added to out instead of written over it
+//   (wgml_matmul_options.accumulate): out = out + (the finished sum), one more rounding.
 // transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
 //
 // Bindings: A and B are read as array<vec4f>; a scalar element e is A[e >> 2][e & 3], so the
@@ -97,6 +99,9 @@ override VEC: bool = true;   // the contiguous extents of A and B are multiples 
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
+override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
+                             // the host sets it only on the kernel that writes out (with split-K:
+                             // splitk_reduce, the slices go to the workspace as they are)
 
 override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
 override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers
@@ -308,10 +313,15 @@ fn put(ob: u32, r: u32, q: u32, v: vec4f) {
         return;
     }
     let e = ob + r * p.N + q;
-    if (q < p.N) { out[e] = v.x; }
-    if (q + 1u < p.N) { out[e + 1u] = v.y; }
-    if (q + 2u < p.N) { out[e + 2u] = v.z; }
-    if (q + 3u < p.N) { out[e + 3u] = v.w; }
+    if (q < p.N) { put1(e, v.x); }
+    if (q + 1u < p.N) { put1(e + 1u, v.y); }
+    if (q + 2u < p.N) { put1(e + 2u, v.z); }
+    if (q + 3u < p.N) { put1(e + 3u, v.w); }
+}
+
+// out[e] = x, or out[e] += x with ACC (every kernel's store of one output element).
+fn put1(e: u32, x: f32) {
+    if (ACC) { out[e] += x; } else { out[e] = x; }
 }
 
 // Where workgroup `id` (slice wz of split-K) works, shared by gemm and gemm2. Uniform
@@ -701,7 +711,8 @@ fn gemm2(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 // Row r, columns q .. q+3 as one vec4 (N % 4 == 0: q < N means the whole vec4 is in range).
 fn put4(ob: u32, r: u32, q: u32, v: vec4f) {
     if (r < p.M && q < p.N) {
-        out4[(ob + r * p.N + q) >> 2u] = v;
+        let i = (ob + r * p.N + q) >> 2u;
+        if (ACC) { out4[i] += v; } else { out4[i] = v; }
     }
 }
 
@@ -784,7 +795,7 @@ fn gemv_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         workgroupBarrier();
     }
     if (lid < GR && r0 + lid < p.M) {
-        out[wid.z * p.out_slice + r0 + lid] = red[lid * WGV];
+        put1(wid.z * p.out_slice + r0 + lid, red[lid * WGV]);
     }
 }
 
@@ -839,10 +850,10 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     if (g == 0u && ok) {
         let v = redv[c];
         let e = wid.z * p.out_slice + col;
-        out[e] = v.x;
-        if (n > 1u) { out[e + 1u] = v.y; }
-        if (n > 2u) { out[e + 2u] = v.z; }
-        if (n > 3u) { out[e + 3u] = v.w; }
+        put1(e, v.x);
+        if (n > 1u) { put1(e + 1u, v.y); }
+        if (n > 2u) { put1(e + 2u, v.z); }
+        if (n > 3u) { put1(e + 3u, v.w); }
     }
 }
 
@@ -919,10 +930,10 @@ fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     if (g == 0u && ok) {
         let v = redv[c];
         let e = wid.z * p.out_slice + col;
-        out[e] = v.x;
-        if (n > 1u) { out[e + 1u] = v.y; }
-        if (n > 2u) { out[e + 2u] = v.z; }
-        if (n > 3u) { out[e + 3u] = v.w; }
+        put1(e, v.x);
+        if (n > 1u) { put1(e + 1u, v.y); }
+        if (n > 2u) { put1(e + 2u, v.z); }
+        if (n > 3u) { put1(e + 3u, v.w); }
     }
 }
 
@@ -941,6 +952,7 @@ fn splitk_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     for (var z = 1u; z < p.K; z++) {
         s += A[z * stride + i];
     }
+    if (ACC) { s += sum_out[i]; }   // after the slices, as one product added to out
     sum_out[i] = s;
 }
 

@@ -486,8 +486,16 @@ typedef struct copy_plan {
     wgml__arg copy;
 } copy_plan;
 
+/* Adds the ACC constant (out += the product) to the kernel that writes out. */
+static void set_acc(wgml__kernel *k)
+{
+    k->constants[k->nconst].name = "ACC";
+    k->constants[k->nconst].value = 1;
+    k->nconst++;
+}
+
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
-                       const wgml_tensor *b, wgml_tensor *out)
+                       const wgml_tensor *b, wgml_tensor *out, bool acc)
 {
     wgml_context *ctx = e->ctx;
     variant v;
@@ -547,6 +555,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
+    wgml__kernel reduce = reduce_kernel;
+    if (acc) set_acc(S > 1 ? &reduce : &pl.kernel);   /* split-K: the slices stay plain partial sums */
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
 
@@ -564,7 +574,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     uint32_t rx = 0, ry = 0;
     wgml__arg ws = wgml__t(out);   /* split-K: the slices' workspace */
     if (S > 1) {
-        WGML_CHECK(wgml__pipeline_get(e, &reduce_kernel, &pipe, &bgl));
+        WGML_CHECK(wgml__pipeline_get(e, &reduce, &pipe, &bgl));
         WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
         pl.prm.out_slice = (uint32_t)mnp;
@@ -576,7 +586,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     if (S == 1) return WGML_OK;
     mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
     wgml__arg rargs[2] = { ws, wgml__t(out) };
-    return wgml__dispatch(e, &reduce_kernel, &rp, sizeof rp, rargs, 2, rx, ry, 1);
+    return wgml__dispatch(e, &reduce, &rp, sizeof rp, rargs, 2, rx, ry, 1);
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
@@ -607,9 +617,9 @@ static wgml_status check_out(wgml_engine *e, const char *fn, const wgml_tensor *
     return WGML_OK;
 }
 
-wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+static wgml_status nn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
+                              wgml_tensor *out, bool acc)
 {
-    const char *fn = "wgml_matmul";
     WGML_CHECK(check_common(e, fn, a, b, out));
     if (b->ndim != 2)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [K, N]; it has %u dimensions", fn, b->ndim);
@@ -619,12 +629,12 @@ wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor 
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
-    return run(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out);
+    return run(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
 }
 
-wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+static wgml_status nt_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
+                              wgml_tensor *out, bool acc)
 {
-    const char *fn = "wgml_matmul_bt";
     WGML_CHECK(check_common(e, fn, a, b, out));
     if (b->ndim != 2)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [N, K]; it has %u dimensions", fn, b->ndim);
@@ -634,12 +644,12 @@ wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tens
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
-    return run(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out);
+    return run(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
 }
 
-wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+static wgml_status tn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
+                              wgml_tensor *out, bool acc)
 {
-    const char *fn = "wgml_matmul_at";
     WGML_CHECK(check_common(e, fn, a, b, out));
     size_t M = last_dim(a), N = last_dim(b);
     size_t Ka = wgml_tensor_numel(a) / M, Kb = wgml_tensor_numel(b) / N;
@@ -649,7 +659,40 @@ wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tens
                           "(N = %zu); the K must be equal",
                           fn, Ka, M, Kb, N);
     WGML_CHECK(check_out(e, fn, out, M, N));
-    return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out);
+    return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out, acc);
+}
+
+wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    return nn_product(e, "wgml_matmul", a, b, out, false);
+}
+
+wgml_status wgml_matmul_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                             const wgml_matmul_options *opts)
+{
+    return nn_product(e, "wgml_matmul_with", a, b, out, opts && opts->accumulate);
+}
+
+wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    return nt_product(e, "wgml_matmul_bt", a, b, out, false);
+}
+
+wgml_status wgml_matmul_bt_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                const wgml_matmul_options *opts)
+{
+    return nt_product(e, "wgml_matmul_bt_with", a, b, out, opts && opts->accumulate);
+}
+
+wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
+{
+    return tn_product(e, "wgml_matmul_at", a, b, out, false);
+}
+
+wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                const wgml_matmul_options *opts)
+{
+    return tn_product(e, "wgml_matmul_at_with", a, b, out, opts && opts->accumulate);
 }
 
 /* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t128k8xupi,
