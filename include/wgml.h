@@ -568,6 +568,22 @@ WGML_API wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tens
 WGML_API wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                             const wgml_tensor *weight, wgml_tensor *grad_in,
                                             wgml_tensor *grad_weight, float eps);
+
+/* Options of wgml_rms_norm_backward_with; zero-initialised (or a NULL pointer) they are
+   wgml_rms_norm_backward. */
+typedef struct wgml_rms_norm_backward_options {
+    /* grad_in += the input gradient instead of grad_in = it (grad_in is read; one rounding
+       more): the residual stream's gradient in a pre-norm block (dh += RMSNorm's backward of
+       the branch) without a separate add. grad_weight, when given, is still written. */
+    bool accumulate;
+} wgml_rms_norm_backward_options;
+
+/* wgml_rms_norm_backward with options (opts may be NULL). Shapes, aliasing and errors as
+   wgml_rms_norm_backward. */
+WGML_API wgml_status wgml_rms_norm_backward_with(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                                 const wgml_tensor *weight, wgml_tensor *grad_in,
+                                                 wgml_tensor *grad_weight, float eps,
+                                                 const wgml_rms_norm_backward_options *opts);
 /* Softmax over the last dimension, for tensors of any rank and rows of any length (1 to
    the device's buffer limit; a 262,144-entry vocabulary row is fine):
        out = exp(x - max(x)) / sum(exp(x - max(x)))   per row

@@ -297,7 +297,7 @@ struct wgml_trainer {
     layer_acts *la;
     wgml_tensor *ids, *targets, *o, *f, *hf, *xf, *logits, *loss;
     /* backward scratch: dres is the gradient of the residual stream */
-    wgml_tensor *dres, *dtmp, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
+    wgml_tensor *dres, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
     wgml_tensor **grad, **gscratch, **m1, **m2, *norm;
     /* AdamW groups: with weight decay (matrices, embeddings) and without (norms) */
     wgml_tensor **w_dec, **g_dec, **m_dec, **v_dec, **w_nod, **g_nod, **m_nod, **v_nod;
@@ -311,7 +311,7 @@ void wgml_trainer_destroy(wgml_trainer *t)
     if (!t) return;
     if (t->la)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
-    wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres, t->dtmp,
+    wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
                               t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm };
     release_all(single, sizeof single / sizeof single[0]);
     size_t np = t->m->nparams;
@@ -380,7 +380,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
     MK(mk2(ctx, &t->xf, N, m->D)); MK(mk2(ctx, &t->logits, N, m->V));
     MK(mk(ctx, &t->loss, WGML_F32, 1, 1, 0, 0, 0)); MK(mk(ctx, &t->norm, WGML_F32, 1, 1, 0, 0, 0));
-    MK(mk2(ctx, &t->dres, N, m->D)); MK(mk2(ctx, &t->dtmp, N, m->D)); MK(mk2(ctx, &t->dxn, N, m->D));
+    MK(mk2(ctx, &t->dres, N, m->D)); MK(mk2(ctx, &t->dxn, N, m->D));
     MK(mk2(ctx, &t->datt, N, m->QD)); MK(mk2(ctx, &t->dq, N, m->QD));
     MK(mk2(ctx, &t->dk, N, m->KD)); MK(mk2(ctx, &t->dv, N, m->KD));
     MK(mk2(ctx, &t->da, N, m->F)); MK(mk2(ctx, &t->dg, N, m->F)); MK(mk2(ctx, &t->du, N, m->F));
@@ -500,6 +500,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, G[final_norm_index(m)], m->eps));
     wgml_attention_options ao = { .causal = true };
     const wgml_matmul_options acc = { .accumulate = true };   /* dx of an input read by several products */
+    const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
         wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER];
@@ -511,8 +512,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(wgml_matmul_at(e, t->du, A->xn2, GL[P_WU]));
         TRY(wgml_matmul(e, t->dg, P(m, l, P_WG), t->dxn));
         TRY(wgml_matmul_with(e, t->du, P(m, l, P_WU), t->dxn, &acc));
-        TRY(wgml_rms_norm_backward(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dtmp, GL[P_FFN_NORM], m->eps));
-        TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GL[P_FFN_NORM], m->eps, &acc_in));
         /* h2 = hin + att @ Wo^T */
         TRY(wgml_matmul_at(e, t->dres, A->att, GL[P_WO]));
         TRY(wgml_matmul(e, t->dres, P(m, l, P_WO), t->datt));
@@ -532,8 +532,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(wgml_matmul(e, t->dq, P(m, l, P_WQ), t->dxn));
         TRY(wgml_matmul_with(e, t->dk, P(m, l, P_WK), t->dxn, &acc));
         TRY(wgml_matmul_with(e, t->dv, P(m, l, P_WV), t->dxn, &acc));
-        TRY(wgml_rms_norm_backward(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dtmp, GL[P_ATTN_NORM], m->eps));
-        TRY(wgml_add(e, t->dres, t->dtmp, t->dres));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GL[P_ATTN_NORM], m->eps, &acc_in));
     }
     /* h0 = embed[ids]; with tied weights the head's gradient is already in G[0] */
     if (m->cfg.tie_word_embeddings) {

@@ -259,6 +259,71 @@ static void test_backward(void)
     backward_case(2, 8196, true, 0.5f);
 }
 
+/* wgml_rms_norm_backward_with, accumulate: grad_in starts from random c and must become
+   c + the gradient (one rounding more: the tolerance's scale grows by |c|); grad_weight is
+   still written. Scalar and vec4 rows, the register and long-row paths, with and without
+   grad_weight; NULL options are the plain function; a rejected call names the _with form
+   and leaves grad_in untouched. */
+static void test_backward_accumulate(void)
+{
+    static const struct { size_t rows, d; bool dw; } cases_[] = {
+        { 7, 33, true }, { 64, 768, true }, { 64, 768, false }, { 5, 2049, false }, { 3, 8196, true },
+    };
+    for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) {
+        size_t rows = cases_[c].rows, d = cases_[c].d, n = rows * d;
+        float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5), *c0 = th_random(n, -3, 3);
+        double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
+        ref_rms_norm_backward(g, x, w, rows, d, 1e-5f, gin, gw, gin_s, gw_s);
+        for (size_t i = 0; i < n; i++) {
+            gin[i] += c0[i];
+            gin_s[i] += fabs(c0[i]);
+        }
+        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
+        wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_tensor(WGML_F32, c0, TH_SHAPE(rows, d));
+        wgml_tensor *tgw = cases_[c].dw ? th_poisoned(WGML_F32, TH_SHAPE(d)) : NULL;
+        wgml_rms_norm_backward_options o = { .accumulate = true };
+        TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, tgw, 1e-5f, &o), WGML_OK);
+        float *got = th_read(tgin);
+        char what[96];
+        snprintf(what, sizeof what, "rms_norm_backward_with accumulate %zu x %zu grad_in", rows, d);
+        compare_scaled(what, got, gin, gin_s, n, 4 * norm_rtol(d));
+        if (tgw) {
+            float *gotw = th_read(tgw);
+            snprintf(what, sizeof what, "rms_norm_backward_with accumulate %zu x %zu grad_weight", rows, d);
+            compare_scaled(what, gotw, gw, gw_s, d, dw_tol(rows, d));
+            free(gotw);
+            wgml_tensor_release(tgw);
+        }
+        free(x); free(g); free(w); free(c0); free(gin); free(gin_s); free(gw); free(gw_s); free(got);
+        wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
+    }
+    /* NULL options: written, not accumulated (poisoned grad_in) */
+    size_t rows = 9, d = 20, n = rows * d;
+    float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
+    double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
+    ref_rms_norm_backward(g, x, w, rows, d, 1e-5f, gin, gw, gin_s, gw_s);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
+    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+    TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, NULL, 1e-5f, NULL), WGML_OK);
+    float *got = th_read(tgin);
+    compare_scaled("rms_norm_backward_with NULL options", got, gin, gin_s, n, 4 * norm_rtol(d));
+    free(got);
+    /* rejected: the _with form's name, nothing recorded, grad_in untouched */
+    wgml_tensor *fresh = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+    uint64_t before = th_commands();
+    wgml_rms_norm_backward_options o = { .accumulate = true };
+    TH_EXPECT_ERR(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, fresh, NULL, -1.0f, &o), WGML_ERROR_INVALID_ARGUMENT,
+                  "wgml_rms_norm_backward_with: eps");
+    TH_EXPECT_ERR(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tg, NULL, 1e-5f, &o), WGML_ERROR_ALIAS,
+                  "grad_in must not be the same tensor as grad_out");
+    TH_CHECK(th_commands() == before, "rejected calls recorded commands");
+    uint32_t *raw = (uint32_t *)th_read(fresh);
+    for (size_t i = 0; i < n; i++) TH_CHECK(raw[i] == 0xFFFFFFFFu, "grad_in[%zu] written by a rejected call", i);
+    free(raw); free(x); free(g); free(w); free(gin); free(gin_s); free(gw); free(gw_s);
+    wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
+    wgml_tensor_release(fresh);
+}
+
 /* Both gradients against central differences of the double forward, L = sum(g * out). */
 static void test_backward_finite_differences(void)
 {
@@ -485,6 +550,7 @@ static const th_case cases[] = {
     { "residual_stream", test_residual_stream },
     { "backward", test_backward },
     { "backward_finite_differences", test_backward_finite_differences },
+    { "backward_accumulate", test_backward_accumulate },
     { "robust", test_robust },
     { "bad_inputs", test_bad_inputs },
     { "units_per_thread", test_units_per_thread },

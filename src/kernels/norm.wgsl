@@ -57,6 +57,7 @@ override NV: u32 = 4u;          // units per thread held in registers; 0: long-r
 override VEC: bool = true;      // d % 4 == 0: a unit is an aligned vec4
 override HAS_RES: bool = false; // fwd: add res to x
 override SELF: bool = false;    // fwd_sum_inplace: x, res and sum are all io
+override ACC: bool = false;     // bwd, bwd_dw: gin += the gradient (read first) instead of gin = it
 
 const NVMAX: u32 = 8u;
 
@@ -132,9 +133,13 @@ fn st_io(r: u32, j: u32, v: vec4f) {
     io[e >> 2u][e & 3u] = v.x;
 }
 fn st_gin(r: u32, j: u32, v: vec4f) {
-    if (VEC) { gin[r * p.units + j] = v; return; }
+    if (VEC) {
+        let i = r * p.units + j;
+        if (ACC) { gin[i] += v; } else { gin[i] = v; }
+        return;
+    }
     let e = r * p.d + j;
-    gin[e >> 2u][e & 3u] = v.x;
+    if (ACC) { gin[e >> 2u][e & 3u] += v.x; } else { gin[e >> 2u][e & 3u] = v.x; }
 }
 
 // ---- reduction --------------------------------------------------------------------------

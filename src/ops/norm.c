@@ -64,6 +64,14 @@ static wgml__kernel norm_kernel(const char *entry, const char *layout, const row
                                           { "SELF", self } } };
 }
 
+/* The ACC constant of the backward kernels: grad_in accumulated (wgml_rms_norm_backward_with). */
+static void add_acc(wgml__kernel *k)
+{
+    k->constants[k->nconst].name = "ACC";
+    k->constants[k->nconst].value = 1;
+    k->nconst++;
+}
+
 /* ---- validation ------------------------------------------------------------------------ */
 
 static wgml_status check_eps(wgml_engine *e, const char *fn, float eps)
@@ -200,10 +208,10 @@ wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x, co
 
 /* ---- backward -------------------------------------------------------------------------- */
 
-wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
-                                   const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps)
+static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                     const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps,
+                                     bool acc)
 {
-    const char *fn = "wgml_rms_norm_backward";
     WGML_CHECK(wgml__check_engine(e, fn));
     WGML_CHECK(wgml__check_tensor(e, fn, "grad_out", grad_out, WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
@@ -238,6 +246,7 @@ wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, 
     WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
     if (!grad_weight) {
         wgml__kernel k = norm_kernel("bwd", "urrrw", &pl, false, false);
+        if (acc) add_acc(&k);
         wgml__arg args[4] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in) };
         return wgml__dispatch(e, &k, &p, sizeof p, args, 4, gx, gy, 1);
     }
@@ -245,6 +254,7 @@ wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, 
     wgml__arg part;   /* [groups, units] vec4 partial sums of the weight gradient */
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_NORM, (uint64_t)groups * pl.units * 16, &part));
     wgml__kernel k = norm_kernel("bwd_dw", "urrrww", &pl, false, false);
+    if (acc) add_acc(&k);
     wgml__arg args[5] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in), part };
     WGML_CHECK(wgml__dispatch(e, &k, &p, sizeof p, args, 5, gx, gy, 1));
     {
@@ -257,6 +267,20 @@ wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, 
         WGML_CHECK(wgml__grid(e->ctx, q.groups, &gx, &gy));
         return wgml__dispatch(e, &kr, &q, sizeof q, rargs, 2, gx, gy, 1);
     }
+}
+
+wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                   const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps)
+{
+    return rms_norm_backward(e, "wgml_rms_norm_backward", grad_out, input, weight, grad_in, grad_weight, eps, false);
+}
+
+wgml_status wgml_rms_norm_backward_with(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
+                                        const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps,
+                                        const wgml_rms_norm_backward_options *opts)
+{
+    return rms_norm_backward(e, "wgml_rms_norm_backward_with", grad_out, input, weight, grad_in, grad_weight, eps,
+                             opts && opts->accumulate);
 }
 
 /* Default variants for wgml_engine_warmup: forward rows of 4096 and 2048 elements (NV 8:
