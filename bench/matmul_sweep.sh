@@ -38,6 +38,8 @@
 #                                       counts of both dq kernels (kernel and variable since removed)
 #   bash bench/matmul_sweep.sh round24  the column matrix-vector kernel's workgroup size and columns on the decode
 #                                       rows with K or N = 14336
+#   bash bench/matmul_sweep.sh round25  16 and 32 vec4 columns per column-kernel workgroup at 1x4096x4096; the
+#                                       training step with and without the reuse of a's transposed copy
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -465,6 +467,23 @@ if [ "$round" = round24 ]; then
 {
 sweep_header "Matmul round 24"
 twice_each "" "decode x14336 15" "" gemvwg=256,gemvcols=4 gemvwg=256,gemvcols=8 gemvwg=1024,gemvcols=8
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round25 ]; then
+# Matmul round 25 (bench/notes/matmul.md): the column matrix-vector kernel with 16 and 32 vec4
+# columns per workgroup (a warp reads 256 / 512 contiguous bytes of a row, 64 / 32
+# workgroups at N = 4096) against the rule (1024 threads x 8 columns); then the training
+# step with and without the reuse of a's transposed copy (fresh).
+{
+sweep_header "Matmul round 25"
+twice_each "" "decode 1x4096x4096 15" "" gemvwg=1024,gemvcols=16 gemvwg=1024,gemvcols=16,gemvq=2 gemvwg=512,gemvcols=16 \
+    gemvwg=1024,gemvcols=32
+for v in "" fresh "" fresh; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
+    WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi

@@ -459,7 +459,9 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    engine scratch of N * K floats and runs as wgml_matmul (6 - 10% faster on the H200), and
    wgml_matmul (or wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most
    256 MiB copies a transposed into a third scratch of M * K floats and runs as
-   wgml_matmul_at (4 - 18% faster on the H200).
+   wgml_matmul_at (4 - 18% faster on the H200). A copy stays current until its source is
+   written (by any op of the context, wgml_tensor_write or wgml_tensor_zero): consecutive
+   products of one unchanged tensor copy it once (q, k and v of one x).
    Inputs whose contiguous dimension is a multiple of 4 take the fastest path.
    WGML_MATMUL_VARIANT (src/ops/matmul.c lists its tokens) forces a kernel variant, for
    measuring; an unknown token is refused with WGML_ERROR_INVALID_ARGUMENT, a variant the

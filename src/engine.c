@@ -256,6 +256,11 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
     if (gx == 0 || gy == 0 || gz == 0) return WGML_OK;   /* nothing to do */
     WGPUBindGroup bg = wgml__bind_cache_get(ctx, &key, entries, (uint32_t)nb);
     if (!bg) return wgml__fail(ctx, WGML_ERROR_DEVICE, "could not create a bind group for kernel %s", k->entry);
+    for (size_t i = 0, j = 0; i < nb; i++) {   /* before the dispatch is recorded: never too late */
+        if (k->layout[i] == 'u') continue;
+        if (k->layout[i] == 'w' && args[j].tensor) wgml__wrote(args[j].tensor);
+        j++;
+    }
     WGPUComputePassEncoder pass = wgml__pass(ctx);
     if (ctx->pass_pipeline != pipeline) {   /* a chain of one op sets it once per pass */
         wgpuComputePassEncoderSetPipeline(pass, pipeline);

@@ -72,6 +72,11 @@ struct wgml_context {
     double timer_host_start;
     long live_tensors;
     long live_engines;
+
+    /* Write tracking (wgml_tensor.id / .written): ids of tensors made so far, and a counter of
+       recorded writes. */
+    uint64_t tensors_made;
+    uint64_t writes;
 };
 
 /* Records a message for ctx (or the thread's context-less slot when ctx is NULL) and
@@ -107,7 +112,16 @@ struct wgml_tensor {
     wgml_dtype dtype;
     uint32_t ndim;
     size_t shape[WGML_MAX_DIMS];
+    /* Unique within the context (a released tensor's address may come back; its id does
+       not), and the context's write counter at the last write recorded to the buffer (a
+       dispatch binding it read-write, wgml_tensor_write, wgml_tensor_zero): a copy derived
+       from the tensor (matmul's transposed copy of a) is current while both are unchanged. */
+    uint64_t id;
+    uint64_t written;
 };
+
+/* Records that t's buffer is (about to be) written. */
+static inline void wgml__wrote(wgml_tensor *t) { t->written = ++t->ctx->writes; }
 
 /* The bind group cache (src/bind_cache.c). */
 typedef struct wgml__bind_key {
@@ -140,13 +154,15 @@ typedef struct wgml__kernel {
     struct { const char *name; double value; } constants[WGML__MAX_CONSTANTS];
 } wgml__kernel;
 
-/* A storage binding: a tensor's whole buffer. */
+/* A storage binding: a tensor's whole buffer, and the tensor (its write record is
+   metadata the library keeps even for tensors the caller passed as const). */
 typedef struct wgml__arg {
     WGPUBuffer buffer;
     uint64_t size;
+    wgml_tensor *tensor;
 } wgml__arg;
 
-static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->buffer, t->capacity }; }
+static inline wgml__arg wgml__t(const wgml_tensor *t) { return (wgml__arg){ t->buffer, t->capacity, (wgml_tensor *)t }; }
 
 typedef struct wgml__pipeline wgml__pipeline;
 
@@ -159,12 +175,21 @@ typedef struct wgml__pipeline wgml__pipeline;
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
        WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_SLOTS };
 
+/* What a scratch slot holds when an op may reuse it: the transposed copy of tensor
+   `src` (its id) as [cols, rows] of an src [rows, cols], made when src was last written at
+   `written`, in the slot's tensor `slot_id`. Valid while all three still match. */
+typedef struct wgml__derived {
+    uint64_t src, written, slot_id;
+    uint32_t rows, cols;
+} wgml__derived;
+
 struct wgml_engine {
     wgml_context *ctx;
     wgml__pipeline *pipelines;   /* cache, searched linearly (tens of entries) */
     uint32_t npipelines, cap_pipelines;
     WGPUShaderModule *modules;   /* one per WGSL file, compiled on first use */
     wgml_tensor *scratch[WGML__SCRATCH_SLOTS];
+    wgml__derived derived[WGML__SCRATCH_SLOTS];
 };
 
 /* Embedded WGSL sources (generated at build time from the .wgsl files in src/kernels). */

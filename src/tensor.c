@@ -117,6 +117,7 @@ static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype d
         }
     }
     t->ctx = ctx;
+    t->id = ++ctx->tensors_made;
     t->capacity = cap;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -167,6 +168,7 @@ wgml_status wgml_tensor_write(wgml_tensor *t, size_t offset, const void *data, s
     wgml_context *ctx = t->ctx;
     /* Queue writes run before anything still being recorded: submit that first. */
     WGML_CHECK(wgml__submit(ctx));
+    wgml__wrote(t);
     /* writeBuffer wants 4-byte aligned offsets and sizes: widen to whole words, keeping the
        bytes outside the range as they are. */
     size_t lo = offset & ~(size_t)3, hi = (offset + bytes + 3) & ~(size_t)3;
@@ -235,6 +237,7 @@ wgml_status wgml_tensor_zero(wgml_tensor *t)
 {
     if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_zero: tensor is NULL");
     WGML_CHECK(wgml__check_device(t->ctx));
+    wgml__wrote(t);
     wgpuCommandEncoderClearBuffer(wgml__encoder_outside_pass(t->ctx), t->buffer, 0, t->capacity);
     return wgml__after_record(t->ctx);
 }

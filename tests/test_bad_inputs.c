@@ -143,6 +143,16 @@ C2(c_dequantize, wgml_dequantize)
 C3(c_matmul, wgml_matmul)
 C3(c_matmul_bt, wgml_matmul_bt)
 C3(c_matmul_at, wgml_matmul_at)
+/* the _with forms: u[0] accumulate, nullp bit 0 NULL options */
+#define MMW(name, fn)                                                                               \
+    static wgml_status name(wgml_engine *e, wgml_tensor *const *t, const scal *s)                   \
+    {                                                                                               \
+        wgml_matmul_options o = { .accumulate = s->u[0] != 0 };                                     \
+        return fn(e, t[0], t[1], t[2], (s->nullp & 1) ? NULL : &o);                                 \
+    }
+MMW(c_matmul_with, wgml_matmul_with)
+MMW(c_matmul_bt_with, wgml_matmul_bt_with)
+MMW(c_matmul_at_with, wgml_matmul_at_with)
 
 static wgml_attention_options attn_of(const scal *s)
 {
@@ -197,6 +207,11 @@ static wgml_status c_rms_norm_residual_with(wgml_engine *e, wgml_tensor *const *
 { return wgml_rms_norm_residual_with(e, t[0], t[1], t[2], t[3], t[4], s->f[0]); }
 static wgml_status c_rms_norm_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_rms_norm_backward(e, t[0], t[1], t[2], t[3], t[4], s->f[0]); }
+static wgml_status c_rms_norm_backward_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{
+    wgml_rms_norm_backward_options o = { .accumulate = s->u[0] != 0 };
+    return wgml_rms_norm_backward_with(e, t[0], t[1], t[2], t[3], t[4], s->f[0], (s->nullp & 1) ? NULL : &o);
+}
 static wgml_status c_rope(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_rope(e, t[0], s->u[0], s->u[1]); }
 static wgml_status c_rope_theta(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -390,6 +405,23 @@ static const oprow rows[] = {
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(3, 4) } } } },
       .refused = { { 2, 0 }, { 2, 1 } } },
 
+    /* the _with forms, accumulating (NULL and zeroed options accepted) */
+    { .fn = "wgml_matmul_with", .call = c_matmul_with,
+      .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
+             { .name = "b", .shape = SH(3, 4), .bad = { { SH(12) }, { SH(4, 4) }, { SH(1, 3, 4) } } },
+             { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 5) }, { SH(3, 4) } } } },
+      .s = { .u = { 1 } }, .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
+    { .fn = "wgml_matmul_bt_with", .call = c_matmul_bt_with,
+      .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
+             { .name = "b", .shape = SH(4, 3), .bad = { { SH(12) }, { SH(3, 4) }, { SH(1, 4, 3) } } },
+             { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 3) } } } },
+      .s = { .u = { 1 } }, .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
+    { .fn = "wgml_matmul_at_with", .call = c_matmul_at_with,
+      .a = { { .name = "a", .shape = SH(3, 2), .bad = { { SH(2, 2) }, { SH(4, 2) } } },
+             { .name = "b", .shape = SH(3, 4), .bad = { { SH(2, 4) }, { SH(4, 4) } } },
+             { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(3, 4) } } } },
+      .s = { .u = { 1 } }, .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
+
     /* the layouts the header allows besides [M, K]: a vector (M = 1) and leading dimensions */
     { .fn = "wgml_matmul", .call = c_matmul, .scalars_only = true,
       .a = { F32A("a", 0, 3), F32A("b", 0, 3, 4), F32A("out", OUT, 4) }, .refused = { { 2, 0 } } },
@@ -502,6 +534,12 @@ static const oprow rows[] = {
              EW("grad_in", OUT, 1, 8), { .name = "grad_weight", .shape = SH(8), .flags = OUT | OPT, .bad = { { SH(7) }, { SH(9) } } } },
       .s = { .f = { 1e-5f } }, .sm = { EPS_RULES(0) },
       .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 }, { 4, 0 }, { 4, 1 }, { 4, 2 }, { 4, 3 } }, .accept = { OKV(SF, 0, 0) } },
+    { .fn = "wgml_rms_norm_backward_with", .call = c_rms_norm_backward_with,
+      .a = { EW("grad_out", 0, 1, 8), EW("input", 0, 8), { .name = "weight", .shape = SH(8), .bad = { { SH(7) } } },
+             EW("grad_in", OUT, 1, 8), { .name = "grad_weight", .shape = SH(8), .flags = OUT | OPT, .bad = { { SH(7) }, { SH(9) } } } },
+      .s = { .u = { 1 }, .f = { 1e-5f } }, .sm = { EPS_RULES(0) },
+      .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 }, { 4, 0 }, { 4, 1 }, { 4, 2 }, { 4, 3 } },
+      .accept = { OKV(SF, 0, 0), OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
     { .fn = "wgml_softmax", .call = c_softmax, .a = { EW("input", 0, 2, 5), EW("out", OUT, 2, 5) }, .refused = { { 1, 0 } } },
     { .fn = "wgml_softmax_backward", .call = c_softmax_backward,
       .a = { EW("grad_out", 0, 10), EW("final_out", 0, 2, 5), EW("grad_in", OUT, 2, 5) },
@@ -615,7 +653,7 @@ static const oprow rows[] = {
 
 /* ---- counting ------------------------------------------------------------------------ */
 
-static struct { const char *fn; int bad, accepted; } counts[128];
+static struct { const char *fn; int bad, accepted; } counts[256];
 static int ncounts;
 
 static int *count_of(const char *fn, bool accepted)

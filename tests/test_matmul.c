@@ -321,7 +321,7 @@ static void test_forced_choices(void)
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
                                  "gemvq=3", "gemvq=8", "gemvq=0",
-                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384" };
+                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();
@@ -390,6 +390,81 @@ static void test_accumulate(void)
     for (size_t i = 0; i < M * N; i++) TH_CHECK(untouched[i] == 0xFFFFFFFFu, "out element %zu written by a rejected call", i);
     free(untouched); free(a); free(b); free(ref); free(bound);
     wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(bad);
+}
+
+static wgml_tensor *random_matrix(size_t rows, size_t cols)
+{
+    float *v = th_random(rows * cols, -1, 1);
+    wgml_tensor *t = th_tensor(WGML_F32, v, TH_SHAPE(rows, cols));
+    free(v);
+    return t;
+}
+
+/* matmul_bt(x, w, o) with the transposed copies forced (att,btt): checked against the
+   reference on x's and w's current contents; returns the commands it recorded. */
+static uint64_t bt_checked(const char *what, wgml_engine *e, wgml_tensor *x, wgml_tensor *w, size_t M, size_t N, size_t K)
+{
+    float *a = th_read(x), *b = th_read(w);
+    double *ref = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
+    ref_matmul(REF_MM_NT, a, b, M, N, K, ref, bound);
+    wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(M, N));
+    uint64_t before = th_commands();
+    TH_EXPECT(wgml_matmul_bt(e, x, w, o), WGML_OK);
+    uint64_t n = th_commands() - before;
+    float *got = th_read(o);
+    check_product(what, got, ref, bound, M * N, K, 1.0);
+    free(a); free(b); free(ref); free(bound); free(got);
+    wgml_tensor_release(o);
+    return n;
+}
+
+/* The transposed copy of a is made once for consecutive products of one unchanged a (q, k
+   and v of x), and again after any write to a: an op writing it (on this engine or another
+   of the context), wgml_tensor_write, wgml_tensor_zero, a new tensor in a released one's
+   place, a reshape to another K. */
+static void test_copy_reuse(void)
+{
+    setenv("WGML_MATMUL_VARIANT", "att,btt", 1);
+    size_t M = 70, N = 36, K = 44;
+    float *xs = th_random(M * K, -1, 1);
+    wgml_tensor *x = th_tensor(WGML_F32, xs, TH_SHAPE(M, K));
+    wgml_tensor *w1 = random_matrix(N, K);
+    wgml_tensor *w2 = random_matrix(N, K);
+    uint64_t first = bt_checked("first product of x", th_eng, x, w1, M, N, K);
+    uint64_t second = bt_checked("second product of x (a's copy reused)", th_eng, x, w2, M, N, K);
+    TH_CHECK(first == 3 && second == 2, "commands: %llu for the first product (b's copy, a's copy, gemm), %llu for the second "
+             "(b's copy, gemm)", (unsigned long long)first, (unsigned long long)second);
+    TH_CHECK(bt_checked("the same product again (both copies reused)", th_eng, x, w2, M, N, K) == 1, "both copies current");
+    TH_EXPECT(wgml_gradient_scale(th_eng, x, -2.0f), WGML_OK);
+    TH_CHECK(bt_checked("after an op wrote x", th_eng, x, w1, M, N, K) == 3, "x written by an op: its copy must be made again");
+    wgml_engine *e2;
+    TH_EXPECT(wgml_engine_create(th_ctx, &e2), WGML_OK);
+    TH_EXPECT(wgml_gradient_scale(e2, x, 0.5f), WGML_OK);
+    uint64_t n2 = bt_checked("after another engine wrote x", th_eng, x, w2, M, N, K);
+    TH_CHECK(n2 == 3, "x written on another engine: %llu commands", (unsigned long long)n2);
+    wgml_engine_destroy(e2);
+    for (size_t i = 0; i < M * K; i++) xs[i] = (float)i / (float)(M * K) - 0.5f;
+    TH_EXPECT(wgml_tensor_write(x, 0, xs, M * K * sizeof *xs), WGML_OK);
+    bt_checked("after wgml_tensor_write", th_eng, x, w1, M, N, K);
+    TH_EXPECT(wgml_tensor_write(x, 4 * sizeof *xs, xs, 3), WGML_OK);   /* 3 bytes of one element */
+    bt_checked("after a partial wgml_tensor_write", th_eng, x, w1, M, N, K);
+    TH_EXPECT(wgml_tensor_zero(x), WGML_OK);
+    bt_checked("after wgml_tensor_zero", th_eng, x, w2, M, N, K);
+    for (int round = 0; round < 4; round++) {   /* a new tensor, perhaps at the released one's address */
+        wgml_tensor_release(x);
+        x = random_matrix(M, K);
+        bt_checked("a new x in a released one's place", th_eng, x, w1, M, N, K);
+    }
+    setenv("WGML_MATMUL_VARIANT", "att,btt,fresh", 1);   /* the benchmarks' switch: no reuse */
+    TH_CHECK(bt_checked("fresh copies", th_eng, x, w1, M, N, K) == 3 && bt_checked("fresh copies again", th_eng, x, w1, M, N, K) == 3,
+             "fresh: both copies made at every call");
+    setenv("WGML_MATMUL_VARIANT", "att,btt", 1);
+    TH_EXPECT(wgml_tensor_reshape(x, 2, (size_t[]){ M * K / 22, 22 }), WGML_OK);   /* same bytes, K 22 */
+    wgml_tensor *w3 = random_matrix(N, 22);
+    bt_checked("x reshaped to K 22", th_eng, x, w3, M * K / 22, N, 22);
+    unsetenv("WGML_MATMUL_VARIANT");
+    free(xs);
+    wgml_tensor_release(x); wgml_tensor_release(w1); wgml_tensor_release(w2); wgml_tensor_release(w3);
 }
 
 /* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have
@@ -568,6 +643,7 @@ static const th_case cases[] = {
     { "variants", test_variants },
     { "forced_choices", test_forced_choices },
     { "accumulate", test_accumulate },
+    { "copy_reuse", test_copy_reuse },
     { "leading_dims", test_leading_dims },
     { "shared_input", test_shared_input },
     { "large_grid", test_large_grid },

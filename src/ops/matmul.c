@@ -50,6 +50,8 @@
                                              GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
      groupm=<n>                              tile rows per launch group of the gemm: 1..64
                                              (default GROUP_M)
+     fresh                                   make the transposed copies at every call (by
+                                             default a copy of an unchanged tensor is reused)
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -184,6 +186,7 @@ typedef struct variant {
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
+    bool fresh;        /* never reuse a transposed copy */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -236,6 +239,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 3 && strncmp(s, "btt", 3) == 0) || (n == 5 && strncmp(s, "nobtt", 5) == 0)) {
             v->btt = n == 3 ? 1 : -1;
+            known = true;
+        }
+        if (n == 5 && strncmp(s, "fresh", 5) == 0) {
+            v->fresh = true;
             known = true;
         }
         if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
@@ -486,6 +493,15 @@ typedef struct copy_plan {
     wgml__arg copy;
 } copy_plan;
 
+/* The transposed copy of src [rows, K] is in its slot already: the products of one input
+   with several weights (q, k and v of x) copy it once. */
+static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t K)
+{
+    const wgml__derived *d = &e->derived[c->slot];
+    return d->src == c->src->id && d->written == c->src->written && d->slot_id == c->copy.tensor->id && d->rows == c->rows &&
+           d->cols == K;
+}
+
 /* Adds the ACC constant (out += the product) to the kernel that writes out. */
 static void set_acc(wgml__kernel *k)
 {
@@ -579,8 +595,12 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
         pl.prm.out_slice = (uint32_t)mnp;
     }
-    for (int i = 0; i < 2; i++)
-        if (copies[i].on) WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+    for (int i = 0; i < 2; i++) {
+        if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], K))) continue;
+        WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+        e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
+                                                      copies[i].rows, K };
+    }
     wgml__arg args[3] = { pl.x, pl.y, ws };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
     if (S == 1) return WGML_OK;
