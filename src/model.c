@@ -324,6 +324,14 @@ void wgml_trainer_destroy(wgml_trainer *t)
 }
 
 /* a tensor shaped like parameter i, zeroed */
+/* Gradients whose op writes rather than adds (the norms' weights, an untied embedding) go
+   through scratch tensors on a step's later micro-batches and are added at the end; the
+   products add into the gradients themselves (wgml_matmul_at_with, accumulate). */
+static bool grad_via_scratch(const wgml_model *m, size_t i)
+{
+    return is_norm_index(m, i) || (i == 0 && !m->cfg.tie_word_embeddings);
+}
+
 static wgml_status like_param(wgml_model *m, size_t i, wgml_tensor **out)
 {
     wgml_tensor *p = m->p[i];
@@ -478,24 +486,27 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     wgml_engine *e = m->e;
     wgml_context *ctx = m->ctx;
     if (!isfinite(grad_scale)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_scale must be finite", fn);
-    /* The first micro-batch after a step writes the gradients; later ones write scratch
-       tensors (allocated on first need) and add them. */
+    /* The first micro-batch after a step writes the gradients; later ones add into them,
+       the products directly, the rest through scratch tensors (allocated on first need,
+       see grad_via_scratch). */
     /* checked before the scratch gradients are allocated: a rejected call records nothing */
     TRY(check_ids(ctx, fn, "ids", ids, t->N, m->V, false));
     TRY(check_ids(ctx, fn, "targets", targets, t->N, m->V, true));
     if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
     bool fresh = t->micro == 0;
-    if (!fresh && !t->gscratch[0])
-        for (size_t i = 0; i < m->nparams; i++) TRY(like_param(m, i, &t->gscratch[i]));
+    if (!fresh && !t->gscratch[final_norm_index(m)])
+        for (size_t i = 0; i < m->nparams; i++)
+            if (grad_via_scratch(m, i)) TRY(like_param(m, i, &t->gscratch[i]));
     TRY(train_forward(t, fn, ids, targets, true, mean_loss));
-    wgml_tensor **G = fresh ? t->grad : t->gscratch;
+    wgml_tensor **G = fresh ? t->grad : t->gscratch;   /* the gradients of grad_via_scratch */
+    const wgml_matmul_options add_grad = { .accumulate = true }, *wa = fresh ? NULL : &add_grad;
     size_t N = t->N;
     wgml_tensor *dlogits = t->logits;
     if (grad_scale != 1.0f) TRY(wgml_gradient_scale(e, dlogits, grad_scale));
 
     /* logits = xf @ Wout^T */
     wgml_tensor *wout = m->p[head_index(m)];
-    TRY(wgml_matmul_at(e, dlogits, t->xf, G[head_index(m)]));
+    TRY(wgml_matmul_at_with(e, dlogits, t->xf, t->grad[head_index(m)], wa));
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
     TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, G[final_norm_index(m)], m->eps));
     wgml_attention_options ao = { .causal = true };
@@ -503,18 +514,18 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
-        wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER];
+        wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER], **WL = &t->grad[1 + (size_t)l * P_PER_LAYER];
         /* h_out = h2 + (silu(g) * u) @ Wd^T */
-        TRY(wgml_matmul_at(e, t->dres, A->a, GL[P_WD]));
+        TRY(wgml_matmul_at_with(e, t->dres, A->a, WL[P_WD], wa));
         TRY(wgml_matmul(e, t->dres, P(m, l, P_WD), t->da));
         TRY(wgml_silu_gate_backward(e, A->g, A->u, t->da, t->dg, t->du));
-        TRY(wgml_matmul_at(e, t->dg, A->xn2, GL[P_WG]));
-        TRY(wgml_matmul_at(e, t->du, A->xn2, GL[P_WU]));
+        TRY(wgml_matmul_at_with(e, t->dg, A->xn2, WL[P_WG], wa));
+        TRY(wgml_matmul_at_with(e, t->du, A->xn2, WL[P_WU], wa));
         TRY(wgml_matmul(e, t->dg, P(m, l, P_WG), t->dxn));
         TRY(wgml_matmul_with(e, t->du, P(m, l, P_WU), t->dxn, &acc));
         TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GL[P_FFN_NORM], m->eps, &acc_in));
         /* h2 = hin + att @ Wo^T */
-        TRY(wgml_matmul_at(e, t->dres, A->att, GL[P_WO]));
+        TRY(wgml_matmul_at_with(e, t->dres, A->att, WL[P_WO], wa));
         TRY(wgml_matmul(e, t->dres, P(m, l, P_WO), t->datt));
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
@@ -526,23 +537,24 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
         for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
         TRY(s);
-        TRY(wgml_matmul_at(e, t->dq, A->xn, GL[P_WQ]));
-        TRY(wgml_matmul_at(e, t->dk, A->xn, GL[P_WK]));
-        TRY(wgml_matmul_at(e, t->dv, A->xn, GL[P_WV]));
+        TRY(wgml_matmul_at_with(e, t->dq, A->xn, WL[P_WQ], wa));
+        TRY(wgml_matmul_at_with(e, t->dk, A->xn, WL[P_WK], wa));
+        TRY(wgml_matmul_at_with(e, t->dv, A->xn, WL[P_WV], wa));
         TRY(wgml_matmul(e, t->dq, P(m, l, P_WQ), t->dxn));
         TRY(wgml_matmul_with(e, t->dk, P(m, l, P_WK), t->dxn, &acc));
         TRY(wgml_matmul_with(e, t->dv, P(m, l, P_WV), t->dxn, &acc));
         TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GL[P_ATTN_NORM], m->eps, &acc_in));
     }
-    /* h0 = embed[ids]; with tied weights the head's gradient is already in G[0] */
+    /* h0 = embed[ids]; with tied weights the head's gradient is already in grad[0] */
     if (m->cfg.tie_word_embeddings) {
         TRY(wgml_embedding_backward(e, t->dres, t->ids, t->demb));
-        TRY(wgml_add(e, G[0], t->demb, G[0]));
+        TRY(wgml_add(e, t->grad[0], t->demb, t->grad[0]));
     } else {
         TRY(wgml_embedding_backward(e, t->dres, t->ids, G[0]));
     }
     if (!fresh)
-        for (size_t i = 0; i < m->nparams; i++) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
+        for (size_t i = 0; i < m->nparams; i++)
+            if (grad_via_scratch(m, i)) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
     t->micro++;
     (void)ctx;
     return WGML_OK;
