@@ -181,6 +181,21 @@ def _():
     return timeit(lambda: torch.autograd.grad(y, (x, w), go, retain_graph=True))
 
 
+@case("rms_norm_backward_with", "16384x4096 accumulate")
+def _():
+    # the input gradient added into an existing one, as autograd accumulates .grad
+    x = rnd(R, C, lo=-3, hi=3).requires_grad_()
+    w = rnd(C, lo=0.5, hi=1.5).requires_grad_()
+    go, acc = rnd(R, C), torch.zeros(R, C, device=dev)
+    y = F.rms_norm(x, (C,), w, eps=1e-5)
+
+    def f():
+        gx, gw = torch.autograd.grad(y, (x, w), go, retain_graph=True)
+        acc.add_(gx)
+        return gw
+    return timeit(f)
+
+
 @case("softmax", "16384x4096")
 def _():
     x = rnd(R, C, lo=-3, hi=3)
@@ -313,6 +328,17 @@ mm_case("matmul_bt", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x4096x4096", 1, 4096, 4096)
 mm_case("matmul", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x14336x4096", 1, 14336, 4096)
+
+
+def mm_acc_case(shape, M, N, K):   # out += a @ b: cuBLAS with beta = 1
+    def f():
+        a, b, c = rnd(M, K), rnd(K, N), torch.zeros(M, N, device=dev)
+        return timeit(lambda: c.addmm_(a, b))
+    CASES[("matmul_with", shape)] = f
+
+
+mm_acc_case("8192x768x768 accumulate", 8192, 768, 768)
+mm_acc_case("8192x768x2048 accumulate", 8192, 768, 2048)
 
 
 def attn_case(op, shape, B, Sq, H, KVH, D, Sk, causal, window=0, backward=False):

@@ -57,6 +57,11 @@ static int su_rows(bench_state *b, const uint64_t *d)
 static wgml_status r_rms(bench_state *b) { return wgml_rms_norm(b->eng, b->t[0], b->t[1], b->t[2]); }
 static wgml_status r_rms_res(bench_state *b) { return wgml_rms_norm_residual_with(b->eng, b->t[0], b->t[3], b->t[1], b->t[2], b->t[4], 1e-5f); }
 static wgml_status r_rms_bw(bench_state *b) { return wgml_rms_norm_backward(b->eng, b->t[3], b->t[0], b->t[1], b->t[2], b->t[5], 1e-5f); }
+static wgml_status r_rms_bw_acc(bench_state *b)
+{
+    wgml_rms_norm_backward_options o = { .accumulate = true };
+    return wgml_rms_norm_backward_with(b->eng, b->t[3], b->t[0], b->t[1], b->t[2], b->t[5], 1e-5f, &o);
+}
 static wgml_status r_softmax(bench_state *b) { return wgml_softmax(b->eng, b->t[0], b->t[2]); }
 static wgml_status r_softmax_bw(bench_state *b) { return wgml_softmax_backward(b->eng, b->t[3], b->t[0], b->t[2]); }
 static double rows_b(const uint64_t *d, double k) { return k * 4.0 * (double)d[0] * (double)d[1]; }
@@ -158,6 +163,11 @@ static int su_mm_at(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1
 static int mm_pair(bench_state *b) { return b->t[3] && (b->u[7]++ & 1) ? 3 : 0; }
 static wgml_status r_mm(bench_state *b) { int i = mm_pair(b); return wgml_matmul(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
 static wgml_status r_mm_bt(bench_state *b) { int i = mm_pair(b); return wgml_matmul_bt(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
+static wgml_status r_mm_acc(bench_state *b)   /* out += a @ b */
+{
+    int i = mm_pair(b);
+    return wgml_matmul_with(b->eng, b->t[i], b->t[i + 1], b->t[2], &(wgml_matmul_options){ .accumulate = true });
+}
 static wgml_status r_mm_at(bench_state *b) { return wgml_matmul_at(b->eng, b->t[0], b->t[1], b->t[2]); }
 static double mm_f(const uint64_t *d) { return 2.0 * (double)d[0] * (double)d[1] * (double)d[2]; }
 static double mm_b(const uint64_t *d)
@@ -165,6 +175,7 @@ static double mm_b(const uint64_t *d)
     double m = (double)d[0], n = (double)d[1], k = (double)d[2];
     return 4.0 * (m * k + k * n + m * n);
 }
+static double mm_acc_b(const uint64_t *d) { return mm_b(d) + 4.0 * (double)d[0] * (double)d[1]; }   /* out read too */
 
 /* ---- attention: dims {batch, seq_q, heads, kv_heads, head_dim}, seq_k = dims[5] ---------- */
 
@@ -328,6 +339,7 @@ const bench_case bench_cases[] = {
     { "rms_norm", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb2, NULL, su_rows, r_rms, "memory" },
     { "rms_norm_residual_with", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb4, NULL, su_rows, r_rms_res, "memory" },
     { "rms_norm_backward", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb3, NULL, su_rows, r_rms_bw, "memory" },
+    { "rms_norm_backward_with", "16384x4096 accumulate", { 16384, 4096 }, { 512, 4096 }, rb4, NULL, su_rows, r_rms_bw_acc, "memory" },
     { "softmax", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb2, NULL, su_rows, r_softmax, "memory" },
     { "softmax_backward", "16384x4096", { 16384, 4096 }, { 512, 4096 }, rb3, NULL, su_rows, r_softmax_bw, "memory" },
     { "softmax", "8x262144", { 8, 262144 }, { 8, 262144 }, rb2, NULL, su_rows, r_softmax, "memory" },
@@ -409,6 +421,8 @@ const bench_case bench_cases[] = {
     { "matmul", "8192x768x768", { 8192, 768, 768 }, { 256, 64, 64 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
     { "matmul", "8192x768x2048", { 8192, 768, 2048 }, { 256, 64, 128 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
     { "matmul", "8192x2048x768", { 8192, 2048, 768 }, { 256, 128, 64 }, mm_b, mm_f, su_mm, r_mm, "train-ops" },
+    { "matmul_with", "8192x768x768 accumulate", { 8192, 768, 768 }, { 256, 64, 64 }, mm_acc_b, mm_f, su_mm, r_mm_acc, "train-ops" },
+    { "matmul_with", "8192x768x2048 accumulate", { 8192, 768, 2048 }, { 256, 64, 128 }, mm_acc_b, mm_f, su_mm, r_mm_acc, "train-ops" },
     { "matmul_at", "768x768x8192", { 768, 768, 8192 }, { 64, 64, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
     { "matmul_at", "768x2048x8192", { 768, 2048, 8192 }, { 64, 128, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
     { "matmul_at", "2048x768x8192", { 2048, 768, 8192 }, { 128, 64, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "train-ops" },
