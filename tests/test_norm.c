@@ -211,25 +211,39 @@ static double dw_tol(size_t rows, size_t d)
     return norm_rtol(d) + ((double)rows / 1024 + 1 + (rows < 256 ? (double)rows : 256) + 64 + 5) * U;
 }
 
-static void backward_case(size_t rows, size_t d, bool with_dw, float eps)
+/* acc: wgml_rms_norm_backward_with with accumulate, grad_in starting from random c, which
+   must become c + the gradient (one rounding more: the tolerance's scale grows by |c|);
+   grad_weight is still written. */
+static void backward_case_acc(size_t rows, size_t d, bool with_dw, float eps, bool acc)
 {
     size_t n = rows * d;
     float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
+    float *c = acc ? th_random(n, -3, 3) : NULL;
     double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
     ref_rms_norm_backward(g, x, w, rows, d, eps, gin, gw, gin_s, gw_s);
+    for (size_t i = 0; c && i < n; i++) {
+        gin[i] += c[i];
+        gin_s[i] += fabs(c[i]);
+    }
     wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
-    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d));
+    wgml_tensor *tgin = acc ? th_tensor(WGML_F32, c, TH_SHAPE(rows, d)) : th_poisoned(WGML_F32, TH_SHAPE(rows, d));
     wgml_tensor *tgw = with_dw ? th_poisoned(WGML_F32, TH_SHAPE(d)) : NULL;
-    TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, eps), WGML_OK);
+    if (acc) {
+        wgml_rms_norm_backward_options o = { .accumulate = true };
+        TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, tgw, eps, &o), WGML_OK);
+    } else {
+        TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, eps), WGML_OK);
+    }
     float *got = th_read(tgin);
     char what[96];
     /* gin is a difference of two terms: its error is relative to their sizes (gin_scale),
        each carrying up to three times the error of rs plus the dot product's. */
-    snprintf(what, sizeof what, "rms_norm_backward %zu x %zu grad_in", rows, d);
+    snprintf(what, sizeof what, "rms_norm_backward%s %zu x %zu grad_in", acc ? "_with accumulate" : "", rows, d);
     compare_scaled(what, got, gin, gin_s, n, 4 * norm_rtol(d));
     if (with_dw) {
         float *gotw = th_read(tgw);
-        snprintf(what, sizeof what, "rms_norm_backward %zu x %zu grad_weight", rows, d);
+        snprintf(what, sizeof what, "rms_norm_backward%s %zu x %zu grad_weight", acc ? "_with accumulate" : "", rows, d);
         compare_scaled(what, gotw, gw, gw_s, d, dw_tol(rows, d));
         /* deterministic: a second run gives the same bits; written, not accumulated */
         TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, eps), WGML_OK);
@@ -238,9 +252,11 @@ static void backward_case(size_t rows, size_t d, bool with_dw, float eps)
         free(gotw); free(again);
         wgml_tensor_release(tgw);
     }
-    free(x); free(g); free(w); free(gin); free(gin_s); free(gw); free(gw_s); free(got);
+    free(x); free(g); free(w); free(c); free(gin); free(gin_s); free(gw); free(gw_s); free(got);
     wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
 }
+
+static void backward_case(size_t rows, size_t d, bool with_dw, float eps) { backward_case_acc(rows, d, with_dw, eps, false); }
 
 /* Shapes reaching: several rows per workgroup with several row blocks per workgroup
    (600000 x 4, 300000 x 1), long rows with several rows per workgroup (1030 x 2049), the
@@ -259,44 +275,15 @@ static void test_backward(void)
     backward_case(2, 8196, true, 0.5f);
 }
 
-/* wgml_rms_norm_backward_with, accumulate: grad_in starts from random c and must become
-   c + the gradient (one rounding more: the tolerance's scale grows by |c|); grad_weight is
-   still written. Scalar and vec4 rows, the register and long-row paths, with and without
-   grad_weight; NULL options are the plain function; a rejected call names the _with form
-   and leaves grad_in untouched. */
+/* wgml_rms_norm_backward_with, accumulate (backward_case_acc): scalar and vec4 rows, the
+   register and long-row paths, with and without grad_weight; NULL options are the plain
+   function; a rejected call names the _with form and leaves grad_in untouched. */
 static void test_backward_accumulate(void)
 {
     static const struct { size_t rows, d; bool dw; } cases_[] = {
         { 7, 33, true }, { 64, 768, true }, { 64, 768, false }, { 5, 2049, false }, { 3, 8196, true },
     };
-    for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) {
-        size_t rows = cases_[c].rows, d = cases_[c].d, n = rows * d;
-        float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5), *c0 = th_random(n, -3, 3);
-        double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
-        ref_rms_norm_backward(g, x, w, rows, d, 1e-5f, gin, gw, gin_s, gw_s);
-        for (size_t i = 0; i < n; i++) {
-            gin[i] += c0[i];
-            gin_s[i] += fabs(c0[i]);
-        }
-        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
-        wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_tensor(WGML_F32, c0, TH_SHAPE(rows, d));
-        wgml_tensor *tgw = cases_[c].dw ? th_poisoned(WGML_F32, TH_SHAPE(d)) : NULL;
-        wgml_rms_norm_backward_options o = { .accumulate = true };
-        TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, tgw, 1e-5f, &o), WGML_OK);
-        float *got = th_read(tgin);
-        char what[96];
-        snprintf(what, sizeof what, "rms_norm_backward_with accumulate %zu x %zu grad_in", rows, d);
-        compare_scaled(what, got, gin, gin_s, n, 4 * norm_rtol(d));
-        if (tgw) {
-            float *gotw = th_read(tgw);
-            snprintf(what, sizeof what, "rms_norm_backward_with accumulate %zu x %zu grad_weight", rows, d);
-            compare_scaled(what, gotw, gw, gw_s, d, dw_tol(rows, d));
-            free(gotw);
-            wgml_tensor_release(tgw);
-        }
-        free(x); free(g); free(w); free(c0); free(gin); free(gin_s); free(gw); free(gw_s); free(got);
-        wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
-    }
+    for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) backward_case_acc(cases_[c].rows, cases_[c].d, cases_[c].dw, 1e-5f, true);
     /* NULL options: written, not accumulated (poisoned grad_in) */
     size_t rows = 9, d = 20, n = rows * d;
     float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
