@@ -40,6 +40,7 @@
 #                                       rows with K or N = 14336
 #   bash bench/matmul_sweep.sh round25  16 and 32 vec4 columns per column-kernel workgroup at 1x4096x4096; the
 #                                       training step with and without the reuse of a's transposed copy
+#   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos)
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -483,6 +484,21 @@ twice_each "" "decode 1x4096x4096 15" "" gemvwg=1024,gemvcols=16 gemvwg=1024,gem
 for v in "" fresh "" fresh; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = attn22 ]; then
+# Attention round 22 (bench/notes/attention.md): an ablation, timing only: bwd_dkdv64 with S
+# taken from memory instead of computed (WGML_ATTN_ABL=nos) against the default, alternating.
+{
+sweep_header "Attention round 22"
+for rep in 1 2; do
+    for v in "" nos; do
+        echo "## WGML_ATTN_ABL=\"$v\" (repeat $rep)"
+        WGML_ATTN_ABL="$v" build-device/wgml bench --group train-ops --filter "D64 causal" --samples 7 2>&1 | grep -E '^\| flash|rror|fail'
+    done
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
