@@ -40,7 +40,8 @@
 #                                       rows with K or N = 14336
 #   bash bench/matmul_sweep.sh round25  16 and 32 vec4 columns per column-kernel workgroup at 1x4096x4096; the
 #                                       training step with and without the reuse of a's transposed copy
-#   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos)
+#   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos; the
+#                                       variable and its code since removed, see round 22 of bench/notes/attention.md)
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail

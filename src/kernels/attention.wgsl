@@ -930,10 +930,6 @@ override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chun
 override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
 override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64
-// Timing only, results wrong (round 22 of bench/notes/attention.md, WGML_ATTN_ABL=nos):
-// bwd_dkdv64 computes dP alone (v and dout staged in chunks of 2 GBK) and takes S from its
-// dS block's previous contents, as it would with the forward's scores stored there.
-override ABL_NOS: bool = false;
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
@@ -1040,47 +1036,6 @@ fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32
             (*dp).c2 += a1 * b1.z;
             (*dp).c3 += a1 * b1.w;
         }
-        }
-    }
-}
-
-// ABL_NOS: head_dim vec4 [c4, c4 + GBK/2) of the rows of two operands transposed, as
-// g_stage does for four: g_st[(o * 2GBK + kk) * 16 + r / 4][r % 4] = op_o[row r][4 c4 + kk].
-fn g_stage2(op0: vec4u, op1: vec4u, c4: u32, tid: u32) {
-    let bk = 2u * GBK;
-    let nv = bk / 4u;
-    for (var t = tid; t < 8u * bk; t += 256u) {
-        let o = t / (4u * bk);
-        let rem = t % (4u * bk);
-        let a = rem / nv;
-        let v = rem % nv;
-        let op = select(op0, op1, o == 1u);
-        let r = op.w + 4u * a;
-        let x0 = g_ld(op, r, c4 + v, 1.0);
-        let x1 = g_ld(op, r + 1u, c4 + v, 1.0);
-        let x2 = g_ld(op, r + 2u, c4 + v, 1.0);
-        let x3 = g_ld(op, r + 3u, c4 + v, 1.0);
-        let d = (o * bk + 4u * v) * 16u + a;
-        g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
-        g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
-        g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
-        g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
-    }
-}
-
-// ABL_NOS: dp.c<i> = op1 . op3^T alone, in chunks of 2 GBK.
-fn g_dp_only(op1: vec4u, op3: vec4u, tid: u32, tr: u32, tc: u32, dp: ptr<function, G4>) {
-    for (var c4 = 0u; c4 < p.d4; c4 += GBK / 2u) {
-        workgroupBarrier();
-        g_stage2(op1, op3, c4, tid);
-        workgroupBarrier();
-        for (var kk = 0u; kk < 2u * GBK; kk++) {
-            let a1 = g_st[kk * 16u + tr];
-            let b1 = g_st[(2u * GBK + kk) * 16u + tc];
-            (*dp).c0 += a1 * b1.x;
-            (*dp).c1 += a1 * b1.y;
-            (*dp).c2 += a1 * b1.z;
-            (*dp).c3 += a1 * b1.w;
         }
     }
 }
@@ -1326,14 +1281,8 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
         for (var qb = qb0; i32(qb) < range.y; qb += 64u) {
             var s = G4();    // s.c<i>: keys 4tr.. x query qb + 4tc + i
             var dp = G4();
-            if (ABL_NOS) {
-                g_dp_only(vec4u(2u, k_base, k_stride, j0), vec4u(3u, q_base, q_stride, qb), tid, tr, tc, &dp);
-                let at = ds_block(bh - p.bk0 * p.group, qb / 64u, kbi) + (tr * 16u + tc) * 4u;
-                s = G4(ds_out[at], ds_out[at + 1u], ds_out[at + 2u], ds_out[at + 3u]);
-            } else {
-                g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
-                         vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
-            }
+            g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
+                     vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
             let i_last = min(qb + 64u, p.seq_q);
             let check = !(full_keys && block_visible(qb, i_last, j0, 64u)) || has_mask();
             let i = qb + 4u * tc;

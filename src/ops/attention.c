@@ -800,8 +800,6 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) add_constant(&kk, "WRITE_DS", 1);
-    const char *abl = getenv("WGML_ATTN_ABL");   /* timing only: round 22 of bench/notes/attention.md */
-    if (chunk && abl && !strcmp(abl, "nos")) add_constant(&kk, "ABL_NOS", 1);
     wgml__kernel kq = { 0 };
     if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
