@@ -778,6 +778,17 @@ typedef struct wgml_attention_options {
        pass over q k^T: it must hold the forward's values for the same inputs and options
        (other values give wrong gradients, unchecked). */
     wgml_tensor *lse;
+    /* NULL, or f32 with at least batch * num_heads * ceil(seq_q / 64) * ceil(seq_k / 64) *
+       4096 elements (any shape): the scores q k^T * scale of every block of 64 queries x 64
+       keys the forward visits, before the mask, in the library's own layout. The forward
+       (_v2_with) writes them, the backward (_v2_backward_with) reads them instead of
+       computing that product again (B8 H12 S1024 D64 causal on the H200: the backward about
+       20% faster), so both must get the same tensor for the same inputs and options
+       (other values give wrong gradients, unchecked). Needs lse set and window 0; the 64 x
+       64 kernels must be the ones the call runs (seq_q > 1, head_dim <= 128, an adapter
+       with 10 storage buffers per stage, no WGML_ATTN_* overrides), else
+       WGML_ERROR_LIMIT. Costs 16 KiB per block pair (402 MB at B8 H12 S1024). */
+    wgml_tensor *scores;
 } wgml_attention_options;
 
 /* Single head: q, out [seq_q, head_dim]; k, v [seq_k, head_dim] (seq_q may differ from
@@ -1364,6 +1375,12 @@ typedef struct wgml_trainer_desc {
                                   a negative value means 0 */
     float clip_norm;           /* global gradient norm clipped to this; default 1.0,
                                   a negative value means no clipping */
+    bool keep_attention_scores; /* keep each layer's attention scores from the forward for
+                                  the backward (wgml_attention_options.scores): batch * heads *
+                                  ceil(seq_len / 64)^2 * 16 KiB more per layer for a faster
+                                  backward. Where this adapter's attention kernels cannot keep
+                                  them, or one layer's would exceed a storage binding, the
+                                  backward recomputes them as without it. */
 } wgml_trainer_desc;
 
 /* Allocates activations for batch * seq_len tokens, a gradient and two AdamW moments per

@@ -172,8 +172,10 @@ typedef struct wgml__pipeline wgml__pipeline;
    attention.c's dS blocks of the backward (up to 1 GiB).
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
+/* ATTN_UNUSED: 16 bytes bound where an attention kernel declares a writable binding that
+   the call does not use (the prefill entries' scores output without options.scores). */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
-       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_SLOTS };
+       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED, WGML__SCRATCH_SLOTS };
 
 /* What a scratch slot holds when an op may reuse it: the transposed copy of tensor
    `src` (its id) as [cols, rows] of an src [rows, cols], made when src was last written at
@@ -207,6 +209,11 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
 /* Splits a 1-D workgroup count into x, y within maxComputeWorkgroupsPerDimension; kernels
    recover the linear index as wid.x + wid.y * num_workgroups.x and skip past the end. */
 wgml_status wgml__grid(wgml_context *ctx, uint64_t workgroups, uint32_t *gx, uint32_t *gy);
+
+/* Whether wgml_attention_options.scores can be used for attention with this head_dim and
+   seq_q (> 1) on this engine: the 64 x 64 forward and backward kernels are the ones chosen
+   (src/ops/attention.c). */
+bool wgml__attention_keeps_scores(wgml_engine *e, uint32_t head_dim, uint32_t seq_q);
 
 /* K-slices the split-K model of src/ops/matmul.c gives an M x N x K product on its default
    large tile (for test_internal). */

@@ -287,6 +287,7 @@ static wgml_status rope(const wgml_model *m, wgml_tensor *t, uint32_t pos, bool 
 typedef struct layer_acts {
     wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
     wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
+    wgml_tensor *scores; /* attention's scores, kept for its backward (keep_attention_scores), or NULL */
 } layer_acts;
 #define LAYER_ACTS (sizeof(layer_acts) / sizeof(wgml_tensor *))
 
@@ -375,6 +376,11 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     t->host_ids = malloc(sizeof(uint32_t) * N);
     if (!ok || !t->host_ids) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory"); goto fail; }
 
+    /* attention's scores per layer (wgml_attention_options.scores), where the kernels keep
+       them and one layer's fit a binding */
+    uint64_t blocks = (t->T + 63) / 64, score_floats = (uint64_t)t->B * m->H * blocks * blocks * 4096;
+    bool keep = t->d.keep_attention_scores && wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
+                score_floats <= 0xFFFFFFFFu && score_floats * 4 <= ctx->limits.maxStorageBufferBindingSize;
 #define MK(expr) do { if ((s = (expr)) != WGML_OK) goto fail; } while (0)
     for (uint32_t l = 0; l < m->L; l++) {
         layer_acts *A = &t->la[l];
@@ -383,6 +389,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
+        if (keep) MK(mk(ctx, &A->scores, WGML_F32, 1, (size_t)score_floats, 0, 0, 0));
     }
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
@@ -454,6 +461,7 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         TRY(rope(m, A->q, 0, false));
         TRY(rope(m, A->k, 0, false));
         ao.lse = A->lse;   /* the backward reads it instead of recomputing it */
+        ao.scores = A->scores;
         wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
@@ -531,6 +539,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
         for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
         ao.lse = A->lse;
+        ao.scores = A->scores;
         wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
         if (s == WGML_OK) s = rope(m, t->dq, 0, true);
         if (s == WGML_OK) s = rope(m, t->dk, 0, true);

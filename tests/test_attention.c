@@ -1101,6 +1101,75 @@ static void test_lse(void)
     problem_free(&P);
 }
 
+/* options.scores: the forward keeps its scores and bwd_dkdv64 reads them instead of
+   computing S; every gradient against the reference (check_backward runs the forward and
+   the backward with the same options; the scores start poisoned, so a block the forward
+   did not write makes NaN), over block edges, GQA, causal offsets, masks, dropout and both
+   head_dim classes; then the refusals, with nothing recorded. (In the blocks64 ctest entry:
+   the other one is near its time limit on lavapipe with an empty shader cache.) */
+static void test_backward_blocks64_scores(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 2, 65, 130, 4, 2, 64, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 1, 130, 65, 4, 1, 128, false, 0, 0, 0.2f, 0, NOMASK, 0 },
+        { 1, 70, 70, 2, 1, 80, true, 0, 0, 0, 0, M4(1, 2, 70, 70), 0.3 },
+        { 1, 64, 64, 8, 2, 32, true, 0, 0, 0.3f, 0, M2(64, 64), 0 },
+        { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const acase *c = &cases[i];
+        problem P;
+        problem_init(&P, c, 1.5);
+        size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096;
+        wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)), *sc = th_poisoned(WGML_F32, TH_SHAPE(need));
+        P.opts.lse = lse;
+        P.opts.scores = sc;
+        check_backward(&P, "scores");
+        wgml_tensor_release(lse); wgml_tensor_release(sc);
+        problem_free(&P);
+    }
+
+    acase c = { 1, 70, 70, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1);
+    size_t need = 2 * 2 * 2 * 4096;
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 70, 2, 16)), *lse = th_poisoned(WGML_F32, TH_SHAPE(1, 2, 70));
+    wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(1, 70, 2, 16)), th_poisoned(WGML_F32, TH_SHAPE(1, 70, 1, 16)),
+                          th_poisoned(WGML_F32, TH_SHAPE(1, 70, 1, 16)) };
+    wgml_tensor *sc = th_poisoned(WGML_F32, TH_SHAPE(need)), *small = th_poisoned(WGML_F32, TH_SHAPE(need - 1));
+    wgml_tensor *half = th_poisoned(WGML_F16, TH_SHAPE(need));
+    uint64_t before = th_commands();
+    struct { wgml_tensor *scores, *lse; uint32_t window; const char *env, *val; wgml_status st; const char *needle; } bad[] = {
+        { sc, NULL, 0, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "needs options.lse" },
+        { sc, lse, 8, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "window" },
+        { small, lse, 0, NULL, NULL, WGML_ERROR_SHAPE, "it needs at least" },
+        { half, lse, 0, NULL, NULL, WGML_ERROR_DTYPE, "scores" },
+        { sc, lse, 0, "WGML_ATTN_PREFILL", "old", WGML_ERROR_LIMIT, "prefill" },
+        { sc, lse, 0, "WGML_ATTN_DKDV", "old", WGML_ERROR_LIMIT, "bwd_dkdv64" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        wgml_attention_options o = P.opts;
+        o.scores = bad[i].scores;
+        o.lse = bad[i].lse;
+        o.window = bad[i].window;
+        if (bad[i].env) setenv(bad[i].env, bad[i].val, 1);
+        bool fwd_refuses = i < 5;   /* WGML_ATTN_DKDV concerns the backward only */
+        if (fwd_refuses) TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &o, NULL), bad[i].st, bad[i].needle);
+        bool bwd_refuses = i != 4;  /* WGML_ATTN_PREFILL concerns the forward (and the statistics pass, unused with lse) */
+        if (bwd_refuses)
+            TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &o, NULL),
+                          bad[i].st, bad[i].needle);
+        if (bad[i].env) unsetenv(bad[i].env);
+    }
+    TH_CHECK(th_commands() == before, "refused scores recorded commands");
+    TH_CHECK(poisoned(out) && poisoned(sc) && poisoned(small) && poisoned(lse), "a refused call wrote a tensor");
+    for (int t = 0; t < 3; t++) TH_CHECK(poisoned(g[t]), "a refused backward wrote gradient %d", t);
+    wgml_tensor *all[] = { out, lse, g[0], g[1], g[2], sc, small, half };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
+    problem_free(&P);
+}
+
 static void test_bad_inputs(void)
 {
     const size_t B = 2, SQ = 4, SK = 5, H = 4, KVH = 2, D = 8;
@@ -1244,6 +1313,7 @@ static const th_case cases[] = {
     { "forced_tiles", test_forced_tiles },
     { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },
+    { "backward_blocks64_scores", test_backward_blocks64_scores },
     { "lse", test_lse },
     { "bad_inputs", test_bad_inputs },
 };

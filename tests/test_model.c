@@ -234,6 +234,14 @@ static void check_backward(const tiny *tc)
     TH_EXPECT(wgml_trainer_accumulate(t, ids2, targets2, 0.5f, NULL), WGML_OK);
     compare_grads("two accumulated micro-batches", s, m, t, grads2);
 
+    /* the same gradients with attention's scores kept from the forward for the backward */
+    wgml_trainer *tk = NULL;
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T,
+                                                           .keep_attention_scores = true }, &tk), WGML_OK);
+    TH_EXPECT(wgml_trainer_accumulate(tk, ids, targets, 1.0f, NULL), WGML_OK);
+    compare_grads(s->tied ? "tied model, scores kept" : "untied model, scores kept", s, m, tk, grads);
+    wgml_trainer_destroy(tk);
+
     for (int i = 0; i < np; i++) { free(grads[i]); free(grads2[i]); }
     free(grads); free(grads2); free(ids); free(targets); free(ids2); free(targets2);
     wgml_trainer_destroy(t);

@@ -205,6 +205,15 @@ static int su_attn_lse(bench_state *b, const uint64_t *d)
     b->attn.lse = b->t[8];
     return r;
 }
+/* ... and the forward's scores (options.scores, t[9]) */
+static int su_attn_scores(bench_state *b, const uint64_t *d)
+{
+    if (su_attn_lse(b, d) != 0) return -1;
+    size_t qb = (D1 + 63) / 64, kb = ((size_t)d[5] + 63) / 64;
+    int r = OK(EMPTY(9, WGML_F32, D0 * D2 * qb * kb * 4096));
+    b->attn.scores = b->t[9];
+    return r;
+}
 /* visible (query, key) pairs: causal counts the lower triangle, a window the band */
 static double attn_pairs(const uint64_t *d)
 {
@@ -432,6 +441,8 @@ const bench_case bench_cases[] = {
       attn_b, attn_fb_f, su_attn, r_attn_fb, "train-ops" },
     { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
       attn_b, attn_fb_f, su_attn_lse, r_attn_fb, "train-ops" },
+    { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse scores", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_fb_f, su_attn_scores, r_attn_fb, "train-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 typedef struct train_opts {
-    int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, tied;
+    int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, tied, keep_scores;
     double lr, min_lr_frac, clip, weight_decay, rope_theta;
     uint64_t seed;
     const char *data, *out, *tokenizer;
@@ -30,7 +30,7 @@ typedef struct train_opts {
 
 static const train_opts defaults = {
     .dim = 96, .layers = 3, .heads = 4, .kv_heads = 2, .ffn = 256, .context = 64, .batch = 8, .steps = 250,
-    .warmup = 30, .accum = 1, .eval_every = 50, .tied = 1,
+    .warmup = 30, .accum = 1, .eval_every = 50, .tied = 1, .keep_scores = -1,
     .lr = 3e-3, .min_lr_frac = 0.1, .clip = 1.0, .weight_decay = 0.1, .rope_theta = 10000,
     .seed = 1337, .data = "/usr/share/common-licenses/GPL-3", .out = "out",
 };
@@ -52,6 +52,9 @@ static const cli_flag train_flags[] = {
     { "--weight-decay", CLI_DOUBLE, offsetof(train_opts, weight_decay), "AdamW weight decay (matrices and embeddings)" },
     { "--rope-theta", CLI_DOUBLE, offsetof(train_opts, rope_theta), "RoPE base" },
     { "--tied", CLI_INT, offsetof(train_opts, tied), "1: output head shares the embedding; 0: its own matrix" },
+    { "--keep-scores", CLI_INT, offsetof(train_opts, keep_scores),
+      "1: keep attention's scores for the backward (faster; batch*heads*(context/64)^2*16 KiB per layer), 0: recompute "
+      "them; default 1 on a GPU, 0 on a CPU adapter" },
     { "--seed", CLI_U64, offsetof(train_opts, seed), "seed of the initial weights and of the batch order" },
     { "--eval-every", CLI_INT, offsetof(train_opts, eval_every), "steps between validation losses (0: only at the end)" },
     { "--data", CLI_STRING, offsetof(train_opts, data), "UTF-8 text file to train on (bytes are the tokens)" },
@@ -203,8 +206,10 @@ int cmd_train(int argc, char **argv)
     int rc = 1;
     wgml_status s = wgml_model_create(eng, &cfg, &model);
     if (s == WGML_OK) s = wgml_model_init_random(model, o.seed, 0.02f);
+    bool gpu = !info.type || strcmp(info.type, "CPU") != 0;
     wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = (uint32_t)o.context, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
-                             .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f };
+                             .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f,
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0 };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     size_t nmicro = (size_t)o.steps * o.accum;
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ 1 }, &loss);

@@ -120,6 +120,14 @@ override WG: u32 = RG * TC;                  // threads per workgroup
 @group(0) @binding(3) var<storage, read_write> comb_lse: array<f32>;     // decode_combine_lse
 @group(0) @binding(6) var<storage, read_write> lse_out: array<f32>;      // prefill_lse
 @group(0) @binding(9) var<storage, read_write> ds_out: array<vec4f>;     // bwd_dkdv64 (WRITE_DS)
+// The forward's scores kept for the backward (options.scores): the prefill entries write
+// them (WRITE_S; unwritten, a small unused buffer is bound), bwd_dkdv64 reads them (READ_S;
+// otherwise q is bound there). Layout: block (bh, query block qb, key block kb) at vec4
+// ((bh * q_blocks + qb) * k_blocks + kb) * 1024, then 4 x 4 sub-blocks (key group kg, query
+// group qg) at (kg * 16 + qg) * 4, vec4 c = scores of query 4qg + c with keys 4kg .. 4kg + 3:
+// the layout of the dS blocks with the absolute head index.
+@group(0) @binding(7) var<storage, read_write> s_out: array<vec4f>;      // prefill entries
+@group(0) @binding(10) var<storage, read> s_in: array<vec4f>;            // bwd_dkdv64
 @group(0) @binding(7) var<storage, read> ds_in: array<vec4f>;            // bwd_dq_ds64
 
 // ---- helpers -------------------------------------------------------------------------
@@ -930,6 +938,7 @@ override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chun
 override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
 override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64
+override READ_S: bool = false;          // bwd_dkdv64: S from the forward's scores (s_in), dP alone computed
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
@@ -1036,6 +1045,49 @@ fn g_scores(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, tid: u32
             (*dp).c2 += a1 * b1.z;
             (*dp).c3 += a1 * b1.w;
         }
+        }
+    }
+}
+
+// READ_S: head_dim vec4 [c4, c4 + GBK/2) of the rows of two operands transposed, as
+// g_stage does for four in half the width: g_st[(o * 2GBK + kk) * 16 + r / 4][r % 4] =
+// op_o[row r][4 c4 + kk].
+fn g_stage2(op0: vec4u, op1: vec4u, c4: u32, tid: u32) {
+    let bk = 2u * GBK;
+    let nv = bk / 4u;
+    for (var t = tid; t < 8u * bk; t += 256u) {
+        let o = t / (4u * bk);
+        let rem = t % (4u * bk);
+        let a = rem / nv;
+        let v = rem % nv;
+        let op = select(op0, op1, o == 1u);
+        let r = op.w + 4u * a;
+        let x0 = g_ld(op, r, c4 + v, 1.0);
+        let x1 = g_ld(op, r + 1u, c4 + v, 1.0);
+        let x2 = g_ld(op, r + 2u, c4 + v, 1.0);
+        let x3 = g_ld(op, r + 3u, c4 + v, 1.0);
+        let d = (o * bk + 4u * v) * 16u + a;
+        g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
+        g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+        g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+        g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
+    }
+}
+
+// READ_S: dp.c<i> = op1 . op3^T alone over all of head_dim, in chunks of 2 GBK (the same
+// workgroup memory as g_scores' four operands in chunks of GBK: half the barriers).
+fn g_dp_only(op1: vec4u, op3: vec4u, tid: u32, tr: u32, tc: u32, dp: ptr<function, G4>) {
+    for (var c4 = 0u; c4 < p.d4; c4 += GBK / 2u) {
+        workgroupBarrier();
+        g_stage2(op1, op3, c4, tid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < 2u * GBK; kk++) {   // constant trip count, as in g_scores
+            let a1 = g_st[kk * 16u + tr];
+            let b1 = g_st[(2u * GBK + kk) * 16u + tc];
+            (*dp).c0 += a1 * b1.x;
+            (*dp).c1 += a1 * b1.y;
+            (*dp).c2 += a1 * b1.z;
+            (*dp).c3 += a1 * b1.w;
         }
     }
 }
@@ -1281,8 +1333,14 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
         for (var qb = qb0; i32(qb) < range.y; qb += 64u) {
             var s = G4();    // s.c<i>: keys 4tr.. x query qb + 4tc + i
             var dp = G4();
-            g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
-                     vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
+            if (READ_S) {    // the forward's scores of this block, in the same units
+                g_dp_only(vec4u(2u, k_base, k_stride, j0), vec4u(3u, q_base, q_stride, qb), tid, tr, tc, &dp);
+                let at = ((bh * p.q_blocks + qb / 64u) * p.k_blocks + kbi) * 1024u + (tr * 16u + tc) * 4u;
+                s = G4(s_in[at], s_in[at + 1u], s_in[at + 2u], s_in[at + 3u]);
+            } else {
+                g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
+                         vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
+            }
             let i_last = min(qb + 64u, p.seq_q);
             let check = !(full_keys && block_visible(qb, i_last, j0, 64u)) || has_mask();
             let i = qb + 4u * tc;
@@ -1596,6 +1654,7 @@ fn lse_export(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
 // (32 ms) at head_dim 128; prefetching lost at head_dim 64 (round 3).
 
 override PF_BK: u32 = 32u;                 // head_dim floats per staged chunk = keys per v chunk (16 or 32)
+override WRITE_S: bool = false;            // prefill_lse: also write the scores to s_out (options.scores)
 override PF_OCV: u32 = 2u;                 // vec4 of head_dim per thread in O: 1 (head_dim <= 64) or 2 (<= 128)
 override PF_DV4: u32 = 16u * PF_OCV;       // vec4 per staged v row
 override PF_SN: u32 = PF_BK * 32u;         // staging region in vec4 (>= 16 * 17 for the reductions)
@@ -1820,6 +1879,13 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
                 s2 += a.z * kv;
                 s3 += a.w * kv;
             }
+        }
+        if (WRITE_S) {   // before the mask: the backward applies it as for recomputed scores
+            let at = ((bh * p.q_blocks + qb) * p.k_blocks + kb / 64u) * 1024u + (tc * 16u + tr) * 4u;
+            s_out[at] = s0;
+            s_out[at + 1u] = s1;
+            s_out[at + 2u] = s2;
+            s_out[at + 3u] = s3;
         }
         let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
         if (!block_visible(i0, i1, kb, 64u) || has_mask()) {

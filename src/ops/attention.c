@@ -486,7 +486,9 @@ static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_
     return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
 }
 
-/* `prefill` (layout "urrrrw") or `prefill_stats` ("urrrrwr": dout beside) for this head_dim.
+/* `prefill` (layout "urrrrwrw"), `prefill_lse` ("urrrrwww") or `prefill_stats` ("urrrrwrw":
+   dout beside) for this head_dim; binding 7 is the scores output of options.scores (WRITE_S),
+   else the engine's unused scratch (see unused_arg). 
    FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
    the keys of wgml__attention_kernels. */
 static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
@@ -499,6 +501,9 @@ static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, c
     if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
     return k;
 }
+
+/* The writable binding a prefill entry declares for the scores when the call keeps none. */
+static wgml_status unused_arg(wgml_engine *e, wgml__arg *out) { return wgml__scratch(e, WGML__SCRATCH_ATTN_UNUSED, 16, out); }
 
 /* floats of the engine's attention scratch (decode partials, backward statistics),
    indexed with 32-bit integers by the kernels */
@@ -533,9 +538,11 @@ static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_par
     return dispatch_tiles(e, k, p, (rows + 255) / 256, args, 7);
 }
 
-/* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h). */
+/* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h); scores (may be
+   NULL, then lse is set): also the scores of every visited block (WRITE_S). */
 static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
-                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse)
+                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse,
+                           wgml_tensor *scores)
 {
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
@@ -543,16 +550,24 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     uint32_t fixed;
     WGML_CHECK(pick_order(ctx, fn, &fixed));
     p.order_heads = order_heads(&p, fixed, query_head_bytes(s), FWD_ORDER_BYTES);
+    uint32_t bk = 0;
+    if (s->seq_q > 1) WGML_CHECK(pick_prefill(ctx, fn, &bk));
+    if (scores && !bk)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which this "
+                          "call does not use (seq_q 1, head_dim over 128, WGML_ATTN_PREFILL or WGML_ATTN_FWD)", fn);
+    if (bk) {
+        p.q_blocks = wgml__ceil_div(s->seq_q, 64);
+        p.k_blocks = wgml__ceil_div(s->seq_k, 64);
+        wgml__kernel kp = lse ? prefill_kernel(ctx, "prefill_lse", "urrrrwww", dim, bk, &p)
+                              : prefill_kernel(ctx, "prefill", "urrrrwrw", dim, bk, &p);
+        if (scores) add_constant(&kp, "WRITE_S", 1);
+        wgml__arg sc;
+        if (scores) sc = wgml__t(scores);
+        else WGML_CHECK(unused_arg(e, &sc));
+        wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : q), sc };
+        return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 7);
+    }
     if (s->seq_q > 1) {
-        uint32_t bk;
-        WGML_CHECK(pick_prefill(ctx, fn, &bk));
-        if (bk) {
-            p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-            wgml__kernel kp = lse ? prefill_kernel(ctx, "prefill_lse", "urrrrww", dim, bk, &p)
-                                  : prefill_kernel(ctx, "prefill", "urrrrw", dim, bk, &p);
-            wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : out) };
-            return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, lse ? 6 : 5);
-        }
         tiles t = { 0 }, ts = { 0 };
         WGML_CHECK(pick_tiles(ctx, fn, K_FWD, dim, &t));
         if (lse) WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
@@ -617,12 +632,13 @@ static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
    bench/notes/attention.md), shorter chunks whole. */
 static uint32_t default_sub(uint32_t bk) { return bk == 32 ? 8 : 0; }
 
-/* bwd_dkdv64 binds 9 storage buffers (its dS output, WRITE_DS, included), bwd_dq64 7. */
+/* bwd_dkdv64 binds 10 storage buffers (its dS output, WRITE_DS, and the forward's scores,
+   READ_S, included), bwd_dq64 7. */
 static bool gemm_fits(wgml_context *ctx, int kind, uint32_t bk)
 {
     if (bk != 8 && bk != 16 && bk != 32) return false;
     if (ctx->limits.maxComputeInvocationsPerWorkgroup < 256 || ctx->limits.maxComputeWorkgroupSizeX < 256) return false;
-    if (kind == K_DKDV && ctx->limits.maxStorageBuffersPerShaderStage < 9) return false;
+    if (kind == K_DKDV && ctx->limits.maxStorageBuffersPerShaderStage < 10) return false;
     return gemm_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
 }
 
@@ -748,10 +764,13 @@ static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_
     return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 7);
 }
 
-/* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass. */
+/* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass;
+   scores (may be NULL, then lse is set): the forward's scores, read by bwd_dkdv64 (READ_S)
+   instead of its product S = k q^T. */
 static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                             const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
-                            const attn_shape *s, attn_params p, const wgml_tensor *mask, const wgml_tensor *lse)
+                            const attn_shape *s, attn_params p, const wgml_tensor *mask, const wgml_tensor *lse,
+                            const wgml_tensor *scores)
 {
     wgml_context *ctx = e->ctx;
     uint32_t dim = s->dim;
@@ -760,6 +779,10 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
+    if (scores && !ck.gemm)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the backward's 64 x 64 kernel (bwd_dkdv64), which "
+                          "this call does not use (head_dim over 128, an adapter with fewer than 10 storage buffers per stage "
+                          "or 256 invocations, or WGML_ATTN_DKDV)", fn);
     uint32_t fixed;
     WGML_CHECK(pick_order(ctx, fn, &fixed));
     uint32_t chunk = 0, group = s->heads / s->kv_heads;
@@ -779,14 +802,16 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t bk;
     WGML_CHECK(pick_prefill(ctx, fn, &bk));
     ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
-    wgml__kernel kst = bk ? prefill_kernel(ctx, "prefill_stats", "urrrrwr", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+    wgml__kernel kst = bk ? prefill_kernel(ctx, "prefill_stats", "urrrrwrw", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
     wgml_status r;
     if (lse) {
         wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
         r = dispatch_rows(e, &prep_kernel, p, s, pargs);
     } else {
-        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout) };
-        r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+        wgml__arg un = { 0 };
+        r = bk ? unused_arg(e, &un) : WGML_OK;
+        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), un };
+        if (r == WGML_OK) r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, bk ? 7 : 6);
     }
 
     /* dq before dk, dv; with dS, per range of (batch, kv head) pairs: dk, dv first (they
@@ -797,21 +822,35 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     pk.order_heads = order_heads(&p, fixed, 2ull * 4 * s->seq_q * dim * group, BWD_ORDER_BYTES);
     pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-    wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrww", dim, ck, &pk)
+    wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrwwr", dim, ck, &pk)
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) add_constant(&kk, "WRITE_DS", 1);
+    if (scores) add_constant(&kk, "READ_S", 1);
     wgml__kernel kq = { 0 };
     if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
-    wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds };
+    wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds,
+                          wgml__t(scores ? scores : q) };
     wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
     uint32_t pairs = s->batch * s->kv_heads, step = chunk ? chunk : pairs;
     for (uint32_t b0 = 0; b0 < pairs && r == WGML_OK; b0 += step) {
         uint32_t n = pairs - b0 < step ? pairs - b0 : step;
         pk.bk0 = pq.bk0 = b0;
-        r = dispatch_tiles(e, &kk, pk, (uint64_t)n * pk.k_blocks, kargs, ck.gemm ? 9 : 8);
+        r = dispatch_tiles(e, &kk, pk, (uint64_t)n * pk.k_blocks, kargs, ck.gemm ? 10 : 8);
         if (r == WGML_OK && chunk) r = dispatch_tiles(e, &kq, pq, (uint64_t)n * group * pq.q_blocks, qargs, 7);
     }
     return r;
+}
+
+bool wgml__attention_keeps_scores(wgml_engine *e, uint32_t head_dim, uint32_t seq_q)
+{
+    uint32_t bk = 0;
+    bwd_choice ck;
+    char saved[WGML_ERROR_MAX];   /* a refused tuning variable answers no, without a new last error */
+    memcpy(saved, e->ctx->error, sizeof saved);
+    bool ok = seq_q > 1 && pick_prefill(e->ctx, "attention", &bk) == WGML_OK && bk &&
+              pick_bwd(e->ctx, "attention", K_DKDV, head_dim, &ck) == WGML_OK && ck.gemm;
+    memcpy(e->ctx->error, saved, sizeof saved);
+    return ok;
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
@@ -830,6 +869,30 @@ static wgml_status check_lse(wgml_engine *e, const char *fn, const wgml_attentio
                           fn, a, s->batch, s->heads, s->seq_q);
     }
     return WGML_OK;
+}
+
+/* opts->scores, when set: f32 with at least batch * heads * ceil(seq_q / 64) * ceil(seq_k /
+   64) * 4096 elements (a 64 x 64 block of scores per pair of query and key blocks), the
+   log-sum-exp set too, no window; no other tensor of the call (others[], and lse). */
+static wgml_status check_scores(wgml_engine *e, const char *fn, const wgml_attention_options *opts, const attn_shape *s,
+                                const wgml_tensor *const *others, const char *const *names, int n)
+{
+    if (!opts || !opts->scores) return WGML_OK;
+    const wgml_tensor *sc = opts->scores;
+    WGML_CHECK(wgml__check_tensor(e, fn, "scores", sc, WGML_F32));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "scores", sc));
+    if (!opts->lse)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: options.scores needs options.lse (the backward reads both)", fn);
+    if (opts->window)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: options.scores cannot be kept with a window (window is %u)", fn,
+                          opts->window);
+    uint64_t need = (uint64_t)s->batch * s->heads * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64) * 4096;
+    if (wgml_tensor_numel(sc) < need)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: scores has %llu elements; it needs at least batch * num_heads * "
+                          "ceil(seq_q / 64) * ceil(seq_k / 64) * 4096 = %llu", fn, (unsigned long long)wgml_tensor_numel(sc),
+                          (unsigned long long)need);
+    for (int i = 0; i < n; i++) WGML_CHECK(wgml__check_no_alias(e, fn, "scores", sc, names[i], others[i]));
+    return wgml__check_no_alias(e, fn, "scores", sc, "lse", opts->lse);
 }
 
 static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
@@ -853,7 +916,10 @@ static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, cons
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "mask", mask));
     WGML_CHECK(check_opts(e, fn, opts, &s, &p));
     WGML_CHECK(check_lse(e, fn, opts, &s));
-    return forward(e, fn, q, k, v, out, &s, p, mask, opts ? opts->lse : NULL);
+    const wgml_tensor *ins[] = { q, k, v, out, mask };
+    const char *names[] = { "q", "k", "v", "out", "mask" };
+    WGML_CHECK(check_scores(e, fn, opts, &s, ins, names, 5));
+    return forward(e, fn, q, k, v, out, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL);
 }
 
 static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,
@@ -889,7 +955,10 @@ static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, con
     }
     WGML_CHECK(check_opts(e, fn, opts, &s, &p));
     WGML_CHECK(check_lse(e, fn, opts, &s));
-    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask, opts ? opts->lse : NULL);
+    const wgml_tensor *all[] = { q, k, v, out, dout, mask, dq, dk, dv };
+    const char *all_names[] = { "q", "k", "v", "out", "grad_out", "mask", "grad_q", "grad_k", "grad_v" };
+    WGML_CHECK(check_scores(e, fn, opts, &s, all, all_names, 9));
+    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL);
 }
 
 wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
@@ -948,15 +1017,15 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
    build them (every feature, FEAT 3); a GPU builds its call-specific ones on first use. */
 const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "decode_combine", .layout = "urw" },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
     { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwr", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrww", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
+    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 } } },
     { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
     { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
 };
