@@ -442,6 +442,7 @@ attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal", 8, 1024, 12, 
 attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse", 8, 1024, 12, 12, 64, 1024, True, backward=True)
 # ... and its scores (options.scores); SDPA's backward recomputes them
 attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse scores", 8, 1024, 12, 12, 64, 1024, True, backward=True)
+attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal lse scores", 8, 1024, 12, 12, 64, 1024, True)
 
 
 @case("add", "1024 x1000 chain")

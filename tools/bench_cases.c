@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define OK(x) ((x) ? 0 : -1)
 #define SH(...) ((const size_t[]){ __VA_ARGS__ })
@@ -312,8 +313,12 @@ static int su_train(bench_state *b, const uint64_t *d)
     b->ids = malloc(sizeof *b->ids * (n + 1));
     if (!b->ids) return -1;
     for (size_t i = 0; i <= n; i++) b->ids[i] = (uint32_t)((i * 2654435761u) % D3);
-    return wgml_trainer_create(b->model, &(wgml_trainer_desc){ .batch = (uint32_t)d[4], .seq_len = (uint32_t)d[5] }, &b->trainer)
-               == WGML_OK ? 0 : -1;
+    /* attention's scores kept on a GPU, as `wgml train` does by default */
+    wgml_adapter_info info;
+    wgml_context_info(b->ctx, &info);
+    bool gpu = !info.type || strcmp(info.type, "CPU") != 0;
+    wgml_trainer_desc td = { .batch = (uint32_t)d[4], .seq_len = (uint32_t)d[5], .keep_attention_scores = gpu };
+    return wgml_trainer_create(b->model, &td, &b->trainer) == WGML_OK ? 0 : -1;
 }
 static wgml_status r_train(bench_state *b)
 {
@@ -443,6 +448,8 @@ const bench_case bench_cases[] = {
       attn_b, attn_fb_f, su_attn_lse, r_attn_fb, "train-ops" },
     { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse scores", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
       attn_b, attn_fb_f, su_attn_scores, r_attn_fb, "train-ops" },
+    { "flash_attention_v2", "B8 H12 S1024 D64 causal lse scores", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_f, su_attn_scores, r_attn, "train-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

@@ -232,8 +232,9 @@ int cmd_train(int argc, char **argv)
     printf("model:    %llu parameters: dim %d, %d layers, %d heads (%d kv), head_dim %d, ffn %d, vocab %u, %s head\n",
            (unsigned long long)nparams, o.dim, o.layers, o.heads, o.kv_heads, o.dim / o.heads, o.ffn, vocab, o.tied ? "tied" : "untied");
     printf("training: %d steps x %d micro-batch%s x %d sequences x %d tokens, AdamW lr %g (warm-up %d, cosine to %g), clip %g, "
-           "weight decay %g, seed %llu\n", o.steps, o.accum, o.accum > 1 ? "es" : "", o.batch, o.context, o.lr, o.warmup,
-           o.lr * o.min_lr_frac, o.clip, o.weight_decay, (unsigned long long)o.seed);
+           "weight decay %g, seed %llu%s\n", o.steps, o.accum, o.accum > 1 ? "es" : "", o.batch, o.context, o.lr, o.warmup,
+           o.lr * o.min_lr_frac, o.clip, o.weight_decay, (unsigned long long)o.seed,
+           td.keep_attention_scores ? ", attention scores kept for the backward" : "");
     fflush(stdout);
 
     /* ---- the loop ---- */
