@@ -999,18 +999,21 @@ fn g_stage(op0: vec4u, op1: vec4u, op2: vec4u, op3: vec4u, mul: vec4f, c4: u32, 
         let a = rem / nv;
         let v = rem % nv;
         let op = select(select(op0, op1, o == 1u), select(op2, op3, o == 3u), o >= 2u);
-        let m = mul[o];
-        let r = op.w + 4u * a;
-        let x0 = g_ld(op, r, c4 + v, m);
-        let x1 = g_ld(op, r + 1u, c4 + v, m);
-        let x2 = g_ld(op, r + 2u, c4 + v, m);
-        let x3 = g_ld(op, r + 3u, c4 + v, m);
-        let d = (o * GBK + 4u * v) * 16u + a;
-        g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
-        g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
-        g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
-        g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
+        g_put4(op, op.w + 4u * a, c4 + v, mul[o], (o * GBK + 4u * v) * 16u + a);
     }
+}
+
+// Rows r .. r + 3 of operand op at head_dim vec4 d4, times m, transposed into g_st[d],
+// g_st[d + 16], g_st[d + 32], g_st[d + 48] (one vec4 per dim: the 4 rows).
+fn g_put4(op: vec4u, r: u32, d4: u32, m: f32, d: u32) {
+    let x0 = g_ld(op, r, d4, m);
+    let x1 = g_ld(op, r + 1u, d4, m);
+    let x2 = g_ld(op, r + 2u, d4, m);
+    let x3 = g_ld(op, r + 3u, d4, m);
+    g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
+    g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+    g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+    g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
 }
 
 // s.c<i> = op0 . op2^T and dp.c<i> = op1 . op3^T over all of head_dim (vec4 over the
@@ -1061,16 +1064,7 @@ fn g_stage2(op0: vec4u, op1: vec4u, c4: u32, tid: u32) {
         let a = rem / nv;
         let v = rem % nv;
         let op = select(op0, op1, o == 1u);
-        let r = op.w + 4u * a;
-        let x0 = g_ld(op, r, c4 + v, 1.0);
-        let x1 = g_ld(op, r + 1u, c4 + v, 1.0);
-        let x2 = g_ld(op, r + 2u, c4 + v, 1.0);
-        let x3 = g_ld(op, r + 3u, c4 + v, 1.0);
-        let d = (o * bk + 4u * v) * 16u + a;
-        g_st[d] = vec4f(x0.x, x1.x, x2.x, x3.x);
-        g_st[d + 16u] = vec4f(x0.y, x1.y, x2.y, x3.y);
-        g_st[d + 32u] = vec4f(x0.z, x1.z, x2.z, x3.z);
-        g_st[d + 48u] = vec4f(x0.w, x1.w, x2.w, x3.w);
+        g_put4(op, op.w + 4u * a, c4 + v, 1.0, (o * bk + 4u * v) * 16u + a);
     }
 }
 
