@@ -1379,7 +1379,8 @@ typedef struct wgml_trainer_desc {
                                   the backward (wgml_attention_options.scores): batch * heads *
                                   ceil(seq_len / 64)^2 * 16 KiB more per layer for a faster
                                   backward. Where this adapter's attention kernels cannot keep
-                                  them, or one layer's would exceed a storage binding, the
+                                  them, one layer's would exceed a storage binding, or the
+                                  device cannot allocate them after everything else, the
                                   backward recomputes them as without it. */
 } wgml_trainer_desc;
 

@@ -389,7 +389,6 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
-        if (keep) MK(mk(ctx, &A->scores, WGML_F32, 1, (size_t)score_floats, 0, 0, 0));
     }
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
@@ -409,6 +408,16 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
             t->w_dec[t->n_dec] = m->p[i]; t->g_dec[t->n_dec] = t->grad[i];
             t->m_dec[t->n_dec] = t->m1[i]; t->v_dec[t->n_dec++] = t->m2[i];
         }
+    }
+    /* last, and only where the device can hold them beside the rest: a device that cannot
+       gets a trainer that recomputes them instead of an error */
+    for (uint32_t l = 0; keep && l < m->L; l++) {
+        if (mk(ctx, &t->la[l].scores, WGML_F32, 1, (size_t)score_floats, 0, 0, 0) == WGML_OK) continue;
+        for (uint32_t j = 0; j < l; j++) {
+            wgml_tensor_release(t->la[j].scores);
+            t->la[j].scores = NULL;
+        }
+        keep = false;
     }
 #undef MK
     *out = t;
