@@ -234,7 +234,7 @@ int cmd_train(int argc, char **argv)
     printf("training: %d steps x %d micro-batch%s x %d sequences x %d tokens, AdamW lr %g (warm-up %d, cosine to %g), clip %g, "
            "weight decay %g, seed %llu%s\n", o.steps, o.accum, o.accum > 1 ? "es" : "", o.batch, o.context, o.lr, o.warmup,
            o.lr * o.min_lr_frac, o.clip, o.weight_decay, (unsigned long long)o.seed,
-           td.keep_attention_scores ? ", attention scores kept for the backward" : "");
+           td.keep_attention_scores ? ", keep_attention_scores on" : "");
     fflush(stdout);
 
     /* ---- the loop ---- */
