@@ -748,18 +748,23 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or
  *                                NaN; scale not finite; causal_offset over 2^28; a tuning
- *                                variable that does not fit
+ *                                variable that does not fit; options.scores without
+ *                                options.lse or with a window
  *   WGML_ERROR_CONTEXT           a tensor of another context than the engine
- *   WGML_ERROR_DTYPE             a tensor that is not f32 (options.lse included)
+ *   WGML_ERROR_DTYPE             a tensor that is not f32 (options.lse and .scores included)
  *   WGML_ERROR_SHAPE             q/k not 4-D (2-D for the single-head calls); batch of k
  *                                differs from q; num_heads not a multiple of num_kv_heads;
  *                                head_dim of k differs from q, is odd or over 128; v not
  *                                shaped like k; out, grad_out, grad_q not shaped like q;
  *                                grad_k, grad_v not shaped like k; a mask shape that does
- *                                not broadcast; options.lse not [batch, num_heads, seq_q]
+ *                                not broadcast; options.lse not [batch, num_heads, seq_q];
+ *                                options.scores with too few elements
  *   WGML_ERROR_ALIAS             an output sharing memory with an input or another output
+ *                                (options.scores: with any other tensor of the call)
  *   WGML_ERROR_LIMIT             seq_q or seq_k over 2^26, a tensor of 2^32 elements or
- *                                more, or a device without enough workgroup storage
+ *                                more, or a device without enough workgroup storage;
+ *                                options.scores where the call does not run the 64 x 64
+ *                                kernels
  *   WGML_ERROR_OUT_OF_MEMORY     the scratch of the backward or of decoding
  */
 
