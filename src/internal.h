@@ -5,6 +5,7 @@
 #include "wgml.h"
 #include "webgpu_abi.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -153,6 +154,14 @@ typedef struct wgml__kernel {
     uint32_t nconst;
     struct { const char *name; double value; } constants[WGML__MAX_CONSTANTS];
 } wgml__kernel;
+
+/* Appends a pipeline-overridable constant to k (at most WGML__MAX_CONSTANTS in all). */
+static inline void wgml__add_constant(wgml__kernel *k, const char *name, double value)
+{
+    assert(k->nconst < WGML__MAX_CONSTANTS);
+    k->constants[k->nconst].name = name;
+    k->constants[k->nconst++].value = value;
+}
 
 /* A storage binding: a tensor's whole buffer, and the tensor (its write record is
    metadata the library keeps even for tensors the caller passed as const). */

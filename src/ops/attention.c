@@ -38,7 +38,6 @@
    log-sum-exp converted, D = rowsum(dO*O)). */
 #include "internal.h"
 
-#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -425,14 +424,6 @@ static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
 }
 
 /* Appends an override constant to k (the optional ones of the attention kernels). */
-static void add_constant(wgml__kernel *k, const char *name, double value)
-{
-    /* at most 6 here: GBK, GOCV, FEAT, G_SUB, PAIR, WRITE_DS */
-    assert(k->nconst < WGML__MAX_CONSTANTS);
-    k->constants[k->nconst].name = name;
-    k->constants[k->nconst++].value = value;
-}
-
 /* WGML_ATTN_PAIR=0: the 64 x 64 entries with their lanes placed as before round 13 of
    bench/notes/attention.md, not paired for workgroup-memory reads (PAIR in attention.wgsl). */
 static bool unpaired_lanes(void)
@@ -488,7 +479,7 @@ static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_
 
 /* `prefill` (layout "urrrrwrw"), `prefill_lse` ("urrrrwww") or `prefill_stats` ("urrrrwrw":
    dout beside) for this head_dim; binding 7 is the scores output of options.scores (WRITE_S),
-   else the engine's unused scratch (see unused_arg). 
+   else the engine's unused scratch (see unused_arg).
    FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
    the keys of wgml__attention_kernels. */
 static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
@@ -497,8 +488,8 @@ static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, c
     wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
                        .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
     uint32_t feat = feat_of(ctx, p);
-    if (feat != 3) add_constant(&k, "FEAT", feat);
-    if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
+    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
+    if (unpaired_lanes()) wgml__add_constant(&k, "PAIR", 0);
     return k;
 }
 
@@ -560,7 +551,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
         p.k_blocks = wgml__ceil_div(s->seq_k, 64);
         wgml__kernel kp = lse ? prefill_kernel(ctx, "prefill_lse", "urrrrwww", dim, bk, &p)
                               : prefill_kernel(ctx, "prefill", "urrrrwrw", dim, bk, &p);
-        if (scores) add_constant(&kp, "WRITE_S", 1);
+        if (scores) wgml__add_constant(&kp, "WRITE_S", 1);
         wgml__arg sc;
         if (scores) sc = wgml__t(scores);
         else WGML_CHECK(unused_arg(e, &sc));
@@ -706,9 +697,9 @@ static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, cons
     wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
                        .constants = { { "GBK", c.bk }, { "GOCV", ocv } } };
     uint32_t feat = feat_of(ctx, p);
-    if (feat != 3) add_constant(&k, "FEAT", feat);
-    if (c.sub) add_constant(&k, "G_SUB", c.sub);
-    if (unpaired_lanes()) add_constant(&k, "PAIR", 0);
+    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
+    if (c.sub) wgml__add_constant(&k, "G_SUB", c.sub);
+    if (unpaired_lanes()) wgml__add_constant(&k, "PAIR", 0);
     return k;
 }
 
@@ -824,8 +815,8 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrwwr", dim, ck, &pk)
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
-    if (chunk) add_constant(&kk, "WRITE_DS", 1);
-    if (scores) add_constant(&kk, "READ_S", 1);
+    if (chunk) wgml__add_constant(&kk, "WRITE_DS", 1);
+    if (scores) wgml__add_constant(&kk, "READ_S", 1);
     wgml__kernel kq = { 0 };
     if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds,

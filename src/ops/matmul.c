@@ -502,14 +502,6 @@ static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t K)
            d->cols == K;
 }
 
-/* Adds the ACC constant (out += the product) to the kernel that writes out. */
-static void set_acc(wgml__kernel *k)
-{
-    k->constants[k->nconst].name = "ACC";
-    k->constants[k->nconst].value = 1;
-    k->nconst++;
-}
-
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
                        const wgml_tensor *b, wgml_tensor *out, bool acc)
 {
@@ -572,7 +564,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
     wgml__kernel reduce = reduce_kernel;
-    if (acc) set_acc(S > 1 ? &reduce : &pl.kernel);   /* split-K: the slices stay plain partial sums */
+    /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
+    if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
 

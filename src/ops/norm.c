@@ -64,14 +64,6 @@ static wgml__kernel norm_kernel(const char *entry, const char *layout, const row
                                           { "SELF", self } } };
 }
 
-/* The ACC constant of the backward kernels: grad_in accumulated (wgml_rms_norm_backward_with). */
-static void add_acc(wgml__kernel *k)
-{
-    k->constants[k->nconst].name = "ACC";
-    k->constants[k->nconst].value = 1;
-    k->nconst++;
-}
-
 /* ---- validation ------------------------------------------------------------------------ */
 
 static wgml_status check_eps(wgml_engine *e, const char *fn, float eps)
@@ -246,7 +238,7 @@ static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_
     WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
     if (!grad_weight) {
         wgml__kernel k = norm_kernel("bwd", "urrrw", &pl, false, false);
-        if (acc) add_acc(&k);
+        if (acc) wgml__add_constant(&k, "ACC", 1);   /* grad_in += the gradient */
         wgml__arg args[4] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in) };
         return wgml__dispatch(e, &k, &p, sizeof p, args, 4, gx, gy, 1);
     }
@@ -254,7 +246,7 @@ static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_
     wgml__arg part;   /* [groups, units] vec4 partial sums of the weight gradient */
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_NORM, (uint64_t)groups * pl.units * 16, &part));
     wgml__kernel k = norm_kernel("bwd_dw", "urrrww", &pl, false, false);
-    if (acc) add_acc(&k);
+    if (acc) wgml__add_constant(&k, "ACC", 1);   /* grad_in += the gradient */
     wgml__arg args[5] = { wgml__t(input), wgml__t(grad_out), wgml__t(weight), wgml__t(grad_in), part };
     WGML_CHECK(wgml__dispatch(e, &k, &p, sizeof p, args, 5, gx, gy, 1));
     {
