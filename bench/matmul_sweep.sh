@@ -42,6 +42,8 @@
 #                                       training step with and without the reuse of a's transposed copy
 #   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos; the
 #                                       variable and its code since removed, see round 22 of bench/notes/attention.md)
+#   bash bench/matmul_sweep.sh attn24   dq from dense dS^T by bwd_dq_mm (the default) against the 64 x 64 blocks
+#                                       (WGML_ATTN_DQMM=0): tests, the D64 attention rows, model_train_step
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -485,6 +487,31 @@ twice_each "" "decode 1x4096x4096 15" "" gemvwg=1024,gemvcols=16 gemvwg=1024,gem
 for v in "" fresh "" fresh; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = attn24 ]; then
+# Attention round 24 (bench/notes/attention.md): dq from dS^T stored dense by a register-tiled
+# product (bwd_dq_mm, the default) against the 64 x 64 blocks (WGML_ATTN_DQMM=0): the tests
+# both ways, the training step's D64 attention twice alternating, the whole step both ways.
+{
+sweep_header "Attention round 24"
+for d in "" 0; do
+    echo "## tests: WGML_ATTN_DQMM=\"$d\""
+    (cd build-device && WGML_ATTN_DQMM=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
+done
+(cd build-device && timeout 100 ./tests/test_model 2>&1 | tail -1)
+for rep in 1 2; do
+    for d in 0 ""; do
+        echo "## WGML_ATTN_DQMM=\"$d\" (repeat $rep)"
+        WGML_ATTN_DQMM=$d build-device/wgml bench --group train-ops --filter "D64 causal" --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for d in 0 "" 0 ""; do
+    echo "## WGML_ATTN_DQMM=\"$d\" model_train_step"
+    WGML_ATTN_DQMM=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0

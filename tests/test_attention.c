@@ -862,8 +862,10 @@ static bool poisoned(wgml_tensor *t)
    the mask and dropout code (GPUs build each call's pipeline with only the features it
    uses and CPU adapters with all of them; WGML_ATTN_FEAT picks the other one here: "all"
    on a GPU, "call" on a CPU adapter, without and with both features), and the old tiles
-   for an A/B of the same inputs. The default computes dq from the dS blocks that
-   bwd_dkdv64 writes (bwd_dq_ds64); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0),
+   for an A/B of the same inputs. The default computes dq from the dS that bwd_dkdv64
+   writes: stored dense and multiplied by bwd_dq_mm where head_dim % 4 == 0, in 64 x 64
+   blocks by bwd_dq_ds64 otherwise (head_dim 34, 126; and one run with WGML_ATTN_DQMM=0
+   on cases of both head_dim classes, causal and windowed); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0),
    one runs both over ranges of 2 (batch, kv head) pairs (WGML_ATTN_DS=1,2: 4 pairs, 2,
    and 9 with a last range of 1), as the backward does where all blocks exceed 1 GiB.
    The sub-chunk and feature runs are kept small: on a cold shader cache every pipeline
@@ -887,18 +889,19 @@ static void test_backward_blocks64(void)
        above: force the others on a subset with both head_dim classes */
     static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
                         subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 },
-                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 };
-    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; } runs[] = {
-        { NULL, NULL, 0, false, NULL },
-        { "new,8", subset8, 4, false, NULL },
-        { "new,16", subset16, 4, false, NULL },
-        { "new,32", subset32, 4, false, NULL },
-        { "new,16,s8", subset_sub, 2, false, NULL },
-        { "new,32,s16", subset_sub, 2, false, NULL },
-        { NULL, subset_feat, 2, true, NULL },
-        { "old", subset_old, 2, false, NULL },
-        { NULL, subset_nods, 3, false, "0" },
-        { NULL, subset_ranges, 3, false, "1,2" },
+                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 }, subset_blocks[] = { 2, 4, 6 };
+    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; bool blocks; } runs[] = {
+        { NULL, NULL, 0, false, NULL, false },
+        { "new,8", subset8, 4, false, NULL, false },
+        { "new,16", subset16, 4, false, NULL, false },
+        { "new,32", subset32, 4, false, NULL, false },
+        { "new,16,s8", subset_sub, 2, false, NULL, false },
+        { "new,32,s16", subset_sub, 2, false, NULL, false },
+        { NULL, subset_feat, 2, true, NULL, false },
+        { "old", subset_old, 2, false, NULL, false },
+        { NULL, subset_nods, 3, false, "0", false },
+        { NULL, subset_ranges, 3, false, "1,2", false },
+        { NULL, subset_blocks, 3, false, NULL, true },
     };
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
@@ -933,10 +936,12 @@ static void test_backward_blocks64(void)
         }
         if (runs[r].all_features) setenv("WGML_ATTN_FEAT", cpu ? "call" : "all", 1);
         if (runs[r].ds) setenv("WGML_ATTN_DS", runs[r].ds, 1);
-        char tag[64];
-        snprintf(tag, sizeof tag, "blocks64 %s%s%s", runs[r].env ? runs[r].env : "default",
+        if (runs[r].blocks) setenv("WGML_ATTN_DQMM", "0", 1);
+        char tag[96];
+        snprintf(tag, sizeof tag, "blocks64 %s%s%s%s", runs[r].env ? runs[r].env : "default",
                  runs[r].all_features ? " other feature build" : "",
-                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2");
+                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2",
+                 runs[r].blocks ? " dS in blocks" : "");
         size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
         if (cpu && runs[r].which == subset_sub) n = 1;
         for (size_t i = 0; i < n; i++) {
@@ -949,6 +954,7 @@ static void test_backward_blocks64(void)
         unsetenv("WGML_ATTN_DKDV");
         unsetenv("WGML_ATTN_FEAT");
         unsetenv("WGML_ATTN_DS");
+        unsetenv("WGML_ATTN_DQMM");
     }
     /* a chunk that is not 8, 16 or 32, or a sub-chunk that is not 4, 8 or 16 below it, is
        refused, naming the variable, with nothing recorded */
@@ -984,6 +990,16 @@ static void test_backward_blocks64(void)
                                                             NULL),
                       WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
     }
+    unsetenv("WGML_ATTN_DS");
+    /* WGML_ATTN_DQMM other than 0 or 1 is refused */
+    static const char *const bad_dqmm[] = { "2", "yes", "1 ", "01" };
+    for (size_t i = 0; i < sizeof bad_dqmm / sizeof bad_dqmm[0]; i++) {
+        setenv("WGML_ATTN_DQMM", bad_dqmm[i], 1);
+        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
+                                                            NULL),
+                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQMM");
+    }
+    unsetenv("WGML_ATTN_DQMM");
     setenv("WGML_ATTN_DS", "1", 1);
     setenv("WGML_ATTN_DQ", "old", 1);
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),

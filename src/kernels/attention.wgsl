@@ -123,9 +123,12 @@ override WG: u32 = RG * TC;                  // threads per workgroup
 // The forward's scores kept for the backward (options.scores): the prefill entries write
 // them (WRITE_S; unwritten, a small unused buffer is bound), bwd_dkdv64 reads them (READ_S;
 // otherwise q is bound there). Layout: block (bh, query block qb, key block kb) at vec4
-// ((bh * q_blocks + qb) * k_blocks + kb) * 1024, then 4 x 4 sub-blocks (key group kg, query
-// group qg) at (kg * 16 + qg) * 4, vec4 c = scores of query 4qg + c with keys 4kg .. 4kg + 3:
-// the layout of the dS blocks with the absolute head index.
+// ((bh * q_blocks + qb) * k_blocks + kb) * 1024; in it, the scores of query 4qg + c with
+// keys 4kg .. 4kg + 3 (4 x 4 sub-block of key group kg, query group qg) at vec4 c * 256 +
+// kg * 16 + qg, so that each of a thread's 4 stores (and loads) is one of 4 slices in which
+// consecutive sub-blocks are consecutive vec4: a warp's store covers 64-byte runs (the
+// forward's 4 query groups x 8 key groups) or 256-byte runs (bwd_dkdv64's 16 x 2) instead
+// of 16 bytes every 64.
 @group(0) @binding(7) var<storage, read_write> s_out: array<vec4f>;      // prefill entries
 @group(0) @binding(10) var<storage, read> s_in: array<vec4f>;            // bwd_dkdv64
 @group(0) @binding(7) var<storage, read> ds_in: array<vec4f>;            // bwd_dq_ds64
@@ -917,6 +920,10 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
 //    block pair, written once and read once. The host may run both over a range of
 //    (batch, kv head) pairs at a time (from bk0, and their query heads), so that the
 //    blocks of one range fit its scratch; the blocks are counted from the range's first.
+//  * DS_DENSE (with WRITE_DS): dS goes out transposed and dense instead, for bwd_dq_mm:
+//    per query head of the range, a [64 k_blocks keys][64 q_blocks queries] matrix at vec4
+//    head * k_blocks * q_blocks * 1024 (the same bytes), key j's row at vec4 j * 16 *
+//    q_blocks; blocks bwd_dkdv64 does not visit stay unwritten.
 //  * Workgroup memory: g_w 16 KiB + g_st 64*GBK vec4 (8 KiB at GBK 8, 16 KiB at 16). The
 //    same g_st region holds the chunks of the block products (G_KR x 16*GOCV vec4).
 //  Everything else (scale in log2 units, P = exp2(s - lse) from the MODE-1 statistics, the
@@ -939,6 +946,7 @@ override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
 override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64
 override READ_S: bool = false;          // bwd_dkdv64: S from the forward's scores (s_in), dP alone computed
+override DS_DENSE: bool = false;        // bwd_dkdv64 with WRITE_DS: dS^T dense, for bwd_dq_mm
 var<workgroup> g_st: array<vec4f, G_STN>;
 var<workgroup> g_w: array<vec4f, 1024>; // [64 columns][16 row groups, swizzled]
 
@@ -1272,6 +1280,143 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     g_store(row + 3u, p.seq_q, qw.q_base, qw.q_stride, tc, acc.r3, acc.r7, p.scale);
 }
 
+// ---- bwd_dq_mm: dq = scale * dS k from the dense dS^T of bwd_dkdv64 (DS_DENSE) ---------
+// For each query head of the range, dq [seq_q, head_dim] is a matrix product with a
+// reduction over the keys: dS^T [keys][queries] (contiguous along the queries) against k
+// [keys][head_dim] (contiguous along head_dim), the layout in which matmul_at runs fastest
+// (bench/notes/matmul.md, rounds 18 - 19). So it runs as that kernel does, not in 64 x 64
+// blocks: a workgroup owns 128 queries x DQN head_dim columns, a thread 8 x 8 of them (rows
+// 4ty.. and 64 + 4ty.., columns 4tx.. and DQN/2 + 4tx..; 2 + 2 vec4 reads from workgroup
+// memory per 64 FMAs, where bwd_dq_ds64's 4 x 4 reads 2 per 16), the keys in steps of 8,
+// two buffers and the next step prefetched into registers: one barrier per step.
+// Workgroups go longest first (block_of over all heads of the range: the host passes
+// order_heads = all). The keys of a tile are key_range of its rows; a step whose 8 keys are
+// not all visible to all of its rows (the causal diagonal, a window, the end of the keys or
+// of the queries) loads dS^T through visible4, so the blocks bwd_dkdv64 did not visit (left
+// unwritten) read as 0; in the others every pair is visible, inside visited blocks.
+// head_dim % 4 == 0 (the host's rule; vec4 rows of k and dq), DQN >= head_dim.
+override DQN: u32 = 64u;                // bwd_dq_mm: head_dim columns per workgroup (64 or 128)
+override DQ_NT: u32 = 2u * DQN;         // threads: 16 row groups x DQN / 8 column groups
+override DQ_B4: u32 = DQN / 4u;         // vec4 per key row of the k tile
+override DQ_BN: u32 = 16u * DQ_B4;      // two buffers of 8 key rows
+var<workgroup> mm_a: array<vec4f, 512>;     // dS^T: 2 buffers x 8 keys x 32 vec4 (128 queries)
+var<workgroup> mm_b: array<vec4f, DQ_BN>;   // k: 2 buffers x 8 keys x DQ_B4 vec4
+@group(0) @binding(5) var<storage, read_write> dq4: array<vec4f>;   // bwd_dq_mm
+
+// What one thread moves per step: a0 (and a1 when DQN is 64) of dS^T's 256 vec4, b of k's 8 x DQ_B4.
+struct MmStep { a0: vec4f, a1: vec4f, b: vec4f }
+
+// dS^T vec4 v of a step at keys k0.., queries m0..: key k0 + v / 32, queries m0 + 4 (v % 32)..
+fn mm_load_a(v: u32, k0: u32, m0: u32, plain: bool, a_base: u32, a_row: u32) -> vec4f {
+    let j = k0 + v / 32u;
+    let e = a_base + j * a_row + m0 / 4u + v % 32u;
+    if (plain) { return ds_in[e]; }
+    let i = vec4u(m0 + 4u * (v % 32u)) + vec4u(0u, 1u, 2u, 3u);
+    let ok = visible4(i, vec4u(j)) & (i < vec4u(p.seq_q));
+    return select(vec4f(0.0), ds_in[select(0u, e, any(ok))], ok);
+}
+
+fn mm_fetch(lid: u32, k0: u32, m0: u32, plain: bool, a_base: u32, a_row: u32, k4: u32, ks4: u32) -> MmStep {
+    var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    r.a0 = mm_load_a(lid, k0, m0, plain, a_base, a_row);
+    if (DQ_NT < 256u) { r.a1 = mm_load_a(lid + DQ_NT, k0, m0, plain, a_base, a_row); }
+    let j = k0 + lid / DQ_B4;
+    let c = lid % DQ_B4;
+    let ok = j < p.seq_k && c < p.d4;
+    r.b = select(vec4f(0.0), k[select(0u, k4 + j * ks4 + c, ok)], ok);
+    return r;
+}
+
+fn mm_stash(buf: u32, lid: u32, r: MmStep) {
+    mm_a[buf * 256u + lid] = r.a0;
+    if (DQ_NT < 256u) { mm_a[buf * 256u + lid + DQ_NT] = r.a1; }
+    mm_b[buf * 8u * DQ_B4 + lid] = r.b;
+}
+
+// c[2 r + h] += row r of the thread's 8 (a0: rows 0 - 3, a1: 4 - 7) times column quad h.
+fn mm_mac(c: ptr<function, array<vec4f, 16>>, a0: vec4f, a1: vec4f, b0: vec4f, b1: vec4f) {
+    (*c)[0] = fma(vec4f(a0.x), b0, (*c)[0]); (*c)[1] = fma(vec4f(a0.x), b1, (*c)[1]);
+    (*c)[2] = fma(vec4f(a0.y), b0, (*c)[2]); (*c)[3] = fma(vec4f(a0.y), b1, (*c)[3]);
+    (*c)[4] = fma(vec4f(a0.z), b0, (*c)[4]); (*c)[5] = fma(vec4f(a0.z), b1, (*c)[5]);
+    (*c)[6] = fma(vec4f(a0.w), b0, (*c)[6]); (*c)[7] = fma(vec4f(a0.w), b1, (*c)[7]);
+    (*c)[8] = fma(vec4f(a1.x), b0, (*c)[8]); (*c)[9] = fma(vec4f(a1.x), b1, (*c)[9]);
+    (*c)[10] = fma(vec4f(a1.y), b0, (*c)[10]); (*c)[11] = fma(vec4f(a1.y), b1, (*c)[11]);
+    (*c)[12] = fma(vec4f(a1.z), b0, (*c)[12]); (*c)[13] = fma(vec4f(a1.z), b1, (*c)[13]);
+    (*c)[14] = fma(vec4f(a1.w), b0, (*c)[14]); (*c)[15] = fma(vec4f(a1.w), b1, (*c)[15]);
+}
+
+// Row i's 4 columns from d (head_dim % 4 == 0: all 4 or none in range), times the scale.
+fn mm_put(q4: u32, qs4: u32, i: u32, d: u32, x: vec4f) {
+    if (i < p.seq_q && d < p.dim) { dq4[q4 + i * qs4 + d / 4u] = x * p.scale; }
+}
+
+@compute @workgroup_size(DQ_NT)
+fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+             @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let tiles = (p.seq_q + 127u) / 128u;
+    let bo = block_of(wg, tiles);
+    let m0 = (tiles - 1u - bo.x) * 128u;
+    let m1 = min(m0 + 128u, p.seq_q);
+    let bh = bo.y + p.bk0 * p.group;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let a_base = ds_block(bo.y, 0u, 0u);
+    let a_row = p.q_blocks * 16u;
+    let k4 = (b * p.seq_k * p.kv_heads + h / p.group) * p.d4;
+    let ks4 = p.kv_heads * p.d4;
+    let range = key_range(m0, m1);
+    let kbeg = (u32(max(range.x, 0)) / 8u) * 8u;
+    let kend = u32(max(range.y, 0));
+    let nsteps = select(0u, (kend - kbeg + 7u) / 8u, kend > kbeg);
+    let room = m0 + 128u <= 64u * p.q_blocks;   // the tile's queries inside the head's rows
+
+    // the thread's place: 8 x 4 lanes per warp, lanes n and n^1 on one row group, n and
+    // n^2 on one column group (matmul.wgsl's lane_xy with PAIR)
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    let tx = (w % (DQN / 64u)) * 8u + ((lane & 1u) | ((lane >> 1u) & 6u));
+    let ty = (w / (DQN / 64u)) * 4u + (((lane >> 1u) & 1u) | ((lane >> 3u) & 2u));
+
+    var c: array<vec4f, 16>;   // zeros; constant indices only, so it stays in registers
+    var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    if (nsteps > 0u) {
+        r = mm_fetch(lid, kbeg, m0, room && block_visible(m0, m1, kbeg, 8u), a_base, a_row, k4, ks4);
+        mm_stash(0u, lid, r);
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < nsteps; t++) {
+        let kn = kbeg + (t + 1u) * 8u;
+        if (t + 1u < nsteps) {
+            r = mm_fetch(lid, kn, m0, room && block_visible(m0, m1, kn, 8u), a_base, a_row, k4, ks4);
+        }
+        let ra = (t & 1u) * 256u + ty;
+        let rb = (t & 1u) * 8u * DQ_B4 + tx;
+        // a constant trip count: the driver unrolls it (every read at a constant offset)
+        for (var kk = 0u; kk < 8u; kk++) {
+            mm_mac(&c, mm_a[ra + kk * 32u], mm_a[ra + kk * 32u + 16u], mm_b[rb + kk * DQ_B4], mm_b[rb + kk * DQ_B4 + DQN / 8u]);
+        }
+        if (t + 1u < nsteps) { mm_stash((t + 1u) & 1u, lid, r); }
+        workgroupBarrier();
+    }
+
+    let q4 = (b * p.seq_q * p.heads + h) * p.d4;
+    let qs4 = p.heads * p.d4;
+    let i0 = m0 + 4u * ty;
+    let i1 = i0 + 64u;
+    let d0 = 4u * tx;
+    let d1 = d0 + DQN / 2u;
+    mm_put(q4, qs4, i0, d0, c[0]); mm_put(q4, qs4, i0, d1, c[1]);
+    mm_put(q4, qs4, i0 + 1u, d0, c[2]); mm_put(q4, qs4, i0 + 1u, d1, c[3]);
+    mm_put(q4, qs4, i0 + 2u, d0, c[4]); mm_put(q4, qs4, i0 + 2u, d1, c[5]);
+    mm_put(q4, qs4, i0 + 3u, d0, c[6]); mm_put(q4, qs4, i0 + 3u, d1, c[7]);
+    mm_put(q4, qs4, i1, d0, c[8]); mm_put(q4, qs4, i1, d1, c[9]);
+    mm_put(q4, qs4, i1 + 1u, d0, c[10]); mm_put(q4, qs4, i1 + 1u, d1, c[11]);
+    mm_put(q4, qs4, i1 + 2u, d0, c[12]); mm_put(q4, qs4, i1 + 2u, d1, c[13]);
+    mm_put(q4, qs4, i1 + 3u, d0, c[14]); mm_put(q4, qs4, i1 + 3u, d1, c[15]);
+}
+
 // P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
 struct KvP { pz: vec4f, ds: vec4f }
 fn kv_p(s: vec4f, dp: vec4f, i: u32, check: bool, dropout: bool, b: u32, h: u32, bh: u32, n: u32, keys: vec4u,
@@ -1329,8 +1474,8 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
             var dp = G4();
             if (READ_S) {    // the forward's scores of this block, in the same units
                 g_dp_only(vec4u(2u, k_base, k_stride, j0), vec4u(3u, q_base, q_stride, qb), tid, tr, tc, &dp);
-                let at = ((bh * p.q_blocks + qb / 64u) * p.k_blocks + kbi) * 1024u + (tr * 16u + tc) * 4u;
-                s = G4(s_in[at], s_in[at + 1u], s_in[at + 2u], s_in[at + 3u]);
+                let at = ((bh * p.q_blocks + qb / 64u) * p.k_blocks + kbi) * 1024u + tr * 16u + tc;
+                s = G4(s_in[at], s_in[at + 256u], s_in[at + 512u], s_in[at + 768u]);
             } else {
                 g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
                          vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
@@ -1342,7 +1487,14 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
             let w1 = kv_p(s.c1, dp.c1, i + 1u, check, dropout, b, h, bh, n, keys, kh);
             let w2 = kv_p(s.c2, dp.c2, i + 2u, check, dropout, b, h, bh, n, keys, kh);
             let w3 = kv_p(s.c3, dp.c3, i + 3u, check, dropout, b, h, bh, n, keys, kh);
-            if (WRITE_DS) {   // sub-block (key group tr, query group tc)
+            if (WRITE_DS && DS_DENSE) {   // keys 4tr + c, queries qb + 4tc ..: 2 x 256 bytes per warp store
+                let row = p.q_blocks * 16u;
+                let at = ds_block(bh - p.bk0 * p.group, 0u, 0u) + (j0 + 4u * tr) * row + qb / 4u + tc;
+                ds_out[at] = vec4f(w0.ds.x, w1.ds.x, w2.ds.x, w3.ds.x);
+                ds_out[at + row] = vec4f(w0.ds.y, w1.ds.y, w2.ds.y, w3.ds.y);
+                ds_out[at + 2u * row] = vec4f(w0.ds.z, w1.ds.z, w2.ds.z, w3.ds.z);
+                ds_out[at + 3u * row] = vec4f(w0.ds.w, w1.ds.w, w2.ds.w, w3.ds.w);
+            } else if (WRITE_DS) {   // sub-block (key group tr, query group tc)
                 let at = ds_block(bh - p.bk0 * p.group, qb / 64u, kbi) + (tr * 16u + tc) * 4u;
                 ds_out[at] = w0.ds;
                 ds_out[at + 1u] = w1.ds;
@@ -1875,11 +2027,11 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
             }
         }
         if (WRITE_S) {   // before the mask: the backward applies it as for recomputed scores
-            let at = ((bh * p.q_blocks + qb) * p.k_blocks + kb / 64u) * 1024u + (tc * 16u + tr) * 4u;
+            let at = ((bh * p.q_blocks + qb) * p.k_blocks + kb / 64u) * 1024u + tc * 16u + tr;
             s_out[at] = s0;
-            s_out[at + 1u] = s1;
-            s_out[at + 2u] = s2;
-            s_out[at + 3u] = s3;
+            s_out[at + 256u] = s1;
+            s_out[at + 512u] = s2;
+            s_out[at + 768u] = s3;
         }
         let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
         if (!block_visible(i0, i1, kb, 64u) || has_mask()) {

@@ -5,10 +5,12 @@
    statistics pass (log-sum-exp and D = rowsum(dO*O) per query row into a scratch of
    2*batch*heads*seq_q floats: `prefill_stats`, `fwd` in MODE 1, or `bwd_prep` from a given
    log-sum-exp), then dq and dk/dv: by default
-   the 64 x 64 GEMM-style entries `bwd_dkdv64` writing dS and `bwd_dq_ds64` reading it
-   (pick_ds; `bwd_dq64` recomputes dS instead where the blocks would take over 1 GiB or
-   with WGML_ATTN_DS=0), 256 threads, 24 or 32 KiB of workgroup memory; or the older tiled
-   `bwd_dq` and `bwd_dkdv` where those do not fit.
+   the 64 x 64 GEMM-style entries `bwd_dkdv64` writing dS and `bwd_dq_mm` (head_dim % 4
+   == 0: dS^T stored dense, dq as a register-tiled product; WGML_ATTN_DQMM=0 turns it
+   off) or `bwd_dq_ds64` (dS in 64 x 64 blocks) reading it (pick_ds; `bwd_dq64`
+   recomputes dS instead where the blocks would take over 1 GiB or with WGML_ATTN_DS=0),
+   256 threads, 24 or 32 KiB of workgroup memory; or the older tiled `bwd_dq` and
+   `bwd_dkdv` where those do not fit.
    Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
    environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
    ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
@@ -743,6 +745,21 @@ static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd
     return WGML_OK;
 }
 
+/* Whether dq from dS runs as bwd_dq_mm (dS^T dense, see attention.wgsl) rather than
+   bwd_dq_ds64: head_dim % 4 == 0 (vec4 rows), 256 invocations per workgroup above head_dim
+   64, unless WGML_ATTN_DQMM is "0" ("1" or unset: the rule; anything else is refused).
+   Measured on the H200 in round 24 of bench/notes/attention.md. */
+static wgml_status pick_dq_mm(wgml_context *ctx, const char *fn, uint32_t dim, bool *use)
+{
+    const char *env = getenv("WGML_ATTN_DQMM");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DQMM=\"%s\" is not 0 or 1", fn, env);
+    uint32_t threads = dim <= 64 ? 128 : 256;
+    *use = !(env && !strcmp(env, "0")) && dim % 4 == 0 && threads <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
+           threads <= ctx->limits.maxComputeWorkgroupSizeX;
+    return WGML_OK;
+}
+
 /* dq by bwd_dq64 (S, dP and dS recomputed) or the tiled bwd_dq. */
 static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                                const wgml_tensor *dout, wgml_tensor *dq, const attn_shape *s, attn_params p, wgml__arg m,
@@ -779,6 +796,9 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t chunk = 0, group = s->heads / s->kv_heads;
     uint64_t pair_bytes = 0;
     WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk, &pair_bytes));
+    bool dq_mm = false;
+    WGML_CHECK(pick_dq_mm(ctx, fn, dim, &dq_mm));
+    dq_mm = dq_mm && chunk;
     wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
@@ -816,9 +836,19 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrwwr", dim, ck, &pk)
                               : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) wgml__add_constant(&kk, "WRITE_DS", 1);
+    if (dq_mm) wgml__add_constant(&kk, "DS_DENSE", 1);
     if (scores) wgml__add_constant(&kk, "READ_S", 1);
     wgml__kernel kq = { 0 };
-    if (chunk) kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
+    /* bwd_dq_mm: tiles of 128 queries, all heads of a range longest first (its tiles
+       share no rows) unless WGML_ATTN_ORDER fixes the group */
+    uint32_t q_tiles = dq_mm ? wgml__ceil_div(s->seq_q, 128) : pq.q_blocks;
+    if (dq_mm) {
+        kq = (wgml__kernel){ .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1,
+                             .constants = { { "DQN", dim <= 64 ? 64 : 128 } } };
+        if (!fixed) pq.order_heads = UINT32_MAX;
+    } else if (chunk) {
+        kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
+    }
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds,
                           wgml__t(scores ? scores : q) };
     wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), ds };
@@ -827,7 +857,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
         uint32_t n = pairs - b0 < step ? pairs - b0 : step;
         pk.bk0 = pq.bk0 = b0;
         r = dispatch_tiles(e, &kk, pk, (uint64_t)n * pk.k_blocks, kargs, ck.gemm ? 10 : 8);
-        if (r == WGML_OK && chunk) r = dispatch_tiles(e, &kq, pq, (uint64_t)n * group * pq.q_blocks, qargs, 7);
+        if (r == WGML_OK && chunk) r = dispatch_tiles(e, &kq, pq, (uint64_t)n * group * q_tiles, qargs, 7);
     }
     return r;
 }
@@ -1015,9 +1045,9 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
     { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 3, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 3, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 } } },
-    { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 8 }, { "GOCV", 1 } } },
-    { .file = "attention", .entry = "bwd_dq_ds64", .layout = "urrrrwrr", .nconst = 2, .constants = { { "GBK", 16 }, { "GOCV", 2 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
+    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
+    { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 64 } } },
+    { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 128 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
