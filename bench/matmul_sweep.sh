@@ -44,6 +44,7 @@
 #                                       variable and its code since removed, see round 22 of bench/notes/attention.md)
 #   bash bench/matmul_sweep.sh attn24   dq from dense dS^T by bwd_dq_mm (the default) against the 64 x 64 blocks
 #                                       (WGML_ATTN_DQMM=0): tests, the D64 attention rows, model_train_step
+#                                       (round 24's ablations and step lengths were timed with code since removed)
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail

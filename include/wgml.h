@@ -708,9 +708,10 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * Determinism and memory: no atomics; results are bitwise reproducible. The forward
  * stores nothing of size seq_q x seq_k. The backward keeps 2 floats per query row (a
  * scratch of 2 * batch * num_heads * seq_q floats) and, where the 64 x 64 kernels run,
- * the gradient of the scores dS in 64 x 64 blocks (16 KiB per block of 64 queries and 64
- * keys, per batch and head: 400 MB at batch 8, 12 heads, seq 1024), so that dq costs one
- * product instead of three; at most 1 GiB of them at a time (then the backward runs over
+ * the gradient of the scores dS (16 KiB per block of 64 queries and 64 keys, per batch
+ * and head: 400 MB at batch 8, 12 heads, seq 1024), so that dq costs one product instead
+ * of three (with head_dim % 4 == 0 stored as one dense matrix per head and multiplied by
+ * a register-tiled product kernel, else in 64 x 64 blocks); at most 1 GiB of them at a time (then the backward runs over
  * ranges of batches and kv heads), none where one batch and kv head alone would need
  * more (seq above about 16,000 at group 1); decoding (seq_q == 1) keeps a
  * partial result per key split. These live in scratch buffers the engine keeps and grows
@@ -740,9 +741,12 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * also on CPU adapters. WGML_ATTN_DS: "0" recomputes dS for dq (bwd_dq64, no dS
  * scratch), "1" stores it whatever its size (where the 64 x 64 kernels run and the blocks
  * of one batch and kv head fit one storage binding), "1,N" in ranges of at most N (batch,
- * kv head) pairs (the default takes ranges whose blocks fit 1 GiB). WGML_ATTN_PAIR="0"
+ * kv head) pairs (the default takes ranges whose blocks fit 1 GiB). WGML_ATTN_DQMM="0"
+ * multiplies dS in 64 x 64 blocks whatever head_dim ("1" or unset: the dense product
+ * where head_dim % 4 == 0). WGML_ATTN_PAIR="0"
  * places the threads of the 64 x 64 kernels as before their lanes were paired for
- * workgroup-memory reads (for measuring). Any other value of the first five or of WGML_ATTN_DS, or a shape or
+ * workgroup-memory reads (for measuring). Any other value of the first five or of
+ * WGML_ATTN_DS or WGML_ATTN_DQMM, or a shape or
  * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):

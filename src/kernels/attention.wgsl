@@ -1296,53 +1296,70 @@ fn bwd_dq_ds64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 // unwritten) read as 0; in the others every pair is visible, inside visited blocks.
 // head_dim % 4 == 0 (the host's rule; vec4 rows of k and dq), DQN >= head_dim.
 override DQN: u32 = 64u;                // bwd_dq_mm: head_dim columns per workgroup (64 or 128)
+const DQ_BK: u32 = 8u;                  // keys per step (16 measured slower: round 24)
 override DQ_NT: u32 = 2u * DQN;         // threads: 16 row groups x DQN / 8 column groups
 override DQ_B4: u32 = DQN / 4u;         // vec4 per key row of the k tile
-override DQ_BN: u32 = 16u * DQ_B4;      // two buffers of 8 key rows
-var<workgroup> mm_a: array<vec4f, 512>;     // dS^T: 2 buffers x 8 keys x 32 vec4 (128 queries)
-var<workgroup> mm_b: array<vec4f, DQ_BN>;   // k: 2 buffers x 8 keys x DQ_B4 vec4
+override DQ_SA: u32 = DQ_BK * 32u;      // vec4 of a step's dS^T tile (128 queries per key)
+override DQ_SB: u32 = DQ_BK * DQ_B4;    // vec4 of a step's k tile
+override DQ_AN: u32 = DQ_SA / DQ_NT;    // dS^T vec4 each thread moves per step (2 or 1; k: 1)
+var<workgroup> mm_a: array<vec4f, 2u * DQ_SA>;   // dS^T: 2 buffers x DQ_BK keys x 32 vec4
+var<workgroup> mm_b: array<vec4f, 2u * DQ_SB>;   // k: 2 buffers x DQ_BK keys x DQ_B4 vec4
 @group(0) @binding(5) var<storage, read_write> dq4: array<vec4f>;   // bwd_dq_mm
 
-// What one thread moves per step: a0 (and a1 when DQN is 64) of dS^T's 256 vec4, b of k's 8 x DQ_B4.
+// What one thread moves per step: vec4 lid (a0) and lid + DQ_NT (a1, DQN 64) of dS^T's, lid of k's (b).
 struct MmStep { a0: vec4f, a1: vec4f, b: vec4f }
 
 // dS^T vec4 v of a step at keys k0.., queries m0..: key k0 + v / 32, queries m0 + 4 (v % 32)..
+// Branch-free (plain or not, the same load and select): a value merged from two branches
+// made the driver wait for the load at the merge, before the step's products (round 24).
 fn mm_load_a(v: u32, k0: u32, m0: u32, plain: bool, a_base: u32, a_row: u32) -> vec4f {
     let j = k0 + v / 32u;
     let e = a_base + j * a_row + m0 / 4u + v % 32u;
-    if (plain) { return ds_in[e]; }
     let i = vec4u(m0 + 4u * (v % 32u)) + vec4u(0u, 1u, 2u, 3u);
-    let ok = visible4(i, vec4u(j)) & (i < vec4u(p.seq_q));
+    let ok = vec4<bool>(plain) | (visible4(i, vec4u(j)) & (i < vec4u(p.seq_q)));
     return select(vec4f(0.0), ds_in[select(0u, e, any(ok))], ok);
 }
 
-fn mm_fetch(lid: u32, k0: u32, m0: u32, plain: bool, a_base: u32, a_row: u32, k4: u32, ks4: u32) -> MmStep {
+// k vec4 v of a step at keys k0..: key k0 + v / DQ_B4, columns 4 (v % DQ_B4)..
+fn mm_load_b(v: u32, k0: u32, k4: u32, ks4: u32) -> vec4f {
+    let j = k0 + v / DQ_B4;
+    let c = v % DQ_B4;
+    let ok = j < p.seq_k && c < p.d4;
+    return select(vec4f(0.0), k[select(0u, k4 + j * ks4 + c, ok)], ok);
+}
+
+fn mm_fetch(lid: u32, k0: u32, m0: u32, m1: u32, room: bool, a_base: u32, a_row: u32, k4: u32, ks4: u32) -> MmStep {
+    let plain = room && block_visible(m0, m1, k0, DQ_BK);   // every pair visible: no test needed
     var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
     r.a0 = mm_load_a(lid, k0, m0, plain, a_base, a_row);
-    if (DQ_NT < 256u) { r.a1 = mm_load_a(lid + DQ_NT, k0, m0, plain, a_base, a_row); }
-    let j = k0 + lid / DQ_B4;
-    let c = lid % DQ_B4;
-    let ok = j < p.seq_k && c < p.d4;
-    r.b = select(vec4f(0.0), k[select(0u, k4 + j * ks4 + c, ok)], ok);
+    if (DQ_AN > 1u) { r.a1 = mm_load_a(lid + DQ_NT, k0, m0, plain, a_base, a_row); }
+    r.b = mm_load_b(lid, k0, k4, ks4);
     return r;
 }
 
 fn mm_stash(buf: u32, lid: u32, r: MmStep) {
-    mm_a[buf * 256u + lid] = r.a0;
-    if (DQ_NT < 256u) { mm_a[buf * 256u + lid + DQ_NT] = r.a1; }
-    mm_b[buf * 8u * DQ_B4 + lid] = r.b;
+    let a = buf * DQ_SA + lid;
+    mm_a[a] = r.a0;
+    if (DQ_AN > 1u) { mm_a[a + DQ_NT] = r.a1; }
+    mm_b[buf * DQ_SB + lid] = r.b;
+}
+
+// The thread's fragments of key row kk of a buffer: ra, rb its vec4 of key row 0.
+struct MmFrag { a0: vec4f, a1: vec4f, b0: vec4f, b1: vec4f }
+fn mm_frag(ra: u32, rb: u32) -> MmFrag {
+    return MmFrag(mm_a[ra], mm_a[ra + 16u], mm_b[rb], mm_b[rb + DQN / 8u]);
 }
 
 // c[2 r + h] += row r of the thread's 8 (a0: rows 0 - 3, a1: 4 - 7) times column quad h.
-fn mm_mac(c: ptr<function, array<vec4f, 16>>, a0: vec4f, a1: vec4f, b0: vec4f, b1: vec4f) {
-    (*c)[0] = fma(vec4f(a0.x), b0, (*c)[0]); (*c)[1] = fma(vec4f(a0.x), b1, (*c)[1]);
-    (*c)[2] = fma(vec4f(a0.y), b0, (*c)[2]); (*c)[3] = fma(vec4f(a0.y), b1, (*c)[3]);
-    (*c)[4] = fma(vec4f(a0.z), b0, (*c)[4]); (*c)[5] = fma(vec4f(a0.z), b1, (*c)[5]);
-    (*c)[6] = fma(vec4f(a0.w), b0, (*c)[6]); (*c)[7] = fma(vec4f(a0.w), b1, (*c)[7]);
-    (*c)[8] = fma(vec4f(a1.x), b0, (*c)[8]); (*c)[9] = fma(vec4f(a1.x), b1, (*c)[9]);
-    (*c)[10] = fma(vec4f(a1.y), b0, (*c)[10]); (*c)[11] = fma(vec4f(a1.y), b1, (*c)[11]);
-    (*c)[12] = fma(vec4f(a1.z), b0, (*c)[12]); (*c)[13] = fma(vec4f(a1.z), b1, (*c)[13]);
-    (*c)[14] = fma(vec4f(a1.w), b0, (*c)[14]); (*c)[15] = fma(vec4f(a1.w), b1, (*c)[15]);
+fn mm_mac(c: ptr<function, array<vec4f, 16>>, f: MmFrag) {
+    (*c)[0] = fma(vec4f(f.a0.x), f.b0, (*c)[0]); (*c)[1] = fma(vec4f(f.a0.x), f.b1, (*c)[1]);
+    (*c)[2] = fma(vec4f(f.a0.y), f.b0, (*c)[2]); (*c)[3] = fma(vec4f(f.a0.y), f.b1, (*c)[3]);
+    (*c)[4] = fma(vec4f(f.a0.z), f.b0, (*c)[4]); (*c)[5] = fma(vec4f(f.a0.z), f.b1, (*c)[5]);
+    (*c)[6] = fma(vec4f(f.a0.w), f.b0, (*c)[6]); (*c)[7] = fma(vec4f(f.a0.w), f.b1, (*c)[7]);
+    (*c)[8] = fma(vec4f(f.a1.x), f.b0, (*c)[8]); (*c)[9] = fma(vec4f(f.a1.x), f.b1, (*c)[9]);
+    (*c)[10] = fma(vec4f(f.a1.y), f.b0, (*c)[10]); (*c)[11] = fma(vec4f(f.a1.y), f.b1, (*c)[11]);
+    (*c)[12] = fma(vec4f(f.a1.z), f.b0, (*c)[12]); (*c)[13] = fma(vec4f(f.a1.z), f.b1, (*c)[13]);
+    (*c)[14] = fma(vec4f(f.a1.w), f.b0, (*c)[14]); (*c)[15] = fma(vec4f(f.a1.w), f.b1, (*c)[15]);
 }
 
 // Row i's 4 columns from d (head_dim % 4 == 0: all 4 or none in range), times the scale.
@@ -1367,9 +1384,9 @@ fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     let k4 = (b * p.seq_k * p.kv_heads + h / p.group) * p.d4;
     let ks4 = p.kv_heads * p.d4;
     let range = key_range(m0, m1);
-    let kbeg = (u32(max(range.x, 0)) / 8u) * 8u;
+    let kbeg = (u32(max(range.x, 0)) / DQ_BK) * DQ_BK;
     let kend = u32(max(range.y, 0));
-    let nsteps = select(0u, (kend - kbeg + 7u) / 8u, kend > kbeg);
+    let nsteps = select(0u, (kend - kbeg + DQ_BK - 1u) / DQ_BK, kend > kbeg);
     let room = m0 + 128u <= 64u * p.q_blocks;   // the tile's queries inside the head's rows
 
     // the thread's place: 8 x 4 lanes per warp, lanes n and n^1 on one row group, n and
@@ -1382,21 +1399,25 @@ fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     var c: array<vec4f, 16>;   // zeros; constant indices only, so it stays in registers
     var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
     if (nsteps > 0u) {
-        r = mm_fetch(lid, kbeg, m0, room && block_visible(m0, m1, kbeg, 8u), a_base, a_row, k4, ks4);
+        r = mm_fetch(lid, kbeg, m0, m1, room, a_base, a_row, k4, ks4);
         mm_stash(0u, lid, r);
     }
     workgroupBarrier();
     for (var t = 0u; t < nsteps; t++) {
-        let kn = kbeg + (t + 1u) * 8u;
-        if (t + 1u < nsteps) {
-            r = mm_fetch(lid, kn, m0, room && block_visible(m0, m1, kn, 8u), a_base, a_row, k4, ks4);
+        if (t + 1u < nsteps) {   // (unconditional, fetching the last step twice: 0.5% slower)
+            r = mm_fetch(lid, kbeg + (t + 1u) * DQ_BK, m0, m1, room, a_base, a_row, k4, ks4);
         }
-        let ra = (t & 1u) * 256u + ty;
-        let rb = (t & 1u) * 8u * DQ_B4 + tx;
-        // a constant trip count: the driver unrolls it (every read at a constant offset)
-        for (var kk = 0u; kk < 8u; kk++) {
-            mm_mac(&c, mm_a[ra + kk * 32u], mm_a[ra + kk * 32u + 16u], mm_b[rb + kk * DQ_B4], mm_b[rb + kk * DQ_B4 + DQN / 8u]);
+        let ra = (t & 1u) * DQ_SA + ty;
+        let rb = (t & 1u) * DQ_SB + tx;
+        // each key row's fragments read one row ahead of its products; a constant trip
+        // count, so the driver unrolls it and every read is at a constant offset
+        var f = mm_frag(ra, rb);
+        for (var kk = 1u; kk < DQ_BK; kk++) {
+            let g = mm_frag(ra + kk * 32u, rb + kk * DQ_B4);
+            mm_mac(&c, f);
+            f = g;
         }
+        mm_mac(&c, f);
         if (t + 1u < nsteps) { mm_stash((t + 1u) & 1u, lid, r); }
         workgroupBarrier();
     }
