@@ -972,34 +972,24 @@ static void test_backward_blocks64(void)
     setenv("WGML_ATTN_DKDV", "new,0", 1);
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
                   WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DKDV");
-    static const char *const bad_sub[] = { "new,16,s3", "new,16,s16", "new,8,s8", "new,16,x8", "new,16,s8x", "new,16,", "new,16s8" };
-    setenv("WGML_ATTN_DKDV", "new", 1);
-    for (size_t i = 0; i < sizeof bad_sub / sizeof bad_sub[0]; i++) {
-        setenv("WGML_ATTN_DQ", bad_sub[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                            NULL),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
+    /* a sub-chunk that does not fit its chunk (WGML_ATTN_DQ, with WGML_ATTN_DKDV=new), a
+       WGML_ATTN_DS other than 0, 1 or 1,N, a WGML_ATTN_DQMM other than 0 or 1: refused */
+    static const char *const bad_sub[] = { "new,16,s3", "new,16,s16", "new,8,s8", "new,16,x8", "new,16,s8x", "new,16,", "new,16s8", NULL },
+                             *const bad_ds[] = { "2", "yes", "1 ", "01", "1,0", "1,", "1,x", "1,-3", "1,2x", "1, 2", "0,2", NULL },
+                             *const bad_dqmm[] = { "2", "yes", "1 ", "01", NULL };
+    static const struct { const char *var; const char *const *bad; } bad_vars[] = {
+        { "WGML_ATTN_DQ", bad_sub }, { "WGML_ATTN_DS", bad_ds }, { "WGML_ATTN_DQMM", bad_dqmm } };
+    for (size_t v = 0; v < sizeof bad_vars / sizeof bad_vars[0]; v++) {
+        if (v == 0) setenv("WGML_ATTN_DKDV", "new", 1);
+        for (const char *const *b = bad_vars[v].bad; *b; b++) {
+            setenv(bad_vars[v].var, *b, 1);
+            TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2],
+                                                                &P.opts, NULL),
+                          WGML_ERROR_INVALID_ARGUMENT, bad_vars[v].var);
+        }
+        unsetenv(bad_vars[v].var);
+        unsetenv("WGML_ATTN_DKDV");
     }
-    unsetenv("WGML_ATTN_DQ");
-    unsetenv("WGML_ATTN_DKDV");
-    /* WGML_ATTN_DS other than 0 or 1, or 1 where the tiled kernels run, is refused */
-    static const char *const bad_ds[] = { "2", "yes", "1 ", "01", "1,0", "1,", "1,x", "1,-3", "1,2x", "1, 2", "0,2" };
-    for (size_t i = 0; i < sizeof bad_ds / sizeof bad_ds[0]; i++) {
-        setenv("WGML_ATTN_DS", bad_ds[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                            NULL),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
-    }
-    unsetenv("WGML_ATTN_DS");
-    /* WGML_ATTN_DQMM other than 0 or 1 is refused */
-    static const char *const bad_dqmm[] = { "2", "yes", "1 ", "01" };
-    for (size_t i = 0; i < sizeof bad_dqmm / sizeof bad_dqmm[0]; i++) {
-        setenv("WGML_ATTN_DQMM", bad_dqmm[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                            NULL),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQMM");
-    }
-    unsetenv("WGML_ATTN_DQMM");
     setenv("WGML_ATTN_DS", "1", 1);
     setenv("WGML_ATTN_DQ", "old", 1);
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
