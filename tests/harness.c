@@ -171,6 +171,21 @@ uint64_t th_commands(void)
     return s.commands;
 }
 
+/* Whether name contains one of the '|'-separated parts of filter ("" matches every name). */
+static bool name_matches(const char *name, const char *filter)
+{
+    for (;;) {
+        const char *bar = strchr(filter, '|');
+        size_t len = bar ? (size_t)(bar - filter) : strlen(filter);
+        for (const char *at = name; ; at++) {
+            if (!strncmp(at, filter, len)) return true;
+            if (!*at) break;
+        }
+        if (!bar) return false;
+        filter = bar + 1;
+    }
+}
+
 int th_main(const th_case *cases, size_t n, int argc, char **argv)
 {
     const char *env = getenv("WGML_TEST_SEED");
@@ -185,12 +200,13 @@ int th_main(const th_case *cases, size_t n, int argc, char **argv)
     wgml_context_info(th_ctx, &info);
     printf("%s: adapter \"%s\" (%s), seed %llu (WGML_TEST_SEED reproduces it)\n", argv[0], info.name, info.backend,
            (unsigned long long)seed_used);
-    /* argv[1]: run the cases whose name contains it; "!text": those whose name does not */
+    /* argv[1]: run the cases whose name contains it, or one of its '|'-separated parts;
+       "!text": those whose name contains none */
     const char *filter = argc > 1 ? argv[1] : "";
     bool exclude = filter[0] == '!';
     if (exclude) filter++;
     for (size_t i = 0; i < n; i++) {
-        if ((strstr(cases[i].name, filter) != NULL) == exclude) continue;
+        if (name_matches(cases[i].name, filter) == exclude) continue;
         current_case = cases[i].name;
         int f0 = failed, p0 = passed;
         clock_t t0 = clock();

@@ -60,6 +60,8 @@ void th_read_into(wgml_tensor *t, void *dst);
 uint64_t th_commands(void);
 
 /* ---- running ------------------------------------------------------------------------ */
+/* Runs the cases whose name contains argv[1] or one of its '|'-separated parts (all when
+   absent); "!text" runs those whose name contains none of them. */
 int th_main(const th_case *cases, size_t n, int argc, char **argv);
 #define TH_MAIN(cases) \
     int main(int argc, char **argv) { return th_main(cases, sizeof(cases) / sizeof(cases[0]), argc, argv); }
