@@ -944,7 +944,7 @@ override G_SUB: u32 = 0u;               // > 0: staged chunks consumed G_SUB ste
 override G_DP4: u32 = 16u * GOCV;       // row length in vec4 of a streamed chunk (>= d4)
 override G_KR: u32 = min(64u, 4u * GBK / GOCV);   // rows per streamed chunk: G_KR * G_DP4 <= G_STN
 override G_STN: u32 = 64u * GBK;        // 4 operands x GBK x 16 vec4
-override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64
+override WRITE_DS: bool = false;        // bwd_dkdv64: also store dS for bwd_dq_ds64 (or bwd_dq_mm, DS_DENSE)
 override READ_S: bool = false;          // bwd_dkdv64: S from the forward's scores (s_in), dP alone computed
 override DS_DENSE: bool = false;        // bwd_dkdv64 with WRITE_DS: dS^T dense, for bwd_dq_mm
 var<workgroup> g_st: array<vec4f, G_STN>;
