@@ -42,6 +42,9 @@
 #                                       training step with and without the reuse of a's transposed copy
 #   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos; the
 #                                       variable and its code since removed, see round 22 of bench/notes/attention.md)
+#   bash bench/matmul_sweep.sh attn25   the forward with scores as two products (fwd_s_mm + fwd_pv_mm, the default)
+#                                       against prefill_lse (WGML_ATTN_FWDMM=0): tests, the rows with scores,
+#                                       model_train_step
 #   bash bench/matmul_sweep.sh attn24   dq from dense dS^T by bwd_dq_mm (the default) against the 64 x 64 blocks
 #                                       (WGML_ATTN_DQMM=0): tests, the D64 attention rows, model_train_step
 #                                       (round 24's ablations and step lengths were timed with code since removed)
@@ -488,6 +491,32 @@ twice_each "" "decode 1x4096x4096 15" "" gemvwg=1024,gemvcols=16 gemvwg=1024,gem
 for v in "" fresh "" fresh; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = attn25 ]; then
+# Attention round 25 (bench/notes/attention.md): the forward that keeps its scores as two
+# products (fwd_s_mm + fwd_pv_mm, the default) against prefill_lse with WRITE_S
+# (WGML_ATTN_FWDMM=0): the tests both ways, the rows with scores twice alternating, the
+# whole step both ways.
+{
+sweep_header "Attention round 25"
+for d in "" 0; do
+    echo "## tests: WGML_ATTN_FWDMM=\"$d\""
+    (cd build-device && WGML_ATTN_FWDMM=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
+done
+(cd build-device && timeout 100 ./tests/test_model 2>&1 | tail -1)
+for rep in 1 2; do
+    for d in 0 ""; do
+        echo "## WGML_ATTN_FWDMM=\"$d\" (repeat $rep)"
+        WGML_ATTN_FWDMM=$d build-device/wgml bench --group train-ops --filter "scores" --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+    done
+done
+for d in 0 "" 0 ""; do
+    echo "## WGML_ATTN_FWDMM=\"$d\" model_train_step"
+    WGML_ATTN_FWDMM=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0

@@ -443,6 +443,8 @@ attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse", 8, 1024, 
 # ... and its scores (options.scores); SDPA's backward recomputes them
 attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse scores", 8, 1024, 12, 12, 64, 1024, True, backward=True)
 attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal lse scores", 8, 1024, 12, 12, 64, 1024, True)
+attn_case("flash_attention_v2 fwd+bwd", "B4 H16 S1024 D128 causal lse scores", 4, 1024, 16, 16, 128, 1024, True, backward=True)
+attn_case("flash_attention_v2", "B4 H16 S1024 D128 causal lse scores", 4, 1024, 16, 16, 128, 1024, True)
 
 
 @case("add", "1024 x1000 chain")

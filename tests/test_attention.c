@@ -1107,34 +1107,63 @@ static void test_lse(void)
     problem_free(&P);
 }
 
+/* One case of options.scores: the forward's output and log-sum-exp against the reference
+   with the scores kept (they start poisoned), then every gradient (check_backward runs the
+   forward and the backward with the same options; a block the forward did not write makes
+   NaN there). */
+static void check_scores_case(const acase *c, const char *tag)
+{
+    problem P;
+    problem_init(&P, c, 1.5);
+    size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096, nl = c->b * c->h * c->sq;
+    wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)), *sc = th_poisoned(WGML_F32, TH_SHAPE(need));
+    P.opts.lse = lse;
+    P.opts.scores = sc;
+    check_forward(&P, tag);
+    double *ref = th_alloc_d(nl);
+    ref_attn_lse(&P.ref, P.qd, P.kd, ref);
+    float *got = th_read(lse);
+    char what[256], d[200];
+    describe(c, d, sizeof d);
+    snprintf(what, sizeof what, "%s lse %s", tag, d);
+    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
+    free(ref); free(got);
+    check_backward(&P, tag);
+    wgml_tensor_release(lse); wgml_tensor_release(sc);
+    problem_free(&P);
+}
+
 /* options.scores: the forward keeps its scores and bwd_dkdv64 reads them instead of
-   computing S; every gradient against the reference (check_backward runs the forward and
-   the backward with the same options; the scores start poisoned, so a block the forward
-   did not write makes NaN), over block edges, GQA, causal offsets, masks, dropout and both
-   head_dim classes; then the refusals, with nothing recorded. (In the blocks64 ctest entry:
-   the other one is near its time limit on lavapipe with an empty shader cache.) */
+   computing S, over block edges, GQA, causal offsets, masks, dropout and both head_dim
+   classes. Calls without a mask or dropout and head_dim % 4 == 0 run the forward as two
+   products (fwd_s_mm, fwd_pv_mm: tiles of 128 against blocks of 64, so odd block counts,
+   seq_q != seq_k, tiny and partial head_dim chunks), the rest prefill_lse with WRITE_S;
+   the first again with WGML_ATTN_FWDMM=0. Then the refusals, with nothing recorded. (In
+   the blocks64 ctest entry: the other one is near its time limit on lavapipe with an
+   empty shader cache.) */
 static void test_backward_blocks64_scores(void)
 {
-    static const acase cases[] = {
+    static const acase products[] = {
         /* b sq sk h kvh d causal off win p scale mask */
         { 2, 65, 130, 4, 2, 64, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 1, 130, 65, 4, 1, 128, false, 0, 0, 0, 0, NOMASK, 0 },
+        { 2, 200, 300, 2, 1, 64, true, 0, 0, 0, 0.3f, NOMASK, 0 },
+        { 1, 300, 129, 3, 3, 96, true, 40, 0, 0, 0, NOMASK, 0 },
+        { 1, 257, 257, 2, 2, 124, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 1, 65, 70, 2, 1, 4, true, 0, 0, 0, 0, NOMASK, 0 },
+        { 1, 2, 2, 1, 1, 8, true, 0, 0, 0, 0, NOMASK, 0 },
+    };
+    static const acase others[] = {
         { 1, 130, 65, 4, 1, 128, false, 0, 0, 0.2f, 0, NOMASK, 0 },
         { 1, 70, 70, 2, 1, 80, true, 0, 0, 0, 0, M4(1, 2, 70, 70), 0.3 },
         { 1, 64, 64, 8, 2, 32, true, 0, 0, 0.3f, 0, M2(64, 64), 0 },
         { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const acase *c = &cases[i];
-        problem P;
-        problem_init(&P, c, 1.5);
-        size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096;
-        wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)), *sc = th_poisoned(WGML_F32, TH_SHAPE(need));
-        P.opts.lse = lse;
-        P.opts.scores = sc;
-        check_backward(&P, "scores");
-        wgml_tensor_release(lse); wgml_tensor_release(sc);
-        problem_free(&P);
-    }
+    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++) check_scores_case(&products[i], "scores");
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) check_scores_case(&others[i], "scores");
+    setenv("WGML_ATTN_FWDMM", "0", 1);
+    for (size_t i = 0; i < 4; i++) check_scores_case(&products[i], "scores, prefill_lse");
+    unsetenv("WGML_ATTN_FWDMM");
 
     acase c = { 1, 70, 70, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
     problem P;
@@ -1146,13 +1175,18 @@ static void test_backward_blocks64_scores(void)
     wgml_tensor *sc = th_poisoned(WGML_F32, TH_SHAPE(need)), *small = th_poisoned(WGML_F32, TH_SHAPE(need - 1));
     wgml_tensor *half = th_poisoned(WGML_F16, TH_SHAPE(need));
     uint64_t before = th_commands();
-    struct { wgml_tensor *scores, *lse; uint32_t window; const char *env, *val; wgml_status st; const char *needle; } bad[] = {
-        { sc, NULL, 0, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "needs options.lse" },
-        { sc, lse, 8, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "window" },
-        { small, lse, 0, NULL, NULL, WGML_ERROR_SHAPE, "it needs at least" },
-        { half, lse, 0, NULL, NULL, WGML_ERROR_DTYPE, "scores" },
-        { sc, lse, 0, "WGML_ATTN_PREFILL", "old", WGML_ERROR_LIMIT, "prefill" },
-        { sc, lse, 0, "WGML_ATTN_DKDV", "old", WGML_ERROR_LIMIT, "bwd_dkdv64" },
+    /* fwd, bwd: whether the forward and the backward refuse it (WGML_ATTN_DKDV concerns the
+       backward only; WGML_ATTN_PREFILL and WGML_ATTN_FWDMM the forward, and the statistics
+       pass, unused with lse) */
+    struct { wgml_tensor *scores, *lse; uint32_t window; const char *env, *val; wgml_status st; const char *needle; bool fwd, bwd; } bad[] = {
+        { sc, NULL, 0, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "needs options.lse", true, true },
+        { sc, lse, 8, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "window", true, true },
+        { small, lse, 0, NULL, NULL, WGML_ERROR_SHAPE, "it needs at least", true, true },
+        { half, lse, 0, NULL, NULL, WGML_ERROR_DTYPE, "scores", true, true },
+        { sc, lse, 0, "WGML_ATTN_PREFILL", "old", WGML_ERROR_LIMIT, "prefill", true, false },
+        { sc, lse, 0, "WGML_ATTN_FWDMM", "2", WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_FWDMM", true, false },
+        { sc, lse, 0, "WGML_ATTN_FWDMM", "yes", WGML_ERROR_INVALID_ARGUMENT, "is not 0 or 1", true, false },
+        { sc, lse, 0, "WGML_ATTN_DKDV", "old", WGML_ERROR_LIMIT, "bwd_dkdv64", false, true },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wgml_attention_options o = P.opts;
@@ -1160,10 +1194,8 @@ static void test_backward_blocks64_scores(void)
         o.lse = bad[i].lse;
         o.window = bad[i].window;
         if (bad[i].env) setenv(bad[i].env, bad[i].val, 1);
-        bool fwd_refuses = i < 5;   /* WGML_ATTN_DKDV concerns the backward only */
-        if (fwd_refuses) TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &o, NULL), bad[i].st, bad[i].needle);
-        bool bwd_refuses = i != 4;  /* WGML_ATTN_PREFILL concerns the forward (and the statistics pass, unused with lse) */
-        if (bwd_refuses)
+        if (bad[i].fwd) TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &o, NULL), bad[i].st, bad[i].needle);
+        if (bad[i].bwd)
             TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &o, NULL),
                           bad[i].st, bad[i].needle);
         if (bad[i].env) unsetenv(bad[i].env);

@@ -450,6 +450,10 @@ const bench_case bench_cases[] = {
       attn_b, attn_fb_f, su_attn_scores, r_attn_fb, "train-ops" },
     { "flash_attention_v2", "B8 H12 S1024 D64 causal lse scores", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
       attn_b, attn_f, su_attn_scores, r_attn, "train-ops" },
+    { "flash_attention_v2 fwd+bwd", "B4 H16 S1024 D128 causal lse scores", { 4, 1024, 16, 16, 128, 1024, 1 }, { 1, 64, 2, 2, 128, 64, 1 },
+      attn_b, attn_fb_f, su_attn_scores, r_attn_fb, "train-ops" },
+    { "flash_attention_v2", "B4 H16 S1024 D128 causal lse scores", { 4, 1024, 16, 16, 128, 1024, 1 }, { 1, 64, 2, 2, 128, 64, 1 },
+      attn_b, attn_f, su_attn_scores, r_attn, "train-ops" },
     /* round trips: what a host waits for the device when nothing is pending, and for one tiny op and a read */
     { "context_sync", "nothing pending", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_sync, "roundtrip" },
     { "tensor_read", "add 1024, read 4 bytes", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_add_read, "roundtrip" },

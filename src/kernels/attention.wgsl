@@ -32,6 +32,9 @@
 //   bwd_dq_ds64     dq = scale * sum_j dS_ij k_j from the dS blocks that bwd_dkdv64 wrote
 //                   (WRITE_DS): the dq half of the backward without recomputing S and dP.
 //   lse_export      the public log-sum-exp from the statistics of fwd MODE 1.
+//   fwd_s_mm        the forward that keeps its scores (options.scores), first half: S in
+//                   128 x 128 tiles, stored, and each row's max per tile;
+//   fwd_pv_mm       second half: out = P v / l from the stored scores, and the log-sum-exp.
 //
 // Tiling of fwd / bwd_dq / bwd_dkdv (why it is shaped so). A workgroup owns BR "rows"
 // (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys; queries
@@ -123,12 +126,13 @@ override WG: u32 = RG * TC;                  // threads per workgroup
 // The forward's scores kept for the backward (options.scores): the prefill entries write
 // them (WRITE_S; unwritten, a small unused buffer is bound), bwd_dkdv64 reads them (READ_S;
 // otherwise q is bound there). Layout: block (bh, query block qb, key block kb) at vec4
-// ((bh * q_blocks + qb) * k_blocks + kb) * 1024; in it, the scores of query 4qg + c with
-// keys 4kg .. 4kg + 3 (4 x 4 sub-block of key group kg, query group qg) at vec4 c * 256 +
+// ((bh * q_blocks + qb) * k_blocks + kb) * 1024; in it, the scores of key 4kg + c with
+// queries 4qg .. 4qg + 3 (4 x 4 sub-block of key group kg, query group qg) at vec4 c * 256 +
 // kg * 16 + qg, so that each of a thread's 4 stores (and loads) is one of 4 slices in which
 // consecutive sub-blocks are consecutive vec4: a warp's store covers 64-byte runs (the
 // forward's 4 query groups x 8 key groups) or 256-byte runs (bwd_dkdv64's 16 x 2) instead
-// of 16 bytes every 64.
+// of 16 bytes every 64; and the 64 queries of a key are one 256-byte run (fwd_pv_mm's
+// operand: P^T, a vec4 over 4 queries per key, as matmul_at reads its a).
 @group(0) @binding(7) var<storage, read_write> s_out: array<vec4f>;      // prefill entries
 @group(0) @binding(10) var<storage, read> s_in: array<vec4f>;            // bwd_dkdv64
 @group(0) @binding(7) var<storage, read> ds_in: array<vec4f>;            // bwd_dq_ds64
@@ -1438,6 +1442,283 @@ fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     mm_put(q4, qs4, i1 + 3u, d0, c[14]); mm_put(q4, qs4, i1 + 3u, d1, c[15]);
 }
 
+// ---- the forward that keeps its scores, as two products (fwd_s_mm, fwd_pv_mm) -------------
+//
+// A caller that keeps the scores for the backward (options.scores) stores them either way,
+// so the forward needs no online softmax: fwd_s_mm computes S = (q scale log2(e)) k^T in
+// tiles of 128 queries x 128 keys, 8 x 8 per thread (the product kernels' tiling, where
+// prefill's 4 x 4 reads workgroup memory twice as often per FMA), stores them in the
+// scores layout and each query's max over the tile's visible keys; fwd_pv_mm takes each
+// query's max over its tiles and computes out = sum_j P_ij v_j / l_i with P = exp2(S - max)
+// read back from the scores (hidden pairs 0) and l the sum of P, as bwd_dq_mm computes dq
+// from dS^T, and writes the log-sum-exp. The scores' layout is [key][query] within each
+// block (one 256-byte run per key and block), the layout the second product reads.
+// For calls without a mask or dropout, head_dim % 4 == 0 and <= 128 (the host's rule).
+const SM_BK: u32 = 16u;                     // head_dim elements per staged chunk of fwd_s_mm
+var<workgroup> sm_st: array<vec4f, 1024>;  // q^T [16][32 query quads] | k^T [16][32 key quads]; then the maxima
+@group(0) @binding(5) var<storage, read_write> row_max_out: array<vec4f>;   // fwd_s_mm
+@group(0) @binding(1) var<storage, read> row_max_in: array<vec4f>;          // fwd_pv_mm
+@group(0) @binding(4) var<storage, read> s_fwd: array<vec4f>;               // fwd_pv_mm: the scores
+@group(0) @binding(5) var<storage, read_write> out4: array<vec4f>;          // fwd_pv_mm
+
+// Staging unit u of head_dim chunk ch: operand u / 128 (q, pre-scaled, or k), rows
+// 4 (u % 32) .. + 3 of the tile at head_dim vec4 4 ch + (u % 128) / 32 (zeros past the
+// rows and head_dim), stored transposed: one vec4 (the 4 rows) per head_dim element.
+fn sm_stage(u: u32, ch: u32, m0: u32, k0: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
+    let is_k = u >= 128u;
+    let rq = u % 32u;
+    let dv = (u % 128u) / 32u;
+    let d4 = 4u * ch + dv;
+    var x0 = vec4f(0.0);
+    var x1 = vec4f(0.0);
+    var x2 = vec4f(0.0);
+    var x3 = vec4f(0.0);
+    if (is_k) {
+        let j = k0 + 4u * rq;
+        x0 = pf_ld_k(j, k_base, k_stride, d4);
+        x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
+        x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
+        x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
+    } else {
+        let i = m0 + 4u * rq;
+        x0 = pf_ld_q(i, q_base, q_stride, d4);
+        x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
+        x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
+        x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
+    }
+    let off = select(0u, SM_BK * 32u, is_k) + 128u * dv + rq;
+    sm_st[off] = vec4f(x0.x, x1.x, x2.x, x3.x);
+    sm_st[off + 32u] = vec4f(x0.y, x1.y, x2.y, x3.y);
+    sm_st[off + 64u] = vec4f(x0.z, x1.z, x2.z, x3.z);
+    sm_st[off + 96u] = vec4f(x0.w, x1.w, x2.w, x3.w);
+}
+
+// Scores x of queries i against key j into block (qb, kb) of head bh (blocks past the
+// tensor's grid are not stored): key quad kq, query quad qq of the block.
+fn sm_put(bh: u32, qb: u32, kb: u32, j: u32, kq: u32, qq: u32, x: vec4f) {
+    if (qb < p.q_blocks && kb < p.k_blocks) {
+        s_out[((bh * p.q_blocks + qb) * p.k_blocks + kb) * 1024u + (j % 4u) * 256u + kq * 16u + qq] = x;
+    }
+}
+
+// x with the pairs (queries i, key j) that are hidden or past the queries at -inf.
+fn sm_vis(x: vec4f, full: bool, i: vec4u, j: u32) -> vec4f {
+    if (full) { return x; }
+    return select(vec4f(p.neg_inf), x, visible4(i, vec4u(j)) & (i < vec4u(p.seq_q)));
+}
+
+@compute @workgroup_size(256)
+fn fwd_s_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let m_tiles = (p.seq_q + 127u) / 128u;
+    let k_tiles = (p.seq_k + 127u) / 128u;
+    let kt = wg % k_tiles;
+    let mt = (wg / k_tiles) % m_tiles;
+    let bh = wg / (k_tiles * m_tiles);
+    let m0 = mt * 128u;
+    let m1 = min(m0 + 128u, p.seq_q);
+    let k0 = kt * 128u;
+    let range = key_range(m0, m1);
+    if (i32(k0) >= range.y || i32(k0) + 128 <= range.x) { return; }   // no visible pair (fwd_pv_mm skips it too)
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let q_stride = p.heads * p.dim;
+    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
+    let k_stride = p.kv_heads * p.dim;
+    let k_base = (b * p.seq_k * p.kv_heads + h / p.group) * p.dim;
+    // as bwd_dq_mm with DQN 128: query quads tx and tx + 16, key quads ty and ty + 16
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    let tx = (w % 2u) * 8u + ((lane & 1u) | ((lane >> 1u) & 6u));
+    let ty = (w / 2u) * 4u + (((lane >> 1u) & 1u) | ((lane >> 3u) & 2u));
+
+    // c[2r + hq]: the scores of query quad hq (4tx.., 64 + 4tx..) with the thread's key r
+    // (4ty + r, then 64 + 4ty + r - 4): a vec4 over 4 queries, the layout of the scores
+    var c: array<vec4f, 16>;
+    for (var ch = 0u; 4u * ch < p.d4; ch++) {
+        workgroupBarrier();
+        sm_stage(lid, ch, m0, k0, q_base, q_stride, k_base, k_stride);
+        workgroupBarrier();
+        for (var kk = 0u; kk < SM_BK; kk++) {   // constant trip count (zeros past head_dim)
+            let ka = (SM_BK + kk) * 32u + ty;
+            let qa = kk * 32u + tx;
+            mm_mac(&c, MmFrag(sm_st[ka], sm_st[ka + 16u], sm_st[qa], sm_st[qa + 16u]));
+        }
+    }
+
+    let qb = 2u * mt;
+    let kb = 2u * kt;
+    let j0 = k0 + 4u * ty;
+    let j1 = j0 + 64u;
+    sm_put(bh, qb, kb, j0, ty, tx, c[0]); sm_put(bh, qb + 1u, kb, j0, ty, tx, c[1]);
+    sm_put(bh, qb, kb, j0 + 1u, ty, tx, c[2]); sm_put(bh, qb + 1u, kb, j0 + 1u, ty, tx, c[3]);
+    sm_put(bh, qb, kb, j0 + 2u, ty, tx, c[4]); sm_put(bh, qb + 1u, kb, j0 + 2u, ty, tx, c[5]);
+    sm_put(bh, qb, kb, j0 + 3u, ty, tx, c[6]); sm_put(bh, qb + 1u, kb, j0 + 3u, ty, tx, c[7]);
+    sm_put(bh, qb, kb + 1u, j1, ty, tx, c[8]); sm_put(bh, qb + 1u, kb + 1u, j1, ty, tx, c[9]);
+    sm_put(bh, qb, kb + 1u, j1 + 1u, ty, tx, c[10]); sm_put(bh, qb + 1u, kb + 1u, j1 + 1u, ty, tx, c[11]);
+    sm_put(bh, qb, kb + 1u, j1 + 2u, ty, tx, c[12]); sm_put(bh, qb + 1u, kb + 1u, j1 + 2u, ty, tx, c[13]);
+    sm_put(bh, qb, kb + 1u, j1 + 3u, ty, tx, c[14]); sm_put(bh, qb + 1u, kb + 1u, j1 + 3u, ty, tx, c[15]);
+
+    // each query's max over the tile's visible keys: the thread's 8 keys, then its 16 key
+    // quads through workgroup memory
+    let full = block_visible(m0, m1, k0, 128u);
+    let i0 = vec4u(m0 + 4u * tx) + vec4u(0u, 1u, 2u, 3u);
+    let i1 = i0 + vec4u(64u);
+    var x0 = max(max(sm_vis(c[0], full, i0, j0), sm_vis(c[2], full, i0, j0 + 1u)),
+                 max(sm_vis(c[4], full, i0, j0 + 2u), sm_vis(c[6], full, i0, j0 + 3u)));
+    x0 = max(x0, max(max(sm_vis(c[8], full, i0, j1), sm_vis(c[10], full, i0, j1 + 1u)),
+                     max(sm_vis(c[12], full, i0, j1 + 2u), sm_vis(c[14], full, i0, j1 + 3u))));
+    var x1 = max(max(sm_vis(c[1], full, i1, j0), sm_vis(c[3], full, i1, j0 + 1u)),
+                 max(sm_vis(c[5], full, i1, j0 + 2u), sm_vis(c[7], full, i1, j0 + 3u)));
+    x1 = max(x1, max(max(sm_vis(c[9], full, i1, j1), sm_vis(c[11], full, i1, j1 + 1u)),
+                     max(sm_vis(c[13], full, i1, j1 + 2u), sm_vis(c[15], full, i1, j1 + 3u))));
+    workgroupBarrier();                           // the last chunk is no longer read
+    sm_st[ty * 32u + tx] = x0;
+    sm_st[ty * 32u + 16u + tx] = x1;
+    workgroupBarrier();
+    if (lid < 32u) {
+        var mx = sm_st[lid];
+        for (var t = 1u; t < 16u; t++) { mx = max(mx, sm_st[t * 32u + lid]); }
+        row_max_out[((bh * k_tiles + kt) * m_tiles + mt) * 32u + lid] = mx;
+    }
+}
+
+// P^T vec4 v of a step of fwd_pv_mm at keys k0.., queries m0..: key k0 + v / 32, queries
+// m0 + 4 (v % 32).. (read from the scores, exp2(s - mu) with mu the queries' max; hidden
+// pairs 0, branch-free as mm_load_a).
+fn pv_load_a(v: u32, k0: u32, m0: u32, plain: bool, bh: u32, mu: vec4f) -> vec4f {
+    let j = k0 + v / 32u;
+    let qq = v % 32u;
+    let i = vec4u(m0 + 4u * qq) + vec4u(0u, 1u, 2u, 3u);
+    let blk = (bh * p.q_blocks + m0 / 64u + qq / 16u) * p.k_blocks + j / 64u;
+    let e = blk * 1024u + (j % 4u) * 256u + ((j % 64u) / 4u) * 16u + qq % 16u;
+    let ok = vec4<bool>(plain) | (visible4(i, vec4u(j)) & (i < vec4u(p.seq_q)));
+    return select(vec4f(0.0), exp2(s_fwd[select(0u, e, any(ok))] - mu), ok);
+}
+
+// v vec4 u of a step at keys k0..: key k0 + u / DQ_B4, columns 4 (u % DQ_B4)..
+fn pv_load_b(u: u32, k0: u32, k4: u32, ks4: u32) -> vec4f {
+    let j = k0 + u / DQ_B4;
+    let c = u % DQ_B4;
+    let ok = j < p.seq_k && c < p.d4;
+    return select(vec4f(0.0), v[select(0u, k4 + j * ks4 + c, ok)], ok);
+}
+
+fn pv_fetch(lid: u32, k0: u32, m0: u32, m1: u32, room: bool, bh: u32, mu: vec4f, k4: u32, ks4: u32) -> MmStep {
+    let plain = room && block_visible(m0, m1, k0, DQ_BK);   // every pair visible: no test needed
+    var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    r.a0 = pv_load_a(lid, k0, m0, plain, bh, mu);
+    if (DQ_AN > 1u) { r.a1 = pv_load_a(lid + DQ_NT, k0, m0, plain, bh, mu); }
+    r.b = pv_load_b(lid, k0, k4, ks4);
+    return r;
+}
+
+// Query i's 4 columns from d of out (head_dim % 4 == 0: all 4 or none in range).
+fn pv_put(o4: u32, os4: u32, i: u32, d: u32, x: vec4f) {
+    if (i < p.seq_q && d < p.dim) { out4[o4 + i * os4 + d / 4u] = x; }
+}
+
+@compute @workgroup_size(DQ_NT)
+fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+             @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let tiles = (p.seq_q + 127u) / 128u;
+    let k_tiles = (p.seq_k + 127u) / 128u;
+    let bo = block_of(wg, tiles);
+    let mt = tiles - 1u - bo.x;
+    let m0 = mt * 128u;
+    let m1 = min(m0 + 128u, p.seq_q);
+    let bh = bo.y;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let k4 = (b * p.seq_k * p.kv_heads + h / p.group) * p.d4;
+    let ks4 = p.kv_heads * p.d4;
+    let range = key_range(m0, m1);
+    let kbeg = (u32(max(range.x, 0)) / DQ_BK) * DQ_BK;
+    let kend = u32(max(range.y, 0));
+    let nsteps = select(0u, (kend - kbeg + DQ_BK - 1u) / DQ_BK, kend > kbeg);
+    let room = m0 + 128u <= 64u * p.q_blocks;   // the tile's queries inside the scores' blocks
+
+    // the max of the queries this thread loads (quad lid % 32) over the tiles fwd_s_mm did
+    let lq = lid % 32u;
+    var mx = vec4f(p.neg_inf);
+    for (var kt = u32(max(range.x, 0)) / 128u; range.y > range.x && i32(kt * 128u) < range.y; kt++) {
+        mx = max(mx, row_max_in[((bh * k_tiles + kt) * tiles + mt) * 32u + lq]);
+    }
+    let mu = select(mx, vec4f(0.0), mx == vec4f(p.neg_inf));   // no visible key: every P is 0
+
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    let tx = (w % (DQN / 64u)) * 8u + ((lane & 1u) | ((lane >> 1u) & 6u));
+    let ty = (w / (DQN / 64u)) * 4u + (((lane >> 1u) & 1u) | ((lane >> 3u) & 2u));
+
+    var c: array<vec4f, 16>;
+    var lsum = vec4f(0.0);      // the sum of the P this thread loaded (its quad's queries)
+    var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    if (nsteps > 0u) {
+        r = pv_fetch(lid, kbeg, m0, m1, room, bh, mu, k4, ks4);
+        lsum += r.a0 + r.a1;
+        mm_stash(0u, lid, r);
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < nsteps; t++) {
+        if (t + 1u < nsteps) {
+            r = pv_fetch(lid, kbeg + (t + 1u) * DQ_BK, m0, m1, room, bh, mu, k4, ks4);
+            lsum += r.a0 + r.a1;
+        }
+        let ra = (t & 1u) * DQ_SA + ty;
+        let rb = (t & 1u) * DQ_SB + tx;
+        var f = mm_frag(ra, rb);
+        for (var kk = 1u; kk < DQ_BK; kk++) {
+            let g = mm_frag(ra + kk * 32u, rb + kk * DQ_B4);
+            mm_mac(&c, f);
+            f = g;
+        }
+        mm_mac(&c, f);
+        if (t + 1u < nsteps) { mm_stash((t + 1u) & 1u, lid, r); }
+        workgroupBarrier();
+    }
+
+    // l of the thread's output quads ty and ty + 16: the sums of the DQ_NT / 32 threads that
+    // loaded them; their maxima beside (mm_a is free: the loop ended with a barrier)
+    mm_a[lid] = lsum;
+    if (lid < 32u) { mm_a[DQ_NT + lid] = mx; }
+    workgroupBarrier();
+    var l0 = vec4f(0.0);
+    var l1 = vec4f(0.0);
+    for (var g = 0u; g < DQ_NT / 32u; g++) {
+        l0 += mm_a[g * 32u + ty];
+        l1 += mm_a[g * 32u + 16u + ty];
+    }
+    let inv0 = select(vec4f(0.0), 1.0 / l0, l0 > vec4f(0.0));
+    let inv1 = select(vec4f(0.0), 1.0 / l1, l1 > vec4f(0.0));
+    let o4 = (b * p.seq_q * p.heads + h) * p.d4;
+    let os4 = p.heads * p.d4;
+    let i0 = m0 + 4u * ty;
+    let i1 = i0 + 64u;
+    let d0 = 4u * tx;
+    let d1 = d0 + DQN / 2u;
+    pv_put(o4, os4, i0, d0, c[0] * inv0.x); pv_put(o4, os4, i0, d1, c[1] * inv0.x);
+    pv_put(o4, os4, i0 + 1u, d0, c[2] * inv0.y); pv_put(o4, os4, i0 + 1u, d1, c[3] * inv0.y);
+    pv_put(o4, os4, i0 + 2u, d0, c[4] * inv0.z); pv_put(o4, os4, i0 + 2u, d1, c[5] * inv0.z);
+    pv_put(o4, os4, i0 + 3u, d0, c[6] * inv0.w); pv_put(o4, os4, i0 + 3u, d1, c[7] * inv0.w);
+    pv_put(o4, os4, i1, d0, c[8] * inv1.x); pv_put(o4, os4, i1, d1, c[9] * inv1.x);
+    pv_put(o4, os4, i1 + 1u, d0, c[10] * inv1.y); pv_put(o4, os4, i1 + 1u, d1, c[11] * inv1.y);
+    pv_put(o4, os4, i1 + 2u, d0, c[12] * inv1.z); pv_put(o4, os4, i1 + 2u, d1, c[13] * inv1.z);
+    pv_put(o4, os4, i1 + 3u, d0, c[14] * inv1.w); pv_put(o4, os4, i1 + 3u, d1, c[15] * inv1.w);
+    if (tx == 0u) {   // the log-sum-exp of the thread's 8 queries
+        let mx0 = mm_a[DQ_NT + ty];
+        let mx1 = mm_a[DQ_NT + 16u + ty];
+        for (var e = 0u; e < 4u; e++) {
+            if (i0 + e < p.seq_q) { lse_out[bh * p.seq_q + i0 + e] = lse_public(mx0[e], l0[e]); }
+            if (i1 + e < p.seq_q) { lse_out[bh * p.seq_q + i1 + e] = lse_public(mx1[e], l1[e]); }
+        }
+    }
+}
+
 // P (dropped: pz) and dS of query i against the thread's 4 keys (bwd_dkdv64).
 struct KvP { pz: vec4f, ds: vec4f }
 fn kv_p(s: vec4f, dp: vec4f, i: u32, check: bool, dropout: bool, b: u32, h: u32, bh: u32, n: u32, keys: vec4u,
@@ -1496,7 +1777,12 @@ fn bwd_dkdv64(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
             if (READ_S) {    // the forward's scores of this block, in the same units
                 g_dp_only(vec4u(2u, k_base, k_stride, j0), vec4u(3u, q_base, q_stride, qb), tid, tr, tc, &dp);
                 let at = ((bh * p.q_blocks + qb / 64u) * p.k_blocks + kbi) * 1024u + tr * 16u + tc;
-                s = G4(s_in[at], s_in[at + 256u], s_in[at + 512u], s_in[at + 768u]);
+                let l0 = s_in[at];          // key 4tr + e (l<e>), a vec4 over queries 4tc..
+                let l1 = s_in[at + 256u];
+                let l2 = s_in[at + 512u];
+                let l3 = s_in[at + 768u];
+                s = G4(vec4f(l0.x, l1.x, l2.x, l3.x), vec4f(l0.y, l1.y, l2.y, l3.y),
+                       vec4f(l0.z, l1.z, l2.z, l3.z), vec4f(l0.w, l1.w, l2.w, l3.w));
             } else {
                 g_scores(vec4u(1u, k_base, k_stride, j0), vec4u(2u, k_base, k_stride, j0),
                          vec4u(0u, q_base, q_stride, qb), vec4u(3u, q_base, q_stride, qb), mul, tid, tr, tc, &s, &dp);
@@ -2049,10 +2335,10 @@ fn pf_run(wg: u32, tid: u32, stats: bool) -> PfRows {
         }
         if (WRITE_S) {   // before the mask: the backward applies it as for recomputed scores
             let at = ((bh * p.q_blocks + qb) * p.k_blocks + kb / 64u) * 1024u + tc * 16u + tr;
-            s_out[at] = s0;
-            s_out[at + 256u] = s1;
-            s_out[at + 512u] = s2;
-            s_out[at + 768u] = s3;
+            s_out[at] = vec4f(s0.x, s1.x, s2.x, s3.x);          // key 4tc + e: a vec4 over the rows
+            s_out[at + 256u] = vec4f(s0.y, s1.y, s2.y, s3.y);
+            s_out[at + 512u] = vec4f(s0.z, s1.z, s2.z, s3.z);
+            s_out[at + 768u] = vec4f(s0.w, s1.w, s2.w, s3.w);
         }
         let keys = vec4u(kb + 4u * tc) + vec4u(0u, 1u, 2u, 3u);
         if (!block_visible(i0, i1, kb, 64u) || has_mask()) {

@@ -37,7 +37,11 @@
    from WGML_ATTN_FWD); with options.lse the forward writes the row log-sum-exp
    (`prefill_lse`, `decode_combine_lse`, or fwd MODE 1 + `lse_export` on the tiled path)
    and the backward replaces the statistics pass by `bwd_prep` (one thread per row: the
-   log-sum-exp converted, D = rowsum(dO*O)). */
+   log-sum-exp converted, D = rowsum(dO*O)). With options.scores the forward stores its
+   scores for the backward: through `fwd_s_mm` (the scores and each row's max per tile)
+   and `fwd_pv_mm` (out and the log-sum-exp from them) where pick_fwd_mm allows (no mask
+   or dropout, head_dim % 4 == 0; WGML_ATTN_FWDMM=0 turns it off), else `prefill_lse`
+   with WRITE_S. */
 #include "internal.h"
 
 #include <math.h>
@@ -531,8 +535,47 @@ static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_par
     return dispatch_tiles(e, k, p, (rows + 255) / 256, args, 7);
 }
 
+/* Whether the forward that keeps its scores runs as fwd_s_mm + fwd_pv_mm (attention.wgsl)
+   rather than prefill_lse with WRITE_S: no mask, no dropout, head_dim % 4 == 0 and <= 128,
+   256 invocations per workgroup; WGML_ATTN_FWDMM "0" keeps prefill_lse ("1" or unset: the
+   rule; anything else is refused). Measured on the H200 in round 25 of
+   bench/notes/attention.md. */
+static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, const attn_params *p, bool *use)
+{
+    const char *env = getenv("WGML_ATTN_FWDMM");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_FWDMM=\"%s\" is not 0 or 1", fn, env);
+    *use = !(env && !strcmp(env, "0")) && dim % 4 == 0 && dim <= 128 && !(p->flags & 3) &&
+           ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256;
+    return WGML_OK;
+}
+
+/* The forward with its scores kept, as two products: fwd_s_mm stores the scores in tiles of
+   128 x 128 and each query's max per key tile (in the attention scratch), fwd_pv_mm reads
+   them back for out and lse. Its tiles run longest first over all heads (they share no
+   rows) unless WGML_ATTN_ORDER fixes the group. */
+static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                              wgml_tensor *out, const attn_shape *s, attn_params p, wgml_tensor *lse, wgml_tensor *scores,
+                              uint32_t fixed)
+{
+    uint64_t heads = (uint64_t)s->batch * s->heads, m_tiles = wgml__ceil_div(s->seq_q, 128),
+             k_tiles = wgml__ceil_div(s->seq_k, 128);
+    p.q_blocks = wgml__ceil_div(s->seq_q, 64);
+    p.k_blocks = wgml__ceil_div(s->seq_k, 64);
+    wgml__arg rm;
+    WGML_CHECK(attn_scratch(e, heads * k_tiles * m_tiles * 128, &rm));
+    static const wgml__kernel ks = { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" };
+    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), wgml__t(q), rm, wgml__t(q), wgml__t(scores) };
+    WGML_CHECK(dispatch_tiles(e, &ks, p, heads * m_tiles * k_tiles, sargs, 7));
+    wgml__kernel kp = { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1,
+                        .constants = { { "DQN", s->dim <= 64 ? 64 : 128 } } };
+    if (!fixed) p.order_heads = UINT32_MAX;
+    wgml__arg pargs[] = { rm, wgml__t(k), wgml__t(v), wgml__t(scores), wgml__t(out), wgml__t(lse) };
+    return dispatch_tiles(e, &kp, p, heads * m_tiles, pargs, 6);
+}
+
 /* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h); scores (may be
-   NULL, then lse is set): also the scores of every visited block (WRITE_S). */
+   NULL, then lse is set): also the scores of every visited block (WRITE_S, or forward_mm). */
 static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                            wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse,
                            wgml_tensor *scores)
@@ -548,6 +591,9 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     if (scores && !bk)
         return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which this "
                           "call does not use (seq_q 1, head_dim over 128, WGML_ATTN_PREFILL or WGML_ATTN_FWD)", fn);
+    bool fwd_mm = false;
+    if (scores) WGML_CHECK(pick_fwd_mm(ctx, fn, dim, &p, &fwd_mm));
+    if (fwd_mm) return forward_mm(e, q, k, v, out, s, p, lse, scores, fixed);
     if (bk) {
         p.q_blocks = wgml__ceil_div(s->seq_q, 64);
         p.k_blocks = wgml__ceil_div(s->seq_k, 64);
@@ -1049,5 +1095,8 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
     { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 64 } } },
     { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 128 } } },
+    { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" },
+    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 64 } } },
+    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 128 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
