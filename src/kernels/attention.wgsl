@@ -1454,43 +1454,47 @@ fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
 // from dS^T, and writes the log-sum-exp. The scores' layout is [key][query] within each
 // block (one 256-byte run per key and block), the layout the second product reads.
 // For calls without a mask or dropout, head_dim % 4 == 0 and <= 128 (the host's rule).
-const SM_BK: u32 = 16u;                     // head_dim elements per staged chunk of fwd_s_mm
-var<workgroup> sm_st: array<vec4f, 1024>;  // q^T [16][32 query quads] | k^T [16][32 key quads]; then the maxima
+const SM_BK: u32 = 16u;                     // head_dim elements per staged chunk of fwd_s_mm (32: slower, round 25)
+var<workgroup> sm_st: array<vec4f, 1024>;  // q^T [16][32 query quads] | k^T [16][32 key quads], swizzled; then the maxima
 @group(0) @binding(5) var<storage, read_write> row_max_out: array<vec4f>;   // fwd_s_mm
 @group(0) @binding(1) var<storage, read> row_max_in: array<vec4f>;          // fwd_pv_mm
 @group(0) @binding(4) var<storage, read> s_fwd: array<vec4f>;               // fwd_pv_mm: the scores
 @group(0) @binding(5) var<storage, read_write> out4: array<vec4f>;          // fwd_pv_mm
 
-// Staging unit u of head_dim chunk ch: operand u / 128 (q, pre-scaled, or k), rows
-// 4 (u % 32) .. + 3 of the tile at head_dim vec4 4 ch + (u % 128) / 32 (zeros past the
-// rows and head_dim), stored transposed: one vec4 (the 4 rows) per head_dim element.
-fn sm_stage(u: u32, ch: u32, m0: u32, k0: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) {
-    let is_k = u >= 128u;
-    let rq = u % 32u;
-    let dv = (u % 128u) / 32u;
-    let d4 = 4u * ch + dv;
-    var x0 = vec4f(0.0);
-    var x1 = vec4f(0.0);
-    var x2 = vec4f(0.0);
-    var x3 = vec4f(0.0);
-    if (is_k) {
+// Staging unit u (0 - 255) of head_dim chunk ch: operand u / 128 (q, pre-scaled, or k),
+// rows 4 rq .. + 3 of the tile (rq = (u % 128) / 4) at head_dim vec4 4 ch + u % 4 (zeros
+// past the rows and head_dim): 4 lanes read 64 contiguous bytes of a row (one lane per row,
+// 16 bytes each, was 3.5% slower: round 25). sm_put4 stores it transposed, one vec4 (the 4
+// rows) per head_dim element, at quad rq ^ sm_swz(u % 4), so that the 8 lanes of a store
+// phase (2 quads x 4 vec4 of head_dim) hit 8 bank groups; the fragment reads apply the same.
+struct SmUnit { x0: vec4f, x1: vec4f, x2: vec4f, x3: vec4f }
+fn sm_swz(dv: u32) -> u32 { return 2u * dv; }
+fn sm_load(u: u32, ch: u32, m0: u32, k0: u32, q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) -> SmUnit {
+    let rq = (u % 128u) / 4u;
+    let d4 = 4u * ch + u % 4u;
+    var r = SmUnit(vec4f(0.0), vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    if (u >= 128u) {
         let j = k0 + 4u * rq;
-        x0 = pf_ld_k(j, k_base, k_stride, d4);
-        x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
-        x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
-        x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
+        r.x0 = pf_ld_k(j, k_base, k_stride, d4);
+        r.x1 = pf_ld_k(j + 1u, k_base, k_stride, d4);
+        r.x2 = pf_ld_k(j + 2u, k_base, k_stride, d4);
+        r.x3 = pf_ld_k(j + 3u, k_base, k_stride, d4);
     } else {
         let i = m0 + 4u * rq;
-        x0 = pf_ld_q(i, q_base, q_stride, d4);
-        x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
-        x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
-        x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
+        r.x0 = pf_ld_q(i, q_base, q_stride, d4);
+        r.x1 = pf_ld_q(i + 1u, q_base, q_stride, d4);
+        r.x2 = pf_ld_q(i + 2u, q_base, q_stride, d4);
+        r.x3 = pf_ld_q(i + 3u, q_base, q_stride, d4);
     }
-    let off = select(0u, SM_BK * 32u, is_k) + 128u * dv + rq;
-    sm_st[off] = vec4f(x0.x, x1.x, x2.x, x3.x);
-    sm_st[off + 32u] = vec4f(x0.y, x1.y, x2.y, x3.y);
-    sm_st[off + 64u] = vec4f(x0.z, x1.z, x2.z, x3.z);
-    sm_st[off + 96u] = vec4f(x0.w, x1.w, x2.w, x3.w);
+    return r;
+}
+fn sm_put4(u: u32, x: SmUnit) {
+    let dv = u % 4u;
+    let off = select(0u, SM_BK * 32u, u >= 128u) + 128u * dv + (((u % 128u) / 4u) ^ sm_swz(dv));
+    sm_st[off] = vec4f(x.x0.x, x.x1.x, x.x2.x, x.x3.x);
+    sm_st[off + 32u] = vec4f(x.x0.y, x.x1.y, x.x2.y, x.x3.y);
+    sm_st[off + 64u] = vec4f(x.x0.z, x.x1.z, x.x2.z, x.x3.z);
+    sm_st[off + 96u] = vec4f(x.x0.w, x.x1.w, x.x2.w, x.x3.w);
 }
 
 // Scores x of queries i against key j into block (qb, kb) of head bh (blocks past the
@@ -1507,43 +1511,24 @@ fn sm_vis(x: vec4f, full: bool, i: vec4u, j: u32) -> vec4f {
     return select(vec4f(p.neg_inf), x, visible4(i, vec4u(j)) & (i < vec4u(p.seq_q)));
 }
 
-@compute @workgroup_size(256)
-fn fwd_s_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-            @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= p.total_wg) { return; }
-    let m_tiles = (p.seq_q + 127u) / 128u;
-    let k_tiles = (p.seq_k + 127u) / 128u;
-    let kt = wg % k_tiles;
-    let mt = (wg / k_tiles) % m_tiles;
-    let bh = wg / (k_tiles * m_tiles);
-    let m0 = mt * 128u;
-    let m1 = min(m0 + 128u, p.seq_q);
+// The thread's part of one 128 x 128 tile of fwd_s_mm: the scores stored, and the max of its
+// two query quads (tx, 16 + tx) over its 8 keys that are visible.
+struct SmMax { x0: vec4f, x1: vec4f }
+fn sm_tile(lid: u32, tx: u32, ty: u32, bh: u32, mt: u32, kt: u32, m0: u32, m1: u32,
+           q_base: u32, q_stride: u32, k_base: u32, k_stride: u32) -> SmMax {
     let k0 = kt * 128u;
-    let range = key_range(m0, m1);
-    if (i32(k0) >= range.y || i32(k0) + 128 <= range.x) { return; }   // no visible pair (fwd_pv_mm skips it too)
-    let h = bh % p.heads;
-    let b = bh / p.heads;
-    let q_stride = p.heads * p.dim;
-    let q_base = (b * p.seq_q * p.heads + h) * p.dim;
-    let k_stride = p.kv_heads * p.dim;
-    let k_base = (b * p.seq_k * p.kv_heads + h / p.group) * p.dim;
-    // as bwd_dq_mm with DQN 128: query quads tx and tx + 16, key quads ty and ty + 16
-    let lane = lid % 32u;
-    let w = lid / 32u;
-    let tx = (w % 2u) * 8u + ((lane & 1u) | ((lane >> 1u) & 6u));
-    let ty = (w / 2u) * 4u + (((lane >> 1u) & 1u) | ((lane >> 3u) & 2u));
-
     // c[2r + hq]: the scores of query quad hq (4tx.., 64 + 4tx..) with the thread's key r
     // (4ty + r, then 64 + 4ty + r - 4): a vec4 over 4 queries, the layout of the scores
     var c: array<vec4f, 16>;
     for (var ch = 0u; 4u * ch < p.d4; ch++) {
+        // (the next chunk prefetched into registers during the products: no faster, round 25)
+        let x = sm_load(lid, ch, m0, k0, q_base, q_stride, k_base, k_stride);
         workgroupBarrier();
-        sm_stage(lid, ch, m0, k0, q_base, q_stride, k_base, k_stride);
+        sm_put4(lid, x);
         workgroupBarrier();
         for (var kk = 0u; kk < SM_BK; kk++) {   // constant trip count (zeros past head_dim)
-            let ka = (SM_BK + kk) * 32u + ty;
-            let qa = kk * 32u + tx;
+            let ka = (SM_BK + kk) * 32u + (ty ^ sm_swz(kk / 4u));   // (16 + ty) ^ s = 16 + (ty ^ s)
+            let qa = kk * 32u + (tx ^ sm_swz(kk / 4u));
             mm_mac(&c, MmFrag(sm_st[ka], sm_st[ka + 16u], sm_st[qa], sm_st[qa + 16u]));
         }
     }
@@ -1561,8 +1546,6 @@ fn fwd_s_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     sm_put(bh, qb, kb + 1u, j1 + 2u, ty, tx, c[12]); sm_put(bh, qb + 1u, kb + 1u, j1 + 2u, ty, tx, c[13]);
     sm_put(bh, qb, kb + 1u, j1 + 3u, ty, tx, c[14]); sm_put(bh, qb + 1u, kb + 1u, j1 + 3u, ty, tx, c[15]);
 
-    // each query's max over the tile's visible keys: the thread's 8 keys, then its 16 key
-    // quads through workgroup memory
     let full = block_visible(m0, m1, k0, 128u);
     let i0 = vec4u(m0 + 4u * tx) + vec4u(0u, 1u, 2u, 3u);
     let i1 = i0 + vec4u(64u);
@@ -1574,28 +1557,72 @@ fn fwd_s_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
                  max(sm_vis(c[5], full, i1, j0 + 2u), sm_vis(c[7], full, i1, j0 + 3u)));
     x1 = max(x1, max(max(sm_vis(c[9], full, i1, j1), sm_vis(c[11], full, i1, j1 + 1u)),
                      max(sm_vis(c[13], full, i1, j1 + 2u), sm_vis(c[15], full, i1, j1 + 3u))));
+    return SmMax(x0, x1);
+}
+
+// The max over the 16 key quads of the workgroup (ty) of each query quad, for threads lid < 32.
+fn sm_reduce(lid: u32, tx: u32, ty: u32, x: SmMax) -> vec4f {
     workgroupBarrier();                           // the last chunk is no longer read
-    sm_st[ty * 32u + tx] = x0;
-    sm_st[ty * 32u + 16u + tx] = x1;
+    sm_st[ty * 32u + tx] = x.x0;
+    sm_st[ty * 32u + 16u + tx] = x.x1;
     workgroupBarrier();
+    var mx = vec4f(p.neg_inf);
     if (lid < 32u) {
-        var mx = sm_st[lid];
+        mx = sm_st[lid];
         for (var t = 1u; t < 16u; t++) { mx = max(mx, sm_st[t * 32u + lid]); }
-        row_max_out[((bh * k_tiles + kt) * m_tiles + mt) * 32u + lid] = mx;
     }
+    return mx;
+}
+
+struct SmPlace { bh: u32, h: u32, b: u32, tx: u32, ty: u32 }
+fn sm_place(bh: u32, lid: u32) -> SmPlace {
+    // as bwd_dq_mm with DQN 128: query quads tx and tx + 16, key quads ty and ty + 16
+    let lane = lid % 32u;
+    let w = lid / 32u;
+    return SmPlace(bh, bh % p.heads, bh / p.heads, (w % 2u) * 8u + ((lane & 1u) | ((lane >> 1u) & 6u)),
+                   (w / 2u) * 4u + (((lane >> 1u) & 1u) | ((lane >> 3u) & 2u)));
+}
+
+@compute @workgroup_size(256)
+fn fwd_s_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) lid: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let m_tiles = (p.seq_q + 127u) / 128u;
+    let k_tiles = (p.seq_k + 127u) / 128u;
+    let kt = wg % k_tiles;
+    let mt = (wg / k_tiles) % m_tiles;
+    let bh = wg / (k_tiles * m_tiles);
+    let m0 = mt * 128u;
+    let m1 = min(m0 + 128u, p.seq_q);
+    let k0 = kt * 128u;
+    let range = key_range(m0, m1);
+    if (i32(k0) >= range.y || i32(k0) + 128 <= range.x) { return; }   // no visible pair (fwd_pv_mm skips it too)
+    let pl = sm_place(bh, lid);
+    let q_base = (pl.b * p.seq_q * p.heads + pl.h) * p.dim;
+    let k_base = (pl.b * p.seq_k * p.kv_heads + pl.h / p.group) * p.dim;
+    let x = sm_tile(lid, pl.tx, pl.ty, bh, mt, kt, m0, m1, q_base, p.heads * p.dim, k_base, p.kv_heads * p.dim);
+    let mx = sm_reduce(lid, pl.tx, pl.ty, x);
+    if (lid < 32u) { row_max_out[((bh * k_tiles + kt) * m_tiles + mt) * 32u + lid] = mx; }
 }
 
 // P^T vec4 v of a step of fwd_pv_mm at keys k0.., queries m0..: key k0 + v / 32, queries
-// m0 + 4 (v % 32).. (read from the scores, exp2(s - mu) with mu the queries' max; hidden
-// pairs 0, branch-free as mm_load_a).
-fn pv_load_a(v: u32, k0: u32, m0: u32, plain: bool, bh: u32, mu: vec4f) -> vec4f {
+// m0 + 4 (v % 32).. at e in the scores (see pv_base), exp2(s - mu) with mu the queries' max;
+// hidden pairs 0, branch-free as mm_load_a.
+fn pv_load_a(v: u32, e: u32, k0: u32, m0: u32, plain: bool, mu: vec4f) -> vec4f {
     let j = k0 + v / 32u;
-    let qq = v % 32u;
-    let i = vec4u(m0 + 4u * qq) + vec4u(0u, 1u, 2u, 3u);
-    let blk = (bh * p.q_blocks + m0 / 64u + qq / 16u) * p.k_blocks + j / 64u;
-    let e = blk * 1024u + (j % 4u) * 256u + ((j % 64u) / 4u) * 16u + qq % 16u;
+    let i = vec4u(m0 + 4u * (v % 32u)) + vec4u(0u, 1u, 2u, 3u);
     let ok = vec4<bool>(plain) | (visible4(i, vec4u(j)) & (i < vec4u(p.seq_q)));
     return select(vec4f(0.0), exp2(s_fwd[select(0u, e, any(ok))] - mu), ok);
+}
+
+// Where vec4 v of every step sits in the scores, less the step's offset (pv_fetch): a thread
+// loads the same key of every step (k0 % 8 == 0) and the same queries, so the block row, the
+// slice and the sub-block are fixed (computed once: 1.3 - 3% faster than per load, round 25).
+fn pv_base(v: u32, m0: u32, bh: u32) -> u32 {
+    let kk = v / 32u;
+    let qq = v % 32u;
+    return (bh * p.q_blocks + m0 / 64u + qq / 16u) * p.k_blocks * 1024u + (kk % 4u) * 256u + (kk / 4u) * 16u + qq % 16u;
 }
 
 // v vec4 u of a step at keys k0..: key k0 + u / DQ_B4, columns 4 (u % DQ_B4)..
@@ -1606,11 +1633,12 @@ fn pv_load_b(u: u32, k0: u32, k4: u32, ks4: u32) -> vec4f {
     return select(vec4f(0.0), v[select(0u, k4 + j * ks4 + c, ok)], ok);
 }
 
-fn pv_fetch(lid: u32, k0: u32, m0: u32, m1: u32, room: bool, bh: u32, mu: vec4f, k4: u32, ks4: u32) -> MmStep {
+fn pv_fetch(lid: u32, base: u32, k0: u32, m0: u32, m1: u32, room: bool, mu: vec4f, k4: u32, ks4: u32) -> MmStep {
     let plain = room && block_visible(m0, m1, k0, DQ_BK);   // every pair visible: no test needed
+    let e = base + (k0 >> 6u) * 1024u + ((k0 >> 2u) & 15u) * 16u;   // key block, key group
     var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
-    r.a0 = pv_load_a(lid, k0, m0, plain, bh, mu);
-    if (DQ_AN > 1u) { r.a1 = pv_load_a(lid + DQ_NT, k0, m0, plain, bh, mu); }
+    r.a0 = pv_load_a(lid, e, k0, m0, plain, mu);
+    if (DQ_AN > 1u) { r.a1 = pv_load_a(lid + DQ_NT, e + 16u, k0, m0, plain, mu); }   // key + 4: the next group
     r.b = pv_load_b(lid, k0, k4, ks4);
     return r;
 }
@@ -1658,15 +1686,16 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     var c: array<vec4f, 16>;
     var lsum = vec4f(0.0);      // the sum of the P this thread loaded (its quad's queries)
     var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
+    let base = pv_base(lid, m0, bh);
     if (nsteps > 0u) {
-        r = pv_fetch(lid, kbeg, m0, m1, room, bh, mu, k4, ks4);
+        r = pv_fetch(lid, base, kbeg, m0, m1, room, mu, k4, ks4);
         lsum += r.a0 + r.a1;
         mm_stash(0u, lid, r);
     }
     workgroupBarrier();
     for (var t = 0u; t < nsteps; t++) {
         if (t + 1u < nsteps) {
-            r = pv_fetch(lid, kbeg + (t + 1u) * DQ_BK, m0, m1, room, bh, mu, k4, ks4);
+            r = pv_fetch(lid, base, kbeg + (t + 1u) * DQ_BK, m0, m1, room, mu, k4, ks4);
             lsum += r.a0 + r.a1;
         }
         let ra = (t & 1u) * DQ_SA + ty;
