@@ -496,54 +496,40 @@ done
 exit 0
 fi
 
+# env_ab <variable> <bench filter>: an A/B of an attention variable ("" the default, 0 the
+# old path): test_attention both ways and test_model, the rows of the filter twice
+# alternating, model_train_step twice each way.
+env_ab() {
+    local var=$1 filter=$2 d rep
+    for d in "" 0; do
+        echo "## tests: $var=\"$d\""
+        (cd build-device && env "$var=$d" timeout 200 ./tests/test_attention 2>&1 | tail -1)
+    done
+    (cd build-device && timeout 100 ./tests/test_model 2>&1 | tail -1)
+    for rep in 1 2; do
+        for d in 0 ""; do
+            echo "## $var=\"$d\" (repeat $rep)"
+            env "$var=$d" build-device/wgml bench --group train-ops --filter "$filter" --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
+        done
+    done
+    for d in 0 "" 0 ""; do
+        echo "## $var=\"$d\" model_train_step"
+        env "$var=$d" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+    done
+}
+
 if [ "$round" = attn25 ]; then
 # Attention round 25 (bench/notes/attention.md): the forward that keeps its scores as two
 # products (fwd_s_mm + fwd_pv_mm, the default) against prefill_lse with WRITE_S
-# (WGML_ATTN_FWDMM=0): the tests both ways, the rows with scores twice alternating, the
-# whole step both ways.
-{
-sweep_header "Attention round 25"
-for d in "" 0; do
-    echo "## tests: WGML_ATTN_FWDMM=\"$d\""
-    (cd build-device && WGML_ATTN_FWDMM=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
-done
-(cd build-device && timeout 100 ./tests/test_model 2>&1 | tail -1)
-for rep in 1 2; do
-    for d in 0 ""; do
-        echo "## WGML_ATTN_FWDMM=\"$d\" (repeat $rep)"
-        WGML_ATTN_FWDMM=$d build-device/wgml bench --group train-ops --filter "scores" --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
-    done
-done
-for d in 0 "" 0 ""; do
-    echo "## WGML_ATTN_FWDMM=\"$d\" model_train_step"
-    WGML_ATTN_FWDMM=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
-done
-} > "$out/matmul_sweep.md" 2>&1
+# (WGML_ATTN_FWDMM=0). (The round's ablation calls used variables since removed.)
+{ sweep_header "Attention round 25"; env_ab WGML_ATTN_FWDMM "scores"; } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
 
 if [ "$round" = attn24 ]; then
 # Attention round 24 (bench/notes/attention.md): dq from dS^T stored dense by a register-tiled
-# product (bwd_dq_mm, the default) against the 64 x 64 blocks (WGML_ATTN_DQMM=0): the tests
-# both ways, the training step's D64 attention twice alternating, the whole step both ways.
-{
-sweep_header "Attention round 24"
-for d in "" 0; do
-    echo "## tests: WGML_ATTN_DQMM=\"$d\""
-    (cd build-device && WGML_ATTN_DQMM=$d timeout 200 ./tests/test_attention 2>&1 | tail -1)
-done
-(cd build-device && timeout 100 ./tests/test_model 2>&1 | tail -1)
-for rep in 1 2; do
-    for d in 0 ""; do
-        echo "## WGML_ATTN_DQMM=\"$d\" (repeat $rep)"
-        WGML_ATTN_DQMM=$d build-device/wgml bench --group train-ops --filter "D64 causal" --samples 9 2>&1 | grep -E '^\| flash|rror|fail'
-    done
-done
-for d in 0 "" 0 ""; do
-    echo "## WGML_ATTN_DQMM=\"$d\" model_train_step"
-    WGML_ATTN_DQMM=$d build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
-done
-} > "$out/matmul_sweep.md" 2>&1
+# product (bwd_dq_mm, the default) against the 64 x 64 blocks (WGML_ATTN_DQMM=0).
+{ sweep_header "Attention round 24"; env_ab WGML_ATTN_DQMM "D64 causal"; } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi
 
