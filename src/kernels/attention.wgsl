@@ -1366,21 +1366,6 @@ fn mm_mac(c: ptr<function, array<vec4f, 16>>, f: MmFrag) {
     (*c)[14] = fma(vec4f(f.a1.w), f.b0, (*c)[14]); (*c)[15] = fma(vec4f(f.a1.w), f.b1, (*c)[15]);
 }
 
-// The products of step t (bwd_dq_mm, fwd_pv_mm): the DQ_BK key rows of buffer t & 1, each
-// row's fragments read one row ahead of its products; a constant trip count, so the driver
-// unrolls it and every read is at a constant offset.
-fn mm_step(c: ptr<function, array<vec4f, 16>>, t: u32, tx: u32, ty: u32) {
-    let ra = (t & 1u) * DQ_SA + ty;
-    let rb = (t & 1u) * DQ_SB + tx;
-    var f = mm_frag(ra, rb);
-    for (var kk = 1u; kk < DQ_BK; kk++) {
-        let g = mm_frag(ra + kk * 32u, rb + kk * DQ_B4);
-        mm_mac(c, f);
-        f = g;
-    }
-    mm_mac(c, f);
-}
-
 // Row i's 4 columns from d (head_dim % 4 == 0: all 4 or none in range), times the scale.
 fn mm_put(q4: u32, qs4: u32, i: u32, d: u32, x: vec4f) {
     if (i < p.seq_q && d < p.dim) { dq4[q4 + i * qs4 + d / 4u] = x * p.scale; }
@@ -1426,7 +1411,17 @@ fn bwd_dq_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
         if (t + 1u < nsteps) {   // (unconditional, fetching the last step twice: 0.5% slower)
             r = mm_fetch(lid, kbeg + (t + 1u) * DQ_BK, m0, m1, room, a_base, a_row, k4, ks4);
         }
-        mm_step(&c, t, tx, ty);
+        let ra = (t & 1u) * DQ_SA + ty;
+        let rb = (t & 1u) * DQ_SB + tx;
+        // each key row's fragments read one row ahead of its products; a constant trip
+        // count, so the driver unrolls it and every read is at a constant offset
+        var f = mm_frag(ra, rb);
+        for (var kk = 1u; kk < DQ_BK; kk++) {
+            let g = mm_frag(ra + kk * 32u, rb + kk * DQ_B4);
+            mm_mac(&c, f);
+            f = g;
+        }
+        mm_mac(&c, f);
         if (t + 1u < nsteps) { mm_stash((t + 1u) & 1u, lid, r); }
         workgroupBarrier();
     }
@@ -1703,7 +1698,17 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
             r = pv_fetch(lid, base, kbeg + (t + 1u) * DQ_BK, m0, m1, room, mu, k4, ks4);
             lsum += r.a0 + r.a1;
         }
-        mm_step(&c, t, tx, ty);
+        // (bwd_dq_mm's step, written out again rather than shared through a function: the
+        // driver's code for these kernels was timed in this form, round 25)
+        let ra = (t & 1u) * DQ_SA + ty;
+        let rb = (t & 1u) * DQ_SB + tx;
+        var f = mm_frag(ra, rb);
+        for (var kk = 1u; kk < DQ_BK; kk++) {
+            let g = mm_frag(ra + kk * 32u, rb + kk * DQ_B4);
+            mm_mac(&c, f);
+            f = g;
+        }
+        mm_mac(&c, f);
         if (t + 1u < nsteps) { mm_stash((t + 1u) & 1u, lid, r); }
         workgroupBarrier();
     }
