@@ -52,9 +52,10 @@
 // workgroup tile so that the stores are row-contiguous.
 // Only blocks intersecting the visible band are visited (causal / window skip whole
 // blocks; causal query blocks run longest first), and fully visible blocks without a mask
-// skip the per-element visibility test. The forward stores nothing of size seq_q x seq_k:
-// the backward recomputes P from the row statistics of MODE 1 (2 floats per query row);
-// only the 64 x 64 backward may keep dS (WRITE_DS, bwd_dq_ds64).
+// skip the per-element visibility test. The forward stores nothing of size seq_q x seq_k
+// unless the caller keeps the scores (options.scores: prefill_lse with WRITE_S, or
+// fwd_s_mm): the backward recomputes P from the row statistics (2 floats per query row)
+// and, without the scores, S too; the 64 x 64 backward may keep dS (WRITE_DS).
 // What bounds the speed: f32 tiles must fit 48 KiB of workgroup storage (H200), which
 // caps the register tile at 4 x 4 (4 x 2 in the backward at head_dim 128); phase 1 then
 // issues one 16-byte workgroup load per 8 FMAs (phase 2 one per 13), so workgroup-memory
