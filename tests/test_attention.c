@@ -1011,6 +1011,23 @@ static void test_backward_blocks64(void)
    them exactly as the math says (proof that it is read); bad lse tensors are refused. */
 #define LSE_ATOL 1e-5
 #define LSE_RTOL 1e-5
+/* The log-sum-exp a forward wrote to lse against the reference; returns what it read
+   (the caller frees it). */
+static float *check_lse_written(problem *P, wgml_tensor *lse, const char *tag)
+{
+    const acase *c = &P->c;
+    size_t nl = c->b * c->h * c->sq;
+    double *ref = th_alloc_d(nl);
+    ref_attn_lse(&P->ref, P->qd, P->kd, ref);
+    float *got = th_read(lse);
+    char what[256], d[200];
+    describe(c, d, sizeof d);
+    snprintf(what, sizeof what, "%s lse %s", tag, d);
+    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
+    free(ref);
+    return got;
+}
+
 static void check_lse_case(const acase *c, const char *tag, bool backward)
 {
     problem P;
@@ -1021,11 +1038,7 @@ static void check_lse_case(const acase *c, const char *tag, bool backward)
     wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq));
     P.opts.lse = lse;
     check_forward(&P, tag);   /* out against the reference, with lse written beside it */
-    double *ref = th_alloc_d(nl);
-    ref_attn_lse(&P.ref, P.qd, P.kd, ref);
-    float *got = th_read(lse);
-    snprintf(what, sizeof what, "%s lse %s", tag, d);
-    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
+    float *got = check_lse_written(&P, lse, tag);
     if (backward) {
         check_backward(&P, tag);   /* forward writing lse, backward reading it */
         /* lse + ln 2 halves every probability the backward rebuilds: without dropout or a
@@ -1054,7 +1067,7 @@ static void check_lse_case(const acase *c, const char *tag, bool backward)
             wgml_tensor_release(out);
         }
     }
-    free(ref); free(got);
+    free(got);
     wgml_tensor_release(lse);
     problem_free(&P);
 }
@@ -1115,19 +1128,12 @@ static void check_scores_case(const acase *c, const char *tag)
 {
     problem P;
     problem_init(&P, c, 1.5);
-    size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096, nl = c->b * c->h * c->sq;
+    size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096;
     wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)), *sc = th_poisoned(WGML_F32, TH_SHAPE(need));
     P.opts.lse = lse;
     P.opts.scores = sc;
     check_forward(&P, tag);
-    double *ref = th_alloc_d(nl);
-    ref_attn_lse(&P.ref, P.qd, P.kd, ref);
-    float *got = th_read(lse);
-    char what[256], d[200];
-    describe(c, d, sizeof d);
-    snprintf(what, sizeof what, "%s lse %s", tag, d);
-    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
-    free(ref); free(got);
+    free(check_lse_written(&P, lse, tag));
     check_backward(&P, tag);
     wgml_tensor_release(lse); wgml_tensor_release(sc);
     problem_free(&P);

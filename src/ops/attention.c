@@ -540,12 +540,21 @@ static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_par
    256 invocations per workgroup; WGML_ATTN_FWDMM "0" keeps prefill_lse ("1" or unset: the
    rule; anything else is refused). Measured on the H200 in round 25 of
    bench/notes/attention.md. */
+/* A switch variable: *off when it is "0"; "1", "" or unset leave it on; anything else is refused. */
+static wgml_status env_switch(wgml_context *ctx, const char *fn, const char *name, bool *off)
+{
+    const char *env = getenv(name);
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s=\"%s\" is not 0 or 1", fn, name, env);
+    *off = env && !strcmp(env, "0");
+    return WGML_OK;
+}
+
 static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, const attn_params *p, bool *use)
 {
-    const char *env = getenv("WGML_ATTN_FWDMM");
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_FWDMM=\"%s\" is not 0 or 1", fn, env);
-    *use = !(env && !strcmp(env, "0")) && dim % 4 == 0 && dim <= 128 && !(p->flags & 3) &&
+    bool off = false;
+    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_FWDMM", &off));
+    *use = !off && dim % 4 == 0 && dim <= 128 && !(p->flags & 3) &&
            ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256;
     return WGML_OK;
 }
@@ -797,11 +806,10 @@ static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd
    Measured on the H200 in round 24 of bench/notes/attention.md. */
 static wgml_status pick_dq_mm(wgml_context *ctx, const char *fn, uint32_t dim, bool *use)
 {
-    const char *env = getenv("WGML_ATTN_DQMM");
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DQMM=\"%s\" is not 0 or 1", fn, env);
+    bool off = false;
+    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_DQMM", &off));
     uint32_t threads = dim <= 64 ? 128 : 256;
-    *use = !(env && !strcmp(env, "0")) && dim % 4 == 0 && threads <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
+    *use = !off && dim % 4 == 0 && threads <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
            threads <= ctx->limits.maxComputeWorkgroupSizeX;
     return WGML_OK;
 }
