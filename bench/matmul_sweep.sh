@@ -42,6 +42,8 @@
 #                                       training step with and without the reuse of a's transposed copy
 #   bash bench/matmul_sweep.sh attn22   timing only: bwd_dkdv64 with S read from memory (WGML_ATTN_ABL=nos; the
 #                                       variable and its code since removed, see round 22 of bench/notes/attention.md)
+#   bash bench/matmul_sweep.sh robust   every kernel without the driver's bounds checks (VK_EXT_pipeline_robustness
+#                                       through bench/vk_stats_layer.c): tests, SASS, the products, attention, the step
 #   bash bench/matmul_sweep.sh attn25   the forward with scores as two products (fwd_s_mm + fwd_pv_mm, the default)
 #                                       against prefill_lse (WGML_ATTN_FWDMM=0): tests, the rows with scores,
 #                                       model_train_step
@@ -491,6 +493,85 @@ twice_each "" "decode 1x4096x4096 15" "" gemvwg=1024,gemvcols=16 gemvwg=1024,gem
 for v in "" fresh "" fresh; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = robust ]; then
+# Matmul round 26 (bench/notes/matmul.md): the bounds check the driver puts on every global
+# load (round 14's SASS) against the same kernels built with VK_EXT_pipeline_robustness's
+# storage and uniform buffers DISABLED (bench/vk_stats_layer.c, WGML_VK_PIPELINE_ROBUSTNESS):
+# the device's robustness as Dawn created it, test_matmul and test_attention with it
+# disabled, the SASS of the 4096^3 products both ways (ISETP / LDG counts), then the times:
+# no layer, the layer alone, the layer with robustness disabled, twice, alternating.
+so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+root=$PWD
+nvd=$(command -v nvdisasm || ls /usr/local/cuda*/bin/nvdisasm 2>/dev/null | head -1)
+layer() {   # layer <robustness: "" or disabled> <command...>
+    local r=$1
+    shift
+    WGML_VK_PIPELINE_ROBUSTNESS=$r WGML_VK_STATS_SO=$so bash "$root/bench/kernel_stats.sh" "$@"
+}
+rows() {   # rows <mode: none | layer | disabled>
+    local m=$1 c
+    for c in "matmul 4096x4096x4096 7" "matmul 8192x8192x8192 3" "matmul 11008 5" "decode 1x4096x4096 15" \
+             "train-ops matmul 7" "train-ops scores 7" "all model_train_step 5"; do
+        set -- $c
+        local g=(--group "$1")
+        [ "$1" = all ] && g=()
+        case $m in
+            none) build-device/wgml bench "${g[@]}" --filter "$2" --samples "$3" 2>&1 ;;
+            layer) layer "" build-device/wgml bench "${g[@]}" --filter "$2" --samples "$3" 2>&1 ;;
+            disabled) layer disabled build-device/wgml bench "${g[@]}" --filter "$2" --samples "$3" 2>&1 ;;
+        esac | grep -E '^\| (matmul|flash|model)|rror|fail'
+    done
+}
+if [ "${ROBUST_PART:-1}" = 2 ]; then
+# part 2: what the driver compiled for the attention kernels both ways (WGML_LOG_KERNELS
+# names each pipeline on the line before the layer's), with their times
+{
+sweep_header "Matmul round 26, part 2 (attention kernels with and without the bounds checks)"
+for rep in 1 2; do
+    for r in "" disabled; do
+        for f in "D128 causal lse scores" "D64 causal lse scores"; do
+            echo "## robustness \"${r:-as created}\", $f (repeat $rep)"
+            WGML_LOG_KERNELS=1 layer "$r" build-device/wgml bench --group train-ops --filter "$f" --samples 7 2>&1 |
+                awk '/^wgml: kernel attention/ { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; next }
+                     /^wgml: kernel/ { k = ""; next }
+                     /^vkstats: [0-9]+ / { if (k != "" && rep == 1) { sub(/^vkstats: [0-9]+ dawn_entry_point \| /, ""); sub(/ \| Stack Size=0/, ""); print "  " k ": " $0 } k = ""; next }
+                     /^\| flash|rror|fail/ { print }' rep=$rep
+        done
+    done
+done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+{
+sweep_header "Matmul round 26 (driver bounds checks)"
+for t in test_matmul test_attention; do
+    echo "## $t with pipeline robustness disabled"
+    (cd build-device && layer disabled timeout 300 ./tests/$t 2>&1 | grep -E 'vkstats: (device|pipeline rob)|pass|fail|FAIL' | tail -4)
+done
+for r in "" disabled; do
+    d=/tmp/wgml-sass-rob${r:-default}; rm -rf "$d"; mkdir -p "$d"
+    echo "## SASS, robustness \"${r:-as created}\" (matmul 4096^3: pipelines 2 and 4 are the products)"
+    WGML_VK_STATS_DIR="$d" layer "$r" build-device/wgml bench --group matmul --filter 4096x4096x4096 --samples 1 2>&1 |
+        grep -E 'vkstats: (device|pipeline rob)|Register|rror' | sed -E 's/ \| Stack Size=0//'
+    if [ -n "$nvd" ] && python3 bench/sass_dump.py "$d" "$nvd" SM90 >/dev/null 2>&1; then
+        for f in "$d"/*.sass; do
+            echo "$(basename "$f"): $(grep -c 'ISETP' "$f") ISETP, $(grep -c 'LDG' "$f") LDG, $(grep -c 'FFMA' "$f") FFMA, $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$f") instructions"
+        done
+        cp "$d/002_dawn_entry_point.sass" "$out/gemm_rob_${r:-default}.sass" 2>/dev/null
+    fi
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for m in none layer disabled; do
+        echo "## $m (repeat $rep)"
+        rows "$m"
+    done
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0

@@ -13,7 +13,13 @@
 
    Only what a compute-only client needs is intercepted: instance and device creation
    (to enable the extension and its feature), compute pipeline creation (to ask for the
-   statistics and print them), and the two proc-address queries. */
+   statistics and print them), and the two proc-address queries.
+
+   The device's robustness is reported once ("vkstats: device ..."): whether the client
+   enabled robustBufferAccess or VK_EXT_robustness2's robustBufferAccess2. For measuring
+   what the driver's own bounds checks cost, WGML_VK_PIPELINE_ROBUSTNESS=disabled also
+   enables VK_EXT_pipeline_robustness and creates every compute pipeline with storage and
+   uniform buffer robustness DISABLED (out-of-bounds accesses then undefined: timing only). */
 #include <vulkan/vk_layer.h>
 #include <vulkan/vulkan.h>
 
@@ -65,6 +71,32 @@ static int has_extension(VkPhysicalDevice pd, VkInstance inst, const char *name)
 }
 
 static VkInstance last_instance;
+static int robustness_off;   /* WGML_VK_PIPELINE_ROBUSTNESS=disabled took effect */
+
+/* Adds extension name to mine (names: its array, with room) if the device has it; whether
+   it is enabled now. */
+static int add_extension(VkPhysicalDevice pd, VkDeviceCreateInfo *mine, const char **names, const char *name)
+{
+    for (uint32_t i = 0; i < mine->enabledExtensionCount; i++)
+        if (!strcmp(names[i], name)) return 1;
+    if (!has_extension(pd, last_instance, name)) return 0;
+    names[mine->enabledExtensionCount++] = name;
+    return 1;
+}
+
+static void report_robustness(const VkDeviceCreateInfo *ci)
+{
+    int rba = ci->pEnabledFeatures ? (int)ci->pEnabledFeatures->robustBufferAccess : 0, rba2 = 0, ext2 = 0;
+    for (const VkBaseInStructure *n = ci->pNext; n; n = n->pNext) {
+        if (n->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2)
+            rba |= (int)((const VkPhysicalDeviceFeatures2 *)n)->features.robustBufferAccess;
+        if (n->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT)
+            rba2 |= (int)((const VkPhysicalDeviceRobustness2FeaturesEXT *)n)->robustBufferAccess2;
+    }
+    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) ext2 |= !strcmp(ci->ppEnabledExtensionNames[i], VK_EXT_ROBUSTNESS_2_EXTENSION_NAME);
+    fprintf(stderr, "vkstats: device robustBufferAccess=%d robustBufferAccess2=%d (VK_EXT_robustness2 %s), %u extensions\n", rba, rba2,
+            ext2 ? "enabled" : "not enabled", ci->enabledExtensionCount);
+}
 
 static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
                                                          const VkAllocationCallbacks *alloc, VkDevice *device)
@@ -78,23 +110,32 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateDevice(VkPhysicalDevice pd, co
     link->u.pLayerInfo = link->u.pLayerInfo->pNext;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(last_instance, "vkCreateDevice");
 
-    /* the extension and its feature, added to what the application asked for */
+    report_robustness(ci);
+
+    /* the extensions and their features, added to what the application asked for */
     VkDeviceCreateInfo mine = *ci;
-    const char *ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
-    int avail = has_extension(pd, last_instance, ext), already = 0;
-    for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) already |= !strcmp(ci->ppEnabledExtensionNames[i], ext);
-    const char **names = calloc(ci->enabledExtensionCount + 1, sizeof *names);
+    const char **names = calloc(ci->enabledExtensionCount + 2, sizeof *names);
     if (!names) return VK_ERROR_OUT_OF_HOST_MEMORY;
     for (uint32_t i = 0; i < ci->enabledExtensionCount; i++) names[i] = ci->ppEnabledExtensionNames[i];
+    mine.ppEnabledExtensionNames = names;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR feat = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
-        .pNext = (void *)ci->pNext,
+        .pNext = (void *)mine.pNext,
         .pipelineExecutableInfo = VK_TRUE,
     };
-    if (avail) {
-        if (!already) names[mine.enabledExtensionCount++] = ext;
-        mine.ppEnabledExtensionNames = names;
-        mine.pNext = &feat;
+    int avail = add_extension(pd, &mine, names, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    if (avail) mine.pNext = &feat;
+    VkPhysicalDevicePipelineRobustnessFeaturesEXT rob = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT,
+        .pNext = (void *)mine.pNext,
+        .pipelineRobustness = VK_TRUE,
+    };
+    const char *want = getenv("WGML_VK_PIPELINE_ROBUSTNESS");
+    if (want && !strcmp(want, "disabled")) {
+        robustness_off = add_extension(pd, &mine, names, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME);
+        if (robustness_off) mine.pNext = &rob;
+        fprintf(stderr, "vkstats: pipeline robustness %s\n",
+                robustness_off ? "DISABLED for storage and uniform buffers" : "unavailable (the driver lacks the extension)");
     }
     VkResult r = create(pd, &mine, alloc, device);
     free(names);
@@ -217,21 +258,37 @@ static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice devi
                                                                    const VkComputePipelineCreateInfo *ci,
                                                                    const VkAllocationCallbacks *alloc, VkPipeline *out)
 {
-    if (!enabled) return next_create_compute(device, cache, n, ci, alloc, out);
     VkComputePipelineCreateInfo *mine = calloc(n ? n : 1, sizeof *mine);
-    if (!mine) return next_create_compute(device, cache, n, ci, alloc, out);   /* no statistics, no failure */
+    VkPipelineRobustnessCreateInfoEXT *rob = calloc(n ? n : 1, sizeof *rob);
+    if (!mine || !rob) {   /* no statistics, no failure */
+        free(mine);
+        free(rob);
+        return next_create_compute(device, cache, n, ci, alloc, out);
+    }
     for (uint32_t i = 0; i < n; i++) {
         mine[i] = ci[i];
-        mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-        if (getenv("WGML_VK_STATS_DIR")) mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
+        if (enabled) mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+        if (enabled && getenv("WGML_VK_STATS_DIR")) mine[i].flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
+        if (robustness_off) {
+            rob[i] = (VkPipelineRobustnessCreateInfoEXT){
+                .sType = VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
+                .pNext = ci[i].pNext,
+                .storageBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+                .uniformBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT,
+                .vertexInputs = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+                .images = VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
+            };
+            mine[i].pNext = &rob[i];
+        }
     }
     VkResult r = next_create_compute(device, cache, n, mine, alloc, out);
-    if (r == VK_SUCCESS)
+    if (r == VK_SUCCESS && enabled)
         for (uint32_t i = 0; i < n; i++) {
-            dump_cache(device, &ci[i], pipelines);
+            dump_cache(device, &mine[i], pipelines);
             report(out[i], ci[i].stage.pName ? ci[i].stage.pName : "?");
         }
     free(mine);
+    free(rob);
     return r;
 }
 

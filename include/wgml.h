@@ -59,6 +59,9 @@
  * WGML_BACKEND=vulkan|metal|d3d12|d3d11|opengl|opengles override the choice, as do the
  * matching fields of wgml_context_desc (the descriptor wins over the environment).
  * WGML_ROBUST=1 turns Dawn's robustness on, as wgml_context_desc.robust does.
+ * WGML_LOG_KERNELS=1 prints a line on stderr for every kernel a context builds (its
+ * .wgsl file, entry point and constants), in build order; other values than 0 and 1 make
+ * wgml_context_create fail with WGML_ERROR_INVALID_ARGUMENT.
  */
 #ifndef WGML_H
 #define WGML_H

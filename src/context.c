@@ -373,12 +373,14 @@ static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_valid
 /* The recorder's private switches, for measuring (the defaults are what was measured
    best): WGML_BATCH="FIRST,MAX" dispatches per batch, WGML_SYNC and WGML_READ = workdone |
    map (how a sync and a read wait), WGML_SKIP_VALIDATION and WGML_PROFILE_SUBMIT = 0 | 1;
-   and one for debugging: WGML_ROBUST = 0 | 1 (wgml_context_desc.robust).
+   and two for debugging: WGML_ROBUST = 0 | 1 (wgml_context_desc.robust) and
+   WGML_LOG_KERNELS = 0 | 1 (a line on stderr for every kernel built, in build order: with
+   a Vulkan layer that reports the driver's pipelines, bench/kernel_stats.sh, it names them).
    Any other value is refused, so a measurement never runs another plan than it asked for. */
 typedef struct switches {
     unsigned batch_first, batch_max;
     int sync, read;                 /* -1 default, 0 map, 1 work done */
-    bool skip_validation, profile, robust;
+    bool skip_validation, profile, robust, log_kernels;
 } switches;
 
 static wgml_status env_wait(const char *var, int *out)
@@ -422,6 +424,7 @@ static wgml_status read_switches(switches *w)
     WGML_CHECK(env_wait("WGML_READ", &w->read));
     WGML_CHECK(env_flag("WGML_SKIP_VALIDATION", &w->skip_validation));
     WGML_CHECK(env_flag("WGML_ROBUST", &w->robust));
+    WGML_CHECK(env_flag("WGML_LOG_KERNELS", &w->log_kernels));
     return env_flag("WGML_PROFILE_SUBMIT", &w->profile);
 }
 
@@ -457,6 +460,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     ctx->batch_limit = ctx->batch_first;
     ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
     ctx->profile = w.profile;   /* prints where submits spend host time at destroy */
+    ctx->log_kernels = w.log_kernels;
     /* How wgml_context_sync waits: on onSubmittedWorkDone (H200: 0.8 us with nothing
        pending, against 700 us for mapping a fresh buffer, which Dawn must allocate), except
        on CPU adapters, where lavapipe ran dependent chains slower while a work-done wait

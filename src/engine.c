@@ -145,6 +145,11 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     WGPUConstantEntry consts[WGML__MAX_CONSTANTS];
     for (uint32_t i = 0; i < k->nconst; i++)
         consts[i] = (WGPUConstantEntry){ .key = { k->constants[i].name, WGPU_STRLEN }, .value = k->constants[i].value };
+    if (ctx->log_kernels) {
+        fprintf(stderr, "wgml: kernel %s.wgsl:%s", k->file, k->entry);
+        for (uint32_t i = 0; i < k->nconst; i++) fprintf(stderr, " %s=%g", k->constants[i].name, k->constants[i].value);
+        fprintf(stderr, "\n");
+    }
     WGPUComputePipeline p = wgpuDeviceCreateComputePipeline(ctx->device, &(WGPUComputePipelineDescriptor){
         .label = { k->entry, WGPU_STRLEN },
         .layout = pl,

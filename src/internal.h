@@ -51,6 +51,7 @@ struct wgml_context {
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
     bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */
     bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
+    bool log_kernels;          /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
     double profile_s[4];
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call

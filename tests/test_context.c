@@ -1,8 +1,10 @@
 /* Context creation, adapter choice, info, flush/sync, counters, and error routing. */
 #include "harness.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void test_info(void)
 {
@@ -171,7 +173,8 @@ static void test_timer(void)
    WGML_PROFILE_SUBMIT) change when batches are submitted and how a sync or a read waits,
    never results: 20 dependent adds with batches of 1 then 3 dispatches, and a work-done
    sync, give the exact doubled values, as do a map sync and read without Dawn's
-   validation; a malformed value of any of them is refused when the context is made. */
+   validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr); a malformed
+   value of any of them is refused when the context is made. */
 static void test_recorder_switches(void)
 {
     setenv("WGML_BATCH", "1,3", 1);
@@ -206,6 +209,7 @@ static void test_recorder_switches(void)
         { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
         { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
         { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
+        { "WGML_LOG_KERNELS", "yes" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i].var, bad[i].value, 1);
@@ -219,6 +223,7 @@ static void test_recorder_switches(void)
     setenv("WGML_READ", "map", 1);
     setenv("WGML_SKIP_VALIDATION", "1", 1);
     setenv("WGML_PROFILE_SUBMIT", "0", 1);
+    setenv("WGML_LOG_KERNELS", "1", 1);
     c = NULL;
     TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
     wgml_engine *e2 = NULL;
@@ -227,7 +232,24 @@ static void test_recorder_switches(void)
         float x[3] = { 1, 2, 3 }, y[3];
         wgml_tensor *t = NULL;
         TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 3 }, x, &t), WGML_OK);
-        TH_EXPECT(wgml_add(e2, t, t, t), WGML_OK);
+        /* the add's kernel is built in this call (a new engine): its line goes to stderr */
+        char log[4096] = { 0 };
+        FILE *tmp = tmpfile();
+        int saved = dup(fileno(stderr));
+        TH_CHECK(tmp && saved >= 0, "no temporary file for stderr");
+        if (tmp && saved >= 0) {
+            fflush(stderr);
+            dup2(fileno(tmp), fileno(stderr));
+            TH_EXPECT(wgml_add(e2, t, t, t), WGML_OK);
+            fflush(stderr);
+            dup2(saved, fileno(stderr));
+            rewind(tmp);
+            size_t n = fread(log, 1, sizeof log - 1, tmp);
+            log[n] = 0;
+        }
+        if (saved >= 0) close(saved);
+        if (tmp) fclose(tmp);
+        TH_CHECK(strstr(log, "wgml: kernel elementwise.wgsl:") != NULL, "WGML_LOG_KERNELS=1: no line for the add's kernel in \"%s\"", log);
         TH_EXPECT(wgml_context_sync(c), WGML_OK);
         TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
         for (int i = 0; i < 3; i++) TH_CHECK(y[i] == 2 * x[i], "map sync/read: y[%d] = %g", i, y[i]);
@@ -239,6 +261,7 @@ static void test_recorder_switches(void)
     unsetenv("WGML_READ");
     unsetenv("WGML_SKIP_VALIDATION");
     unsetenv("WGML_PROFILE_SUBMIT");
+    unsetenv("WGML_LOG_KERNELS");
 }
 
 static const th_case cases[] = {
