@@ -530,20 +530,28 @@ rows() {   # rows <mode: none | layer | disabled>
 }
 if [ "${ROBUST_PART:-1}" = 2 ]; then
 # part 2: what the driver compiled for the attention kernels both ways (WGML_LOG_KERNELS
-# names each pipeline on the line before the layer's), with their times
+# names each pipeline on the line before the layer's), with their times and the step's.
+# (The round's third call timed fwd_pv_mm's maxima in workgroup memory against registers
+# the same way, with a variable since removed: attention round 26.)
 {
 sweep_header "Matmul round 26, part 2 (attention kernels with and without the bounds checks)"
 for rep in 1 2; do
-    for r in "" disabled; do
+    for m in ${ROBUST_MODES:-default disabled}; do
+        [ "$m" = default ] && m=""
         for f in "D128 causal lse scores" "D64 causal lse scores"; do
-            echo "## robustness \"${r:-as created}\", $f (repeat $rep)"
-            WGML_LOG_KERNELS=1 layer "$r" build-device/wgml bench --group train-ops --filter "$f" --samples 7 2>&1 |
+            echo "## ${m:-default}, $f (repeat $rep)"
+            WGML_LOG_KERNELS=1 layer "$m" build-device/wgml bench --group train-ops --filter "$f" --samples 7 2>&1 |
                 awk '/^wgml: kernel attention/ { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; next }
                      /^wgml: kernel/ { k = ""; next }
                      /^vkstats: [0-9]+ / { if (k != "" && rep == 1) { sub(/^vkstats: [0-9]+ dawn_entry_point \| /, ""); sub(/ \| Stack Size=0/, ""); print "  " k ": " $0 } k = ""; next }
                      /^\| flash|rror|fail/ { print }' rep=$rep
         done
     done
+done
+for m in ${ROBUST_MODES:-default disabled}; do
+    [ "$m" = default ] && m=""
+    echo "## ${m:-default}, model_train_step"
+    layer "$m" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
