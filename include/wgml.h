@@ -750,10 +750,11 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * multiplies dS in 64 x 64 blocks whatever head_dim ("1" or unset: the dense product
  * where head_dim % 4 == 0). WGML_ATTN_FWDMM="0" runs the forward that keeps its scores
  * as `prefill` does, with the online softmax ("1" or unset: as two products, see
- * options.scores). WGML_ATTN_PAIR="0"
+ * options.scores); WGML_ATTN_PVMU="0" holds the second product's row maxima in registers
+ * instead of workgroup memory (for measuring). WGML_ATTN_PAIR="0"
  * places the threads of the 64 x 64 kernels as before their lanes were paired for
  * workgroup-memory reads (for measuring). Any other value of the first five or of
- * WGML_ATTN_DS, WGML_ATTN_DQMM or WGML_ATTN_FWDMM, or a shape or
+ * WGML_ATTN_DS, WGML_ATTN_DQMM, WGML_ATTN_FWDMM or WGML_ATTN_PVMU, or a shape or
  * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
  *
  * Errors of every attention call (nothing is recorded when one is returned):

@@ -1144,7 +1144,9 @@ static void check_scores_case(const acase *c, const char *tag)
    classes. Calls without a mask or dropout and head_dim % 4 == 0 run the forward as two
    products (fwd_s_mm, fwd_pv_mm: tiles of 128 against blocks of 64, so odd block counts,
    seq_q != seq_k, tiny and partial head_dim chunks), the rest prefill_lse with WRITE_S;
-   the first again with WGML_ATTN_FWDMM=0. Then the refusals, with nothing recorded. (In
+   the first again with WGML_ATTN_FWDMM=0, and the products' first three with
+   WGML_ATTN_PVMU=0 (fwd_pv_mm's row maxima in registers). Then the refusals, with nothing
+   recorded. (In
    the blocks64 ctest entry: the other one is near its time limit on lavapipe with an
    empty shader cache.) */
 static void test_backward_blocks64_scores(void)
@@ -1170,6 +1172,9 @@ static void test_backward_blocks64_scores(void)
     setenv("WGML_ATTN_FWDMM", "0", 1);
     for (size_t i = 0; i < 4; i++) check_scores_case(&products[i], "scores, prefill_lse");
     unsetenv("WGML_ATTN_FWDMM");
+    setenv("WGML_ATTN_PVMU", "0", 1);
+    for (size_t i = 0; i < 3; i++) check_scores_case(&products[i], "scores, maxima in registers");
+    unsetenv("WGML_ATTN_PVMU");
 
     acase c = { 1, 70, 70, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
     problem P;
@@ -1192,6 +1197,7 @@ static void test_backward_blocks64_scores(void)
         { sc, lse, 0, "WGML_ATTN_PREFILL", "old", WGML_ERROR_LIMIT, "prefill", true, false },
         { sc, lse, 0, "WGML_ATTN_FWDMM", "2", WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_FWDMM", true, false },
         { sc, lse, 0, "WGML_ATTN_FWDMM", "yes", WGML_ERROR_INVALID_ARGUMENT, "is not 0 or 1", true, false },
+        { sc, lse, 0, "WGML_ATTN_PVMU", "on", WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_PVMU", true, false },
         { sc, lse, 0, "WGML_ATTN_DKDV", "old", WGML_ERROR_LIMIT, "bwd_dkdv64", false, true },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -1658,9 +1658,13 @@ fn pv_max(bh: u32, mt: u32, k_tiles: u32, tiles: u32, range: vec2i, lq: u32) -> 
     return mx;
 }
 
-// Each query quad's max over the tiles, kept in workgroup memory and read at every fetch
-// rather than held in registers through the loop: at DQN 128 that took fwd_pv_mm from 138 - 143
-// registers (one workgroup per SM) to 128 (two), 18% off the forward (round 26).
+// PV_MU 1 (the default): each query quad's max over the tiles kept in workgroup memory and
+// read at every fetch rather than held in registers through the loop; at DQN 128 that took
+// fwd_pv_mm from 138 - 143 registers (one workgroup per SM) to 128 (two), 18% off the
+// forward (round 26). PV_MU 0 (WGML_ATTN_PVMU=0) holds them in registers. The source keeps
+// both branches on purpose: the same kernel with the 0 branch deleted compiled to 137
+// registers at DQN 128 on the H200's driver, and only this form was measured at 128.
+override PV_MU: u32 = 1u;
 var<workgroup> pv_mu: array<vec4f, 32>;
 fn pv_shift(mx: vec4f) -> vec4f { return select(mx, vec4f(0.0), mx == vec4f(p.neg_inf)); }   // no visible key: every P is 0
 
@@ -1686,9 +1690,14 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     let nsteps = select(0u, (kend - kbeg + DQ_BK - 1u) / DQ_BK, kend > kbeg);
     let room = m0 + 128u <= 64u * p.q_blocks;   // the tile's queries inside the scores' blocks
 
-    // the max of each query quad over the tiles fwd_s_mm did (a thread loads quad lid % 32)
-    if (lid < 32u) { pv_mu[lid] = pv_max(bh, mt, k_tiles, tiles, range, lid); }
-    workgroupBarrier();
+    // the max of the queries this thread loads (quad lid % 32) over the tiles fwd_s_mm did
+    var mu = vec4f(0.0);
+    if (PV_MU == 1u) {
+        if (lid < 32u) { pv_mu[lid] = pv_max(bh, mt, k_tiles, tiles, range, lid); }
+        workgroupBarrier();
+    } else {
+        mu = pv_shift(pv_max(bh, mt, k_tiles, tiles, range, lid % 32u));
+    }
 
     let lane = lid % 32u;
     let w = lid / 32u;
@@ -1700,14 +1709,15 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     var r = MmStep(vec4f(0.0), vec4f(0.0), vec4f(0.0));
     let base = pv_base(lid, m0, bh);
     if (nsteps > 0u) {
-        r = pv_fetch(lid, base, kbeg, m0, m1, room, pv_shift(pv_mu[lid % 32u]), k4, ks4);
+        r = pv_fetch(lid, base, kbeg, m0, m1, room, select(mu, pv_shift(pv_mu[lid % 32u]), PV_MU == 1u), k4, ks4);
         lsum += r.a0 + r.a1;
         mm_stash(0u, lid, r);
     }
     workgroupBarrier();
     for (var t = 0u; t < nsteps; t++) {
         if (t + 1u < nsteps) {
-            r = pv_fetch(lid, base, kbeg + (t + 1u) * DQ_BK, m0, m1, room, pv_shift(pv_mu[lid % 32u]), k4, ks4);
+            r = pv_fetch(lid, base, kbeg + (t + 1u) * DQ_BK, m0, m1, room, select(mu, pv_shift(pv_mu[lid % 32u]), PV_MU == 1u),
+                         k4, ks4);
             lsum += r.a0 + r.a1;
         }
         // (bwd_dq_mm's step, written out again rather than shared through a function: the
@@ -1728,6 +1738,9 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     // l of the thread's output quads ty and ty + 16: the sums of the DQ_NT / 32 threads that
     // loaded them (mm_a is free: the loop ended with a barrier)
     mm_a[lid] = lsum;
+    if (lid < 32u) {   // the raw maxima for the log-sum-exp (PV_MU 0: read again rather than kept in registers)
+        if (PV_MU == 1u) { mm_a[DQ_NT + lid] = pv_mu[lid]; } else { mm_a[DQ_NT + lid] = pv_max(bh, mt, k_tiles, tiles, range, lid); }
+    }
     workgroupBarrier();
     var l0 = vec4f(0.0);
     var l1 = vec4f(0.0);
@@ -1752,8 +1765,8 @@ fn fwd_pv_mm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     pv_put(o4, os4, i1 + 2u, d0, c[12] * inv1.z); pv_put(o4, os4, i1 + 2u, d1, c[13] * inv1.z);
     pv_put(o4, os4, i1 + 3u, d0, c[14] * inv1.w); pv_put(o4, os4, i1 + 3u, d1, c[15] * inv1.w);
     if (tx == 0u) {   // the log-sum-exp of the thread's 8 queries
-        let mx0 = pv_mu[ty];
-        let mx1 = pv_mu[16u + ty];
+        let mx0 = mm_a[DQ_NT + ty];
+        let mx1 = mm_a[DQ_NT + 16u + ty];
         for (var e = 0u; e < 4u; e++) {
             if (i0 + e < p.seq_q) { lse_out[bh * p.seq_q + i0 + e] = lse_public(mx0[e], l0[e]); }
             if (i1 + e < p.seq_q) { lse_out[bh * p.seq_q + i1 + e] = lse_public(mx1[e], l1[e]); }

@@ -550,10 +550,14 @@ static wgml_status env_switch(wgml_context *ctx, const char *fn, const char *nam
     return WGML_OK;
 }
 
-static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, const attn_params *p, bool *use)
+static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, const attn_params *p, bool *use,
+                               bool *mu_in_registers)
 {
     bool off = false;
     WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_FWDMM", &off));
+    /* WGML_ATTN_PVMU=0: fwd_pv_mm holds its row maxima in registers (the form before round
+       26 of bench/notes/attention.md) */
+    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_PVMU", mu_in_registers));
     *use = !off && dim % 4 == 0 && dim <= 128 && !(p->flags & 3) &&
            ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256;
     return WGML_OK;
@@ -565,7 +569,7 @@ static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, 
    rows) unless WGML_ATTN_ORDER fixes the group. */
 static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                               wgml_tensor *out, const attn_shape *s, attn_params p, wgml_tensor *lse, wgml_tensor *scores,
-                              uint32_t fixed)
+                              uint32_t fixed, bool mu_in_registers)
 {
     uint64_t heads = (uint64_t)s->batch * s->heads, m_tiles = wgml__ceil_div(s->seq_q, 128),
              k_tiles = wgml__ceil_div(s->seq_k, 128);
@@ -576,8 +580,8 @@ static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_t
     static const wgml__kernel ks = { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" };
     wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), wgml__t(q), rm, wgml__t(q), wgml__t(scores) };
     WGML_CHECK(dispatch_tiles(e, &ks, p, heads * m_tiles * k_tiles, sargs, 7));
-    wgml__kernel kp = { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1,
-                        .constants = { { "DQN", s->dim <= 64 ? 64 : 128 } } };
+    wgml__kernel kp = { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2,
+                        .constants = { { "DQN", s->dim <= 64 ? 64 : 128 }, { "PV_MU", mu_in_registers ? 0 : 1 } } };
     if (!fixed) p.order_heads = UINT32_MAX;
     wgml__arg pargs[] = { rm, wgml__t(k), wgml__t(v), wgml__t(scores), wgml__t(out), wgml__t(lse) };
     return dispatch_tiles(e, &kp, p, heads * m_tiles, pargs, 6);
@@ -600,9 +604,9 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     if (scores && !bk)
         return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which this "
                           "call does not use (seq_q 1, head_dim over 128, WGML_ATTN_PREFILL or WGML_ATTN_FWD)", fn);
-    bool fwd_mm = false;
-    if (scores) WGML_CHECK(pick_fwd_mm(ctx, fn, dim, &p, &fwd_mm));
-    if (fwd_mm) return forward_mm(e, q, k, v, out, s, p, lse, scores, fixed);
+    bool fwd_mm = false, mu_in_registers = false;
+    if (scores) WGML_CHECK(pick_fwd_mm(ctx, fn, dim, &p, &fwd_mm, &mu_in_registers));
+    if (fwd_mm) return forward_mm(e, q, k, v, out, s, p, lse, scores, fixed, mu_in_registers);
     if (bk) {
         p.q_blocks = wgml__ceil_div(s->seq_q, 64);
         p.k_blocks = wgml__ceil_div(s->seq_k, 64);
@@ -1104,7 +1108,7 @@ const wgml__kernel wgml__attention_kernels[] = {
     { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 64 } } },
     { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 128 } } },
     { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" },
-    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 64 } } },
-    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 128 } } },
+    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2, .constants = { { "DQN", 64 }, { "PV_MU", 1 } } },
+    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2, .constants = { { "DQN", 128 }, { "PV_MU", 1 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];
