@@ -7,11 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
-for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
-ldconfig
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+. bench/gpu_env.sh
 filter=${1:-}
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release ${WGML_CMAKE_FLAGS:-} >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 cmake --build build-device -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }

@@ -23,14 +23,10 @@ ckpt=/tmp/wgml-e2e
 corpus=/tmp/wgml-corpus.txt
 prompt="static wgml_status "
 
+. bench/gpu_env.sh
 if [ ! -x "$build/wgml" ]; then
-    for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
-    ldconfig 2>/dev/null
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${WGML_CMAKE_FLAGS:-} >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
     cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; exit 1; }
-fi
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 : > "$out/e2e_info.txt"
 if command -v nvidia-smi >/dev/null; then

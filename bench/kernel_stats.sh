@@ -7,7 +7,9 @@
 # WGML_VK_STATS_SO names a prebuilt one instead. WGML_VK_STATS_DIR=<dir> also writes the
 # driver's internal representations of each pipeline there, where it offers any, and each
 # pipeline's own pipeline-cache data, from which bench/sass_dump.py disassembles NVIDIA's
-# machine code (bench/notes/matmul.md, round 14).
+# machine code (bench/notes/matmul.md, round 14). With WGML_LOG_KERNELS=1 in the
+# environment each "vkstats:" line names its kernel (the library's "wgml: kernel" line comes
+# just before Dawn creates that pipeline) instead of Dawn's "dawn_entry_point".
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -29,4 +31,12 @@ cat >"$work/wgml_vk_stats.json" <<JSON
              "api_version": "1.3.0", "implementation_version": "1",
              "description": "wgml: compute pipeline statistics" } }
 JSON
-VK_LAYER_PATH="$work" VK_INSTANCE_LAYERS=VK_LAYER_WGML_kernel_stats "$@"
+if [ "${WGML_LOG_KERNELS:-0}" != 1 ]; then
+    VK_LAYER_PATH="$work" VK_INSTANCE_LAYERS=VK_LAYER_WGML_kernel_stats "$@"
+    exit
+fi
+# the command's stderr through the renaming, its stdout as it is
+{ VK_LAYER_PATH="$work" VK_INSTANCE_LAYERS=VK_LAYER_WGML_kernel_stats "$@" 2>&1 1>&3 3>&- |
+    awk '/^wgml: kernel / { k = substr($0, 14) }
+         /^vkstats: [0-9]+ dawn_entry_point / { if (k != "") sub(/dawn_entry_point/, k); k = "" }
+         { print; fflush() }' >&2; } 3>&1

@@ -56,11 +56,7 @@ set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
 round=${1:-round3}
-for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
-ldconfig 2>/dev/null
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+. bench/gpu_env.sh
 if [ ! -x build-device/wgml ] || [ ! -x build-device/tests/test_matmul ] || [ "${WGML_REBUILD:-0}" = 1 ]; then
     cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release ${WGML_CMAKE_FLAGS:-} >"$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
 fi
@@ -528,6 +524,9 @@ rows() {   # rows <mode: none | layer | disabled>
         esac | grep -E '^\| (matmul|flash|model)|rror|fail'
     done
 }
+stats_once() {   # stats_once <repeat>: the driver's statistics in the first repeat only
+    if [ "$1" = 1 ]; then sed -E 's/ \| Stack Size=0//'; else grep -v '^vkstats:'; fi
+}
 if [ "${ROBUST_PART:-1}" = 2 ]; then
 # part 2: what the driver compiled for the attention kernels both ways (WGML_LOG_KERNELS
 # names each pipeline on the line before the layer's), with their times and the step's.
@@ -541,10 +540,7 @@ for rep in 1 2; do
         for f in "D128 causal lse scores" "D64 causal lse scores"; do
             echo "## ${m:-default}, $f (repeat $rep)"
             WGML_LOG_KERNELS=1 layer "$m" build-device/wgml bench --group train-ops --filter "$f" --samples 7 2>&1 |
-                awk '/^wgml: kernel attention/ { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; next }
-                     /^wgml: kernel/ { k = ""; next }
-                     /^vkstats: [0-9]+ / { if (k != "" && rep == 1) { sub(/^vkstats: [0-9]+ dawn_entry_point \| /, ""); sub(/ \| Stack Size=0/, ""); print "  " k ": " $0 } k = ""; next }
-                     /^\| flash|rror|fail/ { print }' rep=$rep
+                grep -E "^vkstats: [0-9]+ attention|^\| flash|rror|fail" | stats_once "$rep"
         done
     done
 done

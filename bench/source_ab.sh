@@ -31,11 +31,7 @@ for f in "${forms[@]}"; do
     [ "$f" = - ] || [ -f "$f" ] || { echo "source_ab.sh: form $f does not exist" >&2; exit 2; }
 done
 
-for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
-ldconfig 2>/dev/null
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+. bench/gpu_env.sh
 build=${WGML_AB_BUILD:-build-device}
 work=$(mktemp -d)
 cp "$file" "$work/tree_form"
@@ -66,12 +62,8 @@ run_form() {   # run_form <index> <repeat>
             bash bench/kernel_stats.sh "${cmd[@]}" 2>&1
     else
         LD_LIBRARY_PATH="$work/$i${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "${cmd[@]}" 2>&1
-    fi | awk -v k="" -v want="^wgml: kernel $base.wgsl:" -v rep="$rep" '
-        $0 ~ want { k = $3; for (j = 4; j <= NF; j++) k = k " " $j; next }
-        /^wgml: kernel/ { k = ""; next }
-        /^vkstats: [0-9]+ / { if (k != "" && rep == 1) { sub(/^vkstats: [0-9]+ dawn_entry_point \| /, ""); sub(/ \| Stack Size=0/, ""); print "  " k ": " $0 } k = ""; next }
-        /^\| op \|/ { next }
-        /^\| [a-z]|rror|fail/ { print }'
+    fi | grep -E "^vkstats: [0-9]+ $base\.wgsl:|^\| [a-z]|rror|fail" | grep -v '^| op |' |
+        if [ "$rep" = 1 ]; then sed -E 's/ \| Stack Size=0//'; else grep -v '^vkstats:'; fi
 }
 bench_args=("$@")
 {
