@@ -26,6 +26,14 @@
  * a size threshold (or after every op, with wgml_context_desc.submit_every_op). Order is
  * always kept: an op sees the results of every op called before it on the same context.
  * Reading a tensor waits for all work recorded before the read.
+ * wgml_add, wgml_sub and wgml_mul on at most 2^20 elements are fused: consecutive calls
+ * (up to 60, of one engine, on tensors of one vec4 count, over at most 4 distinct tensors)
+ * are recorded as one dispatch when anything else is recorded, read, written, submitted or
+ * released, so a chain of small ops does not pay a GPU launch and barrier per op. Each
+ * tensor gets the same values, bit for bit, as with one dispatch per op (a device error
+ * met while recording the group is returned by the call that records it, or the next);
+ * WGML_FUSE=0 turns fusion off (other values than 0 and 1 make wgml_context_create fail
+ * with WGML_ERROR_INVALID_ARGUMENT), as does submit_every_op.
  *
  * ERROR REPORTING
  * ===============
@@ -190,7 +198,8 @@ WGML_API wgml_status wgml_context_info(const wgml_context *ctx, wgml_adapter_inf
 
 /* Counters of a context, for tests and tuning. */
 typedef struct wgml_context_stats {
-    uint64_t commands;     /* GPU commands recorded: dispatches, copies, clears */
+    uint64_t commands;     /* GPU commands recorded: dispatches, copies, clears; each fused
+                              element-wise op counts as one (EXECUTION MODEL) */
     uint64_t submits;      /* command buffers submitted */
     long live_tensors;     /* tensors created and not yet released */
     long live_engines;
@@ -302,7 +311,8 @@ WGML_API void wgml_engine_destroy(wgml_engine *engine);
 
 /* ---- element-wise arithmetic (src/ops/elementwise.c) -------------------------------- */
 
-/* out = a + b, element-wise; a, b and out have the same length. */
+/* out = a + b, element-wise; a, b and out have the same length. Any of them may be the
+   same tensor. Small calls are fused with their neighbours (EXECUTION MODEL). */
 WGML_API wgml_status wgml_add(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out);
 /* out = a * b, element-wise. */

@@ -380,7 +380,7 @@ static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_valid
 typedef struct switches {
     unsigned batch_first, batch_max;
     int sync, read;                 /* -1 default, 0 map, 1 work done */
-    bool skip_validation, profile, robust, log_kernels;
+    bool skip_validation, profile, robust, log_kernels, fuse_off;
 } switches;
 
 static wgml_status env_wait(const char *var, int *out)
@@ -425,6 +425,10 @@ static wgml_status read_switches(switches *w)
     WGML_CHECK(env_flag("WGML_SKIP_VALIDATION", &w->skip_validation));
     WGML_CHECK(env_flag("WGML_ROBUST", &w->robust));
     WGML_CHECK(env_flag("WGML_LOG_KERNELS", &w->log_kernels));
+    const char *fuse = getenv("WGML_FUSE");
+    if (fuse && strcmp(fuse, "0") && strcmp(fuse, "1"))
+        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_FUSE=\"%s\" is not 0 or 1", fuse);
+    w->fuse_off = fuse && !strcmp(fuse, "0");
     return env_flag("WGML_PROFILE_SUBMIT", &w->profile);
 }
 
@@ -461,6 +465,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
     ctx->profile = w.profile;   /* prints where submits spend host time at destroy */
     ctx->log_kernels = w.log_kernels;
+    ctx->fuse_off = w.fuse_off;
     /* How wgml_context_sync waits: on onSubmittedWorkDone (H200: 0.8 us with nothing
        pending, against 700 us for mapping a fresh buffer, which Dawn must allocate), except
        on CPU adapters, where lavapipe ran dependent chains slower while a work-done wait
@@ -543,6 +548,7 @@ WGPUComputePassEncoder wgml__pass(wgml_context *ctx)
 
 WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx)
 {
+    wgml__defer_error(ctx, wgml__elementwise_flush(ctx));   /* before what the caller records */
     if (ctx->pass) {
         wgpuComputePassEncoderEnd(ctx->pass);
         wgpuComputePassEncoderRelease(ctx->pass);
@@ -554,6 +560,7 @@ WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx)
 
 wgml_status wgml__submit(wgml_context *ctx)
 {
+    WGML_CHECK(wgml__elementwise_flush(ctx));
     if (!ctx->encoder) return WGML_OK;
     wgml__encoder_outside_pass(ctx);
     double t0 = ctx->profile ? wgml__now() : 0;
@@ -582,6 +589,13 @@ wgml_status wgml__submit(wgml_context *ctx)
     ctx->batch_dispatches = 0;
     ctx->batch_limit = ctx->batch_max;
     return wgml__check_device(ctx);
+}
+
+void wgml__defer_error(wgml_context *ctx, wgml_status s)
+{
+    if (s == WGML_OK || ctx->pending_status != WGML_OK) return;
+    ctx->pending_status = s;
+    snprintf(ctx->pending_error, sizeof ctx->pending_error, "%s", ctx->error);
 }
 
 wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t size, WGPUBuffer *buffer, uint32_t *offset)

@@ -15,6 +15,19 @@
 
 /* ---- context ------------------------------------------------------------------------ */
 
+/* The element-wise ops waiting to be recorded as one dispatch (src/ops/elementwise.c):
+   ops of one engine on tensors of n4 vec4 each, over at most WGML__FUSE_SLOTS distinct
+   buffers. Op k is ops[k] = OP | out << 2 | a << 4 | b << 6 (OP 0 add, 1 sub, 2 mul; the
+   others are slot numbers). */
+#define WGML__FUSE_SLOTS 4
+#define WGML__FUSE_MAX_OPS 60   /* a 256-byte uniform block: 16 bytes of header, 60 words */
+typedef struct wgml__fuse_group {
+    struct wgml_engine *engine;
+    uint32_t n4, nops, nslots;
+    struct wgml_tensor *slots[WGML__FUSE_SLOTS];
+    uint32_t ops[WGML__FUSE_MAX_OPS];
+} wgml__fuse_group;
+
 struct wgml_context {
     WGPUInstance instance;
     WGPUAdapter adapter;
@@ -52,6 +65,8 @@ struct wgml_context {
     bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */
     bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
     bool log_kernels;          /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
+    bool fuse_off;             /* WGML_FUSE=0: every element-wise op is its own dispatch */
+    wgml__fuse_group fuse;     /* pending element-wise ops (nops == 0: none) */
     double profile_s[4];
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call
@@ -104,6 +119,15 @@ wgml_status wgml__uniform_alloc(wgml_context *ctx, const void *data, uint32_t si
                                 WGPUBuffer *buffer, uint32_t *offset);
 wgml_status wgml__after_record(wgml_context *ctx);           /* counts, maybe submits */
 wgml_status wgml__submit(wgml_context *ctx);                 /* submits what is recorded */
+/* Keeps the first of the errors met where no caller can be told at once (a tensor's
+   release, an engine's destroy); the next call on ctx returns it. */
+void wgml__defer_error(wgml_context *ctx, wgml_status s);
+
+/* Records the pending element-wise group, if any (src/ops/elementwise.c). Everything that
+   records, submits or writes calls it first, so order is kept. */
+wgml_status wgml__elementwise_flush(wgml_context *ctx);
+/* Whether the pending group binds t's buffer, or runs on engine e. */
+bool wgml__elementwise_pending_uses(const wgml_context *ctx, const struct wgml_tensor *t, const struct wgml_engine *e);
 
 /* ---- tensors ------------------------------------------------------------------------ */
 
@@ -182,10 +206,13 @@ typedef struct wgml__pipeline wgml__pipeline;
    attention.c's dS blocks of the backward (up to 1 GiB).
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
+/* FUSE_SPARE .. + 2: distinct buffers bound to the fused element-wise kernel's unused slots
+   (one buffer may not be bound twice read-write). */
 /* ATTN_UNUSED: 16 bytes bound where an attention kernel declares a writable binding that
    the call does not use (the prefill entries' scores output without options.scores). */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
-       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED, WGML__SCRATCH_SLOTS };
+       WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED,
+       WGML__SCRATCH_FUSE_SPARE, WGML__SCRATCH_SLOTS = WGML__SCRATCH_FUSE_SPARE + WGML__FUSE_SLOTS - 1 };
 
 /* What a scratch slot holds when an op may reuse it: the transposed copy of tensor
    `src` (its id) as [cols, rows] of an src [rows, cols], made when src was last written at

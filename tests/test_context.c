@@ -171,14 +171,15 @@ static void test_timer(void)
 
 /* The recorder's private switches (WGML_BATCH, WGML_SYNC, WGML_READ, WGML_SKIP_VALIDATION,
    WGML_PROFILE_SUBMIT) change when batches are submitted and how a sync or a read waits,
-   never results: 20 dependent adds with batches of 1 then 3 dispatches, and a work-done
-   sync, give the exact doubled values, as do a map sync and read without Dawn's
+   never results: 20 dependent adds with batches of 1 then 3 dispatches (WGML_FUSE=0: one
+   dispatch per add), and a work-done sync, give the exact doubled values, as do a map sync and read without Dawn's
    validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr); a malformed
    value of any of them is refused when the context is made. */
 static void test_recorder_switches(void)
 {
     setenv("WGML_BATCH", "1,3", 1);
     setenv("WGML_SYNC", "workdone", 1);
+    setenv("WGML_FUSE", "0", 1);
     wgml_context *c = NULL;
     TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
     wgml_engine *e = NULL;
@@ -205,11 +206,12 @@ static void test_recorder_switches(void)
     wgml_engine_destroy(e);
     wgml_context_destroy(c);
     unsetenv("WGML_SYNC");
+    unsetenv("WGML_FUSE");
     const struct { const char *var, *value; } bad[] = {
         { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
         { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
         { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
-        { "WGML_LOG_KERNELS", "yes" },
+        { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i].var, bad[i].value, 1);
@@ -232,7 +234,7 @@ static void test_recorder_switches(void)
         float x[3] = { 1, 2, 3 }, y[3];
         wgml_tensor *t = NULL;
         TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 3 }, x, &t), WGML_OK);
-        /* the add's kernel is built in this call (a new engine): its line goes to stderr */
+        /* the add's kernel is built now (a new engine): its line goes to stderr */
         char log[4096] = { 0 };
         FILE *tmp = tmpfile();
         int saved = dup(fileno(stderr));
@@ -241,6 +243,7 @@ static void test_recorder_switches(void)
             fflush(stderr);
             dup2(fileno(tmp), fileno(stderr));
             TH_EXPECT(wgml_add(e2, t, t, t), WGML_OK);
+            TH_EXPECT(wgml_context_flush(c), WGML_OK);   /* records the add, pending until then */
             fflush(stderr);
             dup2(saved, fileno(stderr));
             rewind(tmp);

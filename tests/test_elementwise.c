@@ -3,6 +3,7 @@
 #include "harness.h"
 #include "ref.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,7 +213,196 @@ static void test_recycled_tensors(void)
     }
 }
 
+/* ---- fusion: random programs of add, sub and mul, with everything else in between ---- */
+
+/* Small element-wise ops wait in a group recorded as one dispatch (src/ops/elementwise.c).
+   A program is run three ways: on the host, one f32 rounding per op; on the test context
+   (fusion on, the default); and on a context made with WGML_FUSE=0 (one dispatch per op).
+   All three must agree exactly. The
+   steps between the ops make the group flush at every point the library promises: another
+   kernel reading and writing its tensors (relu), a read, a write from the host, a clear, an
+   explicit flush, and the release of a tensor the group binds (made again from new data). */
+enum { P_TENSORS = 6, P_STEPS = 240 };
+enum { S_OP, S_READ, S_WRITE, S_RELU, S_ZERO, S_FLUSH, S_REMAKE };
+typedef struct step { int kind, op, a, b, out; float *data; } step;
+typedef struct prog_run { float *t[P_TENSORS]; float *reads[P_STEPS]; } prog_run;
+
+static float host_apply(int op, float x, float y) { return op == 0 ? x + y : op == 1 ? x - y : x * y; }
+
+/* Runs prog on c/e (or on the host when c is NULL) from init; fills r. */
+static void run_program(wgml_context *c, wgml_engine *e, const step *prog, size_t n, float *const init[P_TENSORS], prog_run *r)
+{
+    wgml_tensor *t[P_TENSORS] = { 0 };
+    for (int k = 0; k < P_TENSORS; k++) {
+        r->t[k] = th_alloc_f(n);
+        memcpy(r->t[k], init[k], n * sizeof(float));
+        if (c) TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, &n, init[k], &t[k]), WGML_OK);
+    }
+    for (int s = 0; s < P_STEPS; s++) {
+        const step *p = &prog[s];
+        r->reads[s] = NULL;
+        if (!c) {
+            float *o = r->t[p->out], *a = r->t[p->a], *b = r->t[p->b];
+            switch (p->kind) {
+            case S_OP: for (size_t i = 0; i < n; i++) o[i] = host_apply(p->op, a[i], b[i]); break;
+            case S_READ: r->reads[s] = th_alloc_f(n); memcpy(r->reads[s], o, n * sizeof(float)); break;
+            case S_WRITE: case S_REMAKE: memcpy(o, p->data, n * sizeof(float)); break;
+            case S_RELU: for (size_t i = 0; i < n; i++) o[i] = o[i] > 0 ? o[i] : 0.0f; break;
+            case S_ZERO: memset(o, 0, n * sizeof(float)); break;
+            default: break;
+            }
+            continue;
+        }
+        switch (p->kind) {
+        case S_OP: {
+            wgml_status (*fn[3])(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *) = { wgml_add, wgml_sub, wgml_mul };
+            TH_EXPECT(fn[p->op](e, t[p->a], t[p->b], t[p->out]), WGML_OK);
+            break;
+        }
+        case S_READ: r->reads[s] = th_alloc_f(n); TH_EXPECT(wgml_tensor_read(t[p->out], 0, r->reads[s], n * sizeof(float)), WGML_OK); break;
+        case S_WRITE: TH_EXPECT(wgml_tensor_write(t[p->out], 0, p->data, n * sizeof(float)), WGML_OK); break;
+        case S_RELU: TH_EXPECT(wgml_relu(e, t[p->out], t[p->out]), WGML_OK); break;
+        case S_ZERO: TH_EXPECT(wgml_tensor_zero(t[p->out]), WGML_OK); break;
+        case S_FLUSH: TH_EXPECT(wgml_context_flush(c), WGML_OK); break;
+        case S_REMAKE:
+            wgml_tensor_release(t[p->out]);
+            TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, &n, p->data, &t[p->out]), WGML_OK);
+            break;
+        }
+    }
+    for (int k = 0; k < P_TENSORS; k++) {
+        if (c) TH_EXPECT(wgml_tensor_read(t[k], 0, r->t[k], n * sizeof(float)), WGML_OK);
+        wgml_tensor_release(t[k]);
+    }
+}
+
+/* Values of got that differ from want's (the programs keep every value normal, so each op
+   is one correctly rounded f32 operation everywhere: the comparison is exact). */
+static size_t mismatches(const float *got, const float *want, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != want[i];
+    return bad;
+}
+
+static void free_run(prog_run *r)
+{
+    for (int k = 0; k < P_TENSORS; k++) free(r->t[k]);
+    for (int s = 0; s < P_STEPS; s++) free(r->reads[s]);
+}
+
+/* A random program whose values stay normal and finite: WGSL lets a compiler assume no
+   infinities or NaNs (lavapipe folds x - x to 0 even for x = inf), so an op that would take
+   a value beyond 1e4 in magnitude, or a nonzero one below 1e-20, is drawn again. */
+static void generate_program(step *prog, size_t n, float *const init[P_TENSORS])
+{
+    float *v[P_TENSORS], *tmp = th_alloc_f(n);
+    for (int k = 0; k < P_TENSORS; k++) {
+        v[k] = th_alloc_f(n);
+        memcpy(v[k], init[k], n * sizeof(float));
+    }
+    for (int s = 0; s < P_STEPS; s++) {
+        step *p = &prog[s];
+        for (;;) {
+            uint32_t u = th_rand_u32() % 100;
+            *p = (step){ .kind = u < 86 ? S_OP : u < 89 ? S_READ : u < 91 ? S_WRITE : u < 93 ? S_RELU : u < 95 ? S_ZERO
+                                        : u < 97 ? S_FLUSH : S_REMAKE,
+                         .op = (int)(th_rand_u32() % 3), .a = (int)(th_rand_u32() % P_TENSORS),
+                         .b = (int)(th_rand_u32() % P_TENSORS), .out = (int)(th_rand_u32() % P_TENSORS) };
+            if (p->kind != S_OP) break;
+            bool ok = true;
+            for (size_t i = 0; i < n && ok; i++) {
+                tmp[i] = host_apply(p->op, v[p->a][i], v[p->b][i]);
+                float m = fabsf(tmp[i]);
+                ok = m <= 1e4f && (m == 0 || m >= 1e-20f);
+            }
+            if (!ok) continue;
+            memcpy(v[p->out], tmp, n * sizeof(float));
+            break;
+        }
+        if (p->kind == S_WRITE || p->kind == S_REMAKE) {
+            p->data = th_random(n, -2, 2);
+            memcpy(v[p->out], p->data, n * sizeof(float));
+        } else if (p->kind == S_RELU) {
+            for (size_t i = 0; i < n; i++) v[p->out][i] = v[p->out][i] > 0 ? v[p->out][i] : 0.0f;
+        } else if (p->kind == S_ZERO) {
+            memset(v[p->out], 0, n * sizeof(float));
+        }
+    }
+    for (int k = 0; k < P_TENSORS; k++) free(v[k]);
+    free(tmp);
+}
+
+static void test_fused_programs(void)
+{
+    setenv("WGML_FUSE", "0", 1);
+    wgml_context *plain = NULL;
+    wgml_engine *plain_eng = NULL;
+    TH_EXPECT(wgml_context_create(NULL, &plain), WGML_OK);
+    unsetenv("WGML_FUSE");
+    if (plain) TH_EXPECT(wgml_engine_create(plain, &plain_eng), WGML_OK);
+    if (!plain_eng) { wgml_context_destroy(plain); return; }
+    /* 2^20 is the largest count fused (2^18 vec4), 2^20 + 1 the smallest recorded at once */
+    const size_t sizes[] = { 1, 6, 1001, 4099, 1u << 20, (1u << 20) + 1 };
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        size_t n = sizes[z];
+        float *init[P_TENSORS];
+        for (int k = 0; k < P_TENSORS; k++) init[k] = th_random(n, -2, 2);
+        step prog[P_STEPS];
+        generate_program(prog, n, init);
+        prog_run host, fused, unfused;
+        run_program(NULL, NULL, prog, n, init, &host);
+        run_program(th_ctx, th_eng, prog, n, init, &fused);
+        run_program(plain, plain_eng, prog, n, init, &unfused);
+        for (int k = 0; k < P_TENSORS; k++) {
+            TH_CHECK(mismatches(fused.t[k], unfused.t[k], n) == 0, "n=%zu: tensor %d: %zu values differ between fused and "
+                     "unfused", n, k, mismatches(fused.t[k], unfused.t[k], n));
+            TH_CHECK(mismatches(fused.t[k], host.t[k], n) == 0, "n=%zu: tensor %d: %zu values differ from the host", n, k,
+                     mismatches(fused.t[k], host.t[k], n));
+        }
+        for (int s = 0; s < P_STEPS; s++) {
+            if (!host.reads[s]) continue;
+            TH_CHECK(mismatches(fused.reads[s], unfused.reads[s], n) == 0 && mismatches(fused.reads[s], host.reads[s], n) == 0,
+                     "n=%zu: the read at step %d differs", n, s);
+        }
+        free_run(&host); free_run(&fused); free_run(&unfused);
+        for (int k = 0; k < P_TENSORS; k++) free(init[k]);
+        for (int s = 0; s < P_STEPS; s++) free(prog[s].data);
+    }
+    wgml_engine_destroy(plain_eng);
+    wgml_context_destroy(plain);
+}
+
+/* A group still pending when its engine is destroyed is recorded first: the results reach
+   the tensors, read through another engine; nothing leaks. */
+static void test_fused_engine_destroyed(void)
+{
+    size_t n = 77;
+    float *a = th_random(n, -1, 1), *b = th_random(n, -1, 1);
+    double *ref = th_alloc_d(n);
+    for (size_t i = 0; i < n; i++) ref[i] = (double)((a[i] + b[i]) * b[i] - a[i]);
+    wgml_context_stats s0, s1;
+    wgml_context_stats_get(th_ctx, &s0);
+    wgml_engine *e;
+    TH_EXPECT(wgml_engine_create(th_ctx, &e), WGML_OK);
+    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(n));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n));
+    TH_EXPECT(wgml_add(e, ta, tb, out), WGML_OK);
+    TH_EXPECT(wgml_mul(e, out, tb, out), WGML_OK);
+    TH_EXPECT(wgml_sub(e, out, ta, out), WGML_OK);
+    wgml_engine_destroy(e);
+    float *got = th_read(out);
+    th_compare("a group pending when its engine was destroyed", got, ref, n, ATOL, RTOL);
+    free(a); free(b); free(ref); free(got);
+    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(out);
+    wgml_context_stats_get(th_ctx, &s1);
+    TH_CHECK(s1.live_tensors == s0.live_tensors && s1.live_engines == s0.live_engines, "%+ld tensors, %+ld engines after",
+             s1.live_tensors - s0.live_tensors, s1.live_engines - s0.live_engines);
+}
+
 static const th_case cases[] = {
+    { "fused_programs", test_fused_programs },
+    { "fused_engine_destroyed", test_fused_engine_destroyed },
     { "recycled_tensors", test_recycled_tensors },
     { "copy_tensor_large", test_copy_tensor_large },
     { "binary_awkward_sizes", test_binary_awkward_sizes },

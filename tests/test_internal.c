@@ -108,7 +108,81 @@ static void test_matmul_split_model(void)
     }
 }
 
+/* Which calls join the pending element-wise group and when it becomes a dispatch: up to
+   60 ops over 4 distinct buffers of one vec4 count and one engine; 2^18 vec4 at most;
+   never with WGML_FUSE=0 or submit_every_op. The values are checked by test_elementwise. */
+static void test_fusion_groups(void)
+{
+    wgml_context *c = th_ctx;
+    wgml_tensor *t[6], *odd[2], *big;
+    for (int k = 0; k < 6; k++) t[k] = th_poisoned(WGML_F32, TH_SHAPE(1024));
+    for (int k = 0; k < 2; k++) odd[k] = th_poisoned(WGML_F32, TH_SHAPE(1021));   /* 256 vec4 as 1024: the same group */
+    big = th_poisoned(WGML_F32, TH_SHAPE((1u << 20) + 1));
+    wgml_tensor *small = th_poisoned(WGML_F32, TH_SHAPE(1025));   /* 257 vec4 */
+    for (int k = 0; k < 6; k++) TH_EXPECT(wgml_tensor_zero(t[k]), WGML_OK);
+    TH_EXPECT(wgml_context_sync(c), WGML_OK);
+    uint32_t d0 = c->batch_dispatches;
+    for (int i = 0; i < 60; i++) TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);
+    TH_CHECK(c->fuse.nops == 60 && c->fuse.nslots == 2 && c->batch_dispatches == d0, "60 adds: %u ops pending over %u slots, "
+             "%u dispatches", c->fuse.nops, c->fuse.nslots, c->batch_dispatches - d0);
+    TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);   /* the 61st starts a group */
+    TH_CHECK(c->fuse.nops == 1 && c->batch_dispatches == d0 + 1, "the 61st add: %u pending, %u dispatches", c->fuse.nops,
+             c->batch_dispatches - d0);
+    TH_EXPECT(wgml_mul(th_eng, odd[0], odd[1], odd[0]), WGML_OK);
+    TH_CHECK(c->fuse.nops == 2 && c->fuse.nslots == 4, "a fourth buffer: %u pending over %u slots", c->fuse.nops, c->fuse.nslots);
+    TH_EXPECT(wgml_sub(th_eng, t[4], t[0], t[0]), WGML_OK);   /* a fifth */
+    TH_CHECK(c->fuse.nops == 1 && c->fuse.nslots == 2 && c->batch_dispatches == d0 + 2, "a fifth buffer: %u pending over %u "
+             "slots, %u dispatches", c->fuse.nops, c->fuse.nslots, c->batch_dispatches - d0);
+    TH_EXPECT(wgml_add(th_eng, big, big, big), WGML_OK);   /* too large: recorded at once, after the group */
+    TH_CHECK(c->fuse.nops == 0 && c->batch_dispatches == d0 + 4, "2^20 + 1 elements: %u pending, %u dispatches", c->fuse.nops,
+             c->batch_dispatches - d0);
+    TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);
+    TH_EXPECT(wgml_add(th_eng, small, small, small), WGML_OK);
+    TH_CHECK(c->fuse.nops == 1 && c->fuse.n4 == 257 && c->batch_dispatches == d0 + 5, "another vec4 count: %u pending (n4 %u), "
+             "%u dispatches", c->fuse.nops, c->fuse.n4, c->batch_dispatches - d0);
+    wgml_engine *e2;
+    TH_EXPECT(wgml_engine_create(c, &e2), WGML_OK);
+    TH_EXPECT(wgml_add(e2, small, small, small), WGML_OK);
+    TH_CHECK(c->fuse.nops == 1 && c->fuse.engine == e2 && c->batch_dispatches == d0 + 6, "another engine: %u pending, %u "
+             "dispatches", c->fuse.nops, c->batch_dispatches - d0);
+    wgml_engine_destroy(e2);
+    TH_CHECK(c->fuse.nops == 0, "the engine's group outlived it");
+    TH_EXPECT(wgml_context_sync(c), WGML_OK);
+    float got[4];
+    TH_EXPECT(wgml_tensor_read(t[0], 0, got, sizeof got), WGML_OK);   /* 61 adds of a zero, then t[4] - t[0] */
+    TH_CHECK(got[0] == 0 && got[3] == 0, "t[0] = %g %g", got[0], got[3]);
+    wgml_tensor_release(small);
+
+    /* WGML_FUSE=0 and submit_every_op: every call is its own dispatch */
+    for (int mode = 0; mode < 2; mode++) {
+        if (mode == 0) setenv("WGML_FUSE", "0", 1);
+        wgml_context *p = NULL;
+        wgml_engine *pe = NULL;
+        TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .submit_every_op = mode == 1 }, &p), WGML_OK);
+        unsetenv("WGML_FUSE");
+        if (p) TH_EXPECT(wgml_engine_create(p, &pe), WGML_OK);
+        if (pe) {
+            wgml_tensor *x = NULL;
+            TH_EXPECT(wgml_tensor_create(p, WGML_F32, 1, (size_t[]){ 64 }, &x), WGML_OK);
+            uint64_t s0 = p->submits;
+            uint32_t b0 = p->batch_dispatches;
+            for (int i = 0; i < 3; i++) TH_EXPECT(wgml_add(pe, x, x, x), WGML_OK);
+            TH_CHECK(p->fuse.nops == 0 && (mode == 0 ? p->batch_dispatches == b0 + 3 : p->submits == s0 + 3),
+                     "%s: %u pending, %u dispatches, %llu submits", mode == 0 ? "WGML_FUSE=0" : "submit_every_op", p->fuse.nops,
+                     p->batch_dispatches - b0, (unsigned long long)(p->submits - s0));
+            wgml_tensor_release(x);
+        }
+        wgml_engine_destroy(pe);
+        wgml_context_destroy(p);
+    }
+    for (int k = 0; k < 6; k++) wgml_tensor_release(t[k]);
+    wgml_tensor_release(odd[0]);
+    wgml_tensor_release(odd[1]);
+    wgml_tensor_release(big);
+}
+
 static const th_case cases[] = {
+    { "fusion_groups", test_fusion_groups },
     { "grid_split", test_grid_split },
     { "matmul_split_model", test_matmul_split_model },
     { "two_d_grid_dispatch", test_two_d_grid_dispatch },
