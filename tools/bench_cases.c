@@ -408,6 +408,8 @@ const bench_case bench_cases[] = {
     { "add", "1024 x1000 chain", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead" },
     { "add", "1024 x1000 chain, recording", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-record" },
     { "add", "1024 x1000 chain, GPU clock", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
+    /* the largest count fused (2^20 elements): the fused chain against one dispatch per op (WGML_FUSE=0) */
+    { "add", "2^20 x1000 chain, GPU clock", { 1u << 20 }, { 1u << 14 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
     /* one decoded token of the end-to-end model (12 x 768, ffn 2048, bytes), GPU clock and with its read */
     { "model_decode", "12x768 ffn2048 vocab256 ctx256+", { 768, 12, 2048, 256, 256 }, { 64, 2, 128, 256, 16 }, model_b, NULL,
       su_model, r_decode, "decode" },

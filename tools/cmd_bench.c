@@ -16,7 +16,8 @@
  * datasheet f32 rate). The overhead groups time a chain of 1000 dependent tiny ops per
  * sample: "overhead" by the host clock from the first call to the end of a sync (what a
  * user waits), "overhead-record" by the host clock of the calls alone (the CPU cost of
- * recording), "overhead-gpu" by the GPU clock (the device's cost per dependent dispatch).
+ * recording), "overhead-gpu" by the GPU clock (the device's cost per op: per dependent
+ * dispatch with WGML_FUSE=0, per op of a 60-op fused dispatch by default).
  * The "roundtrip" group times calls that each wait for the device (a sync with nothing
  * pending; one tiny op and a 4-byte read) by the host clock.
  */
