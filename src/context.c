@@ -19,6 +19,12 @@
    wait that covers it: with a cold shader cache a 2-core machine was seen waiting more
    than 60 s for the attention kernels of one test's batch (lavapipe). */
 #define DEFAULT_CPU_TIMEOUT_MS 600000u
+/* Waits (a read, a sync) poll the device for this long before they block: a thread blocked
+   in the driver woke about 40 us after the work ended (H200: a 1,024-float add and its 4-byte
+   read 73 - 85 us blocking, 31 - 37 us polling; PyTorch 25 us), and a decode step of the
+   end-to-end model (about 1.4 ms) ends inside the polling. Not on CPU adapters, whose
+   driver needs the cores. The private variable WGML_WAIT_SPIN_US=<us> overrides it. */
+#define DEFAULT_SPIN_US 2000u
 
 static _Thread_local char tls_error[WGML_ERROR_MAX];
 
@@ -108,6 +114,17 @@ wgml_status wgml__check_device(wgml_context *ctx)
 wgml_status wgml__wait(wgml_context *ctx, WGPUFuture future, const char *what)
 {
     WGPUFutureWaitInfo info = { .future = future };
+    /* Polls without blocking first, for up to wait_spin_us: a blocked thread wakes some time
+       after the device finished, a polling one as soon as it looks. */
+    if (ctx->wait_spin_us) {
+        double t0 = wgml__now();
+        do {
+            WGPUWaitStatus ps = wgpuInstanceWaitAny(ctx->instance, 1, &info, 0);
+            if (ps == WGPUWaitStatus_Success && info.completed) return WGML_OK;
+            if (ps != WGPUWaitStatus_Success && ps != WGPUWaitStatus_TimedOut)
+                return wgml__fail(ctx, WGML_ERROR_DEVICE, "%s: waiting for the device failed (status %d)", what, (int)ps);
+        } while ((wgml__now() - t0) * 1e6 < ctx->wait_spin_us);
+    }
     WGPUWaitStatus ws = wgpuInstanceWaitAny(ctx->instance, 1, &info, (uint64_t)ctx->timeout_ms * 1000000ull);
     if (ws == WGPUWaitStatus_TimedOut)
         return wgml__fail(ctx, WGML_ERROR_TIMEOUT, "%s: no answer from the device within %u ms", what, ctx->timeout_ms);
@@ -381,6 +398,7 @@ typedef struct switches {
     unsigned batch_first, batch_max;
     int sync, read;                 /* -1 default, 0 map, 1 work done */
     bool skip_validation, profile, robust, log_kernels, fuse_off;
+    int spin_us;                    /* -1 default */
 } switches;
 
 static wgml_status env_wait(const char *var, int *out)
@@ -409,7 +427,7 @@ static wgml_status env_flag(const char *var, bool *out)
 
 static wgml_status read_switches(switches *w)
 {
-    *w = (switches){ .batch_first = BATCH_FIRST_DISPATCHES, .batch_max = BATCH_MAX_DISPATCHES };
+    *w = (switches){ .batch_first = BATCH_FIRST_DISPATCHES, .batch_max = BATCH_MAX_DISPATCHES, .spin_us = -1 };
     const char *batch = getenv("WGML_BATCH");
     if (batch) {
         unsigned first = 0, max = 0;
@@ -429,6 +447,15 @@ static wgml_status read_switches(switches *w)
     if (fuse && strcmp(fuse, "0") && strcmp(fuse, "1"))
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_FUSE=\"%s\" is not 0 or 1", fuse);
     w->fuse_off = fuse && !strcmp(fuse, "0");
+    const char *spin = getenv("WGML_WAIT_SPIN_US");
+    if (spin) {
+        unsigned us = 0;
+        char end = 0;
+        if (sscanf(spin, "%u%c", &us, &end) != 1 || us > 1000000)
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_WAIT_SPIN_US=\"%s\" is not a "
+                              "number of microseconds from 0 to 1000000", spin);
+        w->spin_us = (int)us;
+    }
     return env_flag("WGML_PROFILE_SUBMIT", &w->profile);
 }
 
@@ -475,6 +502,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     if (!d.timeout_ms && ctx->cpu_adapter) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
     ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : !ctx->cpu_adapter;
     ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : !ctx->cpu_adapter;
+    ctx->wait_spin_us = w.spin_us >= 0 ? (uint32_t)w.spin_us : ctx->cpu_adapter ? 0 : DEFAULT_SPIN_US;
     *out = ctx;
     return WGML_OK;
 }

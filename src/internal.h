@@ -63,6 +63,7 @@ struct wgml_context {
     uint32_t uniform_arena_bytes;
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
     bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */
+    uint32_t wait_spin_us;     /* waits poll for this long before they block (WGML_WAIT_SPIN_US) */
     bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
     bool log_kernels;          /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
     bool fuse_off;             /* WGML_FUSE=0: every element-wise op is its own dispatch */

@@ -170,10 +170,11 @@ static void test_timer(void)
 }
 
 /* The recorder's private switches (WGML_BATCH, WGML_SYNC, WGML_READ, WGML_SKIP_VALIDATION,
-   WGML_PROFILE_SUBMIT) change when batches are submitted and how a sync or a read waits,
+   WGML_PROFILE_SUBMIT, WGML_WAIT_SPIN_US) change when batches are submitted and how a sync or a read waits,
    never results: 20 dependent adds with batches of 1 then 3 dispatches (WGML_FUSE=0: one
    dispatch per add), and a work-done sync, give the exact doubled values, as do a map sync and read without Dawn's
-   validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr); a malformed
+   validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr, and waits that
+   poll for 500 us before they block, WGML_WAIT_SPIN_US); a malformed
    value of any of them is refused when the context is made. */
 static void test_recorder_switches(void)
 {
@@ -211,7 +212,8 @@ static void test_recorder_switches(void)
         { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
         { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
         { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
-        { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" },
+        { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" }, { "WGML_WAIT_SPIN_US", "x" },
+        { "WGML_WAIT_SPIN_US", "2000000" }, { "WGML_WAIT_SPIN_US", "-1" }, { "WGML_WAIT_SPIN_US", "50us" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i].var, bad[i].value, 1);
@@ -226,6 +228,7 @@ static void test_recorder_switches(void)
     setenv("WGML_SKIP_VALIDATION", "1", 1);
     setenv("WGML_PROFILE_SUBMIT", "0", 1);
     setenv("WGML_LOG_KERNELS", "1", 1);
+    setenv("WGML_WAIT_SPIN_US", "500", 1);   /* waits poll first (the default on GPU adapters) */
     c = NULL;
     TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
     wgml_engine *e2 = NULL;
@@ -265,6 +268,7 @@ static void test_recorder_switches(void)
     unsetenv("WGML_SKIP_VALIDATION");
     unsetenv("WGML_PROFILE_SUBMIT");
     unsetenv("WGML_LOG_KERNELS");
+    unsetenv("WGML_WAIT_SPIN_US");
 }
 
 static const th_case cases[] = {
