@@ -256,6 +256,8 @@ bool wgml__attention_keeps_scores(wgml_engine *e, uint32_t head_dim, uint32_t se
 /* K-slices the split-K model of src/ops/matmul.c gives an M x N x K product on its default
    large tile (for test_internal). */
 uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K);
+/* The last round's tiles split along K on that tile (0: none), and their slices. */
+uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K, uint32_t *slices);
 
 /* Scratch memory of an engine for ops that need device memory of their own between their
    dispatches (src/engine.c): slot's buffer of at least bytes bytes. It is zero when first

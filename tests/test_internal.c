@@ -106,6 +106,19 @@ static void test_matmul_split_model(void)
         uint32_t got = wgml__matmul_model_slices(th_ctx, products[i].M, products[i].N, products[i].K);
         TH_CHECK(got == want, "%u x %u x %u: %u K-slices, want %u", products[i].M, products[i].N, products[i].K, got, want);
     }
+    /* the last round (round 27): 8192^3's 4,096 tiles leave 4 for a 32nd round on 132 SMs,
+       split in 32 slices (33 would fill the round; slices of at least 256); 8192 x 8192 x
+       1024 the same tiles in 4 slices of 256; none where the last round is fuller (4096^3:
+       100 tiles), empty (7936 x 8448: 31 x 132) or there are fewer than 4 rounds */
+    static const struct { uint32_t M, N, K, tail, slices; } tails[] = {
+        { 8192, 8192, 8192, 4, 32 }, { 8192, 8192, 1024, 4, 4 }, { 4096, 4096, 4096, 0, 0 }, { 7936, 8448, 8192, 0, 0 },
+        { 2048, 2048, 8192, 0, 0 }, { 8192, 768, 768, 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        uint32_t slices, tail = wgml__matmul_model_tail(th_ctx, tails[i].M, tails[i].N, tails[i].K, &slices);
+        TH_CHECK(tail == tails[i].tail && (!tail || slices == tails[i].slices), "%u x %u x %u: last round of %u tiles in %u "
+                 "slices, want %u in %u", tails[i].M, tails[i].N, tails[i].K, tail, slices, tails[i].tail, tails[i].slices);
+    }
 }
 
 /* Which calls join the pending element-wise group and when it becomes a dispatch: up to

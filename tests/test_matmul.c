@@ -342,6 +342,42 @@ static void test_forced_choices(void)
     unsetenv("WGML_MATMUL_VARIANT");
 }
 
+/* The last round split along K (round 27 of bench/notes/matmul.md), forced on small
+   products: the last n tiles in launch order (edge tiles among them) computed in s slices
+   into blocks of a workspace and added into out by splitk_reduce_tiles, for all three
+   layouts, N a multiple of 4 (vec4 stores) and not, with accumulate, exact on integers; the
+   64-tiles (not gemm2) ignore it; impossible requests are refused with nothing recorded. */
+static void test_last_round(void)
+{
+    static const shape shapes[] = { { 300, 260, 517 }, { 300, 261, 203 }, { 129, 385, 64 }, { 257, 131, 1000 } };
+    static const char *forced[] = { "t128k8xupi,tail=3,tailk=4", "t128k8xupi,tail=1,tailk=7", "t128k8xupi,tail=2",
+                                    "t128k8xupi,tailk=2", "t128k8xupi,tail=5,tailk=3,groupm=2", "t64,tail=2,tailk=3",
+                                    "t128k8xupi,notail" };
+    for (size_t v = 0; v < sizeof forced / sizeof forced[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", forced[v], 1);
+        for (int o = 0; o < 3; o++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                run_case_acc(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 1, forced[v], false);
+                if (s < 2) run_case_acc(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 1, forced[v], true);
+            }
+    }
+    /* as many tail tiles as the product has, or none left to split: refused */
+    float z[32] = { 0 };
+    wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 16)), *b = th_tensor(WGML_F32, z, TH_SHAPE(16, 2));
+    wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
+    uint64_t before = th_commands();
+    setenv("WGML_MATMUL_VARIANT", "t128k8xupi,tail=1,tailk=2", 1);
+    TH_EXPECT_ERR(wgml_matmul(th_eng, a, b, o), WGML_ERROR_INVALID_ARGUMENT, "last round of 1 tiles; the product has 1");
+    static const char *bad[] = { "tail=0", "tailk=1", "tail=x", "notail=1", "tailk=5000" };
+    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", bad[v], 1);
+        TH_EXPECT_ERR(wgml_matmul(th_eng, a, b, o), WGML_ERROR_INVALID_ARGUMENT, "unknown token");
+    }
+    TH_CHECK(th_commands() == before, "refused last-round variants recorded commands");
+    wgml_tensor_release(a); wgml_tensor_release(b); wgml_tensor_release(o);
+    unsetenv("WGML_MATMUL_VARIANT");
+}
+
 /* out += A @ B (wgml_matmul_options.accumulate) through every kernel that writes out: the
    gemm's scalar stores (64-tiles) and vec4 stores, both matrix-vector kernels, the split-K
    reduction (the slices themselves stay plain), the transposed copies; exact on integers.
@@ -652,6 +688,7 @@ static const th_case cases[] = {
     { "variants_vec4", test_variants_vec4 },
     { "forced_choices", test_forced_choices },
     { "accumulate", test_accumulate },
+    { "last_round", test_last_round },
     { "copy_reuse", test_copy_reuse },
     { "leading_dims", test_leading_dims },
     { "shared_input", test_shared_input },

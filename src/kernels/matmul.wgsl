@@ -46,6 +46,11 @@
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
 //     at out + z * out_slice (a workspace), and splitk_reduce adds the slices in order.
+//   * The last round (gemm2, gemm2_v4): where the tiles leave the GPU's last round nearly
+//     empty, the host dispatches all but the last tiles as usual, then those (from tile
+//     tile_base on) in K-slices with COMPACT, each slice's tile as a BM x BN block of a
+//     workspace, and splitk_reduce_tiles adds the slices into out (round 27 of
+//     bench/notes/matmul.md).
 // gemm2, gemm2_v4: gemm (TM 8) with the round-3 options: the k loop written out, fragment
 //   double-buffering, vec4 stores of out (see the comment above gemm2), and INC: the loads
 //   and stores of interior tiles at indices computed once per tile.
@@ -62,6 +67,7 @@
 //   accumulators; WGV threads per workgroup (the host: 256, or 1024 on a GPU for 4096 - 8191
 //   columns, rounds 21 - 24 of bench/notes/matmul.md).
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
+// splitk_reduce_tiles: the same for the last round's tiles (COMPACT blocks) into out.
 // ACC (every kernel above): the element is added to out instead of written over it
 //   (wgml_matmul_options.accumulate): out = out + (the finished sum), one more rounding.
 // transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
@@ -78,7 +84,12 @@ struct Params {
     tiles_n: u32,    // gemm: column tiles
     tiles: u32,      // gemm: tiles; gemv: workgroups; splitk_reduce: vec4 of out
     group_m: u32,    // gemm: tile rows per launch group
-    out_slice: u32,  // elements between split-K slices of the output (0: not split)
+    out_slice: u32,  // elements between split-K slices of the output (0: not split);
+                     // splitk_reduce_tiles: the tiles it adds up
+    tile_base: u32,  // gemm2: the first tile of this dispatch (COMPACT: of the last round)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -99,6 +110,8 @@ override VEC: bool = true;   // the contiguous extents of A and B are multiples 
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
+override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
+                                 // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
                              // the host sets it only on the kernel that writes out (with split-K:
                              // splitk_reduce, the slices go to the workspace as they are)
@@ -312,11 +325,20 @@ fn put(ob: u32, r: u32, q: u32, v: vec4f) {
     if (r >= p.M) {
         return;
     }
-    let e = ob + r * p.N + q;
+    let e = out_index(ob, r, q);
     if (q < p.N) { put1(e, v.x); }
     if (q + 1u < p.N) { put1(e + 1u, v.y); }
     if (q + 2u < p.N) { put1(e + 2u, v.z); }
     if (q + 3u < p.N) { put1(e + 3u, v.w); }
+}
+
+// The element of out at row r, column q: in a BM x BN block at ob with COMPACT (r and q
+// are in a tile that starts at multiples of BM and BN).
+fn out_index(ob: u32, r: u32, q: u32) -> u32 {
+    if (COMPACT) {
+        return ob + (r % BM) * BN + q % BN;
+    }
+    return ob + r * p.N + q;
 }
 
 // out[e] = x, or out[e] += x with ACC (every kernel's store of one output element).
@@ -632,7 +654,7 @@ struct Where {
 
 // gemm's tile loop (TM 8) with the gemm2 options, accumulating into c.
 fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
-    let id = wid.x + wid.y * nwg.x;
+    let id = wid.x + wid.y * nwg.x + p.tile_base;
     if (id >= p.tiles) {
         return Where(0u, 0u, 0u, false);
     }
@@ -685,7 +707,11 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
             step_tail(t, lid, at, r);
         }
     }
-    return Where(wid.z * p.out_slice, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
+    var ob = wid.z * p.out_slice;
+    if (COMPACT) {   // the last round: its tiles fit one row of workgroups
+        ob = (wid.z * nwg.x + wid.x) * BM * BN;
+    }
+    return Where(ob, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
 }
 
 @compute @workgroup_size(NT)
@@ -711,7 +737,7 @@ fn gemm2(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 // Row r, columns q .. q+3 as one vec4 (N % 4 == 0: q < N means the whole vec4 is in range).
 fn put4(ob: u32, r: u32, q: u32, v: vec4f) {
     if (r < p.M && q < p.N) {
-        let i = (ob + r * p.N + q) >> 2u;
+        let i = out_index(ob, r, q) >> 2u;
         if (ACC) { out4[i] += v; } else { out4[i] = v; }
     }
 }
@@ -954,6 +980,39 @@ fn splitk_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     }
     if (ACC) { s += sum_out[i]; }   // after the slices, as one product added to out
     sum_out[i] = s;
+}
+
+// The last round's tiles: vec4 i of the COMPACT blocks (p.out_slice tiles from p.tile_base,
+// p.K slices) = the sum of its slices in order, into out at the tile's place. The tile and
+// launch-order constants are the gemm's. N need not be a multiple of 4: scalar stores.
+@group(0) @binding(2) var<storage, read_write> tile_out: array<f32>;
+fn tile_put(e: u32, x: f32) {
+    if (ACC) { tile_out[e] += x; } else { tile_out[e] = x; }
+}
+@compute @workgroup_size(WGV)
+fn splitk_reduce_tiles(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                       @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * WGV + lid;
+    let per_tile = BM * BN / 4u;
+    if (i >= p.out_slice * per_tile) {
+        return;
+    }
+    var s = A[i];
+    for (var z = 1u; z < p.K; z++) {
+        s += A[z * p.out_slice * per_tile + i];
+    }
+    let at = tile_at(p.tile_base + i / per_tile, 0u);
+    let l = i % per_tile;
+    let r = at.m0 + l / (BN / 4u);
+    let q = at.n0 + (l % (BN / 4u)) * 4u;
+    if (r >= p.M) {
+        return;
+    }
+    let e = r * p.N + q;
+    if (q < p.N) { tile_put(e, s.x); }
+    if (q + 1u < p.N) { tile_put(e + 1u, s.y); }
+    if (q + 2u < p.N) { tile_put(e + 2u, s.z); }
+    if (q + 3u < p.N) { tile_put(e + 3u, s.w); }
 }
 
 // ---- matmul_bt through a transposed copy of B ----------------------------------------

@@ -20,7 +20,9 @@
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or an SM with a workgroup more than most, see split_cost) and
         K is long: slice z writes a partial result into a workspace (the engine's matmul
-        scratch) and splitk_reduce adds the slices in a fixed order (deterministic).
+        scratch) and splitk_reduce adds the slices in a fixed order (deterministic);
+        unsplit, when the last round of tiles would leave most SMs idle (8192^3: 4 tiles of
+        a 32nd round on 132 SMs), split only those tiles (plan_tail, round 27).
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
@@ -52,6 +54,9 @@
                                              (default GROUP_M)
      fresh                                   make the transposed copies at every call (by
                                              default a copy of an unchanged tensor is reused)
+     tail=<n>, tailk=<s>, notail             the last round: its last n tiles (launch order)
+                                             in s K-slices (each forced; the other from the
+                                             rule); never
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -66,6 +71,7 @@ enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
 typedef struct mm_params {
     uint32_t M, N, K, kchunk;
     uint32_t tiles_n, tiles, group_m, out_slice;
+    uint32_t tile_base, pad[3];
 } mm_params;
 
 /* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
@@ -187,6 +193,9 @@ typedef struct variant {
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
     bool fresh;        /* never reuse a transposed copy */
+    uint32_t tail;     /* last-round tiles split along K: 0 by rule */
+    uint32_t tailk;    /* their slices: 0 by rule */
+    bool notail;
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -245,6 +254,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             v->fresh = true;
             known = true;
         }
+        if (n == 6 && strncmp(s, "notail", 6) == 0) {
+            v->notail = true;
+            known = true;
+        }
         if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
             v->att = n == 3 ? 1 : -1;
             known = true;
@@ -257,6 +270,8 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "gemvq", 1, 4, true, &v->gemv_q },
             { "gemvwg", 64, 1024, true, &v->gemv_wg },
             { "groupm", 1, 64, false, &v->group_m },
+            { "tail", 1, 4096, false, &v->tail },
+            { "tailk", 2, 4096, false, &v->tailk },
         };
         const char *eq = memchr(s, '=', n);
         for (size_t i = 0; eq && i < sizeof nums / sizeof nums[0]; i++) {
@@ -319,6 +334,7 @@ typedef struct mm_plan {
     uint32_t threads;           /* per workgroup */
     uint32_t min_chunk;         /* smallest K range worth a slice */
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
+    uint32_t tile_elems;        /* gemm: outputs of one tile (BM x BN) */
 } mm_plan;
 
 /* The gemm of a tile configuration; the caller binds its operands (pl->x, pl->y). */
@@ -345,6 +361,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
        (about 128 registers: 512 threads per SM of the H200) */
     bool modelled = c->tm == 8 && pl->threads >= 128;
     pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
+    pl->tile_elems = tile_m(c) * tile_n(c);
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
@@ -473,6 +490,32 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
     return wgml__ceil_div(K, chunk);
 }
 
+/* The last round (round 27 of bench/notes/matmul.md). Unsplit, T tiles run in rounds of one
+   tile per SM; where the last round holds only a few (8192^3: 4 tiles on 132 SMs), the other
+   SMs wait a whole tile time for them. Those tiles run instead after the others, in K-slices
+   that fill one round, and splitk_reduce_tiles adds the slices into out (H200: the 8192^3
+   product's work in 31 full rounds took 2.9% less time than in 32). By rule for the gemm2
+   kernels of the modelled tiles: at least 4 full rounds and a last one at most a quarter
+   full. Returns the number of tail tiles (0: none) and their slices and K range per slice. */
+static uint32_t plan_tail(const mm_plan *pl, const variant *v, uint32_t *slices, uint32_t *chunk)
+{
+    uint32_t T = pl->prm.tiles, K = pl->prm.K, tail = v->tail;
+    if (v->notail || strncmp(pl->kernel.entry, "gemm2", 5) != 0) return 0;
+    if (!tail) {
+        uint32_t r = T % MODEL_SMS;
+        bool rule = pl->tile_fmas && T >= 4 * MODEL_SMS && r && 4 * r <= MODEL_SMS;
+        if (!rule && !v->tailk) return 0;
+        tail = r && r < T ? r : 1;   /* tailk alone: the rule's tiles, or the last one */
+    }
+    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail, gran = v->tailk ? 4 : 16;
+    if (!v->tailk && S > K / pl->min_chunk) S = K / pl->min_chunk;
+    if (S < 2) return 0;
+    uint32_t c = (wgml__ceil_div(K, S) + gran - 1) / gran * gran;
+    *chunk = c;
+    *slices = wgml__ceil_div(K, c);
+    return *slices >= 2 ? tail : 0;
+}
+
 /* K-slices of an M x N x K product on the default large tile (t128k8xupi) with no variant:
    the split-K model's choice, for test_internal (the model's documented choices). */
 uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K)
@@ -481,6 +524,18 @@ uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t
     mm_plan pl = { 0 };
     plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
     return plan_split(ctx, &pl, &v, (uint64_t)M * N);
+}
+
+/* The last round's tiles and their slices (plan_tail) for the same, for test_internal. */
+uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K, uint32_t *slices)
+{
+    variant v = { .tile = -1 };
+    mm_plan pl = { 0 };
+    uint32_t chunk = 0;
+    *slices = 0;
+    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
+    if (plan_split(ctx, &pl, &v, (uint64_t)M * N) > 1) return 0;
+    return plan_tail(&pl, &v, slices, &chunk);
 }
 
 /* A transposed copy of an operand into an engine scratch: src [rows, K] -> copy [K, rows]. */
@@ -563,11 +618,25 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
-    wgml__kernel reduce = reduce_kernel;
+    uint32_t tail_slices = 0, tail_chunk = 0;
+    uint32_t tail = S == 1 ? plan_tail(&pl, &v, &tail_slices, &tail_chunk) : 0;
+    if (tail && tail >= pl.workgroups)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
+                          "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
+    wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
+    if (tail) {
+        /* the tail's slices as plain partial sums in blocks; their sum goes to out (with ACC) */
+        wgml__add_constant(&tail_k, "COMPACT", 1);
+        tail_red = (wgml__kernel){ .file = "matmul", .entry = "splitk_reduce_tiles", .layout = "urw" };
+        for (uint32_t i = 0; i < pl.kernel.nconst; i++)
+            wgml__add_constant(&tail_red, pl.kernel.constants[i].name, pl.kernel.constants[i].value);
+        wgml__add_constant(&tail_red, "WGV", GEMV_WG);
+        if (acc) wgml__add_constant(&tail_red, "ACC", 1);
+    }
     /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
     if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(ctx, pl.workgroups, &gx, &gy));
+    WGML_CHECK(wgml__grid(ctx, pl.workgroups - tail, &gx, &gy));
 
     /* Compile and allocate what will be recorded first, so a failure records nothing (the
        transposed copies of b and a, recorded first, only write the engine's scratch). */
@@ -588,14 +657,37 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
         pl.prm.out_slice = (uint32_t)mnp;
     }
+    uint64_t tail_vec4 = (uint64_t)tail * pl.tile_elems / 4;
+    if (tail) {
+        uint64_t bytes = 16 * tail_vec4 * tail_slices;
+        if (bytes > ctx->limits.maxStorageBufferBindingSize)
+            return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for a last round whose slices need %llu "
+                              "bytes; the adapter binds %llu", fn, (unsigned long long)bytes,
+                              (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+        WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
+        WGML_CHECK(wgml__pipeline_get(e, &tail_red, &pipe, &bgl));
+        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(tail_vec4, GEMV_WG), &rx, &ry));
+        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, bytes, &ws));
+    }
     for (int i = 0; i < 2; i++) {
         if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], K))) continue;
         WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
         e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
                                                       copies[i].rows, K };
     }
-    wgml__arg args[3] = { pl.x, pl.y, ws };
+    wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
+    if (tail) {
+        mm_params tp = pl.prm;
+        tp.tile_base = (uint32_t)(pl.workgroups - tail);
+        tp.kchunk = tail_chunk;
+        wgml__arg targs[3] = { pl.x, pl.y, ws };
+        WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
+        tp.K = tail_slices;
+        tp.out_slice = tail;
+        wgml__arg rargs[2] = { ws, wgml__t(out) };
+        return wgml__dispatch(e, &tail_red, &tp, sizeof tp, rargs, 2, rx, ry, 1);
+    }
     if (S == 1) return WGML_OK;
     mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
     wgml__arg rargs[2] = { ws, wgml__t(out) };
