@@ -443,10 +443,9 @@ static wgml_status read_switches(switches *w)
     WGML_CHECK(env_flag("WGML_SKIP_VALIDATION", &w->skip_validation));
     WGML_CHECK(env_flag("WGML_ROBUST", &w->robust));
     WGML_CHECK(env_flag("WGML_LOG_KERNELS", &w->log_kernels));
-    const char *fuse = getenv("WGML_FUSE");
-    if (fuse && strcmp(fuse, "0") && strcmp(fuse, "1"))
-        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_FUSE=\"%s\" is not 0 or 1", fuse);
-    w->fuse_off = fuse && !strcmp(fuse, "0");
+    bool fuse = true;   /* on unless WGML_FUSE=0 */
+    if (getenv("WGML_FUSE")) WGML_CHECK(env_flag("WGML_FUSE", &fuse));
+    w->fuse_off = !fuse;
     const char *spin = getenv("WGML_WAIT_SPIN_US");
     if (spin) {
         unsigned us = 0;
