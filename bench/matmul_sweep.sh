@@ -50,6 +50,8 @@
 #   bash bench/matmul_sweep.sh attn24   dq from dense dS^T by bwd_dq_mm (the default) against the 64 x 64 blocks
 #                                       (WGML_ATTN_DQMM=0): tests, the D64 attention rows, model_train_step
 #                                       (round 24's ablations and step lengths were timed with code since removed)
+#   bash bench/matmul_sweep.sh round28  the last round's slices in the main dispatch (tail1) against a second one,
+#                                       forced slices at 4096^3 and two training shapes
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -490,6 +492,27 @@ for v in "" fresh "" fresh; do
     echo "## WGML_MATMUL_VARIANT=\"$v\" model_train_step"
     WGML_MATMUL_VARIANT="$v" build-device/wgml bench --filter model_train_step --samples 5 2>&1 | grep -E '^\| model|rror|fail'
 done
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round28 ]; then
+# Matmul round 28 (bench/notes/matmul.md): the last round's K-slices in the main dispatch
+# (tail1, gemm2_tail) against a second dispatch, at 8192^3 (the rule's 4 tiles x 32
+# slices) and forced at 4096^3 (100 tiles in 3 - 16 slices whose length is a whole number
+# of the tile's 8-steps), 8192 x 2048 x 768 (100 tiles, K 768) and 4096 x 11008 x 2048
+# (112 tiles); test_matmul on the GPU first.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+sweep_header "Matmul round 28"
+v4096=(notail)
+for k in 3 4 5 6 8 9 12 16; do v4096+=("tail=100,tailk=$k" "tail1,tail=100,tailk=$k"); done
+twice_each "" "matmul 4096x4096x4096 9" "${v4096[@]}"
+twice_each "" "matmul 8192x8192x8192 3" "" tail1 notail
+twice_each "" "train-ops 8192x2048x768 9" notail "tail=100,tailk=2" "tail1,tail=100,tailk=2" "tail=100,tailk=3" \
+    "tail1,tail=100,tailk=3"
+twice_each "" "matmul 4096x11008x2048 7" notail "tail1,tail=112,tailk=2" "tail1,tail=112,tailk=4" \
+    "tail1,tail=112,tailk=7" "tail1,tail=112,tailk=8"
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi

@@ -57,6 +57,8 @@
      tail=<n>, tailk=<s>, notail             the last round: its last n tiles (launch order)
                                              in s K-slices (each forced; the other from the
                                              rule); never
+     tail1                                   the last round's slices computed by the main
+                                             dispatch (gemm2_tail) instead of a second one
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -71,7 +73,7 @@ enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
 typedef struct mm_params {
     uint32_t M, N, K, kchunk;
     uint32_t tiles_n, tiles, group_m, out_slice;
-    uint32_t tile_base, pad[3];
+    uint32_t tile_base, tail_kchunk, tail_pieces, pad;
 } mm_params;
 
 /* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
@@ -196,6 +198,7 @@ typedef struct variant {
     uint32_t tail;     /* last-round tiles split along K: 0 by rule */
     uint32_t tailk;    /* their slices: 0 by rule */
     bool notail;
+    bool tail1;        /* the last round's slices in the main dispatch (gemm2_tail) */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -256,6 +259,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "notail", 6) == 0) {
             v->notail = true;
+            known = true;
+        }
+        if (n == 5 && strncmp(s, "tail1", 5) == 0) {
+            v->tail1 = true;
             known = true;
         }
         if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
@@ -507,7 +514,7 @@ static uint32_t plan_tail(const mm_plan *pl, const variant *v, uint32_t *slices,
         if (!rule && !v->tailk) return 0;
         tail = r && r < T ? r : 1;   /* tailk alone: the rule's tiles, or the last one */
     }
-    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail, gran = v->tailk ? 4 : 16;
+    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail, gran = v->tailk ? 8 : 16;
     if (!v->tailk && S > K / pl->min_chunk) S = K / pl->min_chunk;
     if (S < 2) return 0;
     uint32_t c = (wgml__ceil_div(K, S) + gran - 1) / gran * gran;
@@ -624,6 +631,11 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
                           "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
     wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
+    if (tail && v.tail1) {
+        /* one dispatch: whole tiles into out, the last round's pieces into the workspace */
+        pl.kernel.entry = strcmp(pl.kernel.entry, "gemm2_v4") == 0 ? "gemm2_v4_tail" : "gemm2_tail";
+        pl.kernel.layout = "urrww";
+    }
     if (tail) {
         /* the tail's slices as plain partial sums in blocks; their sum goes to out (with ACC) */
         wgml__add_constant(&tail_k, "COMPACT", 1);
@@ -636,7 +648,8 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
     if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(ctx, pl.workgroups - tail, &gx, &gy));
+    uint64_t main_wgs = pl.workgroups - tail + (tail && v.tail1 ? (uint64_t)tail * tail_slices : 0);
+    WGML_CHECK(wgml__grid(ctx, main_wgs, &gx, &gy));
 
     /* Compile and allocate what will be recorded first, so a failure records nothing (the
        transposed copies of b and a, recorded first, only write the engine's scratch). */
@@ -664,7 +677,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for a last round whose slices need %llu "
                               "bytes; the adapter binds %llu", fn, (unsigned long long)bytes,
                               (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-        WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
+        if (!v.tail1) WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
         WGML_CHECK(wgml__pipeline_get(e, &tail_red, &pipe, &bgl));
         WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(tail_vec4, GEMV_WG), &rx, &ry));
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, bytes, &ws));
@@ -675,14 +688,19 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
                                                       copies[i].rows, K };
     }
-    wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
-    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
+    if (tail && v.tail1) {
+        pl.prm.tile_base = (uint32_t)(pl.workgroups - tail);
+        pl.prm.tail_kchunk = tail_chunk;
+        pl.prm.tail_pieces = tail * tail_slices;
+    }
+    wgml__arg args[4] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out), ws };
+    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, tail && v.tail1 ? 4 : 3, gx, gy, S));
     if (tail) {
         mm_params tp = pl.prm;
         tp.tile_base = (uint32_t)(pl.workgroups - tail);
         tp.kchunk = tail_chunk;
         wgml__arg targs[3] = { pl.x, pl.y, ws };
-        WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
+        if (!v.tail1) WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
         tp.K = tail_slices;
         tp.out_slice = tail;
         wgml__arg rargs[2] = { ws, wgml__t(out) };
