@@ -50,8 +50,9 @@
 #   bash bench/matmul_sweep.sh attn24   dq from dense dS^T by bwd_dq_mm (the default) against the 64 x 64 blocks
 #                                       (WGML_ATTN_DQMM=0): tests, the D64 attention rows, model_train_step
 #                                       (round 24's ablations and step lengths were timed with code since removed)
-#   bash bench/matmul_sweep.sh round28  the last round's slices in the main dispatch (tail1) against a second one,
-#                                       forced slices at 4096^3 and two training shapes
+#   bash bench/matmul_sweep.sh round28  the last round's slices in the main dispatch (tail1, since removed) against a
+#                                       second one, forced slices at 4096^3 and two training shapes
+#   bash bench/matmul_sweep.sh round28b the slot model's rule for the last round against notail and split-K
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -513,6 +514,20 @@ twice_each "" "train-ops 8192x2048x768 9" notail "tail=100,tailk=2" "tail1,tail=
     "tail1,tail=100,tailk=3"
 twice_each "" "matmul 4096x11008x2048 7" notail "tail1,tail=112,tailk=2" "tail1,tail=112,tailk=4" \
     "tail1,tail=112,tailk=7" "tail1,tail=112,tailk=8"
+} > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round28b ]; then
+# Matmul round 28, second call: the slot model's rule for the last round (plan_tail,
+# tail_gain) against notail, at 4096^3 (the rule's 5 slices, and 9) and on the LLM shapes
+# (2048 x 11008 x 4096: 56 tiles in 7 slices instead of split-K's 2 slices, also forced);
+# test_matmul on the GPU first.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+sweep_header "Matmul round 28b"
+twice_each "" "matmul 4096x4096x4096 9" "" notail "tail=100,tailk=9"
+twice_each "" "matmul 11008 7" "" notail splitk=2
 } > "$out/matmul_sweep.md" 2>&1
 exit 0
 fi

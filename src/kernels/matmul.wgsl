@@ -86,11 +86,10 @@ struct Params {
     group_m: u32,    // gemm: tile rows per launch group
     out_slice: u32,  // elements between split-K slices of the output (0: not split);
                      // splitk_reduce_tiles: the tiles it adds up
-    tile_base: u32,  // gemm2: the first tile of this dispatch (COMPACT: of the last round);
-                     // gemm2_tail: the first tile of the last round
-    tail_kchunk: u32, // gemm2_tail: K range of one slice of a last-round tile
-    tail_pieces: u32, // gemm2_tail: last-round tiles x their slices
+    tile_base: u32,  // gemm2: the first tile of this dispatch (COMPACT: of the last round)
     _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -352,10 +351,6 @@ fn put1(e: u32, x: f32) {
 // separate helper.
 struct TileAt { m0: u32, n0: u32, kbeg: u32, kend: u32, nsteps: u32, fast: bool }
 fn tile_at(id: u32, wz: u32) -> TileAt {
-    return tile_at_k(id, wz, p.kchunk);
-}
-// The same with K-slices of chunk values.
-fn tile_at_k(id: u32, wz: u32, chunk: u32) -> TileAt {
     // Grouped launch order: group_m tile rows at a time, walking down the rows first.
     let tiles_m = p.tiles / p.tiles_n;
     let per_group = p.group_m * p.tiles_n;
@@ -364,8 +359,8 @@ fn tile_at_k(id: u32, wz: u32, chunk: u32) -> TileAt {
     let local = id % per_group;
     let m0 = (first_m + local % gsize) * BM;
     let n0 = (local / gsize) * BN;
-    let kbeg = wz * chunk;
-    let kend = min(p.K, kbeg + chunk);
+    let kbeg = wz * p.kchunk;
+    let kend = min(p.K, kbeg + p.kchunk);
     let nsteps = (kend - kbeg + BK - 1u) / BK;
     // every load of every step in range: the clamps can go (uniform across the workgroup)
     let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
@@ -657,10 +652,13 @@ struct Where {
     ok: bool,
 }
 
-// gemm's tile loop (TM 8) with the gemm2 options for tile id, K-slice wz of chunk values,
-// accumulating into c; the caller sets where the result goes (ob).
-fn gemm2_tile(id: u32, wz: u32, chunk: u32, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
-    let at = tile_at_k(id, wz, chunk);
+// gemm's tile loop (TM 8) with the gemm2 options, accumulating into c.
+fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
+    let id = wid.x + wid.y * nwg.x + p.tile_base;
+    if (id >= p.tiles) {
+        return Where(0u, 0u, 0u, false);
+    }
+    let at = tile_at(id, wid.z);
     let xy = lane_xy(lid);
     let tx = xy.x;
     let ty = xy.y;
@@ -709,28 +707,18 @@ fn gemm2_tile(id: u32, wz: u32, chunk: u32, lid: u32, c: ptr<function, array<vec
             step_tail(t, lid, at, r);
         }
     }
-    return Where(0u, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
-}
-
-// gemm2 and gemm2_v4: workgroup (x, y) computes tile p.tile_base + its index, in K-slice z.
-fn gemm2_at(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
-    let id = wid.x + wid.y * nwg.x + p.tile_base;
-    if (id >= p.tiles) {
-        return Where(0u, 0u, 0u, false);
-    }
-    var at = gemm2_tile(id, wid.z, p.kchunk, lid, c);
-    at.ob = wid.z * p.out_slice;
+    var ob = wid.z * p.out_slice;
     if (COMPACT) {   // the last round: its tiles fit one row of workgroups
-        at.ob = (wid.z * nwg.x + wid.x) * BM * BN;
+        ob = (wid.z * nwg.x + wid.x) * BM * BN;
     }
-    return at;
+    return Where(ob, at.m0 + ty * 4u, at.n0 + tx * 4u, true);
 }
 
 @compute @workgroup_size(NT)
 fn gemm2(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
          @builtin(local_invocation_index) lid: u32) {
     var c: array<vec4f, 16>;
-    let at = gemm2_at(wid, nwg, lid, &c);
+    let at = gemm2_tile(wid, nwg, lid, &c);
     if (!at.ok) {
         return;
     }
@@ -758,7 +746,7 @@ fn put4(ob: u32, r: u32, q: u32, v: vec4f) {
 fn gemm2_v4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32) {
     var c: array<vec4f, 16>;
-    let at = gemm2_at(wid, nwg, lid, &c);
+    let at = gemm2_tile(wid, nwg, lid, &c);
     if (!at.ok) {
         return;
     }
@@ -772,95 +760,6 @@ fn gemm2_v4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     put4(at.ob, r1 + 1u, at.q0, c[10]); put4(at.ob, r1 + 1u, q1, c[11]);
     put4(at.ob, r1 + 2u, at.q0, c[12]); put4(at.ob, r1 + 2u, q1, c[13]);
     put4(at.ob, r1 + 3u, at.q0, c[14]); put4(at.ob, r1 + 3u, q1, c[15]);
-}
-
-// ---- the last round in the same dispatch (gemm2_tail, gemm2_v4_tail) ----------------
-
-// Workgroups below p.tile_base compute their tiles whole, into out; workgroup tile_base + j
-// computes piece j of the last round: tile p.tile_base + j % (the last round's tiles) in
-// K-slice j / (the same) of p.tail_kchunk values, written plain as the BM x BN block j of
-// tail_ws, which splitk_reduce_tiles then adds into out. One dispatch, so the pieces start
-// as the whole tiles' workgroups leave the SMs (a second dispatch waits for the first at
-// the barrier Dawn puts before every dispatch that writes).
-@group(0) @binding(4) var<storage, read_write> tail_ws: array<vec4f>;
-struct TailJob { id: u32, wz: u32, chunk: u32, j: u32, piece: bool, ok: bool }
-fn tail_job(wid: vec3u, nwg: vec3u) -> TailJob {
-    let lin = wid.x + wid.y * nwg.x;
-    if (lin < p.tile_base) {
-        return TailJob(lin, 0u, p.K, 0u, false, true);
-    }
-    let j = lin - p.tile_base;
-    let last = p.tiles - p.tile_base;
-    return TailJob(p.tile_base + j % last, j / last, p.tail_kchunk, j, true, j < p.tail_pieces);
-}
-
-// Row r, columns q .. q+3 of piece j's block (r and q inside the tile; the block is whole).
-fn ws_put(j: u32, r: u32, q: u32, v: vec4f) {
-    tail_ws[(j * BM * BN + (r % BM) * BN + q % BN) >> 2u] = v;
-}
-
-// The 16 vec4 of a thread's micro-tile into piece j's block.
-fn ws_put_all(j: u32, at: Where, c: ptr<function, array<vec4f, 16>>) {
-    let q1 = at.q0 + WG_N * 4u;
-    let r1 = at.r0 + WG_M * 4u;
-    ws_put(j, at.r0 + 0u, at.q0, (*c)[0]); ws_put(j, at.r0 + 0u, q1, (*c)[1]);
-    ws_put(j, at.r0 + 1u, at.q0, (*c)[2]); ws_put(j, at.r0 + 1u, q1, (*c)[3]);
-    ws_put(j, at.r0 + 2u, at.q0, (*c)[4]); ws_put(j, at.r0 + 2u, q1, (*c)[5]);
-    ws_put(j, at.r0 + 3u, at.q0, (*c)[6]); ws_put(j, at.r0 + 3u, q1, (*c)[7]);
-    ws_put(j, r1 + 0u, at.q0, (*c)[8]); ws_put(j, r1 + 0u, q1, (*c)[9]);
-    ws_put(j, r1 + 1u, at.q0, (*c)[10]); ws_put(j, r1 + 1u, q1, (*c)[11]);
-    ws_put(j, r1 + 2u, at.q0, (*c)[12]); ws_put(j, r1 + 2u, q1, (*c)[13]);
-    ws_put(j, r1 + 3u, at.q0, (*c)[14]); ws_put(j, r1 + 3u, q1, (*c)[15]);
-}
-
-@compute @workgroup_size(NT)
-fn gemm2_tail(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-              @builtin(local_invocation_index) lid: u32) {
-    let job = tail_job(wid, nwg);
-    if (!job.ok) {
-        return;
-    }
-    var c: array<vec4f, 16>;
-    let at = gemm2_tile(job.id, job.wz, job.chunk, lid, &c);
-    if (job.piece) {
-        ws_put_all(job.j, at, &c);
-        return;
-    }
-    let q1 = at.q0 + WG_N * 4u;
-    let r1 = at.r0 + WG_M * 4u;
-    put(0u, at.r0 + 0u, at.q0, c[0]); put(0u, at.r0 + 0u, q1, c[1]);
-    put(0u, at.r0 + 1u, at.q0, c[2]); put(0u, at.r0 + 1u, q1, c[3]);
-    put(0u, at.r0 + 2u, at.q0, c[4]); put(0u, at.r0 + 2u, q1, c[5]);
-    put(0u, at.r0 + 3u, at.q0, c[6]); put(0u, at.r0 + 3u, q1, c[7]);
-    put(0u, r1 + 0u, at.q0, c[8]); put(0u, r1 + 0u, q1, c[9]);
-    put(0u, r1 + 1u, at.q0, c[10]); put(0u, r1 + 1u, q1, c[11]);
-    put(0u, r1 + 2u, at.q0, c[12]); put(0u, r1 + 2u, q1, c[13]);
-    put(0u, r1 + 3u, at.q0, c[14]); put(0u, r1 + 3u, q1, c[15]);
-}
-
-@compute @workgroup_size(NT)
-fn gemm2_v4_tail(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-                 @builtin(local_invocation_index) lid: u32) {
-    let job = tail_job(wid, nwg);
-    if (!job.ok) {
-        return;
-    }
-    var c: array<vec4f, 16>;
-    let at = gemm2_tile(job.id, job.wz, job.chunk, lid, &c);
-    if (job.piece) {
-        ws_put_all(job.j, at, &c);
-        return;
-    }
-    let q1 = at.q0 + WG_N * 4u;
-    let r1 = at.r0 + WG_M * 4u;
-    put4(0u, at.r0 + 0u, at.q0, c[0]); put4(0u, at.r0 + 0u, q1, c[1]);
-    put4(0u, at.r0 + 1u, at.q0, c[2]); put4(0u, at.r0 + 1u, q1, c[3]);
-    put4(0u, at.r0 + 2u, at.q0, c[4]); put4(0u, at.r0 + 2u, q1, c[5]);
-    put4(0u, at.r0 + 3u, at.q0, c[6]); put4(0u, at.r0 + 3u, q1, c[7]);
-    put4(0u, r1 + 0u, at.q0, c[8]); put4(0u, r1 + 0u, q1, c[9]);
-    put4(0u, r1 + 1u, at.q0, c[10]); put4(0u, r1 + 1u, q1, c[11]);
-    put4(0u, r1 + 2u, at.q0, c[12]); put4(0u, r1 + 2u, q1, c[13]);
-    put4(0u, r1 + 3u, at.q0, c[14]); put4(0u, r1 + 3u, q1, c[15]);
 }
 
 // ---- matrix-vector products ---------------------------------------------------------

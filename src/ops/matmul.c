@@ -21,8 +21,9 @@
         (too few workgroups, or an SM with a workgroup more than most, see split_cost) and
         K is long: slice z writes a partial result into a workspace (the engine's matmul
         scratch) and splitk_reduce adds the slices in a fixed order (deterministic);
-        unsplit, when the last round of tiles would leave most SMs idle (8192^3: 4 tiles of
-        a 32nd round on 132 SMs), split only those tiles (plan_tail, round 27).
+        unsplit, when the last round of tiles would leave SMs idle (8192^3: 4 tiles of a
+        32nd round on 132 SMs; 4096^3: 100 of an 8th), split only those tiles (plan_tail,
+        rounds 27 - 28), also instead of split-K where the model gives that more.
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
@@ -57,8 +58,6 @@
      tail=<n>, tailk=<s>, notail             the last round: its last n tiles (launch order)
                                              in s K-slices (each forced; the other from the
                                              rule); never
-     tail1                                   the last round's slices computed by the main
-                                             dispatch (gemm2_tail) instead of a second one
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
@@ -73,7 +72,7 @@ enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
 typedef struct mm_params {
     uint32_t M, N, K, kchunk;
     uint32_t tiles_n, tiles, group_m, out_slice;
-    uint32_t tile_base, tail_kchunk, tail_pieces, pad;
+    uint32_t tile_base, pad[3];
 } mm_params;
 
 /* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
@@ -181,6 +180,14 @@ static const tile_cfg TILES[NTILES] = {
    split that is still sound, only tuned less closely. */
 #define MODEL_SMS 132
 #define FMA_PER_BYTE 5
+/* The last round's model (plan_tail, round 28): a workgroup alone on an SM runs at ALONE_RATE
+   of the rate the SM gives two (round 22); a K-slice of a last-round tile costs PIECE_OVH_K
+   values of K more than its length (its start, its block of the workspace written and read
+   back); a split is made for a predicted gain of TAIL_MIN_GAIN. Fitted on the H200's 4096^3
+   forced splits (3 - 16 slices: within 0.5% on all eight) and 8192^3. */
+#define ALONE_RATE 0.94
+#define PIECE_OVH_K 41
+#define TAIL_MIN_GAIN 0.005
 
 typedef struct variant {
     int tile;          /* index into TILES, or -1: automatic */
@@ -198,7 +205,6 @@ typedef struct variant {
     uint32_t tail;     /* last-round tiles split along K: 0 by rule */
     uint32_t tailk;    /* their slices: 0 by rule */
     bool notail;
-    bool tail1;        /* the last round's slices in the main dispatch (gemm2_tail) */
 } variant;
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
@@ -259,10 +265,6 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "notail", 6) == 0) {
             v->notail = true;
-            known = true;
-        }
-        if (n == 5 && strncmp(s, "tail1", 5) == 0) {
-            v->tail1 = true;
             known = true;
         }
         if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
@@ -436,6 +438,44 @@ static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
                                             .constants = { { "WGV", GEMV_WG } } };
 
+/* Time, in tile times of one SM, of n workgroups of w tile times each started in launch order
+   on MODEL_SMS SMs of two workgroup slots (round 28 of bench/notes/matmul.md): waves of two per
+   SM take 2 w; a last wave of at most one per SM takes w / ALONE_RATE, a fuller one 2 w. */
+static double slot_time(uint64_t n, double w)
+{
+    uint64_t q = n / (2 * MODEL_SMS), rem = n % (2 * MODEL_SMS);
+    double t = 2.0 * w * (double)q;
+    if (rem) t += rem <= MODEL_SMS ? w / ALONE_RATE : 2.0 * w;
+    return t;
+}
+
+/* The rule's split of the last round: the r = T mod MODEL_SMS tiles after T - r whole ones, in
+   the number of K-slices (at least min_chunk long, whole multiples of 16) that the slot model
+   times fastest, the slices after the whole tiles (a second dispatch: Dawn's barrier before it
+   lets no slice start before the last whole tile ends). Returns the predicted gain over the
+   unsplit product (0: below TAIL_MIN_GAIN) and sets the tiles, slices and chunk; only for the
+   modelled tiles with at least 4 full rounds (where the model was fitted), and slices whose
+   workspace fits one binding of the adapter. */
+static double tail_gain(const wgml_context *ctx, const mm_plan *pl, uint32_t *tail, uint32_t *slices, uint32_t *chunk)
+{
+    uint32_t T = pl->prm.tiles, K = pl->prm.K, r = T % MODEL_SMS;
+    double best = 0.0;
+    if (!pl->tile_fmas || T < 4 * MODEL_SMS || r == 0) return 0.0;
+    double whole = slot_time(T, 1.0), rest = slot_time(T - r, 1.0);
+    for (uint32_t S = 2; S <= K / pl->min_chunk && S <= MAX_SPLIT; S++) {
+        uint32_t c = (wgml__ceil_div(K, S) + 15) / 16 * 16, s = wgml__ceil_div(K, c);
+        if (s < 2 || 4ull * r * s * pl->tile_elems > ctx->limits.maxStorageBufferBindingSize) continue;
+        double gain = 1.0 - (rest + slot_time((uint64_t)r * s, (double)(c + PIECE_OVH_K) / K)) / whole;
+        if (gain > best) {
+            best = gain;
+            *tail = r;
+            *slices = s;
+            *chunk = c;
+        }
+    }
+    return best >= TAIL_MIN_GAIN ? best : 0.0;
+}
+
 /* Modelled cost of S K-slices of a tiled product, in multiply-add slots: the SM with the most
    workgroups sets the time, each workgroup as long as its slice, plus the workspace written
    and read back by splitk_reduce. Quantized per SM, not per workgroup slot: a workgroup alone
@@ -478,6 +518,10 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
                 double c = split_cost(pl, mn, S);
                 if (c <= 1.03 * best && c <= 0.98 * whole) break;
             }
+        /* the last round split instead, where that is predicted to gain more (round 28:
+           2048 x 11008 x 4096) */
+        uint32_t t, ts, tc;
+        if (S > 1 && !v->notail && tail_gain(ctx, pl, &t, &ts, &tc) > 1.0 - split_cost(pl, mn, S) / whole) S = 1;
     } else if (pl->workgroups * pl->threads < FILL_THREADS && K >= 2 * pl->min_chunk) {
         uint64_t want = (FILL_THREADS + pl->workgroups * pl->threads - 1) / (pl->workgroups * pl->threads);
         uint64_t most = K / pl->min_chunk;
@@ -497,27 +541,28 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
     return wgml__ceil_div(K, chunk);
 }
 
-/* The last round (round 27 of bench/notes/matmul.md). Unsplit, T tiles run in rounds of one
-   tile per SM; where the last round holds only a few (8192^3: 4 tiles on 132 SMs), the other
-   SMs wait a whole tile time for them. Those tiles run instead after the others, in K-slices
-   that fill one round, and splitk_reduce_tiles adds the slices into out (H200: the 8192^3
-   product's work in 31 full rounds took 2.9% less time than in 32). By rule for the gemm2
-   kernels of the modelled tiles: at least 4 full rounds and a last one at most a quarter
-   full. Returns the number of tail tiles (0: none) and their slices and K range per slice. */
-static uint32_t plan_tail(const mm_plan *pl, const variant *v, uint32_t *slices, uint32_t *chunk)
+/* The last round (rounds 27 - 28 of bench/notes/matmul.md). Unsplit, T tiles run in rounds of
+   one tile per SM; where the last round is only partly full (8192^3: 4 tiles on 132 SMs;
+   4096^3: 100) the other SMs wait for it. Those tiles run instead after the others, in
+   K-slices over the whole GPU, and splitk_reduce_tiles adds the slices into out (H200: 8192^3
+   -2.8%, 4096^3 -1.3%). For the gemm2 kernels: by tail_gain's rule, or as the variant forces.
+   Returns the number of tail tiles (0: none) and their slices and K range per slice. */
+static uint32_t plan_tail(const wgml_context *ctx, const mm_plan *pl, const variant *v, uint32_t *slices, uint32_t *chunk)
 {
     uint32_t T = pl->prm.tiles, K = pl->prm.K, tail = v->tail;
     if (v->notail || strncmp(pl->kernel.entry, "gemm2", 5) != 0) return 0;
-    if (!tail) {
-        uint32_t r = T % MODEL_SMS;
-        bool rule = pl->tile_fmas && T >= 4 * MODEL_SMS && r && 4 * r <= MODEL_SMS;
-        if (!rule && !v->tailk) return 0;
-        tail = r && r < T ? r : 1;   /* tailk alone: the rule's tiles, or the last one */
+    if (!tail && !v->tailk) {
+        uint32_t t = 0;
+        return tail_gain(ctx, pl, &t, slices, chunk) > 0.0 ? t : 0;
     }
-    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail, gran = v->tailk ? 8 : 16;
+    if (!tail) {   /* tailk alone: the last round's tiles, or the last tile */
+        uint32_t r = T % MODEL_SMS;
+        tail = r && r < T ? r : 1;
+    }
+    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail;
     if (!v->tailk && S > K / pl->min_chunk) S = K / pl->min_chunk;
     if (S < 2) return 0;
-    uint32_t c = (wgml__ceil_div(K, S) + gran - 1) / gran * gran;
+    uint32_t c = (wgml__ceil_div(K, S) + 7) / 8 * 8;   /* whole 8-steps of the tile: its fast path */
     *chunk = c;
     *slices = wgml__ceil_div(K, c);
     return *slices >= 2 ? tail : 0;
@@ -542,7 +587,7 @@ uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N
     *slices = 0;
     plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
     if (plan_split(ctx, &pl, &v, (uint64_t)M * N) > 1) return 0;
-    return plan_tail(&pl, &v, slices, &chunk);
+    return plan_tail(ctx, &pl, &v, slices, &chunk);
 }
 
 /* A transposed copy of an operand into an engine scratch: src [rows, K] -> copy [K, rows]. */
@@ -626,16 +671,11 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
     uint32_t tail_slices = 0, tail_chunk = 0;
-    uint32_t tail = S == 1 ? plan_tail(&pl, &v, &tail_slices, &tail_chunk) : 0;
+    uint32_t tail = S == 1 ? plan_tail(ctx, &pl, &v, &tail_slices, &tail_chunk) : 0;
     if (tail && tail >= pl.workgroups)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
                           "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
     wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
-    if (tail && v.tail1) {
-        /* one dispatch: whole tiles into out, the last round's pieces into the workspace */
-        pl.kernel.entry = strcmp(pl.kernel.entry, "gemm2_v4") == 0 ? "gemm2_v4_tail" : "gemm2_tail";
-        pl.kernel.layout = "urrww";
-    }
     if (tail) {
         /* the tail's slices as plain partial sums in blocks; their sum goes to out (with ACC) */
         wgml__add_constant(&tail_k, "COMPACT", 1);
@@ -648,8 +688,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
     if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
     uint32_t gx, gy;
-    uint64_t main_wgs = pl.workgroups - tail + (tail && v.tail1 ? (uint64_t)tail * tail_slices : 0);
-    WGML_CHECK(wgml__grid(ctx, main_wgs, &gx, &gy));
+    WGML_CHECK(wgml__grid(ctx, pl.workgroups - tail, &gx, &gy));
 
     /* Compile and allocate what will be recorded first, so a failure records nothing (the
        transposed copies of b and a, recorded first, only write the engine's scratch). */
@@ -677,7 +716,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for a last round whose slices need %llu "
                               "bytes; the adapter binds %llu", fn, (unsigned long long)bytes,
                               (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-        if (!v.tail1) WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
+        WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
         WGML_CHECK(wgml__pipeline_get(e, &tail_red, &pipe, &bgl));
         WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(tail_vec4, GEMV_WG), &rx, &ry));
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, bytes, &ws));
@@ -688,19 +727,14 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
                                                       copies[i].rows, K };
     }
-    if (tail && v.tail1) {
-        pl.prm.tile_base = (uint32_t)(pl.workgroups - tail);
-        pl.prm.tail_kchunk = tail_chunk;
-        pl.prm.tail_pieces = tail * tail_slices;
-    }
-    wgml__arg args[4] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out), ws };
-    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, tail && v.tail1 ? 4 : 3, gx, gy, S));
+    wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
+    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
     if (tail) {
         mm_params tp = pl.prm;
         tp.tile_base = (uint32_t)(pl.workgroups - tail);
         tp.kchunk = tail_chunk;
         wgml__arg targs[3] = { pl.x, pl.y, ws };
-        if (!v.tail1) WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
+        WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
         tp.K = tail_slices;
         tp.out_slice = tail;
         wgml__arg rargs[2] = { ws, wgml__t(out) };
