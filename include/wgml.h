@@ -468,8 +468,9 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    adapter's workgroup-memory limit; small outputs with a long K are split along K into
    several workgroups and a reduction, through a scratch buffer of (slices * M * N) floats
    that the engine keeps and grows to the largest need; where the tiles would leave a last
-   round of work for only a few of the GPU's cores (8192^3), those last tiles alone are
-   split along K (a scratch of at most 132 tiles' outputs). On a GPU (not a CPU adapter),
+   round of work for only part of the GPU's cores (8192^3, 4096^3), those last tiles alone
+   are split along K when a model of the GPU's schedule predicts a gain (a scratch of their
+   outputs once per slice, within one storage binding). On a GPU (not a CPU adapter),
    wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b transposed into another
    engine scratch of N * K floats and runs as wgml_matmul (6 - 10% faster on the H200), and
    wgml_matmul (or wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most
