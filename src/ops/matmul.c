@@ -56,8 +56,9 @@
      fresh                                   make the transposed copies at every call (by
                                              default a copy of an unchanged tensor is reused)
      tail=<n>, tailk=<s>, notail             the last round: its last n tiles (launch order)
-                                             in s K-slices (each forced; the other from the
-                                             rule); never
+                                             in s K-slices, whole 8-steps of K (tail alone:
+                                             132 / n slices; tailk alone: the tiles past the
+                                             last multiple of 132); never
    An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
    WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
    asked for. */
