@@ -53,6 +53,11 @@
 #   bash bench/matmul_sweep.sh round28  the last round's slices in the main dispatch (tail1, since removed) against a
 #                                       second one, forced slices at 4096^3 and two training shapes
 #   bash bench/matmul_sweep.sh round28b the slot model's rule for the last round against notail and split-K
+#   bash bench/matmul_sweep.sh round29  the column matrix-vector kernel in one-pass K-slices (gemv1p=<n>) against the
+#                                       unsplit rule, at the three decode shapes of matmul (kernel and token since
+#                                       removed, as in round29b and round29c)
+#   bash bench/matmul_sweep.sh round29b the same after the last slice's gather in one round trip
+#   bash bench/matmul_sweep.sh round29c more and shorter one-pass slices
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -529,6 +534,60 @@ sweep_header "Matmul round 28b"
 twice_each "" "matmul 4096x4096x4096 9" "" notail "tail=100,tailk=9"
 twice_each "" "matmul 11008 7" "" notail splitk=2
 } > "$out/matmul_sweep.md" 2>&1
+exit 0
+fi
+
+if [ "$round" = round29 ]; then
+# Matmul round 29 (bench/notes/matmul.md): the column matrix-vector kernel in one-pass
+# K-slices (gemv1p=<n>, gemv_cols4_1pass: the last slice of each column block adds them up in
+# the same dispatch) against the unsplit rule, across workgroup sizes and column widths, at
+# matmul 1x4096x4096 (matmul_bt's gemv_rows in the same rows as the reference reader), then at
+# the two 14336 decode shapes; test_matmul on the GPU first.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+sweep_header "Matmul round 29"
+twice_each "" "decode 1x4096x4096 15" "" gemv1p=2 gemv1p=3 gemv1p=4 \
+    gemvwg=512,gemvcols=8,gemv1p=2 gemvwg=512,gemvcols=8,gemv1p=4 \
+    gemvwg=256,gemvcols=8,gemv1p=2 gemvwg=256,gemvcols=8,gemv1p=4 \
+    gemvwg=256,gemvcols=4,gemv1p=2 gemvwg=256,gemvcols=4,gemv1p=4 \
+    gemvwg=1024,gemvcols=16,gemv1p=2 gemvwg=1024,gemvcols=16,gemv1p=4 gemvwg=512,gemvcols=16,gemv1p=4 \
+    gemvwg=256,gemvcols=16,gemv1p=8 gemvwg=1024,gemvcols=32,gemv1p=4 gemvwg=1024,gemvcols=32,gemv1p=8 \
+    gemvwg=256,gemvcols=32,gemv1p=16 gemvwg=1024,gemvcols=64,gemv1p=8 gemvwg=256,gemvcols=64,gemv1p=16
+twice_each "" "decode 1x4096x14336 9;decode 1x14336x4096 9" "" gemv1p=2 gemv1p=4 \
+    gemvwg=1024,gemvcols=16,gemv1p=4 gemvwg=1024,gemvcols=32,gemv1p=8
+} > "$out/matmul_sweep.md" 2>&1
+# one line per variant and row: the variant, the op and shape, the time (us)
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round29b ]; then
+# Matmul round 29, second call: the last slice gathers every slot of its block at once (one
+# round trip to memory instead of a chain of S x 4 atomic loads), the same configurations.
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+{
+sweep_header "Matmul round 29b"
+twice_each "" "decode 1x4096x4096 15" "" gemv1p=2 \
+    gemvwg=512,gemvcols=8,gemv1p=2 gemvwg=256,gemvcols=8,gemv1p=2 gemvwg=256,gemvcols=8,gemv1p=4 \
+    gemvwg=256,gemvcols=4,gemv1p=2 gemvwg=1024,gemvcols=16,gemv1p=2 gemvwg=512,gemvcols=16,gemv1p=2 \
+    gemvwg=1024,gemvcols=32,gemv1p=4 gemvwg=1024,gemvcols=64,gemv1p=8
+twice_each "" "decode 1x4096x14336 9;decode 1x14336x4096 9" "" gemv1p=2 gemvwg=512,gemvcols=8,gemv1p=2
+} > "$out/matmul_sweep.md" 2>&1
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^\| matmul /{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round29c ]; then
+# Matmul round 29, third call: more and shorter one-pass slices (256 threads x 8 vec4 columns
+# in 4 - 32 slices: 512 - 4096 workgroups), and 128- and 512-thread workgroups.
+{
+sweep_header "Matmul round 29c"
+twice_each "" "decode 1x4096x4096 15" "" gemvwg=256,gemvcols=8,gemv1p=4 gemvwg=256,gemvcols=8,gemv1p=8 \
+    gemvwg=256,gemvcols=8,gemv1p=16 gemvwg=256,gemvcols=8,gemv1p=32 gemvwg=512,gemvcols=8,gemv1p=4 \
+    gemvwg=512,gemvcols=8,gemv1p=8 gemvwg=128,gemvcols=8,gemv1p=8 gemvwg=128,gemvcols=8,gemv1p=16 \
+    gemvwg=256,gemvcols=16,gemv1p=8 gemvwg=256,gemvcols=16,gemv1p=16 gemvwg=256,gemvcols=4,gemv1p=8
+} > "$out/matmul_sweep.md" 2>&1
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
 exit 0
 fi
 
