@@ -58,6 +58,8 @@
 #                                       removed, as in round29b and round29c)
 #   bash bench/matmul_sweep.sh round29b the same after the last slice's gather in one round trip
 #   bash bench/matmul_sweep.sh round29c more and shorter one-pass slices
+#   bash bench/matmul_sweep.sh round30  operands with rows not whole vec4 through padded copies (the default) against
+#                                       nopad, on the sizes not multiples of 4 and the GPT-2 head
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -588,6 +590,19 @@ twice_each "" "decode 1x4096x4096 15" "" gemvwg=256,gemvcols=8,gemv1p=4 gemvwg=2
     gemvwg=256,gemvcols=16,gemv1p=8 gemvwg=256,gemvcols=16,gemv1p=16 gemvwg=256,gemvcols=4,gemv1p=8
 } > "$out/matmul_sweep.md" 2>&1
 awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round30 ]; then
+# Matmul round 30: operands read along M or N with rows not whole vec4 through copies with
+# padded rows (the default on a GPU) against without (nopad), on the sizes that are not
+# multiples of 4 and the GPT-2 head; test_matmul on the GPU first.
+{
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+sweep_header "Matmul round 30"
+twice_each "" "matmul 4095 3;matmul 50257 2" "" nopad
+} > "$out/matmul_sweep.md" 2>&1
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
 exit 0
 fi
 

@@ -323,6 +323,13 @@ mm_case("matmul_bt", "2048x4096x11008", 2048, 4096, 11008)
 mm_case("matmul", "2048x11008x4096", 2048, 11008, 4096)
 mm_case("matmul_at", "4096x11008x2048", 4096, 11008, 2048)
 mm_case("matmul_at", "7936x8448x8192", 7936, 8448, 8192)   # 8192^3's work in 4,092 tiles (wave probe)
+for op in ("matmul", "matmul_bt", "matmul_at"):
+    mm_case(op, "4095x4095x4095", 4095, 4095, 4095)   # no size a multiple of 4
+mm_case("matmul_at", "4096x4096x4095", 4096, 4096, 4095)   # only K odd
+mm_case("matmul_at", "4095x4095x4096", 4095, 4095, 4096)   # only M and N odd
+mm_case("matmul_bt", "8192x50257x768", 8192, 50257, 768)   # a GPT-2 head: forward,
+mm_case("matmul", "8192x768x50257", 8192, 768, 50257)      # input gradient,
+mm_case("matmul_at", "50257x768x8192", 50257, 768, 8192)   # weight gradient
 mm_case("matmul_bt", "1x4096x4096", 1, 4096, 4096)
 mm_case("matmul_bt", "1x14336x4096", 1, 14336, 4096)
 mm_case("matmul_bt", "1x4096x14336", 1, 4096, 14336)

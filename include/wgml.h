@@ -472,13 +472,21 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    are split along K when a model of the GPU's schedule predicts a gain (a scratch of their
    outputs once per slice, within one storage binding). On a GPU (not a CPU adapter),
    wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b transposed into another
-   engine scratch of N * K floats and runs as wgml_matmul (6 - 10% faster on the H200), and
-   wgml_matmul (or wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most
-   256 MiB copies a transposed into a third scratch of M * K floats and runs as
-   wgml_matmul_at (4 - 18% faster on the H200). A copy stays current until its source is
-   written (by any op of the context, wgml_tensor_write or wgml_tensor_zero): consecutive
-   products of one unchanged tensor copy it once (q, k and v of one x).
-   Inputs whose contiguous dimension is a multiple of 4 take the fastest path.
+   engine scratch of K * N4 floats (N4: N rounded up to a multiple of 4) and runs as
+   wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or wgml_matmul_bt after that
+   copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies a transposed into a third
+   scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18% faster on the H200). On a
+   GPU, an operand the kernel then reads along M or N (a of wgml_matmul_at, b of wgml_matmul
+   and wgml_matmul_at) whose M (N) is not a multiple of 4 is copied with its rows padded to
+   one (into the same scratches, when the other side of out is 512 or more and the copy at
+   most 256 MiB), and when K is 1024 or more, not a multiple of the tile's step, and N a
+   multiple of 4, the last few values of k are added into out by a second pass (one more
+   rounding). A copy stays current until its source is written (by any op of the context,
+   wgml_tensor_write or wgml_tensor_zero): consecutive products of one unchanged tensor copy
+   it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
+   fastest path; with these copies 4095^3 runs within 5% of 4096^3 on the H200, but an
+   operand too large for its padded copy is read in scalars (a vocabulary of 50,257: about
+   15% slower in the weight gradient; pad such a dimension to a multiple of 4).
    WGML_MATMUL_VARIANT (src/ops/matmul.c lists its tokens) forces a kernel variant, for
    measuring; an unknown token is refused with WGML_ERROR_INVALID_ARGUMENT, a variant the
    adapter cannot hold (workgroup memory, invocations) with WGML_ERROR_LIMIT.
@@ -499,7 +507,7 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
                                   larger than one storage binding cannot exist as a tensor
                                   (wgml_tensor_create refuses it); a WGML_MATMUL_VARIANT the
                                   adapter cannot hold
-     WGML_ERROR_OUT_OF_MEMORY     the split-K buffer or a transposed copy could not be allocated */
+     WGML_ERROR_OUT_OF_MEMORY     the split-K buffer or a copy could not be allocated */
 
 /* out[M, N] = a[M, K] @ b[K, N]. */
 WGML_API wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out);

@@ -170,7 +170,7 @@ size_t wgml__nbytes(const wgml_tensor *t);
 /* ---- engine, kernels, dispatch ------------------------------------------------------ */
 
 /* One compiled kernel variant: a WGSL file, an entry point and override constants. */
-#define WGML__MAX_CONSTANTS 8   /* pipeline-overridable constants of one kernel variant */
+#define WGML__MAX_CONSTANTS 12  /* pipeline-overridable constants of one kernel variant */
 typedef struct wgml__kernel {
     const char *file;            /* name of src/kernels/<file>.wgsl */
     const char *entry;           /* entry point */
@@ -215,12 +215,14 @@ enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__
        WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED,
        WGML__SCRATCH_FUSE_SPARE, WGML__SCRATCH_SLOTS = WGML__SCRATCH_FUSE_SPARE + WGML__FUSE_SLOTS - 1 };
 
-/* What a scratch slot holds when an op may reuse it: the transposed copy of tensor
-   `src` (its id) as [cols, rows] of an src [rows, cols], made when src was last written at
-   `written`, in the slot's tensor `slot_id`. Valid while all three still match. */
+/* What a scratch slot holds when an op may reuse it: a copy of tensor `src` (its id), made
+   when src was last written at `written`, in the slot's tensor `slot_id`; with `transposed`
+   the copy is [cols, rows] of an src [rows, cols], else src [cols, rows] with padded rows.
+   Valid while all three still match. */
 typedef struct wgml__derived {
     uint64_t src, written, slot_id;
     uint32_t rows, cols;
+    bool transposed;
 } wgml__derived;
 
 struct wgml_engine {

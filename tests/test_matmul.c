@@ -248,6 +248,55 @@ static void test_variants_vec4(void)
     unsetenv("WGML_MATMUL_VARIANT");
 }
 
+/* Interior tiles (in range along M and N) of operands whose rows are not whole vec4 load
+   without clamps through scalar quads, and every full step of K does so while a partial last
+   step takes the clamped loads: M, N odd with K a multiple of 8 (all three layouts: scalar
+   quads of one or both operands, vec4 of the other), K = 203 and 100 (a partial last step,
+   with scalar and with vec4 loads), split-K, on the default tile (indices computed once per
+   tile, an unconditional prefetch), one without either, the 64 x 128 tile and the gemm
+   entry; exact on integers where the rounding bound would hide a repeated or lost k. Then
+   with the copies that pad the rows (pad, att: every layout runs as matmul_at on vec4
+   rows), where tiles past M and N load without clamps too (EDGE) and the default tile does
+   a partial step (KPART), or no full step at all (K = 5). Last, the last K % BK values of k
+   in a pass of their own that adds into out (krem): alone, after split-K, after the last
+   round's slices, after the padded copies, on the 64-tile (BK 16), with accumulate, nokrem. */
+static void test_fast_tiles(void)
+{
+    static const shape shapes[] = { { 261, 259, 136 }, { 260, 259, 136 }, { 260, 264, 203 }, { 260, 264, 100 } };
+    static const char *tiles[] = { "t128k8xupi", "t128k8xupi,splitk=2", "t128k8xp", "t64x128k8xp", "t128" };
+    for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", tiles[v], 1);
+        for (int o = 0; o < 3; o++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                /* the other tiles: one shape per layout, a partial last step where A is
+                   contiguous along K (a load past the step's end reads the next row) */
+                if (v > 1 && s != (size_t)(o + 2) % 4) continue;
+                run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, tiles[v]);
+            }
+    }
+    static const shape padded[] = { { 261, 259, 203 }, { 263, 390, 136 }, { 261, 259, 5 } };
+    static const char *pads[] = { "t128k8xupi,pad,att", "t128k8xupi,pad,att,splitk=2", "t128k8xp,pad,att", "t128,pad,att" };
+    for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", pads[v], 1);
+        for (int o = 0; o < 3; o++)
+            for (size_t s = 0; s < sizeof padded / sizeof padded[0]; s++) {
+                if (v > 1 && s != (size_t)o) continue;   /* the other tiles: one shape per layout */
+                run_case(o, padded[s].M, padded[s].N, padded[s].K, s != 1, pads[v]);
+            }
+    }
+    static const shape rems[] = { { 261, 259, 203 }, { 263, 390, 1030 } };
+    static const char *krems[] = { "t128k8xupi,krem", "t128k8xupi,krem,splitk=3", "t128k8xupi,krem,tail=2,tailk=3",
+                                   "t128k8xupi,krem,pad,att", "t64,krem", "t128k8xupi,nokrem" };
+    for (size_t v = 0; v < sizeof krems / sizeof krems[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", krems[v], 1);
+        for (int o = 0; o < 3; o++) {
+            size_t s = (v + (size_t)o) % 2;
+            run_case_acc(o, rems[s].M, rems[s].N, rems[s].K, s == 0, krems[v], o == 1);
+        }
+    }
+    unsetenv("WGML_MATMUL_VARIANT");
+}
+
 /* The other choices WGML_MATMUL_VARIANT can force: matrix-vector kernels, split-K, the
    transposed copy of matmul_bt; unknown tokens. (Its own case: with test_variants in one
    ctest entry, the pipelines lavapipe compiles came close to the per-test timeout.) */
@@ -511,6 +560,47 @@ static void test_copy_reuse(void)
     wgml_tensor_release(x); wgml_tensor_release(w1); wgml_tensor_release(w2); wgml_tensor_release(w3);
 }
 
+/* Operands read along M or N whose rows are not whole vec4, through copies with padded
+   rows (pad): a of matmul_at (M odd), b of matmul and matmul_at (N odd), each alone and both,
+   with a's transposed copy (matmul), split-K, the 64-tile and the gemm entry (full tiles
+   and edges); matmul_bt, whose operands are not read along M or N, unchanged; nopad. Then
+   a square x [n, n] with n odd, first padded (matmul_at's a), then transposed (matmul's a)
+   into the same scratch: the second must not reuse the first's copy. */
+static void test_pad_copies(void)
+{
+    static const shape shapes[] = { { 261, 264, 40 }, { 260, 259, 36 }, { 263, 131, 203 }, { 70, 129, 45 } };
+    static const char *pads[] = { "pad", "pad,att", "pad,splitk=2", "pad,t64", "pad,t128", "nopad" };
+    for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
+        setenv("WGML_MATMUL_VARIANT", pads[v], 1);
+        for (int o = 0; o < 3; o++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                if (v > 1 && v < 5 && s != (size_t)o) continue;   /* the other variants: one shape per layout */
+                run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, pads[v]);
+            }
+    }
+    size_t n = 67, N = 68;
+    wgml_tensor *x = random_matrix(n, n), *w = random_matrix(n, N);
+    float *xs = th_read(x), *ws = th_read(w);
+    for (int o = 2; o >= 0; o -= 2) {   /* matmul_at (a padded), then matmul (a transposed) */
+        setenv("WGML_MATMUL_VARIANT", o == 2 ? "pad" : "att", 1);
+        double *ref = th_alloc_d(n * N), *bound = th_alloc_d(n * N);
+        ref_matmul(ops[o].layout, xs, ws, n, N, n, ref, bound);
+        wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n, N));
+        uint64_t before = th_commands();
+        TH_EXPECT(ops[o].fn(th_eng, x, w, out), WGML_OK);
+        TH_CHECK(th_commands() - before == 2, "%s of x: %llu commands, want a's copy and the gemm", ops[o].name,
+                 (unsigned long long)(th_commands() - before));
+        float *got = th_read(out);
+        check_product(o == 2 ? "matmul_at of a square x, x padded" : "matmul of the same x, x transposed", got, ref, bound,
+                      n * N, n, 1.0);
+        free(got); free(ref); free(bound);
+        wgml_tensor_release(out);
+    }
+    unsetenv("WGML_MATMUL_VARIANT");
+    free(xs); free(ws);
+    wgml_tensor_release(x); wgml_tensor_release(w);
+}
+
 /* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have
    any shape with M*N elements and last dimension N; 1-D vectors work. */
 static void test_leading_dims(void)
@@ -686,10 +776,12 @@ static const th_case cases[] = {
     { "random_shapes", test_random_shapes },
     { "variants_scalar", test_variants },
     { "variants_vec4", test_variants_vec4 },
+    { "fast_tiles", test_fast_tiles },
     { "forced_choices", test_forced_choices },
     { "accumulate", test_accumulate },
     { "last_round", test_last_round },
     { "copy_reuse", test_copy_reuse },
+    { "pad_copies", test_pad_copies },
     { "leading_dims", test_leading_dims },
     { "shared_input", test_shared_input },
     { "large_grid", test_large_grid },

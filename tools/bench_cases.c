@@ -384,6 +384,17 @@ const bench_case bench_cases[] = {
     { "matmul_bt", "2048x4096x11008", { 2048, 4096, 11008 }, { 256, 512, 1376 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
     { "matmul", "2048x11008x4096", { 2048, 11008, 4096 }, { 256, 1376, 512 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
     { "matmul_at", "4096x11008x2048", { 4096, 11008, 2048 }, { 512, 1376, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    /* sizes that are not multiples of 4 (the scalar loads of every operand), and a GPT-2 head of
+       50,257 words over 8,192 tokens: its forward, input gradient and weight gradient */
+    { "matmul", "4095x4095x4095", { 4095, 4095, 4095 }, { 511, 511, 511 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
+    { "matmul_bt", "4095x4095x4095", { 4095, 4095, 4095 }, { 511, 511, 511 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul_at", "4095x4095x4095", { 4095, 4095, 4095 }, { 511, 511, 511 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    /* the same apart: only K odd (a partial last step), only M and N odd (padded copies, edge tiles) */
+    { "matmul_at", "4096x4096x4095", { 4096, 4096, 4095 }, { 512, 512, 511 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    { "matmul_at", "4095x4095x4096", { 4095, 4095, 4096 }, { 511, 511, 512 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    { "matmul_bt", "8192x50257x768", { 8192, 50257, 768 }, { 256, 1571, 64 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
+    { "matmul", "8192x768x50257", { 8192, 768, 50257 }, { 256, 64, 1571 }, mm_b, mm_f, su_mm, r_mm, "matmul" },
+    { "matmul_at", "50257x768x8192", { 50257, 768, 8192 }, { 1571, 64, 256 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
     { "matmul_bt", "1x4096x4096", { 1, 4096, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
     { "matmul_bt", "1x14336x4096", { 1, 14336, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },
     { "matmul_bt", "1x4096x14336", { 1, 4096, 14336 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "decode" },

@@ -33,15 +33,19 @@
 //     the workgroup memory). PF 0: no registers live across the products (fewer registers,
 //     more workgroups per SM): each step loads and stores its own blocks (any number per
 //     thread), a barrier, the products; with DB 1 still one barrier per step.
-//   * FAST: a workgroup whose tile and every k step are in range (and VEC) takes plain vec4
-//     loads without clamps; the choice is uniform, one branch per load group.
+//   * FAST: a workgroup whose tile is in range along M and N, and whose K range is whole BK
+//     steps, loads without clamps: plain vec4 where the operand's rows are whole vec4 (VEC,
+//     VECB), else quads of scalars (a_quad, b_quad); the choice is uniform, one branch per
+//     load group. With KPART (set by the host only where a K range ends inside a step) such
+//     a tile also loads its full steps without clamps and clamps only the partial last one.
 //   * Variants (FLAGS packs DB, PF, FAST, TM; src/ops/matmul.c names them, and
 //     bench/notes/matmul.md gives the hypothesis each one tests on the H200).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
 //     out of range, the value by 0), so no access leaves a buffer even with robustness off,
-//     and interior tiles pay a select, not a branch. With VEC / VEC (the operand's
-//     contiguous extent is a multiple of 4) loads are vec4; otherwise 4 scalars with their own
-//     bounds, so any M, N, K works. Stores to out are bounds-checked scalars.
+//     and interior tiles pay a select, not a branch. With VEC / VECB (the operand's row
+//     stride lda / ldb is a multiple of 4) loads are vec4; otherwise 4 scalars with their own
+//     bounds, so any M, N, K works. Stores to out are bounds-checked scalars. (On a GPU the
+//     host gives the gemm copies with padded rows where it can: round 30.)
 //   * Launch order: tiles are numbered in groups of group_m tile rows (column-major inside a
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
@@ -70,7 +74,9 @@
 // splitk_reduce_tiles: the same for the last round's tiles (COMPACT blocks) into out.
 // ACC (every kernel above): the element is added to out instead of written over it
 //   (wgml_matmul_options.accumulate): out = out + (the finished sum), one more rounding.
-// transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides).
+// transpose_nk: B [N, K] -> [K, N], for matmul_bt on large M run as matmul (the host decides);
+//   transpose_pad the same for any N and K, each row of the copy padded to a multiple of 4
+//   (lda / ldb: the gemm reads it in vec4); pad_rows: a [rows, cols] operand's rows padded so.
 //
 // Bindings: A and B are read as array<vec4f>; a scalar element e is A[e >> 2][e & 3], so the
 // same binding serves vec4 loads and scalar loads of any alignment. Tensor buffers are padded
@@ -87,9 +93,10 @@ struct Params {
     out_slice: u32,  // elements between split-K slices of the output (0: not split);
                      // splitk_reduce_tiles: the tiles it adds up
     tile_base: u32,  // gemm2: the first tile of this dispatch (COMPACT: of the last round)
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    lda: u32,        // gemm: elements between rows of A as stored (K, or M for LAYOUT 2; more
+    ldb: u32,        // when a copy pads its rows to a multiple of 4); B's likewise (N, or K)
+    kbase: u32,      // gemm: where the K ranges start (the host's pass over the last K % BK
+                     // values of k: K - K % BK; else 0)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -104,9 +111,20 @@ override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
 override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
 override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8,
                              // bits 4 - 8 UNR, RDB, FULL, UFETCH (gemm2), PAIR
-override VEC: bool = true;   // the contiguous extents of A and B are multiples of 4 (gemm:
-                             // K and N for matmul, K for matmul_bt, M and N for matmul_at;
+override VEC: bool = true;   // the rows of A as stored are whole vec4 (gemm: lda % 4 == 0, so
+                             // K for matmul and matmul_bt, M or its padding for matmul_at;
                              // gemv: the row length of A): vec4 loads
+override VECB: bool = VEC;   // gemm: the same for B (ldb % 4 == 0)
+override KPART: bool = false; // gemm: some K range (K, a split-K slice) is not whole BK steps:
+                             // its tiles in range along M and N still load their full steps
+                             // without clamps (false: such a tile clamps every step; the host
+                             // sets it only where needed, so the loop of the other pipelines
+                             // stays as it was measured)
+override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps the operand read
+                             // along M (N) in vec4 (A of LAYOUT 2 with VEC, B of LAYOUT 0 and 2
+                             // with VECB): its column index is kept inside the row (at most
+                             // ld - 4), and a column past M (N) only reaches outputs that are
+                             // never stored (the host sets it only for shapes with such tiles)
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
@@ -161,10 +179,22 @@ fn a_vec(e: u32, ok: bool, n: u32) -> vec4f {
 }
 
 fn b_vec(e: u32, ok: bool, n: u32) -> vec4f {
-    if (VEC) {
+    if (VECB) {
         return select(vec4f(0.0), B[select(0u, e >> 2u, ok)], ok);
     }
     return vec4f(b_at(e, ok), b_at(e + 1u, ok && n > 1u), b_at(e + 2u, ok && n > 2u), b_at(e + 3u, ok && n > 3u));
+}
+
+// Four consecutive elements e.. of A (B) as four scalar loads, unclamped: the fast tiles of
+// an operand whose rows are not whole vec4.
+fn a_quad(e: u32) -> vec4f {
+    return vec4f(A[e >> 2u][e & 3u], A[(e + 1u) >> 2u][(e + 1u) & 3u], A[(e + 2u) >> 2u][(e + 2u) & 3u],
+                 A[(e + 3u) >> 2u][(e + 3u) & 3u]);
+}
+
+fn b_quad(e: u32) -> vec4f {
+    return vec4f(B[e >> 2u][e & 3u], B[(e + 1u) >> 2u][(e + 1u) & 3u], B[(e + 2u) >> 2u][(e + 2u) & 3u],
+                 B[(e + 3u) >> 2u][(e + 3u) & 3u]);
 }
 
 // ---- gemm tile movement ---------------------------------------------------------------
@@ -192,30 +222,42 @@ fn load_a(b: u32, m0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
     let gq = block_gq(b, kc, T4A);
     let m = m0 + 4u * gq.x;
     let k = k0 + 4u * gq.y;
+    let ld = p.lda;
     if (kc) {                                     // A [M, K]: 4 rows x 4 k, transposed
-        let e = m * p.K + k;
+        let e = m * ld + k;
+        if (FAST && fast && !VEC) {
+            return transposed(a_quad(e), a_quad(e + ld), a_quad(e + 2u * ld), a_quad(e + 3u * ld));
+        }
         if (FAST && fast) {
             let i = e >> 2u;
-            let s = p.K >> 2u;
+            let s = ld >> 2u;
             return transposed(A[i], A[i + s], A[i + 2u * s], A[i + 3u * s]);
         }
         let ok = k < kend;
         let nk = kend - min(k, kend);
-        return transposed(a_vec(e, ok && m < p.M, nk), a_vec(e + p.K, ok && m + 1u < p.M, nk),
-                          a_vec(e + 2u * p.K, ok && m + 2u < p.M, nk),
-                          a_vec(e + 3u * p.K, ok && m + 3u < p.M, nk));
+        return transposed(a_vec(e, ok && m < p.M, nk), a_vec(e + ld, ok && m + 1u < p.M, nk),
+                          a_vec(e + 2u * ld, ok && m + 2u < p.M, nk),
+                          a_vec(e + 3u * ld, ok && m + 3u < p.M, nk));
     }
-    let e = k * p.M + m;                          // A [K, M]: 4 k-rows of one vec4
+    if (FAST && fast && VEC && EDGE) {            // A [K, M] read past M: kept in the row
+        let i = (k * ld + min(m, ld - 4u)) >> 2u;
+        let s = ld >> 2u;
+        return array<vec4f, 4>(A[i], A[i + s], A[i + 2u * s], A[i + 3u * s]);
+    }
+    let e = k * ld + m;                           // A [K, M]: 4 k-rows of one vec4
+    if (FAST && fast && !VEC) {
+        return array<vec4f, 4>(a_quad(e), a_quad(e + ld), a_quad(e + 2u * ld), a_quad(e + 3u * ld));
+    }
     if (FAST && fast) {
         let i = e >> 2u;
-        let s = p.M >> 2u;
+        let s = ld >> 2u;
         return array<vec4f, 4>(A[i], A[i + s], A[i + 2u * s], A[i + 3u * s]);
     }
     let ok = m < p.M;
     let n = p.M - min(m, p.M);
-    return array<vec4f, 4>(a_vec(e, ok && k < kend, n), a_vec(e + p.M, ok && k + 1u < kend, n),
-                           a_vec(e + 2u * p.M, ok && k + 2u < kend, n),
-                           a_vec(e + 3u * p.M, ok && k + 3u < kend, n));
+    return array<vec4f, 4>(a_vec(e, ok && k < kend, n), a_vec(e + ld, ok && k + 1u < kend, n),
+                           a_vec(e + 2u * ld, ok && k + 2u < kend, n),
+                           a_vec(e + 3u * ld, ok && k + 3u < kend, n));
 }
 
 // The same for B's tile at (n0, k0).
@@ -224,30 +266,42 @@ fn load_b(b: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
     let gq = block_gq(b, kc, T4B);
     let n = n0 + 4u * gq.x;
     let k = k0 + 4u * gq.y;
+    let ld = p.ldb;
     if (kc) {                                     // B [N, K]
-        let e = n * p.K + k;
+        let e = n * ld + k;
+        if (FAST && fast && !VECB) {
+            return transposed(b_quad(e), b_quad(e + ld), b_quad(e + 2u * ld), b_quad(e + 3u * ld));
+        }
         if (FAST && fast) {
             let i = e >> 2u;
-            let s = p.K >> 2u;
+            let s = ld >> 2u;
             return transposed(B[i], B[i + s], B[i + 2u * s], B[i + 3u * s]);
         }
         let ok = k < kend;
         let nk = kend - min(k, kend);
-        return transposed(b_vec(e, ok && n < p.N, nk), b_vec(e + p.K, ok && n + 1u < p.N, nk),
-                          b_vec(e + 2u * p.K, ok && n + 2u < p.N, nk),
-                          b_vec(e + 3u * p.K, ok && n + 3u < p.N, nk));
+        return transposed(b_vec(e, ok && n < p.N, nk), b_vec(e + ld, ok && n + 1u < p.N, nk),
+                          b_vec(e + 2u * ld, ok && n + 2u < p.N, nk),
+                          b_vec(e + 3u * ld, ok && n + 3u < p.N, nk));
     }
-    let e = k * p.N + n;                          // B [K, N]
+    if (FAST && fast && VECB && EDGE) {           // B [K, N] read past N: kept in the row
+        let i = (k * ld + min(n, ld - 4u)) >> 2u;
+        let s = ld >> 2u;
+        return array<vec4f, 4>(B[i], B[i + s], B[i + 2u * s], B[i + 3u * s]);
+    }
+    let e = k * ld + n;                           // B [K, N]
+    if (FAST && fast && !VECB) {
+        return array<vec4f, 4>(b_quad(e), b_quad(e + ld), b_quad(e + 2u * ld), b_quad(e + 3u * ld));
+    }
     if (FAST && fast) {
         let i = e >> 2u;
-        let s = p.N >> 2u;
+        let s = ld >> 2u;
         return array<vec4f, 4>(B[i], B[i + s], B[i + 2u * s], B[i + 3u * s]);
     }
     let ok = n < p.N;
     let c = p.N - min(n, p.N);
-    return array<vec4f, 4>(b_vec(e, ok && k < kend, c), b_vec(e + p.N, ok && k + 1u < kend, c),
-                           b_vec(e + 2u * p.N, ok && k + 2u < kend, c),
-                           b_vec(e + 3u * p.N, ok && k + 3u < kend, c));
+    return array<vec4f, 4>(b_vec(e, ok && k < kend, c), b_vec(e + ld, ok && k + 1u < kend, c),
+                           b_vec(e + 2u * ld, ok && k + 2u < kend, c),
+                           b_vec(e + 3u * ld, ok && k + 3u < kend, c));
 }
 
 fn put_a(base: u32, b: u32, w: array<vec4f, 4>) {
@@ -264,11 +318,14 @@ fn put_b(base: u32, b: u32, w: array<vec4f, 4>) {
 
 // Block j of a step: A's blocks first (j < NBA), then B's. NBA is a multiple of 32, so the
 // choice is uniform across a warp.
+// fast: the tile is in range (TileAt.fast); with KPART the step's loads go unclamped only when
+// its BK values of k are in range too (all steps but a partial last one).
 fn load_blk(j: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) -> array<vec4f, 4> {
+    let full = fast && (!KPART || k0 + BK <= kend);
     if (j < NBA) {
-        return load_a(j, m0, k0, kend, fast);
+        return load_a(j, m0, k0, kend, full);
     }
-    return load_b(j - NBA, n0, k0, kend, fast);
+    return load_b(j - NBA, n0, k0, kend, full);
 }
 
 fn put_blk(buf: u32, j: u32, w: array<vec4f, 4>) {
@@ -359,11 +416,14 @@ fn tile_at(id: u32, wz: u32) -> TileAt {
     let local = id % per_group;
     let m0 = (first_m + local % gsize) * BM;
     let n0 = (local / gsize) * BN;
-    let kbeg = wz * p.kchunk;
+    let kbeg = p.kbase + wz * p.kchunk;
     let kend = min(p.K, kbeg + p.kchunk);
     let nsteps = (kend - kbeg + BK - 1u) / BK;
-    // every load of every step in range: the clamps can go (uniform across the workgroup)
-    let fast = VEC && m0 + BM <= p.M && n0 + BN <= p.N && (kend - kbeg) % BK == 0u;
+    // the tile in range along M and N (or read past them within the rows, EDGE), and (without
+    // KPART) every step's k: the clamps can go (uniform across the workgroup)
+    let in_m = m0 + BM <= p.M || (EDGE && LAYOUT == 2u && VEC);
+    let in_n = n0 + BN <= p.N || (EDGE && LAYOUT != 1u && VECB);
+    let fast = in_m && in_n && (KPART || (kend - kbeg) % BK == 0u);
     return TileAt(m0, n0, kbeg, kend, nsteps, fast);
 }
 // The thread's column (x) and row (y) group: 32-lane blocks of 8 x 4 threads.
@@ -589,7 +649,8 @@ fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
 // every loading warp: round 18 of bench/notes/matmul.md).
 override INC: bool = ((FLAGS >> 9u) & 1u) == 1u && PF == 1u && DB == 1u && BPT <= 1u;
 // The thread's block: its first vec4 at step 0 (i), row stride (s) and step (d) in the
-// operand, and its place in buffer 0 of the operand's tile (w).
+// operand (in elements for an operand whose rows are not whole vec4), and its place in buffer
+// 0 of the operand's tile (w).
 struct Feed { i: u32, s: u32, d: u32, w: u32 }
 fn feed_of(lid: u32, at: TileAt) -> Feed {
     if (lid < NBA) {
@@ -597,19 +658,33 @@ fn feed_of(lid: u32, at: TileAt) -> Feed {
         let m = at.m0 + 4u * gq.x;
         let k = at.kbeg + 4u * gq.y;
         let w = 4u * gq.y * T4A + gq.x;
-        if (LAYOUT != 2u) {
-            return Feed((m * p.K + k) >> 2u, p.K >> 2u, BK / 4u, w);
+        if (!VEC) {   // in elements
+            if (LAYOUT != 2u) {
+                return Feed(m * p.lda + k, p.lda, BK, w);
+            }
+            return Feed(k * p.lda + m, p.lda, BK * p.lda, w);
         }
-        return Feed((k * p.M + m) >> 2u, p.M >> 2u, BK * (p.M >> 2u), w);
+        if (LAYOUT != 2u) {
+            return Feed((m * p.lda + k) >> 2u, p.lda >> 2u, BK / 4u, w);
+        }
+        let mc = select(m, min(m, p.lda - 4u), EDGE);   // EDGE: kept in the row
+        return Feed((k * p.lda + mc) >> 2u, p.lda >> 2u, BK * (p.lda >> 2u), w);
     }
     let gq = block_gq(min(lid - NBA, NBB - 1u), LAYOUT == 1u, T4B);
     let n = at.n0 + 4u * gq.x;
     let k = at.kbeg + 4u * gq.y;
     let w = 4u * gq.y * T4B + gq.x;
-    if (LAYOUT == 1u) {
-        return Feed((n * p.K + k) >> 2u, p.K >> 2u, BK / 4u, w);
+    if (!VECB) {
+        if (LAYOUT == 1u) {
+            return Feed(n * p.ldb + k, p.ldb, BK, w);
+        }
+        return Feed(k * p.ldb + n, p.ldb, BK * p.ldb, w);
     }
-    return Feed((k * p.N + n) >> 2u, p.N >> 2u, BK * (p.N >> 2u), w);
+    if (LAYOUT == 1u) {
+        return Feed((n * p.ldb + k) >> 2u, p.ldb >> 2u, BK / 4u, w);
+    }
+    let nc = select(n, min(n, p.ldb - 4u), EDGE);
+    return Feed((k * p.ldb + nc) >> 2u, p.ldb >> 2u, BK * (p.ldb >> 2u), w);
 }
 
 // r into buffer buf at the thread's place (fast tiles only).
@@ -628,13 +703,21 @@ fn fetch_inc(lid: u32, f: Feed, t: u32) -> Blocks {
     var r: Blocks;
     let i = f.i + t * f.d;
     if (lid < NBA) {
-        if (LAYOUT != 2u) {
+        if (!VEC && LAYOUT != 2u) {
+            r.r0 = transposed(a_quad(i), a_quad(i + f.s), a_quad(i + 2u * f.s), a_quad(i + 3u * f.s));
+        } else if (!VEC) {
+            r.r0 = array<vec4f, 4>(a_quad(i), a_quad(i + f.s), a_quad(i + 2u * f.s), a_quad(i + 3u * f.s));
+        } else if (LAYOUT != 2u) {
             r.r0 = transposed(A[i], A[i + f.s], A[i + 2u * f.s], A[i + 3u * f.s]);
         } else {
             r.r0 = array<vec4f, 4>(A[i], A[i + f.s], A[i + 2u * f.s], A[i + 3u * f.s]);
         }
     } else if (lid < NBA + NBB) {
-        if (LAYOUT == 1u) {
+        if (!VECB && LAYOUT == 1u) {
+            r.r0 = transposed(b_quad(i), b_quad(i + f.s), b_quad(i + 2u * f.s), b_quad(i + 3u * f.s));
+        } else if (!VECB) {
+            r.r0 = array<vec4f, 4>(b_quad(i), b_quad(i + f.s), b_quad(i + 2u * f.s), b_quad(i + 3u * f.s));
+        } else if (LAYOUT == 1u) {
             r.r0 = transposed(B[i], B[i + f.s], B[i + 2u * f.s], B[i + 3u * f.s]);
         } else {
             r.r0 = array<vec4f, 4>(B[i], B[i + f.s], B[i + 2u * f.s], B[i + 3u * f.s]);
@@ -670,8 +753,18 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
         feed = feed_of(lid, at);
     }
     let by_feed = INC && at.fast;   // uniform across the workgroup
+    // KPART: the steps with all BK values of k in range load by the feed, a partial last one
+    // clamped (measured: a partial step after the loop instead cost more, round 30)
+    let nfull = (at.kend - at.kbeg) / BK;
     for (var t = 0u; t < at.nsteps; t++) {
-        if (by_feed) {
+        if (by_feed && KPART) {
+            let u = select(t + 1u, min(t + 1u, at.nsteps - 1u), UFETCH);   // the step to fetch
+            if (u < nfull && (UFETCH || t + 1u < at.nsteps)) {
+                r = fetch_inc(lid, feed, u);
+            } else if (u < at.nsteps && (UFETCH || t + 1u < at.nsteps)) {
+                r = fetch(lid, at.m0, at.n0, at.kbeg + u * BK, at.kend, false);   // a partial last step
+            }
+        } else if (by_feed) {
             if (UFETCH) {
                 r = fetch_inc(lid, feed, min(t + 1u, at.nsteps - 1u));
             } else if (t + 1u < at.nsteps) {
@@ -1019,12 +1112,11 @@ fn splitk_reduce_tiles(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroup
 
 // t_out [K, N] = A [N, K] transposed (p.M = N rows of A, p.K = K), so that matmul_bt can run
 // as matmul, whose loads of B are contiguous along N (bench/notes/matmul.md, round 12).
-// VEC (N and K multiples of 4): a workgroup moves a 64 x 64 block as 16 x 16 blocks of 4 x 4,
-// one per thread: 4 vec4 loads along K, transposed in registers, 4 vec4 stores along N; a
-// warp takes 8 k-quads x 4 row-quads, so its loads cover 128 contiguous bytes of 4 rows and
-// its stores 64 contiguous bytes of 8 rows (full 32-byte sectors both ways).
-// Otherwise one output vec4 per invocation (4 scalar loads), p.tiles workgroups of 256; the
-// output buffer (the engine's scratch) is padded to a multiple of 16 bytes.
+// N and K multiples of 4 (the host picks transpose_pad otherwise): a workgroup moves a 64 x 64
+// block as 16 x 16 blocks of 4 x 4, one per thread: 4 vec4 loads along K, transposed in
+// registers, 4 vec4 stores along N; a warp takes 8 k-quads x 4 row-quads, so its loads cover
+// 128 contiguous bytes of 4 rows and its stores 64 contiguous bytes of 8 rows (full 32-byte
+// sectors both ways).
 @compute @workgroup_size(256)
 fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
                 @builtin(local_invocation_index) lid: u32) {
@@ -1034,21 +1126,6 @@ fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
     }
     let rows = p.M;
     let cols = p.K;
-    if (!VEC) {
-        let i = id * 256u + lid;          // vec4 of the output: elements 4i .. 4i + 3
-        let total = rows * cols;
-        if (4u * i >= total) {
-            return;
-        }
-        var v = vec4f(0.0);
-        for (var j = 0u; j < 4u; j++) {
-            let o = min(4u * i + j, total - 1u);   // the last vec4 may run past the end: its
-            let e = (o % rows) * cols + o / rows;  // extra elements land in the padding
-            v[j] = A[e >> 2u][e & 3u];
-        }
-        sum_out[i] = v;
-        return;
-    }
     let lane = lid % 32u;
     let w = lid / 32u;
     let kq = (id % p.tiles_n) * 16u + (w % 2u) * 8u + lane % 8u;    // k-quad
@@ -1065,4 +1142,56 @@ fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
     sum_out[o + r4] = v[1];
     sum_out[o + 2u * r4] = v[2];
     sum_out[o + 3u * r4] = v[3];
+}
+
+// Any N and K: t_out [K, ldb] = A [N, K] transposed, each row of the copy padded with zeros
+// from N to p.ldb (a multiple of 4), so that the product reads the copy in vec4 (a padded
+// column only reaches rows of out that are never stored). A workgroup moves a 32 x 32 block
+// through workgroup memory: coalesced scalar reads along K, coalesced writes along N.
+var<workgroup> blk: array<f32, 1056>;   // 32 x 33: a column of the block spans all banks
+@compute @workgroup_size(256)
+fn transpose_pad(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                 @builtin(local_invocation_index) lid: u32) {
+    let id = wid.x + wid.y * nwg.x;
+    if (id >= p.tiles) {
+        return;
+    }
+    let rows = p.M;
+    let cols = p.K;
+    let r0 = (id / p.tiles_n) * 32u;
+    let c0 = (id % p.tiles_n) * 32u;
+    let x = lid % 32u;
+    let y = lid / 32u;
+    for (var j = 0u; j < 32u; j += 8u) {
+        let r = r0 + y + j;
+        let c = c0 + x;
+        let ok = r < rows && c < cols;
+        let e = select(0u, r * cols + c, ok);
+        blk[(y + j) * 33u + x] = select(0.0, A[e >> 2u][e & 3u], ok);
+    }
+    workgroupBarrier();
+    for (var j = 0u; j < 32u; j += 8u) {
+        let c = c0 + y + j;                  // a row of the copy
+        let r = r0 + x;                      // its column
+        if (c < cols && r < p.ldb) {
+            tile_out[c * p.ldb + r] = blk[x * 33u + y + j];
+        }
+    }
+}
+
+// t_out [rows, ldb] = A [rows, cols] with each row padded with zeros from cols to p.ldb (a
+// multiple of 4): an operand of matmul_at's kernel whose rows are not whole vec4 (p.M = rows,
+// p.K = cols; one element per invocation).
+@compute @workgroup_size(256)
+fn pad_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(local_invocation_index) lid: u32) {
+    let i = (wid.x + wid.y * nwg.x) * 256u + lid;
+    if (i >= p.M * p.ldb) {
+        return;
+    }
+    let r = i / p.ldb;
+    let c = i % p.ldb;
+    let ok = c < p.K;
+    let e = select(0u, r * p.K + c, ok);
+    tile_out[i] = select(0.0, A[e >> 2u][e & 3u], ok);
 }

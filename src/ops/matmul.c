@@ -16,7 +16,11 @@
         the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16, +6 - 10% with round 18's);
         then, on a GPU, for matmul and matmul_bt with M >= ATT_MIN_M and N >= ATT_MIN_N, copy a
         transposed too and run the product as matmul_at, whose kernel loads neither operand
-        along K (round 19);
+        along K (round 19); the copies' rows are padded to whole vec4, and so, on a GPU, are
+        those of an operand the gemm still reads along M or N when M (N) is not a multiple of
+        4 (a padded copy, PAD_MIN_OTHER; round 30), so that the gemm loads them in vec4, in
+        tiles past M and N too (EDGE); with K of KREM_MIN or more not whole tile steps and
+        N % 4 == 0, the gemm runs K - K % BK and a second pass adds the rest into out;
      4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
         (too few workgroups, or an SM with a workgroup more than most, see split_cost) and
         K is long: slice z writes a partial result into a workspace (the engine's matmul
@@ -38,6 +42,15 @@
      att, noatt                              matmul and matmul_bt through a transposed copy of a
                                              (run as matmul_at) whenever the gemm runs; never
                                              (the default: ATT_MIN_M, ATT_MIN_N)
+     pad, nopad                              the operands the gemm reads along M or N (a of
+                                             matmul_at, b of matmul and matmul_at) through
+                                             copies with rows padded to whole vec4 whenever
+                                             M (N) is not a multiple of 4; never (the default:
+                                             PAD_MIN_OTHER, PAD_MAX_BYTES, not on a CPU adapter)
+     krem, nokrem                            the last K % BK values of k in a second pass that
+                                             adds them into out whenever K is not whole steps
+                                             (and K > BK); never (the default: KREM_MIN and
+                                             N % 4 == 0)
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
@@ -73,7 +86,7 @@ enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
 typedef struct mm_params {
     uint32_t M, N, K, kchunk;
     uint32_t tiles_n, tiles, group_m, out_slice;
-    uint32_t tile_base, pad[3];
+    uint32_t tile_base, lda, ldb, kbase;
 } mm_params;
 
 /* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
@@ -173,6 +186,22 @@ static const tile_cfg TILES[NTILES] = {
 #define ATT_MIN_M 1024
 #define ATT_MIN_N 512
 #define ATT_MAX_BYTES (256ull << 20)
+/* An operand the gemm reads along M or N (a of matmul_at, b of matmul and matmul_at) whose
+   rows are not whole vec4 (M or N not a multiple of 4) is read in scalars; a copy with its
+   rows padded (pad_rows) lets the gemm read it in vec4 (round 30: matmul_at 4095^3 ran at
+   0.60 of PyTorch against 0.91 at 4096^3). The copy moves 8 bytes per element, about 50 / n
+   of the product's time on the H200 for the other side n of the output, so PAD_MIN_OTHER
+   keeps a margin as ATT_MIN_N does; the same byte cap as the transposed copies. */
+#define PAD_MIN_OTHER 512
+#define PAD_MAX_BYTES (256ull << 20)
+/* K not a multiple of the tile's step BK: the gemm runs the first K - K % BK values of k
+   without a partial step, then a second pass over all tiles adds the last K % BK into out
+   (round 30: on the H200 the partial step inside the loop made matmul_at 4096 x 4096 x 4095
+   8% slower than 4096^3, after the loop 18%; the pass costs about a read and a write of out,
+   8 M N bytes, against 2 M N K multiply-adds: below 3% from K of about KREM_MIN). Only with
+   N % 4 == 0, where the pass adds vec4 at a time: at 4095^3 its scalar additions cost 240 us,
+   more than the partial step they replace. */
+#define KREM_MIN 1024
 #define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
 #define MAX_SPLIT 64
 /* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): the SMs
@@ -202,6 +231,9 @@ typedef struct variant {
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
+    int pad;           /* operands read along M or N whose rows are not whole vec4, through copies
+                          with padded rows: the same */
+    int krem;          /* the last K % BK values of k in a second pass: the same */
     bool fresh;        /* never reuse a transposed copy */
     uint32_t tail;     /* last-round tiles split along K: 0 by rule */
     uint32_t tailk;    /* their slices: 0 by rule */
@@ -270,6 +302,14 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
             v->att = n == 3 ? 1 : -1;
+            known = true;
+        }
+        if ((n == 3 && strncmp(s, "pad", 3) == 0) || (n == 5 && strncmp(s, "nopad", 5) == 0)) {
+            v->pad = n == 3 ? 1 : -1;
+            known = true;
+        }
+        if ((n == 4 && strncmp(s, "krem", 4) == 0) || (n == 6 && strncmp(s, "nokrem", 6) == 0)) {
+            v->krem = n == 4 ? 1 : -1;
             known = true;
         }
         /* name=value tokens */
@@ -345,14 +385,21 @@ typedef struct mm_plan {
     uint32_t min_chunk;         /* smallest K range worth a slice */
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
     uint32_t tile_elems;        /* gemm: outputs of one tile (BM x BN) */
+    uint32_t bk;                /* gemm: k per tile step (0: another kernel) */
 } mm_plan;
 
-/* The gemm of a tile configuration; the caller binds its operands (pl->x, pl->y). */
-static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K)
+/* Elements between stored rows of A and of B in a layout (no padding). */
+static uint32_t natural_lda(int layout, uint32_t M, uint32_t K) { return layout == LAYOUT_TN ? M : K; }
+static uint32_t natural_ldb(int layout, uint32_t N, uint32_t K) { return layout == LAYOUT_NT ? K : N; }
+
+/* The gemm of a tile configuration on operands stored with rows lda and ldb elements apart
+   (natural_lda / natural_ldb, or a padded copy's); the caller binds them (pl->x, pl->y). */
+static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K,
+                      uint32_t lda, uint32_t ldb)
 {
-    /* vec4 loads when both operands' contiguous extents are multiples of 4 (one flag: half
-       the pipelines; a shape with only one aligned operand is rare and costs a few percent) */
-    bool vec = layout == LAYOUT_NN ? (K % 4 == 0 && N % 4 == 0) : layout == LAYOUT_NT ? K % 4 == 0 : (M % 4 == 0 && N % 4 == 0);
+    /* vec4 loads of an operand whose stored rows are whole vec4; scalar loads of the other
+       (VECB is set only where it differs from VEC: the usual pipelines keep their keys) */
+    bool vec = lda % 4 == 0, vecb = ldb % 4 == 0;
     uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch, c->pair, c->inc);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
@@ -360,10 +407,11 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = entry, .layout = "urrw", .nconst = 6,
                                  .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_M", c->wg_m }, { "WG_N", c->wg_n },
                                                 { "BK", c->bk }, { "FLAGS", flags } } };
+    if (vecb != vec) wgml__add_constant(&pl->kernel, "VECB", vecb);
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
                            .tiles = wgml__ceil_div(M, tile_m(c)) * tn,
-                           .group_m = v->group_m ? v->group_m : GROUP_M };
+                           .group_m = v->group_m ? v->group_m : GROUP_M, .lda = lda, .ldb = ldb };
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
@@ -372,6 +420,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
     bool modelled = c->tm == 8 && pl->threads >= 128;
     pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
     pl->tile_elems = tile_m(c) * tile_n(c);
+    pl->bk = c->bk;
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
@@ -418,22 +467,43 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
    4 x 4 blocks of vec4 when N and K are multiples of 4. */
 static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
 {
-    return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
-                           .constants = { { "VEC", N % 4 == 0 && K % 4 == 0 } } };
+    if (N % 4 == 0 && K % 4 == 0)
+        return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
+                               .constants = { { "VEC", 1 } } };
+    return (wgml__kernel){ .file = "matmul", .entry = "transpose_pad", .layout = "urw" };
 }
 
-/* Records t [K, N] = b [N, K] transposed into the engine's copy scratch. */
+/* The row length of a transposed copy of an operand with n rows: padded to whole vec4, so
+   that the product reads the copy in vec4 whatever n is. */
+static uint32_t copy_ld(uint32_t n) { return (uint32_t)(((uint64_t)n + 3) / 4 * 4); }
+
+/* Records t [K, copy_ld(N)] = b [N, K] transposed into the engine's copy scratch (padding
+   columns zero). */
 static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
 {
     wgml__kernel k = transpose_kernel(N, K);
-    bool vec = k.constants[0].value != 0;
-    uint32_t tk = wgml__ceil_div(K, 64);
-    uint64_t wgs = vec ? (uint64_t)wgml__ceil_div(N, 64) * tk : wgml__ceil_div((uint64_t)N * K, 1024);
-    mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs };
+    bool vec = k.nconst == 1;
+    uint32_t tk = wgml__ceil_div(K, vec ? 64 : 32);
+    uint64_t wgs = (uint64_t)wgml__ceil_div(N, vec ? 64 : 32) * tk;
+    mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs, .ldb = copy_ld(N) };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, wgs, &gx, &gy));
     wgml__arg args[2] = { wgml__t(b), t };
     return wgml__dispatch(e, &k, &prm, sizeof prm, args, 2, gx, gy, 1);
+}
+
+static const wgml__kernel pad_kernel = { .file = "matmul", .entry = "pad_rows", .layout = "urw" };
+
+/* Records t [K, copy_ld(N)] = b [K, N] with each row padded with zeros (the caller checked
+   that the copy's elements fit a u32 index). */
+static wgml_status record_pad(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
+{
+    uint64_t elems = (uint64_t)K * copy_ld(N);
+    mm_params prm = { .M = K, .K = N, .ldb = copy_ld(N) };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, (elems + 255) / 256, &gx, &gy));
+    wgml__arg args[2] = { wgml__t(b), t };
+    return wgml__dispatch(e, &pad_kernel, &prm, sizeof prm, args, 2, gx, gy, 1);
 }
 
 static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
@@ -575,7 +645,7 @@ uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t
 {
     variant v = { .tile = -1 };
     mm_plan pl = { 0 };
-    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
+    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K, M, N);
     return plan_split(ctx, &pl, &v, (uint64_t)M * N);
 }
 
@@ -586,14 +656,16 @@ uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N
     mm_plan pl = { 0 };
     uint32_t chunk = 0;
     *slices = 0;
-    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K);
+    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K, M, N);
     if (plan_split(ctx, &pl, &v, (uint64_t)M * N) > 1) return 0;
     return plan_tail(ctx, &pl, &v, slices, &chunk);
 }
 
-/* A transposed copy of an operand into an engine scratch: src [rows, K] -> copy [K, rows]. */
+/* A copy of an operand into an engine scratch, [K, copy_ld(rows)]: of src [rows, K]
+   transposed, or of src [K, rows] with its rows padded. */
 typedef struct copy_plan {
     bool on;
+    bool transpose;
     const char *token, *what;   /* its WGML_MATMUL_VARIANT token and operand, for messages */
     const wgml_tensor *src;
     uint32_t rows;
@@ -601,13 +673,13 @@ typedef struct copy_plan {
     wgml__arg copy;
 } copy_plan;
 
-/* The transposed copy of src [rows, K] is in its slot already: the products of one input
-   with several weights (q, k and v of x) copy it once. */
+/* The copy of src is in its slot already: the products of one input with several weights
+   (q, k and v of x) copy it once. */
 static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t K)
 {
     const wgml__derived *d = &e->derived[c->slot];
     return d->src == c->src->id && d->written == c->src->written && d->slot_id == c->copy.tensor->id && d->rows == c->rows &&
-           d->cols == K;
+           d->cols == K && d->transposed == c->transpose;
 }
 
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
@@ -620,6 +692,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     copy_plan copies[2] = { 0 };   /* b's and a's transposed copies */
     if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
+    uint32_t krem = 0;   /* values of k left to the second pass */
     if (!v.nogemv && M == 1 && N == 1) {
         plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
@@ -635,7 +708,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         if (!c)
             return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
                               ctx->limits.maxComputeWorkgroupStorageSize);
-        uint64_t bytes = 4ull * N * K, abytes = 4ull * M * K;   /* the copies of b and a */
+        uint64_t bytes = 4ull * copy_ld(N) * K, abytes = 4ull * copy_ld(M) * K;   /* the copies of b and a */
         if (layout == LAYOUT_NT && v.btt == 0)
             btt = !ctx->cpu_adapter && M >= BTT_MIN_M && bytes <= BTT_MAX_BYTES &&
                   bytes <= ctx->limits.maxStorageBufferBindingSize;
@@ -653,21 +726,42 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
                                   "matmul_bt runs through a's copy only with b's", fn);
             btt = true;
         }
-        copies[0] = (copy_plan){ btt, "btt", "b", b, N, WGML__SCRATCH_MATMUL_T };
-        copies[1] = (copy_plan){ att, "att", "a", a, M, WGML__SCRATCH_MATMUL_A };
+        /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
+        int kl = att ? LAYOUT_TN : btt ? LAYOUT_NN : layout;
+        /* then the operands read along M or N with rows not whole vec4, padded */
+        bool pada = false, padb = false;
+        if (v.pad >= 0) {
+            bool big = v.pad > 0 || !ctx->cpu_adapter;
+            pada = kl == LAYOUT_TN && !att && M % 4 && big && (v.pad > 0 || (N >= PAD_MIN_OTHER && abytes <= PAD_MAX_BYTES));
+            padb = kl != LAYOUT_NT && !btt && N % 4 && big && (v.pad > 0 || (M >= PAD_MIN_OTHER && bytes <= PAD_MAX_BYTES));
+        }
+        copies[0] = (copy_plan){ btt || padb, btt, btt ? "btt" : "pad", "b", b, N, WGML__SCRATCH_MATMUL_T };
+        copies[1] = (copy_plan){ att || pada, att, att ? "att" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
         for (int i = 0; i < 2; i++) {
             if (!copies[i].on) continue;
-            uint64_t cb = 4ull * copies[i].rows * K;
-            if (cb > ctx->limits.maxStorageBufferBindingSize)
+            uint64_t cb = 4ull * copy_ld(copies[i].rows) * K;
+            if (cb > ctx->limits.maxStorageBufferBindingSize || cb / 4 > UINT32_MAX)
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
-                                  "exceeds the adapter's storage binding of %llu bytes", fn, copies[i].token, copies[i].what,
-                                  (unsigned long long)cb, (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+                                  "exceeds the adapter's storage binding of %llu bytes or 2^32 elements", fn, copies[i].token,
+                                  copies[i].what, (unsigned long long)cb,
+                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
             WGML_CHECK(wgml__scratch(e, copies[i].slot, cb, &copies[i].copy));
         }
-        /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
-        plan_gemm(&pl, c, &v, att ? LAYOUT_TN : btt ? LAYOUT_NN : layout, M, N, K);
-        pl.x = att ? copies[1].copy : wgml__t(a);
-        pl.y = btt ? copies[0].copy : wgml__t(b);
+        /* the copies' rows are padded to whole vec4 */
+        uint32_t lda = copies[1].on ? copy_ld(M) : natural_lda(kl, M, K), ldb = copies[0].on ? copy_ld(N) : natural_ldb(kl, N, K);
+        plan_gemm(&pl, c, &v, kl, M, N, K, lda, ldb);
+        /* tiles past M (N) load an operand read along M (N) in vec4 without clamps (EDGE in
+           matmul.wgsl): only where there are such tiles, so other pipelines stay as measured */
+        bool edge_m = M % tile_m(c) && kl == LAYOUT_TN && lda % 4 == 0;
+        bool edge_n = N % tile_n(c) && kl != LAYOUT_NT && ldb % 4 == 0;
+        if (c->fast && (edge_m || edge_n)) wgml__add_constant(&pl.kernel, "EDGE", 1);
+        /* the last K % BK values of k in a pass of their own (KREM_MIN) */
+        if (K % c->bk && K > c->bk && (v.krem > 0 || (v.krem == 0 && K >= KREM_MIN && N % 4 == 0))) {
+            krem = K % c->bk;
+            pl.prm.K = pl.prm.kchunk = K - krem;
+        }
+        pl.x = copies[1].on ? copies[1].copy : wgml__t(a);
+        pl.y = copies[0].on ? copies[0].copy : wgml__t(b);
     }
     uint64_t mn = (uint64_t)M * N;
     uint32_t S = plan_split(ctx, &pl, &v, mn);
@@ -676,7 +770,14 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     if (tail && tail >= pl.workgroups)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
                           "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
+    /* KPART where a K range (the whole, a slice, a last-round piece) ends inside a tile step:
+       only those pipelines carry the per-step check (see matmul.wgsl) */
+    wgml__kernel rem_k = pl.kernel;   /* the pass over the last krem values of k: adds to out */
+    wgml__add_constant(&rem_k, "ACC", 1);
+    bool kpart = pl.bk && (pl.prm.K % pl.bk || pl.prm.kchunk % pl.bk);
+    if (kpart) wgml__add_constant(&pl.kernel, "KPART", 1);
     wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
+    if (tail && !kpart && tail_chunk % pl.bk) wgml__add_constant(&tail_k, "KPART", 1);
     if (tail) {
         /* the tail's slices as plain partial sums in blocks; their sum goes to out (with ACC) */
         wgml__add_constant(&tail_k, "COMPACT", 1);
@@ -688,17 +789,21 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     }
     /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
     if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
-    uint32_t gx, gy;
+    WGPUComputePipeline pipe;
+    WGPUBindGroupLayout bgl;
+    uint32_t gx, gy, kx = 0, ky = 0;
     WGML_CHECK(wgml__grid(ctx, pl.workgroups - tail, &gx, &gy));
+    if (krem) {
+        WGML_CHECK(wgml__grid(ctx, pl.workgroups, &kx, &ky));
+        WGML_CHECK(wgml__pipeline_get(e, &rem_k, &pipe, &bgl));
+    }
 
     /* Compile and allocate what will be recorded first, so a failure records nothing (the
        transposed copies of b and a, recorded first, only write the engine's scratch). */
-    WGPUComputePipeline pipe;
-    WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
     for (int i = 0; i < 2; i++) {
         if (!copies[i].on) continue;
-        wgml__kernel tk = transpose_kernel(copies[i].rows, K);
+        wgml__kernel tk = copies[i].transpose ? transpose_kernel(copies[i].rows, K) : pad_kernel;
         WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
@@ -724,9 +829,12 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     }
     for (int i = 0; i < 2; i++) {
         if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], K))) continue;
-        WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+        if (copies[i].transpose)
+            WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+        else
+            WGML_CHECK(record_pad(e, copies[i].src, copies[i].rows, K, copies[i].copy));
         e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
-                                                      copies[i].rows, K };
+                                                      copies[i].rows, K, copies[i].transpose };
     }
     wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
@@ -739,12 +847,22 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         tp.K = tail_slices;
         tp.out_slice = tail;
         wgml__arg rargs[2] = { ws, wgml__t(out) };
-        return wgml__dispatch(e, &tail_red, &tp, sizeof tp, rargs, 2, rx, ry, 1);
+        WGML_CHECK(wgml__dispatch(e, &tail_red, &tp, sizeof tp, rargs, 2, rx, ry, 1));
+    } else if (S > 1) {
+        mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
+        wgml__arg rargs[2] = { ws, wgml__t(out) };
+        WGML_CHECK(wgml__dispatch(e, &reduce, &rp, sizeof rp, rargs, 2, rx, ry, 1));
     }
-    if (S == 1) return WGML_OK;
-    mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
-    wgml__arg rargs[2] = { ws, wgml__t(out) };
-    return wgml__dispatch(e, &reduce, &rp, sizeof rp, rargs, 2, rx, ry, 1);
+    if (!krem) return WGML_OK;
+    /* out += the product over the last krem values of k: every tile, one partial step */
+    mm_params kp = pl.prm;
+    kp.K = K;
+    kp.kbase = K - krem;
+    kp.kchunk = krem;
+    kp.out_slice = 0;
+    kp.tile_base = 0;
+    wgml__arg kargs[3] = { pl.x, pl.y, wgml__t(out) };
+    return wgml__dispatch(e, &rem_k, &kp, sizeof kp, kargs, 3, kx, ky, 1);
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
