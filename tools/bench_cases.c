@@ -146,10 +146,10 @@ static double emb_bw_b(const uint64_t *d) { return 4.0 * (double)d[2] * (double)
 
 /* ---- matrix products: dims {M, N, K} --------------------------------------------------- */
 
-/* matmul and matmul_bt (M > 1) alternate between two copies of their inputs (t[3], t[4]):
-   consecutive products of one unchanged tensor reuse its transposed copy (wgml.h, matrix
-   products), so one call repeated would time the product without the copies a fresh input
-   costs. */
+/* The products (M > 1) alternate between two copies of their inputs (t[3], t[4]):
+   consecutive products of one unchanged tensor reuse its transposed or padded copy (wgml.h,
+   matrix products), so one call repeated would time the product without the copies a fresh
+   input costs. */
 static int su_mm(bench_state *b, const uint64_t *d)
 {
     return OK(RAND(0, -1, 1, D0, D2) && RAND(1, -1, 1, D2, D1) && EMPTY(2, WGML_F32, D0, D1) &&
@@ -160,7 +160,11 @@ static int su_mm_bt(bench_state *b, const uint64_t *d)
     return OK(RAND(0, -1, 1, D0, D2) && RAND(1, -1, 1, D1, D2) && EMPTY(2, WGML_F32, D0, D1) &&
               (d[0] == 1 || (RAND(3, -1, 1, D0, D2) && RAND(4, -1, 1, D1, D2))));
 }
-static int su_mm_at(bench_state *b, const uint64_t *d) { return OK(RAND(0, -1, 1, D2, D0) && RAND(1, -1, 1, D2, D1) && EMPTY(2, WGML_F32, D0, D1)); }
+static int su_mm_at(bench_state *b, const uint64_t *d)
+{
+    return OK(RAND(0, -1, 1, D2, D0) && RAND(1, -1, 1, D2, D1) && EMPTY(2, WGML_F32, D0, D1) &&
+              (d[0] == 1 || (RAND(3, -1, 1, D2, D0) && RAND(4, -1, 1, D2, D1))));
+}
 static int mm_pair(bench_state *b) { return b->t[3] && (b->u[7]++ & 1) ? 3 : 0; }
 static wgml_status r_mm(bench_state *b) { int i = mm_pair(b); return wgml_matmul(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
 static wgml_status r_mm_bt(bench_state *b) { int i = mm_pair(b); return wgml_matmul_bt(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
@@ -169,7 +173,7 @@ static wgml_status r_mm_acc(bench_state *b)   /* out += a @ b */
     int i = mm_pair(b);
     return wgml_matmul_with(b->eng, b->t[i], b->t[i + 1], b->t[2], &(wgml_matmul_options){ .accumulate = true });
 }
-static wgml_status r_mm_at(bench_state *b) { return wgml_matmul_at(b->eng, b->t[0], b->t[1], b->t[2]); }
+static wgml_status r_mm_at(bench_state *b) { int i = mm_pair(b); return wgml_matmul_at(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
 static double mm_f(const uint64_t *d) { return 2.0 * (double)d[0] * (double)d[1] * (double)d[2]; }
 static double mm_b(const uint64_t *d)
 {
