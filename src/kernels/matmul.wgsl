@@ -37,7 +37,9 @@
 //     steps, loads without clamps: plain vec4 where the operand's rows are whole vec4 (VEC,
 //     VECB), else quads of scalars (a_quad, b_quad); the choice is uniform, one branch per
 //     load group. With KPART (set by the host only where a K range ends inside a step) such
-//     a tile also loads its full steps without clamps and clamps only the partial last one.
+//     a tile also loads its full steps without clamps and clamps only the partial last one;
+//     with EDGE a tile past M or N counts as in range for an operand read along that side in
+//     vec4 (its index held inside the row: see EDGE below).
 //   * Variants (FLAGS packs DB, PF, FAST, TM; src/ops/matmul.c names them, and
 //     bench/notes/matmul.md gives the hypothesis each one tests on the H200).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
