@@ -464,13 +464,12 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
 /* matmul_bt as matmul on b transposed (round 12 of bench/notes/matmul.md: on the H200
    matmul_bt 4096^3 ran 9% slower than matmul; through the copy it runs at matmul's speed,
    4171 -> 3820 us, and the training step's bt products gain 5 - 8%). The copy's kernel:
-   4 x 4 blocks of vec4 when N and K are multiples of 4. */
+   4 x 4 blocks of vec4 when N and K are multiples of 4, else 32 x 32 blocks of scalars
+   through workgroup memory (transpose_pad: any sizes, rows padded). */
 static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
 {
-    if (N % 4 == 0 && K % 4 == 0)
-        return (wgml__kernel){ .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1,
-                               .constants = { { "VEC", 1 } } };
-    return (wgml__kernel){ .file = "matmul", .entry = "transpose_pad", .layout = "urw" };
+    return (wgml__kernel){ .file = "matmul", .entry = N % 4 == 0 && K % 4 == 0 ? "transpose_nk" : "transpose_pad",
+                           .layout = "urw" };
 }
 
 /* The row length of a transposed copy of an operand with n rows: padded to whole vec4, so
@@ -482,7 +481,7 @@ static uint32_t copy_ld(uint32_t n) { return (uint32_t)(((uint64_t)n + 3) / 4 * 
 static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
 {
     wgml__kernel k = transpose_kernel(N, K);
-    bool vec = k.nconst == 1;
+    bool vec = N % 4 == 0 && K % 4 == 0;   /* transpose_nk: 64 x 64 blocks; transpose_pad: 32 x 32 */
     uint32_t tk = wgml__ceil_div(K, vec ? 64 : 32);
     uint64_t wgs = (uint64_t)wgml__ceil_div(N, vec ? 64 : 32) * tk;
     mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs, .ldb = copy_ld(N) };
@@ -729,12 +728,12 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
         int kl = att ? LAYOUT_TN : btt ? LAYOUT_NN : layout;
         /* then the operands read along M or N with rows not whole vec4, padded */
-        bool pada = false, padb = false;
-        if (v.pad >= 0) {
-            bool big = v.pad > 0 || !ctx->cpu_adapter;
-            pada = kl == LAYOUT_TN && !att && M % 4 && big && (v.pad > 0 || (N >= PAD_MIN_OTHER && abytes <= PAD_MAX_BYTES));
-            padb = kl != LAYOUT_NT && !btt && N % 4 && big && (v.pad > 0 || (M >= PAD_MIN_OTHER && bytes <= PAD_MAX_BYTES));
-        }
+        bool rule = v.pad == 0 && !ctx->cpu_adapter;   /* forced: v.pad > 0; never: v.pad < 0 */
+        uint64_t bind = ctx->limits.maxStorageBufferBindingSize;
+        bool pada = kl == LAYOUT_TN && !att && M % 4 &&
+                    (v.pad > 0 || (rule && N >= PAD_MIN_OTHER && abytes <= PAD_MAX_BYTES && abytes <= bind));
+        bool padb = kl != LAYOUT_NT && !btt && N % 4 &&
+                    (v.pad > 0 || (rule && M >= PAD_MIN_OTHER && bytes <= PAD_MAX_BYTES && bytes <= bind));
         copies[0] = (copy_plan){ btt || padb, btt, btt ? "btt" : "pad", "b", b, N, WGML__SCRATCH_MATMUL_T };
         copies[1] = (copy_plan){ att || pada, att, att ? "att" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
         for (int i = 0; i < 2; i++) {
@@ -770,10 +769,10 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     if (tail && tail >= pl.workgroups)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
                           "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
-    /* KPART where a K range (the whole, a slice, a last-round piece) ends inside a tile step:
-       only those pipelines carry the per-step check (see matmul.wgsl) */
     wgml__kernel rem_k = pl.kernel;   /* the pass over the last krem values of k: adds to out */
     wgml__add_constant(&rem_k, "ACC", 1);
+    /* KPART where a K range (the whole, a slice, a last-round piece) ends inside a tile step:
+       only those pipelines carry the per-step check (see matmul.wgsl) */
     bool kpart = pl.bk && (pl.prm.K % pl.bk || pl.prm.kchunk % pl.bk);
     if (kpart) wgml__add_constant(&pl.kernel, "KPART", 1);
     wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
