@@ -60,6 +60,8 @@
 #   bash bench/matmul_sweep.sh round29c more and shorter one-pass slices
 #   bash bench/matmul_sweep.sh round30  operands with rows not whole vec4 through padded copies (the default) against
 #                                       nopad, on the sizes not multiples of 4 and the GPT-2 head
+#   bash bench/matmul_sweep.sh round31  the fast tiles' quads of scalar rows shifted out of two aligned vec4 (the
+#                                       default) against four scalar loads (squad), with and without padded copies
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -601,6 +603,20 @@ if [ "$round" = round30 ]; then
 (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
 sweep_header "Matmul round 30"
 twice_each "" "matmul 4095 3;matmul 50257 2" "" nopad
+} > "$out/matmul_sweep.md" 2>&1
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round31 ]; then
+# Matmul round 31: the fast tiles' quads of an operand whose rows are not whole vec4, two
+# aligned vec4 shifted (the default) against four scalar loads (squad), with the padded
+# copies (the default on a GPU) and without (nopad: every odd operand read in quads);
+# test_matmul on the GPU first.
+{
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+sweep_header "Matmul round 31"
+twice_each "" "matmul 4095 3;matmul 50257 2" "" squad nopad nopad,squad
 } > "$out/matmul_sweep.md" 2>&1
 awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
 exit 0
