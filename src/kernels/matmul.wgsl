@@ -35,11 +35,11 @@
 //     thread), a barrier, the products; with DB 1 still one barrier per step.
 //   * FAST: a workgroup whose tile is in range along M and N, and whose K range is whole BK
 //     steps, loads without clamps: plain vec4 where the operand's rows are whole vec4 (VEC,
-//     VECB), else quads shifted out of two aligned vec4 (a_quad, b_quad); the choice is
-//     uniform, one branch per load group. With KPART (set by the host only where a K range
-//     ends inside a step) such a tile also loads its full steps without clamps and clamps
-//     only the partial last one; with EDGE a tile past M or N counts as in range for an
-//     operand read along that side in vec4 (its index held inside the row: see EDGE below).
+//     VECB), else quads of scalars (a_quad, b_quad); the choice is uniform, one branch per
+//     load group. With KPART (set by the host only where a K range ends inside a step) such
+//     a tile also loads its full steps without clamps and clamps only the partial last one;
+//     with EDGE a tile past M or N counts as in range for an operand read along that side in
+//     vec4 (its index held inside the row: see EDGE below).
 //   * Variants (FLAGS packs DB, PF, FAST, TM; src/ops/matmul.c names them, and
 //     bench/notes/matmul.md gives the hypothesis each one tests on the H200).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
@@ -132,7 +132,6 @@ override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
-override SQUAD: bool = false; // gemm: a_quad and b_quad as four scalar loads (measurement only)
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
                              // the host sets it only on the kernel that writes out (with split-K:
                              // splitk_reduce, the slices go to the workspace as they are)
@@ -188,35 +187,16 @@ fn b_vec(e: u32, ok: bool, n: u32) -> vec4f {
     return vec4f(b_at(e, ok), b_at(e + 1u, ok && n > 1u), b_at(e + 2u, ok && n > 2u), b_at(e + 3u, ok && n > 3u));
 }
 
-// Four consecutive elements e.. of A (B), unclamped: the fast tiles of an operand whose rows
-// are not whole vec4. The two aligned vec4 that hold them, shifted by e % 4: two loads and
-// nine selects in place of four scalar loads (SQUAD: the four scalars, for measurement). The
-// second vec4 is read only when e % 4 > 0, and then e + 3 lies in it: no access leaves the
-// buffer.
-fn shifted(lo: vec4f, hi: vec4f, r: u32) -> vec4f {
-    let two = (r & 2u) != 0u;
-    let t = select(lo, vec4f(lo.zw, hi.xy), two);
-    return select(t, vec4f(t.yzw, select(hi.x, hi.z, two)), (r & 1u) != 0u);
-}
-
+// Four consecutive elements e.. of A (B) as four scalar loads, unclamped: the fast tiles of
+// an operand whose rows are not whole vec4.
 fn a_quad(e: u32) -> vec4f {
-    if (SQUAD) {
-        return vec4f(A[e >> 2u][e & 3u], A[(e + 1u) >> 2u][(e + 1u) & 3u], A[(e + 2u) >> 2u][(e + 2u) & 3u],
-                     A[(e + 3u) >> 2u][(e + 3u) & 3u]);
-    }
-    let i = e >> 2u;
-    let r = e & 3u;
-    return shifted(A[i], A[i + min(r, 1u)], r);
+    return vec4f(A[e >> 2u][e & 3u], A[(e + 1u) >> 2u][(e + 1u) & 3u], A[(e + 2u) >> 2u][(e + 2u) & 3u],
+                 A[(e + 3u) >> 2u][(e + 3u) & 3u]);
 }
 
 fn b_quad(e: u32) -> vec4f {
-    if (SQUAD) {
-        return vec4f(B[e >> 2u][e & 3u], B[(e + 1u) >> 2u][(e + 1u) & 3u], B[(e + 2u) >> 2u][(e + 2u) & 3u],
-                     B[(e + 3u) >> 2u][(e + 3u) & 3u]);
-    }
-    let i = e >> 2u;
-    let r = e & 3u;
-    return shifted(B[i], B[i + min(r, 1u)], r);
+    return vec4f(B[e >> 2u][e & 3u], B[(e + 1u) >> 2u][(e + 1u) & 3u], B[(e + 2u) >> 2u][(e + 2u) & 3u],
+                 B[(e + 3u) >> 2u][(e + 3u) & 3u]);
 }
 
 // ---- gemm tile movement ---------------------------------------------------------------

@@ -51,9 +51,6 @@
                                              adds them into out whenever K is not whole steps
                                              (and K > BK); never (the default: KREM_MIN and
                                              N % 4 == 0)
-     squad                                   the fast tiles of an operand whose rows are not
-                                             whole vec4 load four scalars per quad (by
-                                             default: two aligned vec4, shifted)
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
@@ -236,7 +233,6 @@ typedef struct variant {
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
     int pad;           /* operands read along M or N whose rows are not whole vec4, through copies
                           with padded rows: the same */
-    bool squad;        /* the fast tiles' quads of scalar rows as four scalar loads (round 31) */
     int krem;          /* the last K % BK values of k in a second pass: the same */
     bool fresh;        /* never reuse a transposed copy */
     uint32_t tail;     /* last-round tiles split along K: 0 by rule */
@@ -310,10 +306,6 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 3 && strncmp(s, "pad", 3) == 0) || (n == 5 && strncmp(s, "nopad", 5) == 0)) {
             v->pad = n == 3 ? 1 : -1;
-            known = true;
-        }
-        if (n == 5 && strncmp(s, "squad", 5) == 0) {
-            v->squad = true;
             known = true;
         }
         if ((n == 4 && strncmp(s, "krem", 4) == 0) || (n == 6 && strncmp(s, "nokrem", 6) == 0)) {
@@ -416,7 +408,6 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
                                  .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_M", c->wg_m }, { "WG_N", c->wg_n },
                                                 { "BK", c->bk }, { "FLAGS", flags } } };
     if (vecb != vec) wgml__add_constant(&pl->kernel, "VECB", vecb);
-    if (v->squad && !(vec && vecb)) wgml__add_constant(&pl->kernel, "SQUAD", 1);
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
                            .tiles = wgml__ceil_div(M, tile_m(c)) * tn,
