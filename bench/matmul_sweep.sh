@@ -61,7 +61,9 @@
 #   bash bench/matmul_sweep.sh round30  operands with rows not whole vec4 through padded copies (the default) against
 #                                       nopad, on the sizes not multiples of 4 and the GPT-2 head
 #   bash bench/matmul_sweep.sh round31  the fast tiles' quads of scalar rows shifted out of two aligned vec4 (the
-#                                       default) against four scalar loads (squad), with and without padded copies
+#                                       default of that call) against four scalar loads (squad), with and without
+#                                       padded copies (the shifted quads since reverted and squad removed: the
+#                                       section now times the scalar loads and prints squad's error)
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail

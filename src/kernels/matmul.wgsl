@@ -1183,17 +1183,19 @@ fn transpose_pad(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
 
 // t_out [rows, ldb] = A [rows, cols] with each row padded with zeros from cols to p.ldb (a
 // multiple of 4): an operand of matmul_at's kernel whose rows are not whole vec4 (p.M = rows,
-// p.K = cols; one element per invocation).
+// p.K = cols). One vec4 of the copy per invocation, written through sum_out (the same
+// binding), its four elements read as coalesced scalars: a quarter of the invocations and
+// index divisions of one element each (round 32 of bench/notes/matmul.md).
 @compute @workgroup_size(256)
 fn pad_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32) {
     let i = (wid.x + wid.y * nwg.x) * 256u + lid;
-    if (i >= p.M * p.ldb) {
+    let w = p.ldb / 4u;
+    if (i >= p.M * w) {
         return;
     }
-    let r = i / p.ldb;
-    let c = i % p.ldb;
-    let ok = c < p.K;
-    let e = select(0u, r * p.K + c, ok);
-    tile_out[i] = select(0.0, A[e >> 2u][e & 3u], ok);
+    let c = (i % w) * 4u;                  // < cols: p.ldb is cols rounded up to 4
+    let e = (i / w) * p.K + c;
+    let n = p.K - c;
+    sum_out[i] = vec4f(a_at(e, true), a_at(e + 1u, n > 1u), a_at(e + 2u, n > 2u), a_at(e + 3u, n > 3u));
 }

@@ -497,10 +497,10 @@ static const wgml__kernel pad_kernel = { .file = "matmul", .entry = "pad_rows", 
    that the copy's elements fit a u32 index). */
 static wgml_status record_pad(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
 {
-    uint64_t elems = (uint64_t)K * copy_ld(N);
+    uint64_t vec4s = (uint64_t)K * copy_ld(N) / 4;   /* one per invocation */
     mm_params prm = { .M = K, .K = N, .ldb = copy_ld(N) };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, (elems + 255) / 256, &gx, &gy));
+    WGML_CHECK(wgml__grid(e->ctx, (vec4s + 255) / 256, &gx, &gy));
     wgml__arg args[2] = { wgml__t(b), t };
     return wgml__dispatch(e, &pad_kernel, &prm, sizeof prm, args, 2, gx, gy, 1);
 }
