@@ -64,6 +64,8 @@
 #                                       default of that call) against four scalar loads (squad), with and without
 #                                       padded copies (the shifted quads since reverted and squad removed: the
 #                                       section now times the scalar loads and prints squad's error)
+#   bash bench/matmul_sweep.sh round33  copies with zero rows up to whole steps of K where both operands are copied
+#                                       (the default) against nokpad, on the sizes not multiples of 4
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 set -uo pipefail
@@ -619,6 +621,19 @@ if [ "$round" = round31 ]; then
 (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
 sweep_header "Matmul round 31"
 twice_each "" "matmul 4095 3;matmul 50257 2" "" squad nopad nopad,squad
+} > "$out/matmul_sweep.md" 2>&1
+awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round33 ]; then
+# Matmul round 33: where both operands are copies, the copies with zero rows up to whole
+# steps of K (the default) against K rows and the partial step (nokpad); test_matmul on the
+# GPU first.
+{
+(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+sweep_header "Matmul round 33"
+twice_each "" "matmul 409 3" "" nokpad
 } > "$out/matmul_sweep.md" 2>&1
 awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
 exit 0

@@ -479,9 +479,12 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    GPU, an operand the kernel then reads along M or N (a of wgml_matmul_at, b of wgml_matmul
    and wgml_matmul_at) whose M (N) is not a multiple of 4 is copied with its rows padded to
    one (into the same scratches, when the other side of out is 512 or more and the copy at
-   most 256 MiB), and when K is 1024 or more, not a multiple of the tile's step, and N a
-   multiple of 4, the last few values of k are added into out by a second pass (one more
-   rounding). A copy stays current until its source is written (by any op of the context,
+   most 256 MiB). When K is not a multiple of the tile's step and both operands are copies,
+   the copies get zero rows up to the next step (Ks rows, K rounded up to the step of 8 - 32:
+   the scratches above hold Ks * N4 and Ks * M4 floats) and the kernel runs whole steps;
+   otherwise, when K is 1024 or more and N a multiple of 4,
+   the last few values of k are added into out by a second pass (one more rounding). A copy
+   stays current until its source is written (by any op of the context,
    wgml_tensor_write or wgml_tensor_zero): consecutive products of one unchanged tensor copy
    it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
    fastest path; with these copies 4095^3 runs within 5% of 4096^3 on the H200, but an

@@ -596,9 +596,35 @@ static void test_pad_copies(void)
         free(got); free(ref); free(bound);
         wgml_tensor_release(out);
     }
-    unsetenv("WGML_MATMUL_VARIANT");
     free(xs); free(ws);
     wgml_tensor_release(x); wgml_tensor_release(w);
+
+    /* One a copied for a product with K rows (b aligned: only a padded), then for a product
+       where both operands are copied, whose copies carry zero rows up to whole tile steps of
+       K: the second must not take the first copy as current, or it reads the rows past K from
+       whatever the scratch held, NaN here (a copy of a poisoned tensor made before). */
+    setenv("WGML_MATMUL_VARIANT", "pad", 1);
+    size_t K = 45, M = 70;
+    wgml_tensor *nan_a = th_poisoned(WGML_F32, TH_SHAPE(300, 301)), *nan_b = random_matrix(300, 299);
+    wgml_tensor *nan_o = th_poisoned(WGML_F32, TH_SHAPE(301, 299));
+    TH_EXPECT(wgml_matmul_at(th_eng, nan_a, nan_b, nan_o), WGML_OK);
+    wgml_tensor *a = random_matrix(K, M);
+    float *as = th_read(a);
+    for (size_t cols = 68; cols >= 67; cols--) {   /* b whole vec4 rows, then not */
+        wgml_tensor *b = random_matrix(K, cols), *o = th_poisoned(WGML_F32, TH_SHAPE(M, cols));
+        float *bs = th_read(b);
+        double *ref = th_alloc_d(M * cols), *bound = th_alloc_d(M * cols);
+        ref_matmul(REF_MM_TN, as, bs, M, cols, K, ref, bound);
+        TH_EXPECT(wgml_matmul_at(th_eng, a, b, o), WGML_OK);
+        float *got = th_read(o);
+        check_product(cols == 68 ? "matmul_at, a padded" : "matmul_at, the same a and b padded, zero rows past K", got, ref,
+                      bound, M * cols, K, 1.0);
+        free(got); free(bs); free(ref); free(bound);
+        wgml_tensor_release(b); wgml_tensor_release(o);
+    }
+    unsetenv("WGML_MATMUL_VARIANT");
+    free(as);
+    wgml_tensor_release(a); wgml_tensor_release(nan_a); wgml_tensor_release(nan_b); wgml_tensor_release(nan_o);
 }
 
 /* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have

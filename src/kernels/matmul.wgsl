@@ -1146,10 +1146,12 @@ fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
     sum_out[o + 3u * r4] = v[3];
 }
 
-// Any N and K: t_out [K, ldb] = A [N, K] transposed, each row of the copy padded with zeros
+// Any N and K: t_out [p.N, ldb] = A [N, K] transposed, each row of the copy padded with zeros
 // from N to p.ldb (a multiple of 4), so that the product reads the copy in vec4 (a padded
-// column only reaches rows of out that are never stored). A workgroup moves a 32 x 32 block
-// through workgroup memory: coalesced scalar reads along K, coalesced writes along N.
+// column only reaches rows of out that are never stored), and rows K .. p.N - 1 zero (p.N >=
+// K: the host rounds K up to whole tile steps when both operands are copies, round 33). A
+// workgroup moves a 32 x 32 block through workgroup memory: coalesced scalar reads along K,
+// coalesced writes along N.
 var<workgroup> blk: array<f32, 1056>;   // 32 x 33: a column of the block spans all banks
 @compute @workgroup_size(256)
 fn transpose_pad(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -1175,27 +1177,30 @@ fn transpose_pad(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
     for (var j = 0u; j < 32u; j += 8u) {
         let c = c0 + y + j;                  // a row of the copy
         let r = r0 + x;                      // its column
-        if (c < cols && r < p.ldb) {
+        if (c < p.N && r < p.ldb) {
             tile_out[c * p.ldb + r] = blk[x * 33u + y + j];
         }
     }
 }
 
-// t_out [rows, ldb] = A [rows, cols] with each row padded with zeros from cols to p.ldb (a
-// multiple of 4): an operand of matmul_at's kernel whose rows are not whole vec4 (p.M = rows,
-// p.K = cols). One vec4 of the copy per invocation, written through sum_out (the same
-// binding), its four elements read as coalesced scalars: a quarter of the invocations and
-// index divisions of one element each (round 32 of bench/notes/matmul.md).
+// t_out [p.N, ldb] = A [rows, cols] with each row padded with zeros from cols to p.ldb (a
+// multiple of 4) and rows rows .. p.N - 1 zero (as transpose_pad's): an operand of
+// matmul_at's kernel whose rows are not whole vec4 (p.M = rows, p.K = cols). One vec4 of the
+// copy per invocation, written through sum_out (the same binding), its four elements read as
+// coalesced scalars: a quarter of the invocations and index divisions of one element each
+// (round 32 of bench/notes/matmul.md).
 @compute @workgroup_size(256)
 fn pad_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32) {
     let i = (wid.x + wid.y * nwg.x) * 256u + lid;
     let w = p.ldb / 4u;
-    if (i >= p.M * w) {
+    if (i >= p.N * w) {
         return;
     }
     let c = (i % w) * 4u;                  // < cols: p.ldb is cols rounded up to 4
-    let e = (i / w) * p.K + c;
-    let n = p.K - c;
-    sum_out[i] = vec4f(a_at(e, true), a_at(e + 1u, n > 1u), a_at(e + 2u, n > 2u), a_at(e + 3u, n > 3u));
+    let r = i / w;
+    let ok = r < p.M;
+    let e = select(0u, r * p.K + c, ok);
+    let n = select(0u, p.K - c, ok);
+    sum_out[i] = vec4f(a_at(e, ok), a_at(e + 1u, n > 1u), a_at(e + 2u, n > 2u), a_at(e + 3u, n > 3u));
 }

@@ -47,6 +47,10 @@
                                              copies with rows padded to whole vec4 whenever
                                              M (N) is not a multiple of 4; never (the default:
                                              PAD_MIN_OTHER, PAD_MAX_BYTES, not on a CPU adapter)
+     nokpad                                  when both operands are copied, their copies keep
+                                             K rows (by default: zero rows up to whole tile
+                                             steps of K, so the gemm needs neither KPART nor
+                                             the krem pass)
      krem, nokrem                            the last K % BK values of k in a second pass that
                                              adds them into out whenever K is not whole steps
                                              (and K > BK); never (the default: KREM_MIN and
@@ -233,6 +237,7 @@ typedef struct variant {
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
     int pad;           /* operands read along M or N whose rows are not whole vec4, through copies
                           with padded rows: the same */
+    int kpad;          /* both operands copied: zero rows up to whole tile steps of K (0 by rule, -1 never) */
     int krem;          /* the last K % BK values of k in a second pass: the same */
     bool fresh;        /* never reuse a transposed copy */
     uint32_t tail;     /* last-round tiles split along K: 0 by rule */
@@ -306,6 +311,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 3 && strncmp(s, "pad", 3) == 0) || (n == 5 && strncmp(s, "nopad", 5) == 0)) {
             v->pad = n == 3 ? 1 : -1;
+            known = true;
+        }
+        if (n == 6 && strncmp(s, "nokpad", 6) == 0) {
+            v->kpad = -1;
             known = true;
         }
         if ((n == 4 && strncmp(s, "krem", 4) == 0) || (n == 6 && strncmp(s, "nokrem", 6) == 0)) {
@@ -465,10 +474,11 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
    matmul_bt 4096^3 ran 9% slower than matmul; through the copy it runs at matmul's speed,
    4171 -> 3820 us, and the training step's bt products gain 5 - 8%). The copy's kernel:
    4 x 4 blocks of vec4 when N and K are multiples of 4, else 32 x 32 blocks of scalars
-   through workgroup memory (transpose_pad: any sizes, rows padded). */
-static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
+   through workgroup memory (transpose_pad: any sizes, rows padded, and zero rows after the
+   K of b's when the copy has kc > K rows). */
+static wgml__kernel transpose_kernel(uint32_t N, uint32_t K, uint32_t kc)
 {
-    return (wgml__kernel){ .file = "matmul", .entry = N % 4 == 0 && K % 4 == 0 ? "transpose_nk" : "transpose_pad",
+    return (wgml__kernel){ .file = "matmul", .entry = N % 4 == 0 && K % 4 == 0 && kc == K ? "transpose_nk" : "transpose_pad",
                            .layout = "urw" };
 }
 
@@ -476,15 +486,15 @@ static wgml__kernel transpose_kernel(uint32_t N, uint32_t K)
    that the product reads the copy in vec4 whatever n is. */
 static uint32_t copy_ld(uint32_t n) { return (uint32_t)(((uint64_t)n + 3) / 4 * 4); }
 
-/* Records t [K, copy_ld(N)] = b [N, K] transposed into the engine's copy scratch (padding
-   columns zero). */
-static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
+/* Records t [kc, copy_ld(N)] = b [N, K] transposed into the engine's copy scratch (padding
+   columns and the rows past K zero; kc >= K). */
+static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, uint32_t kc, wgml__arg t)
 {
-    wgml__kernel k = transpose_kernel(N, K);
-    bool vec = N % 4 == 0 && K % 4 == 0;   /* transpose_nk: 64 x 64 blocks; transpose_pad: 32 x 32 */
-    uint32_t tk = wgml__ceil_div(K, vec ? 64 : 32);
+    wgml__kernel k = transpose_kernel(N, K, kc);
+    bool vec = N % 4 == 0 && K % 4 == 0 && kc == K;   /* transpose_nk: 64 x 64 blocks; transpose_pad: 32 x 32 */
+    uint32_t tk = wgml__ceil_div(kc, vec ? 64 : 32);
     uint64_t wgs = (uint64_t)wgml__ceil_div(N, vec ? 64 : 32) * tk;
-    mm_params prm = { .M = N, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs, .ldb = copy_ld(N) };
+    mm_params prm = { .M = N, .N = kc, .K = K, .tiles_n = tk, .tiles = (uint32_t)wgs, .ldb = copy_ld(N) };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, wgs, &gx, &gy));
     wgml__arg args[2] = { wgml__t(b), t };
@@ -493,12 +503,12 @@ static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32
 
 static const wgml__kernel pad_kernel = { .file = "matmul", .entry = "pad_rows", .layout = "urw" };
 
-/* Records t [K, copy_ld(N)] = b [K, N] with each row padded with zeros (the caller checked
-   that the copy's elements fit a u32 index). */
-static wgml_status record_pad(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, wgml__arg t)
+/* Records t [kc, copy_ld(N)] = b [K, N] with each row padded with zeros and the rows past K
+   zero (kc >= K; the caller checked that the copy's elements fit a u32 index). */
+static wgml_status record_pad(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, uint32_t kc, wgml__arg t)
 {
-    uint64_t vec4s = (uint64_t)K * copy_ld(N) / 4;   /* one per invocation */
-    mm_params prm = { .M = K, .K = N, .ldb = copy_ld(N) };
+    uint64_t vec4s = (uint64_t)kc * copy_ld(N) / 4;   /* one per invocation */
+    mm_params prm = { .M = K, .N = kc, .K = N, .ldb = copy_ld(N) };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, (vec4s + 255) / 256, &gx, &gy));
     wgml__arg args[2] = { wgml__t(b), t };
@@ -660,8 +670,8 @@ uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N
     return plan_tail(ctx, &pl, &v, slices, &chunk);
 }
 
-/* A copy of an operand into an engine scratch, [K, copy_ld(rows)]: of src [rows, K]
-   transposed, or of src [K, rows] with its rows padded. */
+/* A copy of an operand into an engine scratch, [kc, copy_ld(rows)]: of src [rows, K]
+   transposed, or of src [K, rows] with its rows padded (kc >= K: rows past K zero). */
 typedef struct copy_plan {
     bool on;
     bool transpose;
@@ -674,11 +684,11 @@ typedef struct copy_plan {
 
 /* The copy of src is in its slot already: the products of one input with several weights
    (q, k and v of x) copy it once. */
-static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t K)
+static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t kc)
 {
     const wgml__derived *d = &e->derived[c->slot];
     return d->src == c->src->id && d->written == c->src->written && d->slot_id == c->copy.tensor->id && d->rows == c->rows &&
-           d->cols == K && d->transposed == c->transpose;
+           d->cols == kc && d->transposed == c->transpose;
 }
 
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
@@ -692,6 +702,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     uint32_t krem = 0;   /* values of k left to the second pass */
+    uint32_t kc = K;     /* rows of the copies */
     if (!v.nogemv && M == 1 && N == 1) {
         plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
@@ -736,9 +747,12 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
                     (v.pad > 0 || (rule && M >= PAD_MIN_OTHER && bytes <= PAD_MAX_BYTES && bytes <= bind));
         copies[0] = (copy_plan){ btt || padb, btt, btt ? "btt" : "pad", "b", b, N, WGML__SCRATCH_MATMUL_T };
         copies[1] = (copy_plan){ att || pada, att, att ? "att" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
+        /* both operands copied and K not whole tile steps: the copies carry zero rows up to the
+           next step, and the gemm runs whole steps (round 33: no KPART, no second pass) */
+        if (copies[0].on && copies[1].on && K % c->bk && v.kpad >= 0) kc = K + (c->bk - K % c->bk);
         for (int i = 0; i < 2; i++) {
             if (!copies[i].on) continue;
-            uint64_t cb = 4ull * copy_ld(copies[i].rows) * K;
+            uint64_t cb = 4ull * copy_ld(copies[i].rows) * kc;
             if (cb > ctx->limits.maxStorageBufferBindingSize || cb / 4 > UINT32_MAX)
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
                                   "exceeds the adapter's storage binding of %llu bytes or 2^32 elements", fn, copies[i].token,
@@ -748,14 +762,14 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         }
         /* the copies' rows are padded to whole vec4 */
         uint32_t lda = copies[1].on ? copy_ld(M) : natural_lda(kl, M, K), ldb = copies[0].on ? copy_ld(N) : natural_ldb(kl, N, K);
-        plan_gemm(&pl, c, &v, kl, M, N, K, lda, ldb);
+        plan_gemm(&pl, c, &v, kl, M, N, kc, lda, ldb);
         /* tiles past M (N) load an operand read along M (N) in vec4 without clamps (EDGE in
            matmul.wgsl): only where there are such tiles, so other pipelines stay as measured */
         bool edge_m = M % tile_m(c) && kl == LAYOUT_TN && lda % 4 == 0;
         bool edge_n = N % tile_n(c) && kl != LAYOUT_NT && ldb % 4 == 0;
         if (c->fast && (edge_m || edge_n)) wgml__add_constant(&pl.kernel, "EDGE", 1);
         /* the last K % BK values of k in a pass of their own (KREM_MIN) */
-        if (K % c->bk && K > c->bk && (v.krem > 0 || (v.krem == 0 && K >= KREM_MIN && N % 4 == 0))) {
+        if (kc % c->bk && K > c->bk && (v.krem > 0 || (v.krem == 0 && K >= KREM_MIN && N % 4 == 0))) {
             krem = K % c->bk;
             pl.prm.K = pl.prm.kchunk = K - krem;
         }
@@ -802,7 +816,7 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
     for (int i = 0; i < 2; i++) {
         if (!copies[i].on) continue;
-        wgml__kernel tk = copies[i].transpose ? transpose_kernel(copies[i].rows, K) : pad_kernel;
+        wgml__kernel tk = copies[i].transpose ? transpose_kernel(copies[i].rows, K, kc) : pad_kernel;
         WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
     }
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
@@ -827,13 +841,13 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, bytes, &ws));
     }
     for (int i = 0; i < 2; i++) {
-        if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], K))) continue;
+        if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], kc))) continue;
         if (copies[i].transpose)
-            WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+            WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, kc, copies[i].copy));
         else
-            WGML_CHECK(record_pad(e, copies[i].src, copies[i].rows, K, copies[i].copy));
+            WGML_CHECK(record_pad(e, copies[i].src, copies[i].rows, K, kc, copies[i].copy));
         e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
-                                                      copies[i].rows, K, copies[i].transpose };
+                                                      copies[i].rows, kc, copies[i].transpose };
     }
     wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
     WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
