@@ -386,6 +386,19 @@ twice_each() {
     done
 }
 
+# tested_ab <title> <calls> <WGML_MATMUL_VARIANT>...: test_matmul on the GPU, then the
+# variants twice each (twice_each) into matmul_sweep.md, and its rows printed (rounds 30 - 33).
+tested_ab() {
+    local title=$1 calls=$2
+    shift 2
+    {
+        (cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
+        sweep_header "$title"
+        twice_each "" "$calls" "$@"
+    } > "$out/matmul_sweep.md" 2>&1
+    awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+}
+
 # An A/B of gemm choices in one call (matmul rounds 18 - 19): test_matmul on the GPU, the
 # square, LLM and training-step products twice, alternating, then the training step.
 ab_sweep() {   # ab_sweep <title> <WGML_MATMUL_VARIANT>... ("" is the default)
@@ -603,12 +616,7 @@ if [ "$round" = round30 ]; then
 # Matmul round 30: operands read along M or N with rows not whole vec4 through copies with
 # padded rows (the default on a GPU) against without (nopad), on the sizes that are not
 # multiples of 4 and the GPT-2 head; test_matmul on the GPU first.
-{
-(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
-sweep_header "Matmul round 30"
-twice_each "" "matmul 4095 3;matmul 50257 2" "" nopad
-} > "$out/matmul_sweep.md" 2>&1
-awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+tested_ab "Matmul round 30" "matmul 4095 3;matmul 50257 2" "" nopad
 exit 0
 fi
 
@@ -617,12 +625,7 @@ if [ "$round" = round31 ]; then
 # aligned vec4 shifted (the default) against four scalar loads (squad), with the padded
 # copies (the default on a GPU) and without (nopad: every odd operand read in quads);
 # test_matmul on the GPU first.
-{
-(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
-sweep_header "Matmul round 31"
-twice_each "" "matmul 4095 3;matmul 50257 2" "" squad nopad nopad,squad
-} > "$out/matmul_sweep.md" 2>&1
-awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+tested_ab "Matmul round 31" "matmul 4095 3;matmul 50257 2" "" squad nopad nopad,squad
 exit 0
 fi
 
@@ -630,12 +633,7 @@ if [ "$round" = round33 ]; then
 # Matmul round 33: where both operands are copies, the copies with zero rows up to whole
 # steps of K (the default) against K rows and the partial step (nokpad); test_matmul on the
 # GPU first.
-{
-(cd build-device && timeout 300 ./tests/test_matmul >"$out/test_matmul.log" 2>&1; echo "test_matmul: $(tail -1 "$out/test_matmul.log")")
-sweep_header "Matmul round 33"
-twice_each "" "matmul 409 3" "" nokpad
-} > "$out/matmul_sweep.md" 2>&1
-awk -F'|' '/^## /{v=$0; sub(/^## WGML_MATMUL_VARIANT=/, "", v)} /^test_matmul/{print} /^\| matmul/{print v, $2, $3, $4}' "$out/matmul_sweep.md"
+tested_ab "Matmul round 33" "matmul 409 3" "" nokpad
 exit 0
 fi
 

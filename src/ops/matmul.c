@@ -749,7 +749,11 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
         copies[1] = (copy_plan){ att || pada, att, att ? "att" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
         /* both operands copied and K not whole tile steps: the copies carry zero rows up to the
            next step, and the gemm runs whole steps (round 33: no KPART, no second pass) */
-        if (copies[0].on && copies[1].on && K % c->bk && v.kpad >= 0) kc = K + (c->bk - K % c->bk);
+        if (copies[0].on && copies[1].on && K % c->bk && v.kpad >= 0) {
+            uint32_t ks = K + (c->bk - K % c->bk);
+            uint64_t most = 4ull * copy_ld(M > N ? M : N) * ks;   /* the larger copy, as checked below */
+            if (most <= ctx->limits.maxStorageBufferBindingSize && most / 4 <= UINT32_MAX) kc = ks;
+        }
         for (int i = 0; i < 2; i++) {
             if (!copies[i].on) continue;
             uint64_t cb = 4ull * copy_ld(copies[i].rows) * kc;
