@@ -487,7 +487,7 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    stays current until its source is written (by any op of the context,
    wgml_tensor_write or wgml_tensor_zero): consecutive products of one unchanged tensor copy
    it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
-   fastest path; with these copies 4095^3 runs within 5% of 4096^3 on the H200, but an
+   fastest path; with these copies 4095^3 runs within 3% of 4096^3 on the H200, but an
    operand too large for its padded copy is read in scalars (a vocabulary of 50,257: about
    15% slower in the weight gradient; pad such a dimension to a multiple of 4).
    WGML_MATMUL_VARIANT (src/ops/matmul.c lists its tokens) forces a kernel variant, for
