@@ -256,10 +256,12 @@ static void test_variants_vec4(void)
    tile, an unconditional prefetch), one without either, the 64 x 128 tile and the gemm
    entry; exact on integers where the rounding bound would hide a repeated or lost k. Then
    with the copies that pad the rows (pad, att: every layout runs as matmul_at on vec4
-   rows), where tiles past M and N load without clamps too (EDGE) and the default tile does
-   a partial step (KPART), or no full step at all (K = 5). Last, the last K % BK values of k
-   in a pass of their own that adds into out (krem): alone, after split-K, after the last
-   round's slices, after the padded copies, on the 64-tile (BK 16), with accumulate, nokrem. */
+   rows), where tiles past M and N load without clamps too (EDGE) and the copies carry zero
+   rows up to whole steps of K (K = 203, 5), or with nokpad keep K rows while the default
+   tile does a partial step (KPART), or no full step at all (K = 5). Last, the last K % BK
+   values of k in a pass of their own that adds into out (krem): alone, after split-K, after
+   the last round's slices, after the padded copies (nokpad), on the 64-tile (BK 16), with
+   accumulate, nokrem. */
 static void test_fast_tiles(void)
 {
     static const shape shapes[] = { { 261, 259, 136 }, { 260, 259, 136 }, { 260, 264, 203 }, { 260, 264, 100 } };
@@ -275,18 +277,19 @@ static void test_fast_tiles(void)
             }
     }
     static const shape padded[] = { { 261, 259, 203 }, { 263, 390, 136 }, { 261, 259, 5 } };
-    static const char *pads[] = { "t128k8xupi,pad,att", "t128k8xupi,pad,att,splitk=2", "t128k8xp,pad,att", "t128,pad,att" };
+    static const char *pads[] = { "t128k8xupi,pad,att", "t128k8xupi,pad,att,nokpad", "t128k8xupi,pad,att,splitk=2",
+                                  "t128k8xp,pad,att", "t128,pad,att" };
     for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", pads[v], 1);
         for (int o = 0; o < 3; o++)
             for (size_t s = 0; s < sizeof padded / sizeof padded[0]; s++) {
-                if (v > 1 && s != (size_t)o) continue;   /* the other tiles: one shape per layout */
+                if (v > 2 && s != (size_t)o) continue;   /* the other tiles: one shape per layout */
                 run_case(o, padded[s].M, padded[s].N, padded[s].K, s != 1, pads[v]);
             }
     }
     static const shape rems[] = { { 261, 259, 203 }, { 263, 390, 1030 } };
     static const char *krems[] = { "t128k8xupi,krem", "t128k8xupi,krem,splitk=3", "t128k8xupi,krem,tail=2,tailk=3",
-                                   "t128k8xupi,krem,pad,att", "t64,krem", "t128k8xupi,nokrem" };
+                                   "t128k8xupi,krem,pad,att,nokpad", "t64,krem", "t128k8xupi,nokrem" };
     for (size_t v = 0; v < sizeof krems / sizeof krems[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", krems[v], 1);
         for (int o = 0; o < 3; o++) {
