@@ -482,11 +482,10 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    most 256 MiB). When K is not a multiple of the tile's step and both operands are copies,
    the copies get zero rows up to the next step (Ks rows, K rounded up to the step of 8 - 32:
    the scratches above hold Ks * N4 and Ks * M4 floats) and the kernel runs whole steps;
-   otherwise, when K is 1024 or more and N a multiple of 4,
-   the last few values of k are added into out by a second pass (one more rounding). A copy
-   stays current until its source is written (by any op of the context,
-   wgml_tensor_write or wgml_tensor_zero): consecutive products of one unchanged tensor copy
-   it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
+   otherwise, when K is 1024 or more and N a multiple of 4, the last few values of k are
+   added into out by a second pass (one more rounding). A copy stays current until its
+   source is written (by any op of the context, wgml_tensor_write or wgml_tensor_zero):
+   consecutive products of one unchanged tensor copy it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
    fastest path; with these copies 4095^3 runs within 3% of 4096^3 on the H200, but an
    operand too large for its padded copy is read in scalars (a vocabulary of 50,257: about
    15% slower in the weight gradient; pad such a dimension to a multiple of 4).

@@ -258,10 +258,9 @@ static void test_variants_vec4(void)
    with the copies that pad the rows (pad, att: every layout runs as matmul_at on vec4
    rows), where tiles past M and N load without clamps too (EDGE) and the copies carry zero
    rows up to whole steps of K (K = 203, 5), or with nokpad keep K rows while the default
-   tile does a partial step (KPART). Last, the last K % BK
-   values of k in a pass of their own that adds into out (krem): alone, after split-K, after
-   the last round's slices, after the padded copies (nokpad), on the 64-tile (BK 16), with
-   accumulate, nokrem. */
+   tile does a partial step (KPART). Last, the last K % BK values of k in a pass of their own
+   that adds into out (krem): alone, after split-K, after the last round's slices, after the
+   padded copies (nokpad), on the 64-tile (BK 16), with accumulate, nokrem. */
 static void test_fast_tiles(void)
 {
     static const shape shapes[] = { { 261, 259, 136 }, { 260, 259, 136 }, { 260, 264, 203 }, { 260, 264, 100 } };

@@ -486,6 +486,13 @@ static wgml__kernel transpose_kernel(uint32_t N, uint32_t K, uint32_t kc)
    that the product reads the copy in vec4 whatever n is. */
 static uint32_t copy_ld(uint32_t n) { return (uint32_t)(((uint64_t)n + 3) / 4 * 4); }
 
+/* A copy of 4 * copy_ld(rows) * k bytes fits one storage binding and u32 indices. */
+static bool copy_fits(const wgml_context *ctx, uint32_t rows, uint32_t k)
+{
+    uint64_t bytes = 4ull * copy_ld(rows) * k;
+    return bytes <= ctx->limits.maxStorageBufferBindingSize && bytes / 4 <= UINT32_MAX;
+}
+
 /* Records t [kc, copy_ld(N)] = b [N, K] transposed into the engine's copy scratch (padding
    columns and the rows past K zero; kc >= K). */
 static wgml_status record_transpose(wgml_engine *e, const wgml_tensor *b, uint32_t N, uint32_t K, uint32_t kc, wgml__arg t)
@@ -751,13 +758,12 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
            next step, and the gemm runs whole steps (round 33: no KPART, no second pass) */
         if (copies[0].on && copies[1].on && K % c->bk && v.kpad >= 0) {
             uint32_t ks = K + (c->bk - K % c->bk);
-            uint64_t most = 4ull * copy_ld(M > N ? M : N) * ks;   /* the larger copy, as checked below */
-            if (most <= ctx->limits.maxStorageBufferBindingSize && most / 4 <= UINT32_MAX) kc = ks;
+            if (copy_fits(ctx, M, ks) && copy_fits(ctx, N, ks)) kc = ks;
         }
         for (int i = 0; i < 2; i++) {
             if (!copies[i].on) continue;
             uint64_t cb = 4ull * copy_ld(copies[i].rows) * kc;
-            if (cb > ctx->limits.maxStorageBufferBindingSize || cb / 4 > UINT32_MAX)
+            if (!copy_fits(ctx, copies[i].rows, kc))
                 return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
                                   "exceeds the adapter's storage binding of %llu bytes or 2^32 elements", fn, copies[i].token,
                                   copies[i].what, (unsigned long long)cb,
