@@ -9,6 +9,7 @@ everywhere, TF32 off. Writes JSON lines like `wgml bench --json`.
 """
 import argparse
 import json
+import itertools
 import math
 import sys
 
@@ -337,6 +338,26 @@ mm_case("matmul", "1x4096x4096", 1, 4096, 4096)
 mm_case("matmul", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x14336x4096", 1, 14336, 4096)
 
+
+
+def mm_cold_case(op, M, N, K):
+    """Decode with cold weights (tools/bench_cases.c, su_mm_cold): one b per call from copies
+    totalling at least 256 MiB, so no call finds its b in the L2."""
+    def f():
+        n = min(8, max(2, -(-(256 << 20) // (4 * N * K))))
+        a, c, it = rnd(M, K), torch.empty(M, N, device=dev), itertools.count()
+        if op == "matmul":
+            bs = [rnd(K, N) for _ in range(n)]
+            return timeit(lambda: torch.mm(a, bs[next(it) % n], out=c))
+        bs = [rnd(N, K) for _ in range(n)]
+        return timeit(lambda: torch.mm(a, bs[next(it) % n].t(), out=c))
+    CASES[(op, f"{M}x{N}x{K} cold")] = f
+
+
+mm_cold_case("matmul_bt", 1, 4096, 4096)
+mm_cold_case("matmul", 1, 4096, 4096)
+mm_cold_case("matmul", 1, 4096, 14336)
+mm_cold_case("matmul", 1, 14336, 4096)
 
 def mm_acc_case(shape, M, N, K):   # out += a @ b: cuBLAS with beta = 1
     def f():

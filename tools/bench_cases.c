@@ -174,6 +174,31 @@ static wgml_status r_mm_acc(bench_state *b)   /* out += a @ b */
     return wgml_matmul_with(b->eng, b->t[i], b->t[i + 1], b->t[2], &(wgml_matmul_options){ .accumulate = true });
 }
 static wgml_status r_mm_at(bench_state *b) { int i = mm_pair(b); return wgml_matmul_at(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
+/* Decode with cold weights: a decoding model reads each weight matrix once per token, so
+   none of it is in the L2 when its product starts. The repeated rows above read one b over
+   and over, and a b near the L2's size (64 MiB against the H200's 50 MB) may be partly
+   cached from the previous call. These rows cycle through copies of b (t[4] .. t[4 + n - 1])
+   totalling at least 256 MiB, so each product reads a b that 192 MiB or more of other
+   weights have passed through the cache since. */
+#define COLD_MIN_BYTES ((double)(256u << 20))
+#define COLD_MAX_COPIES 8u
+static int su_mm_cold(bench_state *b, const uint64_t *d, int bt)
+{
+    double bytes = 4.0 * (double)d[1] * (double)d[2];
+    uint32_t n = (uint32_t)(COLD_MIN_BYTES / bytes + 0.999);
+    if (n < 2) n = 2;
+    if (n > COLD_MAX_COPIES) n = COLD_MAX_COPIES;
+    if (!RAND(0, -1, 1, D0, D2) || !EMPTY(2, WGML_F32, D0, D1)) return -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (!(bt ? RAND(4 + i, -1, 1, D1, D2) : RAND(4 + i, -1, 1, D2, D1))) return -1;
+    b->u[6] = n;
+    return 0;
+}
+static int su_mm_cold_mm(bench_state *b, const uint64_t *d) { return su_mm_cold(b, d, 0); }
+static int su_mm_cold_bt(bench_state *b, const uint64_t *d) { return su_mm_cold(b, d, 1); }
+static wgml_tensor *cold_b(bench_state *b) { return b->t[4 + b->u[7]++ % b->u[6]]; }
+static wgml_status r_mm_cold(bench_state *b) { return wgml_matmul(b->eng, b->t[0], cold_b(b), b->t[2]); }
+static wgml_status r_mm_bt_cold(bench_state *b) { return wgml_matmul_bt(b->eng, b->t[0], cold_b(b), b->t[2]); }
 static double mm_f(const uint64_t *d) { return 2.0 * (double)d[0] * (double)d[1] * (double)d[2]; }
 static double mm_b(const uint64_t *d)
 {
@@ -405,6 +430,10 @@ const bench_case bench_cases[] = {
     { "matmul", "1x4096x4096", { 1, 4096, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
     { "matmul", "1x4096x14336", { 1, 4096, 14336 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
     { "matmul", "1x14336x4096", { 1, 14336, 4096 }, { 1, 4096, 4096 }, mm_b, mm_f, su_mm, r_mm, "decode" },
+    { "matmul_bt", "1x4096x4096 cold", { 1, 4096, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode" },
+    { "matmul", "1x4096x4096 cold", { 1, 4096, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
+    { "matmul", "1x4096x14336 cold", { 1, 4096, 14336 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
+    { "matmul", "1x14336x4096 cold", { 1, 14336, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
     /* attention */
     { "flash_attention_v2", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_f, su_attn, r_attn, "attention" },

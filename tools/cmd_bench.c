@@ -251,6 +251,9 @@ int cmd_bench(int argc, char **argv)
             int len = snprintf(shape, sizeof shape, "small:");
             for (int k = 0; k < 8 && dims[k] && len < (int)sizeof shape - 24; k++)
                 len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%llu", k ? "x" : "", (unsigned long long)dims[k]);
+            /* words that set the case apart ("cold", "accumulate"), not those naming full-size dims */
+            const char *words = strchr(c->shape, ' ');
+            if (words && !strpbrk(words, "0123456789")) snprintf(shape + len, sizeof shape - (size_t)len, "%s", words);
         } else {
             snprintf(shape, sizeof shape, "%s", c->shape);
         }
