@@ -66,8 +66,13 @@
 #                                       section now times the scalar loads and prints squad's error)
 #   bash bench/matmul_sweep.sh round33  copies with zero rows up to whole steps of K where both operands are copied
 #                                       (the default) against nokpad, on the sizes not multiples of 4
+#   bash bench/matmul_sweep.sh round34  the decode products with cold weights (b cycled through copies of 256 MiB
+#                                       or more) beside the same rows repeating one b, wgml and PyTorch twice in
+#                                       alternation, then the column kernel's shapes on the cold rows
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
+# (Sections that name a tile configuration or token removed since print its "unknown token"
+# error in its rows: rounds 2 - 18 name tiles that lost and were removed after round 34.)
 set -uo pipefail
 out=${OUT:-/tmp/wgml-out}
 mkdir -p "$out"
@@ -634,6 +639,26 @@ if [ "$round" = round33 ]; then
 # steps of K (the default) against K rows and the partial step (nokpad); test_matmul on the
 # GPU first.
 tested_ab "Matmul round 33" "matmul 409 3" "" nokpad
+exit 0
+fi
+
+if [ "$round" = round34 ]; then
+# Matmul round 34: a decoding model reads each weight once per token, so no product finds
+# its b in the L2; the decode rows repeat one b (64 MiB at 1 x 4096 x 4096, near the H200's
+# 50 MB L2). The "cold" rows cycle through copies (tools/bench_cases.c, su_mm_cold). Both
+# libraries twice, alternating, each pair joined by compare.py; then gemv_cols shapes cold.
+{
+echo "# Round 34: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for rep in 1 2; do
+    build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w34-$rep.jsonl" > /dev/null 2>&1
+    PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t34-$rep.jsonl" --filter 1x > /dev/null 2>&1
+    python3 bench/compare.py "$out/w34-$rep.jsonl" "$out/t34-$rep.jsonl" --title "Round 34, repeat $rep" | grep -E '^\| (matmul|op)'
+done
+for v in "" "gemvwg=256,gemvcols=4" "gemvwg=512,gemvcols=8" "gemvwg=1024,gemvcols=16" "gemvq=1"; do
+    echo "## WGML_MATMUL_VARIANT=\"$v\""
+    bench "$v" decode cold 15
+done
+} | tee "$out/matmul_sweep.md"
 exit 0
 fi
 

@@ -150,28 +150,20 @@ static void test_random_shapes(void)
     }
 }
 
-/* Every kernel variant that WGML_MATMUL_VARIANT can force, so each is correct when a
-   benchmark picks it. A configuration the adapter cannot hold is refused (WGML_ERROR_LIMIT),
-   as is an unknown token, with nothing recorded. `all`: tested in every layout (the base
-   tiles, the default and the first fallback of pick_tile); the others in one layout each,
-   rotating: they differ from those in their products, buffering or lane placement, which
-   no layout changes, while the per-layout load code is the same for all of them. */
+/* Every tile configuration that WGML_MATMUL_VARIANT can force (each is also a choice or a
+   fallback of pick_tile), so each is correct when a benchmark picks it. A configuration the
+   adapter cannot hold is refused (WGML_ERROR_LIMIT), as is an unknown token, with nothing
+   recorded. `all`: tested in every layout; t128sb in one, rotating: it differs from t128
+   only in its buffering, which no layout changes. */
 static const struct { const char *name; unsigned smem_bytes, threads; bool all; } forced_tiles[] = {
-    { "t128", 32768, 256, true },   { "t128sb", 16384, 256 },  { "t64", 16384, 64, true }, { "t64k8", 8192, 64, true },
-    { "t128f", 32768, 256 },        { "t128np", 32768, 256 },  { "t128npf", 32768, 256 }, { "t128k32", 32768, 256 },
-    { "t128k8", 16384, 256 },       { "t128x64", 24576, 128 }, { "t64x128", 24576, 128 }, { "m4x8", 24576, 256 },
-    { "t128m4", 32768, 512 },
-    /* round 3: new load/product/store code (prefetch with fewer blocks than threads, gemm2,
-       gemm2_v4), each with its scalar and vec4 pipelines and split-K (see test_variants):
-       the ones with the k loop written out take lavapipe's LLVM 3 - 6 s per pipeline */
-    { "t128sbk8", 8192, 256 },  { "t128sbf", 16384, 256 }, { "t128sbv", 16384, 256 }, { "t128sbu", 16384, 256 },
-    { "t128bestn", 8192, 256 }, { "t128best", 8192, 256 }, { "t128k8pf", 16384, 256 }, { "t128k8r", 16384, 256 },
-    { "t128k8x", 16384, 256 }, { "t128k8xu", 16384, 256 },        /* the defaults until round 15 */
-    { "t128k8xup", 16384, 256, true }, { "t128k8xp", 16384, 256 }, /* until round 16 */
-    { "t64x128k8xp", 12288, 128, true },                           /* round 16 - 17; the first fallback */
-    { "t128k8xupi", 16384, 256, true },                            /* the default since round 18 */
+    { "t128", 32768, 256, true }, { "t128sb", 16384, 256 }, { "t64", 16384, 64, true }, { "t64k8", 8192, 64, true },
+    /* gemm2 (the 8 k of a step written out, vec4 stores of out), each with its scalar and
+       vec4 pipelines and split-K (see test_variants): they take lavapipe's LLVM 3 - 6 s per
+       pipeline */
+    { "t64x128k8xp", 12288, 128, true },   /* the first fallback */
+    { "t128k8xupi", 16384, 256, true },    /* the default */
 };
-#define FIRST_ROUND3 13   /* index of t128sbk8 */
+#define FIRST_G2 4   /* index of t64x128k8xp */
 
 static bool tile_refused(wgml_adapter_info *info, size_t v)
 {
@@ -184,8 +176,7 @@ static void test_variants(void)
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
     const shape sh = { 130, 67, 45 };   /* N odd, K not a multiple of 4: scalar loads and stores */
-    /* tile configurations: one shape (scalar loads) per layout; t128sb differs from t128 only
-       in its buffering, so one layout (both operands contiguous along K) covers it */
+    /* one shape (scalar loads) per layout */
     for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
         if (tile_refused(&info, v)) {
@@ -198,14 +189,14 @@ static void test_variants(void)
             wgml_tensor_release(a); wgml_tensor_release(o);
             continue;
         }
-        /* every layout for the base tiles marked all; the others differ from them in tile shape,
-           buffering or clamps, not in the per-layout load code: one layout each, rotating
-           (pipelines compile slowly on lavapipe) */
-        bool all = v < FIRST_ROUND3 && forced_tiles[v].all;
-        int o0 = all ? 0 : v >= FIRST_ROUND3 ? 1 : (int)(v % 3);   /* round 3: matmul_bt here (scalar loads, */
-        for (int o = o0; o < (all ? 3 : o0 + 1); o++)                 /* N odd: gemm2's scalar stores), the */
-            run_case(o, sh.M, sh.N, sh.K, false, forced_tiles[v].name);   /* others below */
-        if (v >= FIRST_ROUND3) {   /* the same pipeline: exact, split-K slices of 24 and 21 */
+        /* every layout for the gemm tiles marked all; the gemm2 tiles here in matmul_bt (scalar
+           loads of both operands, N odd: gemm2's scalar stores), in the other layouts with
+           scalar loads in test_fast_tiles (pipelines compile slowly on lavapipe) */
+        bool all = v < FIRST_G2 && forced_tiles[v].all;
+        int o0 = all ? 0 : v >= FIRST_G2 ? 1 : (int)(v % 3);
+        for (int o = o0; o < (all ? 3 : o0 + 1); o++)
+            run_case(o, sh.M, sh.N, sh.K, false, forced_tiles[v].name);
+        if (v >= FIRST_G2) {   /* the same pipeline: exact, split-K slices of 24 and 21 */
             run_case(1, sh.M, sh.N, sh.K, true, forced_tiles[v].name);
             char name[64];
             snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
@@ -229,11 +220,10 @@ static void test_variants_vec4(void)
         char name[64];
         snprintf(name, sizeof name, "%s", forced_tiles[v].name);
         setenv("WGML_MATMUL_VARIANT", name, 1);
-        /* the vec4 pipeline of one layout, rotating; every layout for the round-3 variants
-           marked all. For round 3 on, K = 76 ends on a half step of BK 8 and leaves a partial
-           last step of BK 16, N = 260 takes gemm2's vec4 stores (N % 4 == 0) with an edge
-           tile of 4 columns */
-        bool r3 = v >= FIRST_ROUND3, all = r3 && forced_tiles[v].all;
+        /* the vec4 pipeline of one layout, rotating, for the gemm tiles; every layout for the
+           gemm2 tiles, where K = 76 ends on a half step of BK 8 and N = 260 takes gemm2's vec4
+           stores (N % 4 == 0) with an edge tile of 4 columns */
+        bool r3 = v >= FIRST_G2, all = r3 && forced_tiles[v].all;
         int o0 = (int)((v + 1) % 3);
         for (int o = all ? 0 : o0; o < (all ? 3 : o0 + 1); o++) {
             setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
@@ -253,8 +243,8 @@ static void test_variants_vec4(void)
    step takes the clamped loads: M, N odd with K a multiple of 8 (all three layouts: scalar
    quads of one or both operands, vec4 of the other), K = 203 and 100 (a partial last step,
    with scalar and with vec4 loads), split-K, on the default tile (indices computed once per
-   tile, an unconditional prefetch), one without either, the 64 x 128 tile and the gemm
-   entry; exact on integers where the rounding bound would hide a repeated or lost k. Then
+   tile, an unconditional prefetch), the 64 x 128 tile (without either) and the gemm entry;
+   exact on integers where the rounding bound would hide a repeated or lost k. Then
    with the copies that pad the rows (pad, att: every layout runs as matmul_at on vec4
    rows), where tiles past M and N load without clamps too (EDGE) and the copies carry zero
    rows up to whole steps of K (K = 203, 5), or with nokpad keep K rows while the default
@@ -264,7 +254,7 @@ static void test_variants_vec4(void)
 static void test_fast_tiles(void)
 {
     static const shape shapes[] = { { 261, 259, 136 }, { 260, 259, 136 }, { 260, 264, 203 }, { 260, 264, 100 } };
-    static const char *tiles[] = { "t128k8xupi", "t128k8xupi,splitk=2", "t128k8xp", "t64x128k8xp", "t128" };
+    static const char *tiles[] = { "t128k8xupi", "t128k8xupi,splitk=2", "t64x128k8xp", "t128" };
     for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", tiles[v], 1);
         for (int o = 0; o < 3; o++)
@@ -277,7 +267,7 @@ static void test_fast_tiles(void)
     }
     static const shape padded[] = { { 261, 259, 203 }, { 263, 390, 136 }, { 261, 259, 5 } };
     static const char *pads[] = { "t128k8xupi,pad,att", "t128k8xupi,pad,att,splitk=2", "t128k8xupi,pad,att,nokpad",
-                                  "t128k8xp,pad,att", "t128,pad,att" };
+                                  "t64x128k8xp,pad,att", "t128,pad,att" };
     for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", pads[v], 1);
         for (int o = 0; o < 3; o++)

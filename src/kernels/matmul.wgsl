@@ -7,9 +7,8 @@
 // gemm: the register-tiled kernel for everything that is not a matrix-vector product.
 //   * A workgroup of WG_M x WG_N threads owns a BM x BN tile of out (BM = TM * WG_M, BN =
 //     8 * WG_N: the host's default for large outputs is 128 x 128 with 256 threads, then
-//     64 x 128 with 128); each thread owns a TM x 8 micro-tile
-//     (TM 8: 16 vec4 registers; TM 4: 8), so every k step costs TM/4 + 2 vec4 loads from
-//     workgroup memory for 8 TM FMAs.
+//     64 x 128 with 128); each thread owns an 8 x 8 micro-tile (TM 8: 16 vec4 registers), so
+//     every k step costs 4 vec4 loads from workgroup memory for 64 FMAs.
 //   * The micro-tile is split in 4-row by 4-column quads BM/2 (BN/2) apart (rows ty*4.. and
 //     BM/2 + ty*4.., same for columns), so a warp's vec4 reads of one k-row are contiguous.
 //     Threads are mapped to (tx, ty) in 8 x 4 blocks of 32 lanes: a warp touches 8 column
@@ -27,12 +26,10 @@
 //     consecutive vec4 of one k-row: no bank conflicts, no padding. Whole warps load A,
 //     others B (the branch never diverges); with BK 8 a step has fewer blocks than threads
 //     and the last warps load none.
-//   * Double buffering (DB 1) with register prefetch (PF 1): the next tile is loaded from
+//   * Double buffering (DB 1) with register prefetch: the next tile is loaded from
 //     global memory into registers before the current one is multiplied, then stored into
 //     the other buffer: one barrier per BK step. DB 0 uses one buffer and two barriers (half
-//     the workgroup memory). PF 0: no registers live across the products (fewer registers,
-//     more workgroups per SM): each step loads and stores its own blocks (any number per
-//     thread), a barrier, the products; with DB 1 still one barrier per step.
+//     the workgroup memory).
 //   * FAST: a workgroup whose tile is in range along M and N, and whose K range is whole BK
 //     steps, loads without clamps: plain vec4 where the operand's rows are whole vec4 (VEC,
 //     VECB), else quads of scalars (a_quad, b_quad); the choice is uniform, one branch per
@@ -40,8 +37,8 @@
 //     a tile also loads its full steps without clamps and clamps only the partial last one;
 //     with EDGE a tile past M or N counts as in range for an operand read along that side in
 //     vec4 (its index held inside the row: see EDGE below).
-//   * Variants (FLAGS packs DB, PF, FAST, TM; src/ops/matmul.c names them, and
-//     bench/notes/matmul.md gives the hypothesis each one tests on the H200).
+//   * Variants (FLAGS packs DB, FAST and gemm2's options; src/ops/matmul.c names them, and
+//     bench/notes/matmul.md gives the hypothesis each one tested on the H200).
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
 //     out of range, the value by 0), so no access leaves a buffer even with robustness off,
 //     and interior tiles pay a select, not a branch. With VEC / VECB (the operand's row
@@ -57,7 +54,7 @@
 //     tile_base on) in K-slices with COMPACT, each slice's tile as a BM x BN block of a
 //     workspace, and splitk_reduce_tiles adds the slices into out (round 27 of
 //     bench/notes/matmul.md).
-// gemm2, gemm2_v4: gemm (TM 8) with the round-3 options: the k loop written out, fragment
+// gemm2, gemm2_v4: gemm with BK 8 and the 8 k of a step written out with fragment
 //   double-buffering, vec4 stores of out (see the comment above gemm2), and INC: the loads
 //   and stores of interior tiles at indices computed once per tile.
 //
@@ -111,8 +108,7 @@ override LAYOUT: u32 = 0u;   // 0 matmul, 1 matmul_bt, 2 matmul_at
 override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
 override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
 override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
-override FLAGS: u32 = 3u;    // gemm: bit 0 DB, bit 1 PF, bit 2 FAST, bit 3 micro-tile 4x8,
-                             // bits 4 - 8 UNR, RDB, FULL, UFETCH (gemm2), PAIR
+override FLAGS: u32 = 1u;    // gemm: bit 0 DB, bit 1 FAST, bits 2 - 4 UFETCH (gemm2), PAIR, INC
 override VEC: bool = true;   // the rows of A as stored are whole vec4 (gemm: lda % 4 == 0, so
                              // K for matmul and matmul_bt, M or its padding for matmul_at;
                              // gemv: the row length of A): vec4 loads
@@ -137,9 +133,8 @@ override ACC: bool = false;  // out += the product (out read first) instead of o
                              // splitk_reduce, the slices go to the workspace as they are)
 
 override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
-override PF: u32 = (FLAGS >> 1u) & 1u;          // 1: next tile prefetched into registers
-override FAST: bool = ((FLAGS >> 2u) & 1u) == 1u;  // interior tiles load without clamps
-override TM: u32 = 8u - 4u * ((FLAGS >> 3u) & 1u); // micro-tile rows: 8 (two quads) or 4
+override FAST: bool = ((FLAGS >> 1u) & 1u) == 1u;  // interior tiles load without clamps
+const TM: u32 = 8u;                      // micro-tile rows (two quads)
 override NT: u32 = WG_M * WG_N;          // threads
 override BM: u32 = WG_M * TM;            // tile rows
 override BN: u32 = WG_N * 8u;            // tile columns
@@ -148,7 +143,7 @@ override T4B: u32 = BN / 4u;             // vec4 per k-row of B's tile
 override QN: u32 = BK / 4u;              // k-quads per tile
 override NBA: u32 = T4A * QN;            // 4x4 blocks of A's tile
 override NBB: u32 = T4B * QN;            // 4x4 blocks of B's tile
-override BPT: u32 = (NBA + NBB) / NT;    // PF 1: blocks each thread moves per step (1 or 2;
+override BPT: u32 = (NBA + NBB) / NT;    // blocks each thread moves per step (1 or 2;
                                          // 0: only threads lid < NBA + NBB move one)
 override BUFA: u32 = BK * T4A;           // vec4 per buffer of A
 override BUFB: u32 = BK * T4B;
@@ -338,7 +333,8 @@ fn put_blk(buf: u32, j: u32, w: array<vec4f, 4>) {
     }
 }
 
-// PF 1: what one thread moves per step, blocks lid and lid + NT (BPT == 2).
+// What one thread moves per step (prefetched into registers during the products of the
+// step before), blocks lid and lid + NT (BPT == 2).
 struct Blocks {
     r0: array<vec4f, 4>,
     r1: array<vec4f, 4>,
@@ -369,13 +365,6 @@ fn stash(buf: u32, lid: u32, r: Blocks) {
     put_blk(buf, lid, r.r0);
     if (BPT == 2u) {
         put_blk(buf, lid + NT, r.r1);
-    }
-}
-
-// PF 0: load and store every block of the step at once (any block count).
-fn move_tile(buf: u32, lid: u32, m0: u32, n0: u32, k0: u32, kend: u32, fast: bool) {
-    for (var j = lid; j < NBA + NBB; j += NT) {
-        put_blk(buf, j, load_blk(j, m0, n0, k0, kend, fast));
     }
 }
 
@@ -434,7 +423,7 @@ fn tile_at(id: u32, wz: u32) -> TileAt {
 // bits 0, 2, 3 and y from bits 1, 4. A 16-byte workgroup read returns 128 bytes per
 // cycle, so a warp's read costs 4 cycles, but 2 where such lane pairs share its addresses
 // (NVIDIA); without PAIR (x from bits 0 - 2) only the A reads qualify.
-override PAIR: bool = ((FLAGS >> 8u) & 1u) == 1u;
+override PAIR: bool = ((FLAGS >> 3u) & 1u) == 1u;
 fn lane_xy(lid: u32) -> vec2u {
     let lane = lid % 32u;
     let w = lid / 32u;
@@ -449,43 +438,31 @@ fn lane_xy(lid: u32) -> vec2u {
 }
 
 // The tile loop of gemm and gemm2, around their products:
-// tile_head before the first step (PF 1: step 0's blocks into buffer 0); step_head before
-// the products of step t (PF 1: step t + 1's blocks into registers r; PF 0: step t's blocks
-// into buffer t & DB, then a barrier); step_tail after them (PF 1: r into the other buffer).
+// tile_head before the first step (step 0's blocks into buffer 0); step_head before the
+// products of step t (step t + 1's blocks into registers r); step_tail after them (r into
+// the other buffer, or with DB 0 into the one buffer once every warp is done with it).
 fn tile_head(lid: u32, at: TileAt, r: ptr<function, Blocks>) {
-    if (PF == 1u) {
-        *r = fetch(lid, at.m0, at.n0, at.kbeg, at.kend, at.fast);
-        stash(0u, lid, *r);
-        workgroupBarrier();
-    }
+    *r = fetch(lid, at.m0, at.n0, at.kbeg, at.kend, at.fast);
+    stash(0u, lid, *r);
+    workgroupBarrier();
 }
 
 fn step_head(t: u32, lid: u32, at: TileAt, r: ptr<function, Blocks>) {
-    if (PF == 1u) {
-        if (UFETCH) {
-            *r = fetch(lid, at.m0, at.n0, at.kbeg + min(t + 1u, at.nsteps - 1u) * BK, at.kend, at.fast);
-        } else if (t + 1u < at.nsteps) {
-            *r = fetch(lid, at.m0, at.n0, at.kbeg + (t + 1u) * BK, at.kend, at.fast);
-        }
-    } else {
-        if (DB == 0u && t > 0u) {
-            workgroupBarrier();       // every warp is done with the previous tile
-        }
-        move_tile(t & DB, lid, at.m0, at.n0, at.kbeg + t * BK, at.kend, at.fast);
-        workgroupBarrier();
+    if (UFETCH) {
+        *r = fetch(lid, at.m0, at.n0, at.kbeg + min(t + 1u, at.nsteps - 1u) * BK, at.kend, at.fast);
+    } else if (t + 1u < at.nsteps) {
+        *r = fetch(lid, at.m0, at.n0, at.kbeg + (t + 1u) * BK, at.kend, at.fast);
     }
 }
 
 fn step_tail(t: u32, lid: u32, at: TileAt, r: Blocks) {
-    if (PF == 1u) {
-        if (DB == 0u) {
-            workgroupBarrier();
-        }
-        if (t + 1u < at.nsteps) {
-            stash((t + 1u) & DB, lid, r);
-        }
+    if (DB == 0u) {
         workgroupBarrier();
     }
+    if (t + 1u < at.nsteps) {
+        stash((t + 1u) & DB, lid, r);
+    }
+    workgroupBarrier();
 }
 
 @compute @workgroup_size(NT)
@@ -522,13 +499,11 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             c10 = fma(vec4f(a0.y), b0, c10); c11 = fma(vec4f(a0.y), b1, c11);
             c20 = fma(vec4f(a0.z), b0, c20); c21 = fma(vec4f(a0.z), b1, c21);
             c30 = fma(vec4f(a0.w), b0, c30); c31 = fma(vec4f(a0.w), b1, c31);
-            if (TM == 8u) {
-                let a1 = As[ra + ty + WG_M];
-                c40 = fma(vec4f(a1.x), b0, c40); c41 = fma(vec4f(a1.x), b1, c41);
-                c50 = fma(vec4f(a1.y), b0, c50); c51 = fma(vec4f(a1.y), b1, c51);
-                c60 = fma(vec4f(a1.z), b0, c60); c61 = fma(vec4f(a1.z), b1, c61);
-                c70 = fma(vec4f(a1.w), b0, c70); c71 = fma(vec4f(a1.w), b1, c71);
-            }
+            let a1 = As[ra + ty + WG_M];
+            c40 = fma(vec4f(a1.x), b0, c40); c41 = fma(vec4f(a1.x), b1, c41);
+            c50 = fma(vec4f(a1.y), b0, c50); c51 = fma(vec4f(a1.y), b1, c51);
+            c60 = fma(vec4f(a1.z), b0, c60); c61 = fma(vec4f(a1.z), b1, c61);
+            c70 = fma(vec4f(a1.w), b0, c70); c71 = fma(vec4f(a1.w), b1, c71);
         }
         step_tail(t, lid, at, r);
     }
@@ -541,38 +516,27 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     put(ob, rr0 + 1u, q0, c10); put(ob, rr0 + 1u, q1, c11);
     put(ob, rr0 + 2u, q0, c20); put(ob, rr0 + 2u, q1, c21);
     put(ob, rr0 + 3u, q0, c30); put(ob, rr0 + 3u, q1, c31);
-    if (TM == 8u) {
-        let rr1 = rr0 + WG_M * 4u;
-        put(ob, rr1, q0, c40); put(ob, rr1, q1, c41);
-        put(ob, rr1 + 1u, q0, c50); put(ob, rr1 + 1u, q1, c51);
-        put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
-        put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
-    }
+    let rr1 = rr0 + WG_M * 4u;
+    put(ob, rr1, q0, c40); put(ob, rr1, q1, c41);
+    put(ob, rr1 + 1u, q0, c50); put(ob, rr1 + 1u, q1, c51);
+    put(ob, rr1 + 2u, q0, c60); put(ob, rr1 + 2u, q1, c61);
+    put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
 }
 
-// ---- gemm2: gemm with the round-3 options (bench/notes/matmul.md) -------------------
-// The same tile, thread layout, tile movement (DB, PF, FAST as in gemm) and edges, with
-// 16 accumulators in an array, plus:
-//   UNR (FLAGS bit 4): the k loop written out 4 steps at a time (every workgroup-memory
-//     offset inside a quad a constant; BK / 4 trips left), so the driver need not unroll
-//     anything to schedule the reads of later k ahead of the products of earlier k. (4,
-//     not 8: straight-line blocks of 8 x 64 vec4 FMAs take lavapipe's LLVM seconds each.)
-//   RDB (bit 5, implies UNR): register double-buffering of the fragments: the 4 vec4 of
-//     step k + 1 are read from workgroup memory before the 64 FMAs of step k (4 more vec4
-//     live), carried from quad to quad inside a step.
+// ---- gemm2: gemm with the options of rounds 3 - 18 (bench/notes/matmul.md) ----------
+// The same tile, thread layout, tile movement (DB, FAST as in gemm) and edges, BK 8 only,
+// with 16 accumulators in an array, plus:
+//   The 8 k of a step written out with fragment double-buffering (mac8): the fragments of
+//     k-row k + 1 are read from workgroup memory before the 64 FMAs of k-row k (4 more vec4
+//     live); no trip counter, every workgroup-memory read at a constant offset from two
+//     registers, so the driver need not unroll anything to schedule the reads ahead.
 //   gemm2_v4: out bound as array<vec4f> (N % 4 == 0, chosen by the host): each row quad of
 //     the micro-tile is one vec4 store; the 8 lanes along N of a warp write 128 contiguous
 //     bytes of one row per store (4 full rows per instruction) instead of 4 scalar stores.
-//   FULL (bit 6, BK 8 only): the 8 k of a step written out with fragment double-buffering
-//     (RDB's order without its loop: no trip counter, no min(), every workgroup-memory read
-//     at a constant offset from two registers).
-//   UFETCH (bit 7, PF 1): step t + 1's prefetch is unconditional (the last step fetches its
+//   UFETCH (FLAGS bit 2): step t + 1's prefetch is unconditional (the last step fetches its
 //     own tile again, never stored), so the prefetch registers are not merged with their
 //     old values at a branch (the driver copied them at every step).
-override UNR: bool = ((FLAGS >> 4u) & 1u) == 1u;
-override RDB: bool = ((FLAGS >> 5u) & 1u) == 1u;
-override FULL: bool = ((FLAGS >> 6u) & 1u) == 1u;
-override UFETCH: bool = ((FLAGS >> 7u) & 1u) == 1u;
+override UFETCH: bool = ((FLAGS >> 2u) & 1u) == 1u;
 
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;   // gemm2_v4
 
@@ -601,30 +565,8 @@ fn mac(c: ptr<function, array<vec4f, 16>>, f: Frag) {
     (*c)[14] = fma(vec4f(f.a1.w), f.b0, (*c)[14]); (*c)[15] = fma(vec4f(f.a1.w), f.b1, (*c)[15]);
 }
 
-// The products of k-rows k .. k + 3 of the current buffer; ra, rb: this thread's vec4 of k-row k.
-fn mac4(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
-    mac(c, frag(ra, rb));
-    mac(c, frag(ra + T4A, rb + T4B));
-    mac(c, frag(ra + 2u * T4A, rb + 2u * T4B));
-    mac(c, frag(ra + 3u * T4A, rb + 3u * T4B));
-}
-
-// RDB: the same with the fragments of k-row k (f) already read; returns those of k-row k + 4,
-// or of k-row BK - 1 (read but unused) after the last quad of the step: no branch.
-fn mac4_rdb(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32, k: u32, f: Frag) -> Frag {
-    let g = frag(ra + T4A, rb + T4B);
-    mac(c, f);
-    let h = frag(ra + 2u * T4A, rb + 2u * T4B);
-    mac(c, g);
-    let i = frag(ra + 3u * T4A, rb + 3u * T4B);
-    mac(c, h);
-    let kn = min(k + 4u, BK - 1u) - k;
-    let j = frag(ra + kn * T4A, rb + kn * T4B);
-    mac(c, i);
-    return j;
-}
-
-// FULL: the products of the 8 k-rows of a step (BK 8), each fragment read one k-row ahead.
+// The products of the 8 k-rows of a step (BK 8), each fragment read one k-row ahead; ra, rb:
+// this thread's vec4 of the step's first k-row.
 fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
     let f0 = frag(ra, rb);
     let f1 = frag(ra + T4A, rb + T4B);
@@ -644,12 +586,12 @@ fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
     mac(c, f7);
 }
 
-// INC (FLAGS bit 9; PF 1, DB 1, at most one block per thread): interior tiles (at.fast) load
+// INC (FLAGS bit 4; DB 1, at most one block per thread): interior tiles (at.fast) load
 // the next step's block from a vec4 index computed once per tile and advanced by a constant
 // per step, and store it at a place computed once, instead of deriving both from the block's
 // row and k at every step (in the driver's code that took about 45 instructions per step of
 // every loading warp: round 18 of bench/notes/matmul.md).
-override INC: bool = ((FLAGS >> 9u) & 1u) == 1u && PF == 1u && DB == 1u && BPT <= 1u;
+override INC: bool = ((FLAGS >> 4u) & 1u) == 1u && DB == 1u && BPT <= 1u;
 // The thread's block: its first vec4 at step 0 (i), row stride (s) and step (d) in the
 // operand (in elements for an operand whose rows are not whole vec4), and its place in buffer
 // 0 of the operand's tile (w).
@@ -737,7 +679,7 @@ struct Where {
     ok: bool,
 }
 
-// gemm's tile loop (TM 8) with the gemm2 options, accumulating into c.
+// gemm's tile loop with the gemm2 options, accumulating into c.
 fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16>>) -> Where {
     let id = wid.x + wid.y * nwg.x + p.tile_base;
     if (id >= p.tiles) {
@@ -777,22 +719,7 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
         }
         let ra = (t & DB) * BUFA + ty;
         let rb = (t & DB) * BUFB + tx;
-        if (FULL && BK == 8u) {
-            mac8(c, ra, rb);
-        } else if (RDB) {
-            var f = frag(ra, rb);
-            for (var k = 0u; k < BK; k += 4u) {
-                f = mac4_rdb(c, ra + k * T4A, rb + k * T4B, k, f);
-            }
-        } else if (UNR) {
-            for (var k = 0u; k < BK; k += 4u) {
-                mac4(c, ra + k * T4A, rb + k * T4B);
-            }
-        } else {
-            for (var k = 0u; k < BK; k++) {
-                mac(c, frag(ra + k * T4A, rb + k * T4B));
-            }
-        }
+        mac8(c, ra, rb);
         if (by_feed) {
             if (t + 1u < at.nsteps) {
                 stash_inc((t + 1u) & DB, lid, feed, r);

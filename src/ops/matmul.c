@@ -31,11 +31,10 @@
 
    WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
    choices, as comma-separated tokens:
-     t128 t128sb t64 t64k8 t128f t128np t128npf t128k32 t128k8 t128x64 t64x128 m4x8 t128m4
-     t128sbk8 t128sbf t128sbv t128sbu t128bestn t128best t128k8pf t128k8r t128k8x t128k8xu
-     t128k8xp t128k8xup t64x128k8xp t128k8xupi
+     t128 t128sb t64 t64k8 t64x128k8xp t128k8xupi
                                              the gemm tile configuration (see TILES below;
-                                             bench/notes/matmul.md has the hypothesis of each)
+                                             bench/notes/matmul.md has the hypothesis of each
+                                             and of those removed)
      nogemv                                  use gemm even when M == 1 or N == 1
      btt, nobtt                              matmul_bt through a transposed copy of b whenever
                                              the gemm runs; never (the default: BTT_MIN_M)
@@ -93,77 +92,43 @@ typedef struct mm_params {
     uint32_t tile_base, lda, ldb, kbase;
 } mm_params;
 
-/* gemm tile configurations: WG_M x WG_N threads, a TM x 8 micro-tile each (TM 8: two row
-   quads, 64 accumulators; TM 4: one, 32), a (TM WG_M) x (8 WG_N) tile, BK values of k per
-   step; db: two tile buffers (one barrier per step); pf: the next step's blocks are
-   prefetched into registers during the products (needs (blocks of A + blocks of B) = 1 or 2
-   per thread, or fewer blocks than threads: one each for the first ones), else each step
-   loads and stores its blocks before the products; fast: interior tiles load without clamps.
-   g2: the gemm2 entry points (TM 8, accumulators in an array, vec4 stores of out when
-   N % 4 == 0), with unr: the k loop written out 4 steps at a time and
-   rdb: the next k's fragments read before this k's products; full: the 8 k of a step
-   written out; ufetch: an unconditional prefetch; pair: the lanes placed so that every
-   fragment read is shared by lane pairs (round 15). */
+/* gemm tile configurations: WG_M x WG_N threads, an 8 x 8 micro-tile each, a (8 WG_M) x
+   (8 WG_N) tile, BK values of k per step, the next step's blocks prefetched into registers
+   during the products ((blocks of A + blocks of B) = 1 or 2 per thread, or fewer blocks than
+   threads: one each for the first ones); db: two tile buffers (one barrier per step); fast:
+   interior tiles load without clamps. g2: the gemm2 entry points (BK 8, the 8 k of a step
+   written out with the next k's fragments read before this k's products, accumulators in an
+   array, vec4 stores of out when N % 4 == 0), with ufetch: an unconditional prefetch; pair:
+   the lanes placed so that every fragment read is shared by lane pairs (round 15); inc: the
+   loads and stores of interior tiles at indices computed once per tile (round 18). */
 typedef struct tile_cfg {
     const char *name;
-    uint32_t wg_m, wg_n, tm, bk, db, pf, fast;
-    uint32_t g2, unr, rdb, full, ufetch, pair, inc;
+    uint32_t wg_m, wg_n, bk, db, fast;
+    uint32_t g2, ufetch, pair, inc;
 } tile_cfg;
 
-enum {
-    T128 = 0, T128SB, T64, T64K8, T128F, T128NP, T128NPF, T128K32, T128K8, T128X64, T64X128, M4X8, T128M4,
-    T128SBK8, T128SBF, T128SBV, T128SBU, T128BESTN, T128BEST, T128K8PF, T128K8R, T128K8X, T128K8XU, T128K8XP, T128K8XUP,
-    T64X128K8XP, T128K8XUPI, NTILES
-};
+enum { T128 = 0, T128SB, T64, T64K8, T64X128K8XP, T128K8XUPI, NTILES };
+
+/* The defaults and their fallbacks (pick_tile); every other configuration measured in
+   bench/notes/matmul.md (rounds 1 - 18) lost to these and was removed with its code. */
 static const tile_cfg TILES[NTILES] = {
-    [T128] = { "t128", 16, 16, 8, 16, 1, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
-    [T128SB] = { "t128sb", 16, 16, 8, 16, 0, 1, 0 },    /* one buffer, two barriers per step, 16 KiB  */
-    [T64] = { "t64", 8, 8, 8, 16, 1, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
-    [T64K8] = { "t64k8", 8, 8, 8, 8, 1, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
-    [T128F] = { "t128f", 16, 16, 8, 16, 1, 1, 1 },      /* t128, interior tiles without clamps        */
-    [T128NP] = { "t128np", 16, 16, 8, 16, 1, 0, 0 },    /* t128 without register prefetch             */
-    [T128NPF] = { "t128npf", 16, 16, 8, 16, 1, 0, 1 },  /* t128np + interior fast path                */
-    [T128K32] = { "t128k32", 16, 16, 8, 32, 0, 0, 1 },  /* BK 32, one buffer, no prefetch, 32 KiB     */
-    [T128K8] = { "t128k8", 16, 16, 8, 8, 1, 0, 1 },     /* BK 8, no prefetch, 16 KiB                  */
-    [T128X64] = { "t128x64", 16, 8, 8, 16, 1, 0, 1 },   /* 128 x 64 tile, 128 threads, 24 KiB         */
-    [T64X128] = { "t64x128", 8, 16, 8, 16, 1, 0, 1 },   /* 64 x 128 tile, 128 threads, 24 KiB         */
-    [M4X8] = { "m4x8", 16, 16, 4, 16, 1, 0, 1 },        /* 4x8 micro-tile: 64 x 128, 256 threads      */
-    [T128M4] = { "t128m4", 32, 16, 4, 16, 1, 0, 1 },    /* 4x8 micro-tile, 128 x 128, 512 threads     */
-    /* round 3 (bench/notes/matmul.md): all 128 x 128, 256 threads, 8 x 8 per thread */
-    [T128SBK8] = { "t128sbk8", 16, 16, 8, 8, 0, 1, 0 },                 /* t128sb with BK 8: 8 KiB                   */
-    [T128SBF] = { "t128sbf", 16, 16, 8, 16, 0, 1, 1 },                  /* t128sb + interior fast path               */
-    [T128SBV] = { "t128sbv", 16, 16, 8, 16, 0, 1, 0, 1, 0, 0 },         /* t128sb in gemm2: vec4 stores, array acc.  */
-    [T128SBU] = { "t128sbu", 16, 16, 8, 16, 0, 1, 0, 1, 1, 0 },         /* t128sbv + k loop written out              */
-    [T128BESTN] = { "t128bestn", 16, 16, 8, 8, 0, 1, 1, 1, 0, 0 },      /* t128best without the written-out loop     */
-    [T128BEST] = { "t128best", 16, 16, 8, 8, 0, 1, 1, 1, 1, 0 },        /* BK 8, one buffer, prefetch, fast, k loop
-                                                                           written out, vec4 stores: 8 KiB */
-    [T128K8PF] = { "t128k8pf", 16, 16, 8, 8, 1, 1, 1 },                 /* two buffers of BK 8 + prefetch: one barrier per 8 k, 16 KiB */
-    [T128K8R] = { "t128k8r", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1 },          /* t128k8pf in gemm2, k loop written out,
-                                                                           fragment double-buffering (the default
-                                                                           until round 14) */
-    /* round 14 (bench/notes/matmul.md): t128k8r without instructions its SASS showed around the products */
-    [T128K8X] = { "t128k8x", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0 },    /* the 8 k of a step written out: the
-                                                                           default for matmul and matmul_bt
-                                                                           until round 15 */
-    [T128K8XU] = { "t128k8xu", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1 },  /* + an unconditional prefetch: the
-                                                                           default for matmul_at until round 15 */
-    /* round 15: the same with the lanes paired for workgroup-memory reads */
-    [T128K8XP] = { "t128k8xp", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },    /* the default for matmul_at
-                                                                                until round 16 */
-    [T128K8XUP] = { "t128k8xup", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1 },  /* ... for matmul, matmul_bt;
-                                                                                the 128-tile after round 16 */
-    /* round 16: a half tile of 128 threads (four workgroups per SM where two 128-tiles fit,
-       barriers across 4 warps instead of 8, finer waves): the default until round 18 */
-    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 0, 1 },
-    /* round 18: t128k8xup with the loads and stores of interior tiles at indices computed once
-       per tile (inc): the default since then */
-    [T128K8XUPI] = { "t128k8xupi", 16, 16, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 },
+    [T128] = { "t128", 16, 16, 16, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
+    [T128SB] = { "t128sb", 16, 16, 16, 0, 0 },    /* one buffer, two barriers per step, 16 KiB  */
+    [T64] = { "t64", 8, 8, 16, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
+    [T64K8] = { "t64k8", 8, 8, 8, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
+    /* gemm2, BK 8, the 8 k of a step written out (round 14), lanes paired for workgroup-memory
+       reads (round 15): round 16's half tile of 128 threads (four workgroups per SM where two
+       128-tiles fit, barriers across 4 warps instead of 8, finer waves), the default until
+       round 18 and the first fallback since */
+    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 1, 1, 1, 0, 1, 0 },
+    /* the 128-tile with an unconditional prefetch (round 14) and the loads and stores of
+       interior tiles at indices computed once per tile (inc, round 18): the default */
+    [T128K8XUPI] = { "t128k8xupi", 16, 16, 8, 1, 1, 1, 1, 1, 1 },
 };
 
-/* The FLAGS override of matmul.wgsl: DB, PF, FAST, micro-tile 4x8, UNR, RDB, FULL, UFETCH, PAIR, INC. */
-#define TILE_FLAGS(db, pf, fast, tm4, unr, rdb, full, ufetch, pair, inc)                                       \
-    ((uint32_t)(db) | (uint32_t)(pf) << 1 | (uint32_t)(fast) << 2 | (uint32_t)(tm4) << 3 | (uint32_t)(unr) << 4 | \
-     (uint32_t)(rdb) << 5 | (uint32_t)(full) << 6 | (uint32_t)(ufetch) << 7 | (uint32_t)(pair) << 8 | (uint32_t)(inc) << 9)
+/* The FLAGS override of matmul.wgsl: DB, FAST, UFETCH, PAIR, INC. */
+#define TILE_FLAGS(db, fast, ufetch, pair, inc) \
+    ((uint32_t)(db) | (uint32_t)(fast) << 1 | (uint32_t)(ufetch) << 2 | (uint32_t)(pair) << 3 | (uint32_t)(inc) << 4)
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
@@ -245,7 +210,7 @@ typedef struct variant {
     bool notail;
 } variant;
 
-static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * c->tm; }
+static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * 8; }
 static uint32_t tile_n(const tile_cfg *c) { return c->wg_n * 8; }
 static uint32_t threads_of(const tile_cfg *c) { return c->wg_m * c->wg_n; }
 
@@ -409,7 +374,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
     /* vec4 loads of an operand whose stored rows are whole vec4; scalar loads of the other
        (VECB is set only where it differs from VEC: the usual pipelines keep their keys) */
     bool vec = lda % 4 == 0, vecb = ldb % 4 == 0;
-    uint32_t flags = TILE_FLAGS(c->db, c->pf, c->fast, c->tm == 4, c->unr, c->rdb, c->full, c->ufetch, c->pair, c->inc);
+    uint32_t flags = TILE_FLAGS(c->db, c->fast, c->ufetch, c->pair, c->inc);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
@@ -426,7 +391,7 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
     pl->min_chunk = 256;
     /* the wave model knows the tiles with 8 x 8 outputs per thread and at least 128 threads
        (about 128 registers: 512 threads per SM of the H200) */
-    bool modelled = c->tm == 8 && pl->threads >= 128;
+    bool modelled = pl->threads >= 128;
     pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
     pl->tile_elems = tile_m(c) * tile_n(c);
     pl->bk = c->bk;
@@ -1001,7 +966,7 @@ wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                      \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 0, 1, 1, 1, 1, 1, 1) } } }
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 1, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
