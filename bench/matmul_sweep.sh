@@ -69,6 +69,8 @@
 #   bash bench/matmul_sweep.sh round34  the decode products with cold weights (b cycled through copies of 256 MiB
 #                                       or more) beside the same rows repeating one b, wgml and PyTorch twice in
 #                                       alternation, then the column kernel's shapes on the cold rows
+#   bash bench/matmul_sweep.sh round36  gemv_cols4's sum over its k-groups by subgroup shuffles (the default) against
+#                                       the tree (nogemvsg) on the decode rows, then the decode rows against PyTorch
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -657,6 +659,30 @@ done
 for v in "" "gemvwg=256,gemvcols=4" "gemvwg=512,gemvcols=8" "gemvwg=1024,gemvcols=16" "gemvq=1"; do
     echo "## WGML_MATMUL_VARIANT=\"$v\""
     bench "$v" decode cold 15
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round36 ]; then
+# Matmul round 36: gemv_cols4's sum over its k-groups by subgroup shuffles and one barrier
+# (gemv_cols4_sg, the default where the subgroups allow) against the tree (nogemvsg), twice,
+# alternating, after test_matmul on the GPU; then the decode rows against PyTorch.
+# (Round 35 timed the tree's cost with an ablation token, gemvnored, since removed.)
+{
+echo "# Round 36: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -2)
+for rep in 1 2; do
+    for v in "" nogemvsg "gemvwg=256,gemvcols=4" "gemvwg=256,gemvcols=4,nogemvsg"; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\""
+        bench "$v" decode 1x 15
+    done
+done
+for rep in 1 2; do
+    build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w36-$rep.jsonl" > /dev/null 2>&1
+    PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t36-$rep.jsonl" --filter 1x > /dev/null 2>&1
+    python3 bench/compare.py "$out/w36-$rep.jsonl" "$out/t36-$rep.jsonl" --title "Round 36" | grep -E '^\| (matmul|op)'
 done
 } | tee "$out/matmul_sweep.md"
 exit 0

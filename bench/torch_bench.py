@@ -337,6 +337,8 @@ mm_case("matmul_bt", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x4096x4096", 1, 4096, 4096)
 mm_case("matmul", "1x4096x14336", 1, 4096, 14336)
 mm_case("matmul", "1x14336x4096", 1, 14336, 4096)
+mm_case("matmul_bt", "1x4096x512", 1, 4096, 512)   # 8 MiB of b, held in the L2:
+mm_case("matmul", "1x4096x512", 1, 4096, 512)      # what each kernel costs beside its reads
 
 
 

@@ -459,20 +459,22 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
 
    Written: every element of out (its previous contents are never read), or with the
    _with forms and accumulate set, out += A @ B (see wgml_matmul_options). Results are
-   deterministic (no atomics; the same call on the same device gives the same bits) but may
-   differ in the last bits between adapters and kernel variants: each element is a sum of
-   K products whose error is at most about K * 2^-24 * sum_k |A[m,k] * B[k,n]|.
+   deterministic (no floating-point atomics, sums in a fixed order; the same call on the
+   same device gives the same bits) but may differ in the last bits between adapters and
+   kernel variants: each element is a sum of K products whose error is at most about
+   K * 2^-24 * sum_k |A[m,k] * B[k,n]|.
 
    Kernels: M == 1 or N == 1 (decode) use matrix-vector kernels that read each weight once
-   with vec4 loads; other shapes use a register-tiled kernel with tiles sized from the
-   adapter's workgroup-memory limit; small outputs with a long K are split along K into
-   several workgroups and a reduction, through a scratch buffer of (slices * M * N) floats
-   that the engine keeps and grows to the largest need; where the tiles would leave a last
-   round of work for only part of the GPU's cores (8192^3, 4096^3), those last tiles alone
-   are split along K when a model of the GPU's schedule predicts a gain (a scratch of their
-   outputs once per slice, within one storage binding). On a GPU (not a CPU adapter),
-   wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b transposed into another
-   engine scratch of K * N4 floats (N4: N rounded up to a multiple of 4) and runs as
+   with vec4 loads (where the device offers subgroups, the one for b as [K, N] adds its
+   threads' partial sums with subgroup shuffles); other shapes use a register-tiled kernel
+   with tiles sized from the adapter's workgroup-memory limit; small outputs with a long K
+   are split along K into several workgroups and a reduction, through a scratch buffer of
+   (slices * M * N) floats that the engine keeps and grows to the largest need; where the
+   tiles would leave a last round of work for only part of the GPU's cores (8192^3,
+   4096^3), those last tiles alone are split along K when a model of the GPU's schedule
+   predicts a gain (a scratch of their outputs once per slice, within one storage binding).
+   On a GPU (not a CPU adapter), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB
+   copies b transposed into another engine scratch of K * N4 floats (N4: N rounded up to a multiple of 4) and runs as
    wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or wgml_matmul_bt after that
    copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies a transposed into a third
    scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18% faster on the H200). On a

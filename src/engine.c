@@ -7,6 +7,7 @@
 
 struct wgml__pipeline {
     const char *file, *entry, *layout;
+    bool subgroups;
     uint32_t nconst;
     const char *const_names[WGML__MAX_CONSTANTS];
     double const_values[WGML__MAX_CONSTANTS];
@@ -21,7 +22,7 @@ wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out)
     if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_engine_create: out is NULL");
     WGML_CHECK(wgml__check_device(ctx));
     wgml_engine *e = calloc(1, sizeof *e);
-    if (e) e->modules = calloc(wgml__wgsl_count ? wgml__wgsl_count : 1, sizeof *e->modules);
+    if (e) e->modules = calloc(wgml__wgsl_count ? 2 * wgml__wgsl_count : 1, sizeof *e->modules);
     if (!e || !e->modules) {
         free(e);
         return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_engine_create: out of host memory");
@@ -42,7 +43,7 @@ void wgml_engine_destroy(wgml_engine *e)
         wgpuComputePipelineRelease(e->pipelines[i].pipeline);
         wgpuBindGroupLayoutRelease(e->pipelines[i].bgl);
     }
-    for (size_t i = 0; i < wgml__wgsl_count; i++)
+    for (size_t i = 0; i < 2 * wgml__wgsl_count; i++)
         if (e->modules[i]) wgpuShaderModuleRelease(e->modules[i]);
     for (uint32_t i = 0; i < WGML__SCRATCH_SLOTS; i++) wgml__scratch_discard(e, i);
     e->ctx->live_engines--;
@@ -77,34 +78,65 @@ static wgml_status pop_scope(wgml_context *ctx, const char *what)
     return WGML_OK;
 }
 
-static wgml_status get_module(wgml_engine *e, const char *file, WGPUShaderModule *out)
+static const wgml__wgsl_source *find_wgsl(const char *name, size_t *index)
 {
-    for (size_t i = 0; i < wgml__wgsl_count; i++) {
-        if (strcmp(wgml__wgsl_sources[i].name, file) != 0) continue;
-        if (!e->modules[i]) {
-            WGPUShaderSourceWGSL src = { .chain = { .sType = WGPUSType_ShaderSourceWGSL },
-                                         .code = { wgml__wgsl_sources[i].code, wgml__wgsl_sources[i].size } };
-            wgpuDevicePushErrorScope(e->ctx->device, WGPUErrorFilter_Validation);
-            WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
-                .nextInChain = &src.chain, .label = { file, WGPU_STRLEN } });
-            char what[160];
-            snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl", file);
-            wgml_status s = pop_scope(e->ctx, what);
-            if (s != WGML_OK) {
-                if (m) wgpuShaderModuleRelease(m);
-                return s;
-            }
-            e->modules[i] = m;
+    for (size_t i = 0; i < wgml__wgsl_count; i++)
+        if (strcmp(wgml__wgsl_sources[i].name, name) == 0) {
+            *index = i;
+            return &wgml__wgsl_sources[i];
         }
-        *out = e->modules[i];
-        return WGML_OK;
+    return NULL;
+}
+
+/* The module of src/kernels/<file>.wgsl, or with subgroups the module of
+   `enable subgroups;`, that file and <file>_subgroups.wgsl (whose entry points use the
+   first file's functions and subgroup built-ins, which WGSL allows only after the enable). */
+static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, WGPUShaderModule *out)
+{
+    static const char enable[] = "enable subgroups;\n";
+    size_t i, j;
+    char part[96];
+    snprintf(part, sizeof part, "%s_subgroups", file);
+    const wgml__wgsl_source *src = find_wgsl(file, &i), *sub = subgroups ? find_wgsl(part, &j) : NULL;
+    if (!src || (subgroups && !sub))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", src ? part : file);
+    WGPUShaderModule *slot = &e->modules[i + (subgroups ? wgml__wgsl_count : 0)];
+    if (!*slot) {
+        char *joined = NULL;
+        WGPUStringView code = { src->code, src->size };
+        if (subgroups) {
+            size_t n = sizeof enable - 1 + src->size + 1 + sub->size;
+            joined = malloc(n);
+            if (!joined) return wgml__fail(e->ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory");
+            memcpy(joined, enable, sizeof enable - 1);
+            memcpy(joined + sizeof enable - 1, src->code, src->size);
+            joined[sizeof enable - 1 + src->size] = '\n';
+            memcpy(joined + sizeof enable + src->size, sub->code, sub->size);
+            code = (WGPUStringView){ joined, n };
+        }
+        WGPUShaderSourceWGSL wgsl = { .chain = { .sType = WGPUSType_ShaderSourceWGSL }, .code = code };
+        wgpuDevicePushErrorScope(e->ctx->device, WGPUErrorFilter_Validation);
+        WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
+            .nextInChain = &wgsl.chain, .label = { subgroups ? part : file, WGPU_STRLEN } });
+        free(joined);
+        char what[200];
+        snprintf(what, sizeof what, subgroups ? "compiling src/kernels/%s.wgsl with %s.wgsl" : "compiling src/kernels/%s.wgsl%s",
+                 file, subgroups ? part : "");
+        wgml_status s = pop_scope(e->ctx, what);
+        if (s != WGML_OK) {
+            if (m) wgpuShaderModuleRelease(m);
+            return s;
+        }
+        *slot = m;
     }
-    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", file);
+    *out = *slot;
+    return WGML_OK;
 }
 
 static bool same_kernel(const wgml__pipeline *p, const wgml__kernel *k)
 {
-    if (strcmp(p->file, k->file) || strcmp(p->entry, k->entry) || strcmp(p->layout, k->layout) || p->nconst != k->nconst)
+    if (strcmp(p->file, k->file) || strcmp(p->entry, k->entry) || strcmp(p->layout, k->layout) || p->nconst != k->nconst ||
+        p->subgroups != k->subgroups)
         return false;
     for (uint32_t i = 0; i < k->nconst; i++)
         if (strcmp(p->const_names[i], k->constants[i].name) || p->const_values[i] != k->constants[i].value) return false;
@@ -137,7 +169,9 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     size_t nb = strlen(k->layout);
     if (nb == 0 || nb > 16 || k->nconst > WGML__MAX_CONSTANTS) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s has a bad layout", k->entry);
     WGPUShaderModule module = NULL;
-    WGML_CHECK(get_module(e, k->file, &module));
+    if (k->subgroups && !ctx->info.subgroups)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s needs subgroups, which the device lacks", k->entry);
+    WGML_CHECK(get_module(e, k->file, k->subgroups, &module));
 
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
     WGPUBindGroupLayout bgl = make_layout(ctx, k->layout);
@@ -176,8 +210,8 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
         e->cap_pipelines = cap;
     }
     wgml__pipeline *slot = &e->pipelines[e->npipelines++];
-    *slot = (wgml__pipeline){ .file = k->file, .entry = k->entry, .layout = k->layout, .nconst = k->nconst,
-                              .pipeline = p, .bgl = bgl };
+    *slot = (wgml__pipeline){ .file = k->file, .entry = k->entry, .layout = k->layout, .subgroups = k->subgroups,
+                              .nconst = k->nconst, .pipeline = p, .bgl = bgl };
     for (uint32_t i = 0; i < k->nconst; i++) {
         slot->const_names[i] = k->constants[i].name;
         slot->const_values[i] = k->constants[i].value;

@@ -179,6 +179,9 @@ typedef struct wgml__kernel {
     const char *layout;
     uint32_t nconst;
     struct { const char *name; double value; } constants[WGML__MAX_CONSTANTS];
+    /* the entry point is in <file>_subgroups.wgsl, compiled as one module with <file>.wgsl
+       after `enable subgroups;` (only where the device has the subgroups feature) */
+    bool subgroups;
 } wgml__kernel;
 
 /* Appends a pipeline-overridable constant to k (at most WGML__MAX_CONSTANTS in all). */
@@ -229,7 +232,8 @@ struct wgml_engine {
     wgml_context *ctx;
     wgml__pipeline *pipelines;   /* cache, searched linearly (tens of entries) */
     uint32_t npipelines, cap_pipelines;
-    WGPUShaderModule *modules;   /* one per WGSL file, compiled on first use */
+    WGPUShaderModule *modules;   /* one per WGSL file, compiled on first use; then one per file
+                                    with its subgroups part (wgml__kernel.subgroups) */
     wgml_tensor *scratch[WGML__SCRATCH_SLOTS];
     wgml__derived derived[WGML__SCRATCH_SLOTS];
 };

@@ -290,6 +290,8 @@ static void test_fast_tiles(void)
     unsetenv("WGML_MATMUL_VARIANT");
 }
 
+static wgml_tensor *random_matrix(size_t rows, size_t cols);
+
 /* The other choices WGML_MATMUL_VARIANT can force: matrix-vector kernels, split-K, the
    transposed copy of matmul_bt; unknown tokens. (Its own case: with test_variants in one
    ctest entry, the pipelines lavapipe compiles came close to the per-test timeout.) */
@@ -321,13 +323,40 @@ static void test_forced_choices(void)
                                    the single quads and the partial quad */
                                 "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
                                 "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64",
-                                "gemvwg=1024,gemvcols=8" /* a GPU's default for 4096 - 8191 columns */ };
+                                "gemvwg=1024,gemvcols=8" /* a GPU's default for 4096 - 8191 columns */,
+                                /* the sum over the k-groups by subgroup shuffles (where the
+                                   subgroups hold the columns: above by default) and by the tree */
+                                "nogemvsg", "nogemvsg,gemvwg=1024,gemvcols=8", "nogemvsg,gemvcols=2,splitk=3" };
     for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", c4[v], 1);
         for (int op = 0; op < 3; op += 2) {
             run_case(op, 1, 77, 1200, true, c4[v]);
             run_case(op, 1, 77, 1203, true, c4[v]);
             run_case(op, 1, 1000, 1202, false, c4[v]);
+        }
+    }
+    /* gemvsg where the adapter's subgroups hold the columns (or refused with nothing recorded):
+       the smallest and largest workgroups, 1 and 2 vec4 columns, split-K; gemv_cols (gemvc1)
+       has no subgroup form: refused everywhere */
+    {
+        wgml_adapter_info info;
+        wgml_context_info(th_ctx, &info);
+        static const struct { const char *name; unsigned c4, wg; } sgs[] = {
+            { "gemvsg,gemvwg=64,gemvcols=1", 1, 64 }, { "gemvsg,gemvwg=1024,gemvcols=2,splitk=2", 2, 1024 },
+            { "gemvsg,gemvcols=16", 16, 256 }, { "gemvsg,gemvc1", 0, 256 } };
+        for (size_t v = 0; v < sizeof sgs / sizeof sgs[0]; v++) {
+            setenv("WGML_MATMUL_VARIANT", sgs[v].name, 1);
+            bool fits = sgs[v].c4 && info.subgroups && info.subgroup_min_size >= sgs[v].c4 &&
+                        sgs[v].wg % info.subgroup_max_size == 0 && sgs[v].wg <= info.max_invocations_per_workgroup;
+            if (fits) {
+                for (int op = 0; op < 3; op += 2) run_case(op, 1, 77, 1203, true, sgs[v].name);
+                continue;
+            }
+            wgml_tensor *a = random_matrix(5, 8), *x = random_matrix(1, 5), *o = th_poisoned(WGML_F32, TH_SHAPE(1, 8));
+            uint64_t before = th_commands();
+            TH_EXPECT_ERR(wgml_matmul(th_eng, x, a, o), WGML_ERROR_LIMIT, "asks for gemvsg");
+            TH_CHECK(th_commands() == before, "a refused gemvsg recorded commands");
+            wgml_tensor_release(a); wgml_tensor_release(x); wgml_tensor_release(o);
         }
     }
     /* matmul_bt through a transposed copy of b (btt): the copy's scalar path (N or K not a multiple of 4) and its vec4 path with partial 64 x 64
@@ -371,7 +400,7 @@ static void test_forced_choices(void)
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
                                  "gemvq=3", "gemvq=8", "gemvq=0",
-                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1" };
+                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1", "gemvsgx", "nogemvsg=1" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
     uint64_t before = th_commands();

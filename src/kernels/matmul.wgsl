@@ -908,7 +908,9 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
 // gemv_cols with k in quads: group g takes k-quads g, g + G, ..., reads the 4 coefficients of
 // a quad as one vec4 of B and 4 rows of A, GQ quads (4 GQ rows, 64 GQ bytes per thread) in
 // flight, one accumulator per quad in flight. kbeg is a multiple of 4 (split-K chunks are); a
-// last partial quad of the range is done row by row.
+// last partial quad of the range is done row by row. The sum over the G groups: a tree in
+// workgroup memory here, or subgroup shuffles and one barrier in gemv_cols4_sg
+// (matmul_subgroups.wgsl), which shares cols4_partial and cols4_put.
 @compute @workgroup_size(WGV)
 fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
               @builtin(local_invocation_index) lid: u32) {
@@ -916,13 +918,30 @@ fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     if (wg >= p.tiles) {
         return;
     }
-    let kbeg = wid.z * p.kchunk;
-    let kend = min(p.K, kbeg + p.kchunk);
     let C4 = p.N;
     let G = WGV / C4;
     let c = lid % C4;
     let g = lid / C4;
-    let col = (wg * C4 + c) * 4u;
+    redv[lid] = cols4_partial(wg, wid.z, c, g);
+    workgroupBarrier();
+    for (var h = G / 2u; h > 0u; h >>= 1u) {
+        if (g < h) {
+            redv[lid] += redv[lid + h * C4];
+        }
+        workgroupBarrier();
+    }
+    if (g == 0u) {
+        cols4_put(wg, wid.z, c, redv[c]);
+    }
+}
+
+// Thread (c, g)'s share of gemv_cols4: the sum over its k-quads of vec4 column c of
+// workgroup wg's block, in K-slice z.
+fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
+    let kbeg = z * p.kchunk;
+    let kend = min(p.K, kbeg + p.kchunk);
+    let G = WGV / p.N;
+    let col = (wg * p.N + c) * 4u;
     let ok = col < p.M;
     let n = p.M - min(col, p.M);
     let s = p.M;
@@ -967,22 +986,21 @@ fn gemv_cols4(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     for (var k = max(4u * qend, kbeg) + g; k < kend; k += G) {   // the partial quad
         sum = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * s + col, ok, n), sum);
     }
-    redv[lid] = sum;
-    workgroupBarrier();
-    for (var h = G / 2u; h > 0u; h >>= 1u) {
-        if (g < h) {
-            redv[lid] += redv[lid + h * C4];
-        }
-        workgroupBarrier();
+    return sum;
+}
+
+// Vec4 column c of workgroup wg's block, summed over K (slice z of split-K), into out.
+fn cols4_put(wg: u32, z: u32, c: u32, v: vec4f) {
+    let col = (wg * p.N + c) * 4u;
+    if (col >= p.M) {
+        return;
     }
-    if (g == 0u && ok) {
-        let v = redv[c];
-        let e = wid.z * p.out_slice + col;
-        put1(e, v.x);
-        if (n > 1u) { put1(e + 1u, v.y); }
-        if (n > 2u) { put1(e + 2u, v.z); }
-        if (n > 3u) { put1(e + 3u, v.w); }
-    }
+    let n = p.M - col;
+    let e = z * p.out_slice + col;
+    put1(e, v.x);
+    if (n > 1u) { put1(e + 1u, v.y); }
+    if (n > 2u) { put1(e + 2u, v.z); }
+    if (n > 3u) { put1(e + 3u, v.w); }
 }
 
 // ---- split-K ------------------------------------------------------------------------

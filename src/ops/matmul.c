@@ -57,6 +57,10 @@
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
+     gemvsg, nogemvsg                        gemv_cols4's sum over its k-groups by subgroup
+                                             shuffles (gemv_cols4_sg) whenever the adapter's
+                                             subgroups allow (else WGML_ERROR_LIMIT); never
+                                             (the default: where they allow)
      splitk=<n>                              n K-slices, 1..4096 (1: never split)
      gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8 (default
                                              1, and 4 on a CPU adapter)
@@ -197,6 +201,7 @@ typedef struct variant {
     uint32_t gemv_cols; /* 0: automatic */
     uint32_t gemv_q;    /* 0: GEMV_QUADS */
     uint32_t gemv_wg;   /* 0: GEMV_WG */
+    int gemv_sg;        /* gemv_cols4's sum over its k-groups by subgroup shuffles: 0 by rule, 1 always, -1 never */
     uint32_t group_m;   /* 0: GROUP_M */
     int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
     int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
@@ -252,6 +257,10 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if (n == 6 && strncmp(s, "gemvc4", 6) == 0) {
             v->gemv_c4 = true;
+            known = true;
+        }
+        if ((n == 6 && strncmp(s, "gemvsg", 6) == 0) || (n == 8 && strncmp(s, "nogemvsg", 8) == 0)) {
+            v->gemv_sg = n == 6 ? 1 : -1;
             known = true;
         }
         if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
@@ -412,8 +421,8 @@ static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_
 }
 
 /* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
-static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *v, uint32_t cols, uint32_t K,
-                           const wgml_tensor *x, const wgml_tensor *y)
+static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl, const variant *v, uint32_t cols, uint32_t K,
+                                  const wgml_tensor *x, const wgml_tensor *y)
 {
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
        warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, 1024-thread
@@ -423,8 +432,18 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
                 ctx->limits.maxComputeWorkgroupSizeX >= GEMV_WG_WIDE;
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
     uint32_t wg = v->gemv_wg ? v->gemv_wg : wide ? GEMV_WG_WIDE : GEMV_WG;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = v->gemv_c4 ? "gemv_cols4" : "gemv_cols", .layout = "urrw",
-                                 .nconst = v->gemv_c4 ? 3 : 2,
+    /* the sum over the k-groups by subgroup shuffles and one barrier (H200, round 35 of
+       bench/notes/matmul.md: a tree of 7 barriers cost 0.9 us at 1 x 4096 x 4096): where every
+       subgroup size the adapter may use is full in a workgroup and holds C4 columns */
+    const wgml_adapter_info *in = &ctx->info;
+    bool sg_fits = in->subgroups && in->subgroup_min_size >= c4 && in->subgroup_max_size && wg % in->subgroup_max_size == 0;
+    if (v->gemv_sg > 0 && (!v->gemv_c4 || !sg_fits))
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for gemvsg; the adapter's subgroups (%s, %u..%u "
+                          "invocations) do not hold %u vec4 columns in workgroups of %u", fn, in->subgroups ? "offered" : "none",
+                          in->subgroup_min_size, in->subgroup_max_size, c4, wg);
+    bool sg = v->gemv_c4 && sg_fits && v->gemv_sg >= 0;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : v->gemv_c4 ? "gemv_cols4" : "gemv_cols",
+                                 .layout = "urrw", .nconst = v->gemv_c4 ? 3 : 2, .subgroups = sg,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
                                                 { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
@@ -433,6 +452,7 @@ static void plan_gemv_cols(const wgml_context *ctx, mm_plan *pl, const variant *
     pl->workgroups = pl->prm.tiles;
     pl->threads = wg;
     pl->min_chunk = 1024;
+    return WGML_OK;
 }
 
 /* matmul_bt as matmul on b transposed (round 12 of bench/notes/matmul.md: on the H200
@@ -682,9 +702,9 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
         plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
     } else if (!v.nogemv && M == 1) {
-        plan_gemv_cols(ctx, &pl, &v, N, K, b, a);                 /* a . b [K, N] */
+        WGML_CHECK(plan_gemv_cols(ctx, fn, &pl, &v, N, K, b, a));   /* a . b [K, N] */
     } else if (!v.nogemv && N == 1) {
-        plan_gemv_cols(ctx, &pl, &v, M, K, a, b);                 /* b . a [K, M] */
+        WGML_CHECK(plan_gemv_cols(ctx, fn, &pl, &v, M, K, a, b));   /* b . a [K, M] */
     } else {
         const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
         if (!c)
