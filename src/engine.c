@@ -120,8 +120,8 @@ static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, 
             .nextInChain = &wgsl.chain, .label = { subgroups ? part : file, WGPU_STRLEN } });
         free(joined);
         char what[200];
-        snprintf(what, sizeof what, subgroups ? "compiling src/kernels/%s.wgsl with %s.wgsl" : "compiling src/kernels/%s.wgsl%s",
-                 file, subgroups ? part : "");
+        snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl%s%s%s", file, subgroups ? " with " : "",
+                 subgroups ? part : "", subgroups ? ".wgsl" : "");
         wgml_status s = pop_scope(e->ctx, what);
         if (s != WGML_OK) {
             if (m) wgpuShaderModuleRelease(m);

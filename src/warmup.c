@@ -24,6 +24,7 @@ wgml_status wgml_engine_warmup(wgml_engine *e)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
         if (!families[f].list || !families[f].count) continue;
         for (size_t i = 0; i < *families[f].count; i++) {
+            if (families[f].list[i].subgroups && !e->ctx->info.subgroups) continue;   /* never chosen there */
             WGPUComputePipeline p;
             WGPUBindGroupLayout l;
             WGML_CHECK(wgml__pipeline_get(e, &families[f].list[i], &p, &l));

@@ -981,7 +981,8 @@ wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml
 
 /* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t128k8xupi,
    see TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
-   decode, the split-K reduction and the transposed copy. (gemv_cols4 in GEMV_WG_WIDE threads
+   decode (gemv_cols4_sg only where the device has subgroups), the split-K reduction and the
+   transposed copy. (gemv_cols4 in GEMV_WG_WIDE threads
    compiles at its first use: an adapter with fewer invocations per workgroup never builds it.) */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
@@ -996,6 +997,8 @@ const wgml__kernel wgml__matmul_kernels[] = {
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS_CPU } } },
     { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 3,
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
+    { .file = "matmul", .entry = "gemv_cols4_sg", .layout = "urrw", .nconst = 3, .subgroups = true,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
     { .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1, .constants = { { "VEC", 1 } } },
