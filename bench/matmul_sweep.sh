@@ -71,6 +71,9 @@
 #                                       alternation, then the column kernel's shapes on the cold rows
 #   bash bench/matmul_sweep.sh round36  gemv_cols4's sum over its k-groups by subgroup shuffles (the default) against
 #                                       the tree (nogemvsg) on the decode rows, then the decode rows against PyTorch
+#   bash bench/matmul_sweep.sh round37  gemv_cols4_sg's subgroups numbered lid / size (gemvsglin) and two diagnostic
+#                                       numberings (gemvsgmode=2 / 3) against the workgroup atomic (the default);
+#                                       probe, modes and tokens since removed
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -683,6 +686,32 @@ for rep in 1 2; do
     build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w36-$rep.jsonl" > /dev/null 2>&1
     PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t36-$rep.jsonl" --filter 1x > /dev/null 2>&1
     python3 bench/compare.py "$out/w36-$rep.jsonl" "$out/t36-$rep.jsonl" --title "Round 36" | grep -E '^\| (matmul|op)'
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round37 ]; then
+# Matmul round 37: gemv_cols4_sg's subgroups numbered lid / size (gemvsglin, where the layout
+# probe at context creation allows) against the workgroup atomic (the default); then, as
+# diagnostics, lid / size after the atomic (gemvsgmode=2: its delay without its order) and
+# the atomic's order rotated by the workgroup (gemvsgmode=3), twice, alternating, after the
+# column kernel's tests on the GPU in each mode. (The round's first call also timed the tree,
+# 512 x 8 and gemvq=2, and PyTorch: h200-sweep-round37-2026-12-03.md. The probe, the modes and
+# their tokens were removed after the round: the section now prints their errors.)
+{
+echo "# Round 37b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+grep subgroups "$out/info.txt"
+echo "## test_matmul on the GPU (shapes, random_shapes, long_k, forced_choices) in each mode"
+for v in "" gemvsglin gemvsgmode=2 gemvsgmode=3; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+(cd build-device && timeout 100 ./tests/test_matmul forced_choices 2>&1 | tail -1)
+for rep in 1 2; do
+    for v in "" gemvsglin gemvsgmode=2 gemvsgmode=3; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\""
+        bench "$v" decode "1x4096x" 15 | grep '| matmul |'
+    done
 done
 } | tee "$out/matmul_sweep.md"
 exit 0
