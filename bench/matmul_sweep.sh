@@ -74,6 +74,9 @@
 #   bash bench/matmul_sweep.sh round37  gemv_cols4_sg's subgroups numbered lid / size (gemvsglin) and two diagnostic
 #                                       numberings (gemvsgmode=2 / 3) against the workgroup atomic (the default);
 #                                       probe, modes and tokens since removed
+#   bash bench/matmul_sweep.sh round38  gemv_cols4's quads in flight consecutive per thread (gemvqmap=1) against G apart
+#                                       (token since removed: the consecutive quads are the only mapping)
+#   bash bench/matmul_sweep.sh round38b test_matmul on the GPU and the decode rows against PyTorch after round 38
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -686,6 +689,44 @@ for rep in 1 2; do
     build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w36-$rep.jsonl" > /dev/null 2>&1
     PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t36-$rep.jsonl" --filter 1x > /dev/null 2>&1
     python3 bench/compare.py "$out/w36-$rep.jsonl" "$out/t36-$rep.jsonl" --title "Round 36" | grep -E '^\| (matmul|op)'
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round38 ]; then
+# Matmul round 38: gemv_cols4's quads in flight consecutive per thread (gemvqmap=1: a round's
+# reads sweep the rows in the order the subgroups were numbered) against G apart (the
+# default), twice, alternating, after the column kernel's tests on the GPU with it. (The
+# consecutive quads became the only mapping after the round and the token was removed: the
+# section now prints its error.)
+{
+echo "# Round 38: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU (shapes, random_shapes, long_k) with gemvqmap=1 at 1024 x 8 and 64 x 4"
+for v in gemvqmap=1 "gemvqmap=1,gemvwg=64,gemvcols=4"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+for rep in 1 2; do
+    for v in "" gemvqmap=1 "nogemvsg" "nogemvsg,gemvqmap=1"; do
+        echo "## WGML_MATMUL_VARIANT=\"$v\""
+        bench "$v" decode "1x" 15 | grep '| matmul |'
+    done
+done
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round38b ]; then
+# Matmul round 38, confirmed: the consecutive quads as gemv_cols4's only mapping, test_matmul
+# on the GPU, then the decode rows against PyTorch, twice.
+{
+echo "# Round 38b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+for rep in 1 2; do
+    build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w38-$rep.jsonl" > /dev/null 2>&1
+    PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t38-$rep.jsonl" --filter 1x > /dev/null 2>&1
+    python3 bench/compare.py "$out/w38-$rep.jsonl" "$out/t38-$rep.jsonl" --title "Round 38b" | grep -E '^\| (matmul|op)'
 done
 } | tee "$out/matmul_sweep.md"
 exit 0

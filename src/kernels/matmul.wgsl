@@ -905,10 +905,14 @@ fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     }
 }
 
-// gemv_cols with k in quads: group g takes k-quads g, g + G, ..., reads the 4 coefficients of
-// a quad as one vec4 of B and 4 rows of A, GQ quads (4 GQ rows, 64 GQ bytes per thread) in
-// flight, one accumulator per quad in flight. kbeg is a multiple of 4 (split-K chunks are); a
-// last partial quad of the range is done row by row. The sum over the G groups: a tree in
+// gemv_cols with k in quads: the range runs in rounds of GQ G quads, in which group g takes
+// the GQ consecutive quads from r0 + g GQ (all of them in flight, one accumulator each); the
+// quads after the last whole round one by one (group g: r0 + g, r0 + g + G, ...). A quad's 4
+// coefficients are one vec4 of B, its rows 4 rows of A. So the groups numbered first read a
+// round's first rows: on the H200 that order ran 0.5 - 1% faster than quads G apart at the
+// 224 MiB decode rows, and made gemv_cols4's tree as fast as gemv_cols4_sg's shuffles (round
+// 38 of bench/notes/matmul.md). kbeg is a multiple of 4 (split-K chunks are); a last partial
+// quad of the range is done row by row. The sum over the G groups: a tree in
 // workgroup memory here, or subgroup shuffles and one barrier in gemv_cols4_sg
 // (matmul_subgroups.wgsl), which shares cols4_partial and cols4_put.
 @compute @workgroup_size(WGV)
@@ -947,15 +951,15 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
     let s = p.M;
     var acc: array<vec4f, 4>;              // GQ of them in use
     let qend = kend / 4u;                  // quads wholly inside the range end here
-    var q = kbeg / 4u + g;
+    var r0 = kbeg / 4u;                    // the round's first quad
     loop {
-        if (q + (GQ - 1u) * G >= qend) {
+        if (r0 + GQ * G > qend) {
             break;
         }
         var w: array<vec4f, 4>;
         var x: array<vec4f, 16>;
         for (var j = 0u; j < GQ; j++) {    // every load first: GQ quads in flight
-            let qj = q + j * G;
+            let qj = r0 + g * GQ + j;
             w[j] = B[qj];
             let e = 4u * qj * s + col;
             x[4u * j] = a_vec(e, ok, n);
@@ -969,9 +973,9 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
             acc[j] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[j]);
             acc[j] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[j]);
         }
-        q += GQ * G;
+        r0 += GQ * G;
     }
-    for (; q < qend; q += G) {             // fewer than GQ whole quads left
+    for (var q = r0 + g; q < qend; q += G) {   // less than a whole round left
         let w0 = B[q];
         let e0 = 4u * q * s + col;
         acc[0] = fma(vec4f(w0.x), a_vec(e0, ok, n), acc[0]);
