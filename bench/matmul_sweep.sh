@@ -100,6 +100,27 @@ cat "$out/info.txt"
 bench() {   # bench <variant> <group> <filter> <samples>
     WGML_MATMUL_VARIANT="$1" build-device/wgml bench --group "$2" --filter "$3" --samples "$4" 2>&1 | grep -E '^\| matmul|rror|fail'
 }
+# Each variant's rows (samples 15), twice, alternating: a drift of the machine shows as the
+# repeats' spread instead of as a variant's gain.
+alternate() {   # alternate <group> <filter> <variant>...
+    local g=$1 f=$2 rep v
+    shift 2
+    for rep in 1 2; do
+        for v in "$@"; do
+            echo "## WGML_MATMUL_VARIANT=\"$v\""
+            bench "$v" "$g" "$f" 15
+        done
+    done
+}
+# The decode rows (1x...) of the default against PyTorch, twice: wgml, PyTorch, their table.
+decode_vs_torch() {   # decode_vs_torch <tag for the json files> <title>
+    local rep
+    for rep in 1 2; do
+        build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w$1-$rep.jsonl" > /dev/null 2>&1
+        PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t$1-$rep.jsonl" --filter 1x > /dev/null 2>&1
+        python3 bench/compare.py "$out/w$1-$rep.jsonl" "$out/t$1-$rep.jsonl" --title "$2" | grep -E '^\| (matmul|op)'
+    done
+}
 
 if [ "$round" = round2 ]; then
 {
@@ -679,17 +700,8 @@ if [ "$round" = round36 ]; then
 echo "# Round 36: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 echo "## test_matmul on the GPU"
 (cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -2)
-for rep in 1 2; do
-    for v in "" nogemvsg "gemvwg=256,gemvcols=4" "gemvwg=256,gemvcols=4,nogemvsg"; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\""
-        bench "$v" decode 1x 15
-    done
-done
-for rep in 1 2; do
-    build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w36-$rep.jsonl" > /dev/null 2>&1
-    PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t36-$rep.jsonl" --filter 1x > /dev/null 2>&1
-    python3 bench/compare.py "$out/w36-$rep.jsonl" "$out/t36-$rep.jsonl" --title "Round 36" | grep -E '^\| (matmul|op)'
-done
+alternate decode 1x "" nogemvsg "gemvwg=256,gemvcols=4" "gemvwg=256,gemvcols=4,nogemvsg"
+decode_vs_torch 36 "Round 36"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
@@ -706,12 +718,7 @@ echo "## test_matmul on the GPU (shapes, random_shapes, long_k) with gemvqmap=1 
 for v in gemvqmap=1 "gemvqmap=1,gemvwg=64,gemvcols=4"; do
     (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
 done
-for rep in 1 2; do
-    for v in "" gemvqmap=1 "nogemvsg" "nogemvsg,gemvqmap=1"; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\""
-        bench "$v" decode "1x" 15 | grep '| matmul |'
-    done
-done
+alternate decode 1x "" gemvqmap=1 nogemvsg "nogemvsg,gemvqmap=1"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
@@ -723,11 +730,7 @@ if [ "$round" = round38b ]; then
 echo "# Round 38b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 echo "## test_matmul on the GPU"
 (cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
-for rep in 1 2; do
-    build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w38-$rep.jsonl" > /dev/null 2>&1
-    PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t38-$rep.jsonl" --filter 1x > /dev/null 2>&1
-    python3 bench/compare.py "$out/w38-$rep.jsonl" "$out/t38-$rep.jsonl" --title "Round 38b" | grep -E '^\| (matmul|op)'
-done
+decode_vs_torch 38 "Round 38b"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
@@ -748,12 +751,7 @@ for v in "" gemvsglin gemvsgmode=2 gemvsgmode=3; do
     (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
 done
 (cd build-device && timeout 100 ./tests/test_matmul forced_choices 2>&1 | tail -1)
-for rep in 1 2; do
-    for v in "" gemvsglin gemvsgmode=2 gemvsgmode=3; do
-        echo "## WGML_MATMUL_VARIANT=\"$v\""
-        bench "$v" decode "1x4096x" 15 | grep '| matmul |'
-    done
-done
+alternate decode 1x4096x "" gemvsglin gemvsgmode=2 gemvsgmode=3
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
