@@ -341,7 +341,6 @@ mm_case("matmul_bt", "1x4096x512", 1, 4096, 512)   # 8 MiB of b, held in the L2:
 mm_case("matmul", "1x4096x512", 1, 4096, 512)      # what each kernel costs beside its reads
 
 
-
 def mm_cold_case(op, M, N, K):
     """Decode with cold weights (tools/bench_cases.c, su_mm_cold): one b per call from copies
     totalling at least 256 MiB, so no call finds its b in the L2."""
@@ -360,6 +359,7 @@ mm_cold_case("matmul_bt", 1, 4096, 4096)
 mm_cold_case("matmul", 1, 4096, 4096)
 mm_cold_case("matmul", 1, 4096, 14336)
 mm_cold_case("matmul", 1, 14336, 4096)
+
 
 def mm_acc_case(shape, M, N, K):   # out += a @ b: cuBLAS with beta = 1
     def f():

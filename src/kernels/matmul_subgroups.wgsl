@@ -16,9 +16,9 @@
 //   order in which subgroups reach a workgroup atomic, which is also the faster one: on the
 //   H200, sid = lid / size (where subgroups hold consecutive local indices) ran 0.3 - 0.8 us
 //   slower, since the subgroups that run first then no longer take the first rows (round 37
-//   of bench/notes/matmul.md). Needs full subgroups of one
-//   size, at least C4 lanes, with WGV a multiple of the size (the host checks the adapter's
-//   subgroup sizes); the sums are added in a fixed order, so the result is deterministic.
+//   of bench/notes/matmul.md). Needs full subgroups of one size, at least C4 lanes, with WGV
+//   a multiple of the size (the host checks the adapter's subgroup sizes); the sums are added
+//   in a fixed order, so the result is deterministic.
 
 var<workgroup> sg_count: atomic<u32>;
 
