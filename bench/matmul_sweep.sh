@@ -77,6 +77,15 @@
 #   bash bench/matmul_sweep.sh round38  gemv_cols4's quads in flight consecutive per thread (gemvqmap=1) against G apart
 #                                       (token since removed: the consecutive quads are the only mapping)
 #   bash bench/matmul_sweep.sh round38b test_matmul on the GPU and the decode rows against PyTorch after round 38
+#   bash bench/matmul_sweep.sh round39  gemv_cols4 with 8 quads in flight (gemvq=8) at 512 and 1024 threads, and 512 x 4,
+#                                       against the rule, with what the driver compiled for each; the rule in the
+#                                       round's source against the one before (ab/matmul_r38.wgsl, written first:
+#                                       mkdir -p ab && git show df6e88b:src/kernels/matmul.wgsl > ab/matmul_r38.wgsl)
+#   bash bench/matmul_sweep.sh round39b 512 x 8 as the rule for 4096 - 8191 columns: tests, the driver's statistics,
+#                                       fewer threads with more quads each forced on every matmul decode row against
+#                                       the rule and 1024 x 4, then the decode rows against PyTorch
+#   bash bench/matmul_sweep.sh round39c fewer gemv_cols4 accumulators than quads in flight (gemvacc=<n>) on the rule and
+#                                       on 1024 / 512 threads with more quads, then 1x4096x4096 against PyTorch
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -113,11 +122,11 @@ alternate() {   # alternate <group> <filter> <variant>...
     done
 }
 # The decode rows (1x...) of the default against PyTorch, twice: wgml, PyTorch, their table.
-decode_vs_torch() {   # decode_vs_torch <tag for the json files> <title>
-    local rep
+decode_vs_torch() {   # decode_vs_torch <tag for the json files> <title> [filter, default 1x]
+    local rep f=${3:-1x}
     for rep in 1 2; do
-        build-device/wgml bench --group decode --filter 1x --samples 15 --json "$out/w$1-$rep.jsonl" > /dev/null 2>&1
-        PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t$1-$rep.jsonl" --filter 1x > /dev/null 2>&1
+        build-device/wgml bench --group decode --filter "$f" --samples 15 --json "$out/w$1-$rep.jsonl" > /dev/null 2>&1
+        PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/t$1-$rep.jsonl" --filter "$f" > /dev/null 2>&1
         python3 bench/compare.py "$out/w$1-$rep.jsonl" "$out/t$1-$rep.jsonl" --title "$2" | grep -E '^\| (matmul|op)'
     done
 }
@@ -731,6 +740,111 @@ echo "# Round 38b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 echo "## test_matmul on the GPU"
 (cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
 decode_vs_torch 38 "Round 38b"
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round39 ]; then
+# Matmul round 39: gemv_cols4 with GQ 8 quads in flight (gemvq=8) at 512 threads (the bytes in
+# flight per SM of 1024 x GQ 4, at 128 registers a thread) and at 1024 (capped at 64 registers
+# a thread), 512 x GQ 4 and 1024 x GQ 1, against the rule (1024 x GQ 4): test_matmul on the GPU with each,
+# what the driver compiled for each (registers, local memory, loads issued before the first
+# multiply-add, from the SASS), the decode rows twice, alternating; then the rule in the
+# round's source (arrays for 8 quads) against the source before it (ab/matmul_r38.wgsl).
+so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+nvd=$(command -v nvdisasm || ls /usr/local/cuda*/bin/nvdisasm 2>/dev/null | head -1)
+vs=("" "gemvq=8,gemvwg=512" "gemvq=8" "gemvwg=512" "gemvq=1")
+{
+echo "# Round 39: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+for v in "${vs[@]:1}"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+for i in "${!vs[@]}"; do
+    v=${vs[$i]}
+    d=/tmp/wgml-sass-39-$i; rm -rf "$d"; mkdir -p "$d"
+    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\""
+    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" WGML_VK_STATS_DIR="$d" \
+        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter 1x4096x4096 --samples 1 2>&1 |
+        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//' | tee "$d/lines"
+    n=$(awk '{ print $2; exit }' "$d/lines")
+    if [ -n "$n" ] && [ -n "$nvd" ] && python3 bench/sass_dump.py "$d" "$nvd" SM90 >/dev/null 2>&1; then
+        f=$(ls "$d"/$(printf %03u "$n")_*.sass 2>/dev/null | head -1)
+        if [ -n "$f" ]; then
+            echo "SASS: $(grep -c 'LDG' "$f") LDG, $(grep -c 'LDL' "$f") LDL, $(grep -c 'STL' "$f") STL, $(grep -c 'FFMA' "$f") FFMA," \
+                 "$(awk '/FFMA/ { exit } /LDG/ { n++ } END { print n + 0 }' "$f") LDG before the first FFMA," \
+                 "$(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$f") instructions"
+            cp "$f" "$out/gemv_cols4_sg_39_$i.sass"
+        fi
+    fi
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode 1x4096x4096 "${vs[@]}"
+} | tee "$out/matmul_sweep.md"
+echo "## the rule in the round's source against the source before it"
+[ -f ab/matmul_r38.wgsl ] && bash bench/source_ab.sh src/kernels/matmul.wgsl ab/matmul_r38.wgsl - -- --group decode --filter 1x4096x4096 --samples 15 |
+    grep -E '^#|^\| matmul|gemv_cols4|rror|fail'
+exit 0
+fi
+
+if [ "$round" = round39b ]; then
+# Matmul round 39b: 512 threads of 8 quads as the rule for 4096 - 8191 columns (round 39: 0.4 us
+# faster than 1024 x 4 at 1 x 4096 x 4096). test_matmul on the GPU; what the driver compiled;
+# fewer threads with more quads each, forced on every matmul decode row, against the rule and
+# the rule before (1024 x 4), twice, alternating; then the decode rows against PyTorch, twice.
+so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+vs=("" "gemvwg=1024,gemvq=4" "gemvq=8,gemvwg=512" "gemvq=8,gemvwg=256" "gemvq=16,gemvwg=256" "gemvq=16,gemvwg=128")
+{
+echo "# Round 39b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+for v in "${vs[@]:1}"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+for v in "${vs[@]}"; do
+    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\" (1x4096x4096, 1x4096x14336)"
+    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
+        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "1x4096x" --samples 1 2>&1 |
+        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode "matmul" "${vs[@]}"
+decode_vs_torch 39 "Round 39b"
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round39c ]; then
+# Matmul round 39c: fewer accumulators than quads in flight (gemvacc=<n>: the registers of the
+# other accumulators free for loads in flight), on the rule (512 x 8 for 4096 - 8191 columns,
+# 256 x 4 above) and on 1024 and 512 threads with more quads: test_matmul on the GPU with
+# each, what the driver compiled, every matmul decode row twice, alternating; then the
+# 1 x 4096 x 4096 rows against PyTorch with the rule and with gemvacc=1.
+so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+vs=("" "gemvacc=1" "gemvacc=2" "gemvacc=1,gemvq=8,gemvwg=1024" "gemvacc=1,gemvq=4,gemvwg=1024" "gemvacc=1,gemvq=16")
+{
+echo "# Round 39c: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+for v in "${vs[@]:1}"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+for v in "${vs[@]}"; do
+    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\" (1x4096x4096, 1x14336x4096)"
+    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
+        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "x4096" --samples 1 2>&1 |
+        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode "matmul" "${vs[@]}"
+echo "## 1x4096x4096 against PyTorch: the rule"
+decode_vs_torch 39c "Round 39c, the rule" 1x4096x4096
+echo "## 1x4096x4096 against PyTorch: gemvacc=1"
+WGML_MATMUL_VARIANT=gemvacc=1 decode_vs_torch 39a "Round 39c, gemvacc=1" 1x4096x4096
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -125,7 +125,8 @@ override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps
                              // never stored (the host sets it only for shapes with such tiles)
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
-override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2 or 4)
+override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2, 4, 8 or 16)
+override GA: u32 = GQ;       // gemv_cols4: accumulators per thread (a power of 2, at most GQ)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
@@ -949,15 +950,15 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
     let ok = col < p.M;
     let n = p.M - min(col, p.M);
     let s = p.M;
-    var acc: array<vec4f, 4>;              // GQ of them in use
+    var acc: array<vec4f, 16>;             // GA of them in use
     let qend = kend / 4u;                  // quads wholly inside the range end here
     var r0 = kbeg / 4u;                    // the round's first quad
     loop {
         if (r0 + GQ * G > qend) {
             break;
         }
-        var w: array<vec4f, 4>;
-        var x: array<vec4f, 16>;
+        var w: array<vec4f, 16>;
+        var x: array<vec4f, 64>;
         for (var j = 0u; j < GQ; j++) {    // every load first: GQ quads in flight
             let qj = r0 + g * GQ + j;
             w[j] = B[qj];
@@ -968,10 +969,11 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
             x[4u * j + 3u] = a_vec(e + 3u * s, ok, n);
         }
         for (var j = 0u; j < GQ; j++) {
-            acc[j] = fma(vec4f(w[j].x), x[4u * j], acc[j]);
-            acc[j] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[j]);
-            acc[j] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[j]);
-            acc[j] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[j]);
+            let i = j & (GA - 1u);
+            acc[i] = fma(vec4f(w[j].x), x[4u * j], acc[i]);
+            acc[i] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[i]);
+            acc[i] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[i]);
+            acc[i] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[i]);
         }
         r0 += GQ * G;
     }
@@ -984,7 +986,7 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
         acc[0] = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc[0]);
     }
     var sum = acc[0];
-    for (var j = 1u; j < GQ; j++) {
+    for (var j = 1u; j < GA; j++) {
         sum += acc[j];
     }
     for (var k = max(4u * qend, kbeg) + g; k < kend; k += G) {   // the partial quad

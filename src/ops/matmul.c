@@ -66,8 +66,13 @@
                                              1, and 4 on a CPU adapter)
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
                                              power of 2
-     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1, 2 or 4
-                                             (default GEMV_QUADS)
+     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1..16, a
+                                             power of 2 (default GEMV_QUADS, and
+                                             GEMV_QUADS_WIDE for the columns that take
+                                             GEMV_WG_WIDE by default)
+     gemvacc=<n>                             accumulators per gemv_cols4 thread: 1..16, a power
+                                             of 2, at most its quads in flight (default: one
+                                             per quad)
      gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
                                              of 2 the adapter allows (default GEMV_WG, and
                                              GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
@@ -136,7 +141,9 @@ static const tile_cfg TILES[NTILES] = {
 
 #define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
 #define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
-#define GEMV_WG_WIDE 1024    /* threads of a gemv_cols workgroup on a GPU for 4096 - 8191 columns */
+#define GEMV_WG_WIDE 512     /* threads of a gemv_cols workgroup on a GPU for 4096 - 8191 columns ... */
+#define GEMV_QUADS_WIDE 8    /* ... with 8 k-quads in flight per thread (H200, round 39: 1x4096x4096 19.8 -> 19.3 us
+                                against 1024 x 4; 1024 x 8 is held to 64 registers a thread and spills) */
 #define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
 #define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
@@ -200,6 +207,7 @@ typedef struct variant {
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
     uint32_t gemv_q;    /* 0: GEMV_QUADS */
+    uint32_t gemv_acc;  /* gemv_cols4's accumulators per thread; 0: one per quad in flight */
     uint32_t gemv_wg;   /* 0: GEMV_WG */
     int gemv_sg;        /* gemv_cols4's sum over its k-groups by subgroup shuffles: 0 by rule, 1 always, -1 never */
     uint32_t group_m;   /* 0: GROUP_M */
@@ -300,7 +308,8 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "splitk", 1, 4096, false, &v->splitk },
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
-            { "gemvq", 1, 4, true, &v->gemv_q },
+            { "gemvq", 1, 16, true, &v->gemv_q },
+            { "gemvacc", 1, 16, true, &v->gemv_acc },
             { "gemvwg", 64, 1024, true, &v->gemv_wg },
             { "groupm", 1, 64, false, &v->group_m },
             { "tail", 1, 4096, false, &v->tail },
@@ -425,9 +434,10 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
                                   const wgml_tensor *x, const wgml_tensor *y)
 {
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
-       warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, 1024-thread
-       workgroups of 8 (H200, round 22 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us;
-       128 - 255 workgroups, at most two per SM) */
+       warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, workgroups of 8
+       (128 - 255 of them, one per SM by registers) in 512 threads of 8 quads each (H200, rounds 22
+       and 39 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us with 1024 threads of 4
+       quads, -> 19.3 with 512 of 8) */
     bool wide = !ctx->cpu_adapter && cols >= 4096 && cols < 8192 && ctx->limits.maxComputeInvocationsPerWorkgroup >= GEMV_WG_WIDE &&
                 ctx->limits.maxComputeWorkgroupSizeX >= GEMV_WG_WIDE;
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
@@ -442,10 +452,15 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
                           "invocations) do not hold %u vec4 columns in workgroups of %u", fn, in->subgroups ? "offered" : "none",
                           in->subgroup_min_size, in->subgroup_max_size, c4, wg);
     bool sg = v->gemv_c4 && sg_fits && v->gemv_sg >= 0;
+    uint32_t gq = v->gemv_q ? v->gemv_q : wide ? GEMV_QUADS_WIDE : GEMV_QUADS;
+    if (v->gemv_c4 && v->gemv_acc > gq)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for %u gemv_cols4 accumulators per thread; "
+                          "at most its %u quads in flight", fn, v->gemv_acc, gq);
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : v->gemv_c4 ? "gemv_cols4" : "gemv_cols",
                                  .layout = "urrw", .nconst = v->gemv_c4 ? 3 : 2, .subgroups = sg,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
-                                                { "GQ", v->gemv_q ? v->gemv_q : GEMV_QUADS } } };
+                                                { "GQ", gq } } };
+    if (v->gemv_c4 && v->gemv_acc) wgml__add_constant(&pl->kernel, "GA", v->gemv_acc);
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
