@@ -85,7 +85,9 @@
 #                                       fewer threads with more quads each forced on every matmul decode row against
 #                                       the rule and 1024 x 4, then the decode rows against PyTorch
 #   bash bench/matmul_sweep.sh round39c fewer gemv_cols4 accumulators than quads in flight (gemvacc=<n>) on the rule and
-#                                       on 1024 / 512 threads with more quads, then 1x4096x4096 against PyTorch
+#                                       on 1024 / 512 threads with more quads, then 1x4096x4096 against PyTorch (the
+#                                       token lost and was removed: its rows now print its error)
+#   bash bench/matmul_sweep.sh round39d 512 threads of 16 quads against the rule at 1x4096x4096, and against PyTorch
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -845,6 +847,33 @@ echo "## 1x4096x4096 against PyTorch: the rule"
 decode_vs_torch 39c "Round 39c, the rule" 1x4096x4096
 echo "## 1x4096x4096 against PyTorch: gemvacc=1"
 WGML_MATMUL_VARIANT=gemvacc=1 decode_vs_torch 39a "Round 39c, gemvacc=1" 1x4096x4096
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round39d ]; then
+# Matmul round 39d: 512 threads of 16 quads (one round over K = 4096; round 39c: the driver
+# keeps loads in flight only as far as independent accumulators allow, so registers measure
+# them) against the rule (512 x 8) at 1 x 4096 x 4096: test_matmul's shape tests with it,
+# what the driver compiled, the rows twice, alternating, then both against PyTorch.
+so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+vs=("" "gemvq=16,gemvwg=512")
+{
+echo "# Round 39d: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+(cd build-device && WGML_MATMUL_VARIANT=gemvq=16,gemvwg=512 timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+for v in "${vs[@]}"; do
+    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\""
+    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
+        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "1x4096x4096" --samples 1 2>&1 |
+        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode 1x4096x4096 "${vs[@]}"
+echo "## against PyTorch: the rule"
+decode_vs_torch 39r "Round 39d, the rule" 1x4096x4096
+echo "## against PyTorch: gemvq=16,gemvwg=512"
+WGML_MATMUL_VARIANT=gemvq=16,gemvwg=512 decode_vs_torch 39d "Round 39d, 512 x 16" 1x4096x4096
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

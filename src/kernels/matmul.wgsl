@@ -67,8 +67,11 @@
 //   of k rows, four rows per iteration in flight, a tree reduction over the groups.
 // gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
 //   consecutive rows, GQ quads (GQ 4: 16 rows, 256 bytes per thread) in flight, GQ
-//   accumulators; WGV threads per workgroup (the host: 256, or 1024 on a GPU for 4096 - 8191
-//   columns, rounds 21 - 24 of bench/notes/matmul.md).
+//   accumulators (the driver keeps loads in flight only as far as there are independent
+//   accumulators to take them: with one, the H200's driver compiled every form to 32
+//   registers and ran 10 - 30% slower); WGV threads per workgroup (the host: 256 x GQ 4, or
+//   512 x GQ 8 on a GPU for 4096 - 8191 columns, rounds 21 - 24 and 39 of
+//   bench/notes/matmul.md).
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 // splitk_reduce_tiles: the same for the last round's tiles (COMPACT blocks) into out.
 // ACC (every kernel above): the element is added to out instead of written over it
@@ -126,7 +129,6 @@ override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2, 4, 8 or 16)
-override GA: u32 = GQ;       // gemv_cols4: accumulators per thread (a power of 2, at most GQ)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
@@ -950,7 +952,7 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
     let ok = col < p.M;
     let n = p.M - min(col, p.M);
     let s = p.M;
-    var acc: array<vec4f, 16>;             // GA of them in use
+    var acc: array<vec4f, 16>;             // GQ of them in use
     let qend = kend / 4u;                  // quads wholly inside the range end here
     var r0 = kbeg / 4u;                    // the round's first quad
     loop {
@@ -969,11 +971,10 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
             x[4u * j + 3u] = a_vec(e + 3u * s, ok, n);
         }
         for (var j = 0u; j < GQ; j++) {
-            let i = j & (GA - 1u);
-            acc[i] = fma(vec4f(w[j].x), x[4u * j], acc[i]);
-            acc[i] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[i]);
-            acc[i] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[i]);
-            acc[i] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[i]);
+            acc[j] = fma(vec4f(w[j].x), x[4u * j], acc[j]);
+            acc[j] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[j]);
+            acc[j] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[j]);
+            acc[j] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[j]);
         }
         r0 += GQ * G;
     }
@@ -986,7 +987,7 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
         acc[0] = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc[0]);
     }
     var sum = acc[0];
-    for (var j = 1u; j < GA; j++) {
+    for (var j = 1u; j < GQ; j++) {
         sum += acc[j];
     }
     for (var k = max(4u * qend, kbeg) + g; k < kend; k += G) {   // the partial quad

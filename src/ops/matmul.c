@@ -70,9 +70,6 @@
                                              power of 2 (default GEMV_QUADS, and
                                              GEMV_QUADS_WIDE for the columns that take
                                              GEMV_WG_WIDE by default)
-     gemvacc=<n>                             accumulators per gemv_cols4 thread: 1..16, a power
-                                             of 2, at most its quads in flight (default: one
-                                             per quad)
      gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
                                              of 2 the adapter allows (default GEMV_WG, and
                                              GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
@@ -207,7 +204,6 @@ typedef struct variant {
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
     uint32_t gemv_q;    /* 0: GEMV_QUADS */
-    uint32_t gemv_acc;  /* gemv_cols4's accumulators per thread; 0: one per quad in flight */
     uint32_t gemv_wg;   /* 0: GEMV_WG */
     int gemv_sg;        /* gemv_cols4's sum over its k-groups by subgroup shuffles: 0 by rule, 1 always, -1 never */
     uint32_t group_m;   /* 0: GROUP_M */
@@ -309,7 +305,6 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
             { "gemvq", 1, 16, true, &v->gemv_q },
-            { "gemvacc", 1, 16, true, &v->gemv_acc },
             { "gemvwg", 64, 1024, true, &v->gemv_wg },
             { "groupm", 1, 64, false, &v->group_m },
             { "tail", 1, 4096, false, &v->tail },
@@ -453,14 +448,10 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
                           in->subgroup_min_size, in->subgroup_max_size, c4, wg);
     bool sg = v->gemv_c4 && sg_fits && v->gemv_sg >= 0;
     uint32_t gq = v->gemv_q ? v->gemv_q : wide ? GEMV_QUADS_WIDE : GEMV_QUADS;
-    if (v->gemv_c4 && v->gemv_acc > gq)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for %u gemv_cols4 accumulators per thread; "
-                          "at most its %u quads in flight", fn, v->gemv_acc, gq);
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : v->gemv_c4 ? "gemv_cols4" : "gemv_cols",
                                  .layout = "urrw", .nconst = v->gemv_c4 ? 3 : 2, .subgroups = sg,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
                                                 { "GQ", gq } } };
-    if (v->gemv_c4 && v->gemv_acc) wgml__add_constant(&pl->kernel, "GA", v->gemv_acc);
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
