@@ -132,6 +132,39 @@ decode_vs_torch() {   # decode_vs_torch <tag for the json files> <title> [filter
         python3 bench/compare.py "$out/w$1-$rep.jsonl" "$out/t$1-$rep.jsonl" --title "$2" | grep -E '^\| (matmul|op)'
     done
 }
+# test_matmul on the GPU with the rule, then its shape tests under each other variant.
+tests_each() {   # tests_each <variant>...
+    local v
+    (cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+    for v in "$@"; do
+        [ -z "$v" ] || (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+    done
+}
+# What the driver compiled for gemv_cols4_sg under each variant, on the decode rows of a filter
+# (bench/vk_stats_layer.c, prebuilt under .gl on the GPU machine).
+gemv_stats() {   # gemv_stats <filter> <variant>...
+    local f=$1 v so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
+    shift
+    so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
+    for v in "$@"; do
+        echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\" (decode rows matching $f)"
+        WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
+            bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "$f" --samples 1 2>&1 |
+            grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
+    done
+}
+# A round of the column kernel's variants: the tests, what the driver compiled, every matmul
+# decode row under each variant twice, alternating.
+gemv_round() {   # gemv_round <title> <filter of gemv_stats> <variant>...
+    local title=$1 f=$2
+    shift 2
+    echo "# $title: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+    echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
+    tests_each "$@"
+    gemv_stats "$f" "$@"
+    echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+    alternate decode "matmul" "$@"
+}
 
 if [ "$round" = round2 ]; then
 {
@@ -796,24 +829,9 @@ if [ "$round" = round39b ]; then
 # faster than 1024 x 4 at 1 x 4096 x 4096). test_matmul on the GPU; what the driver compiled;
 # fewer threads with more quads each, forced on every matmul decode row, against the rule and
 # the rule before (1024 x 4), twice, alternating; then the decode rows against PyTorch, twice.
-so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
-so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
 vs=("" "gemvwg=1024,gemvq=4" "gemvq=8,gemvwg=512" "gemvq=8,gemvwg=256" "gemvq=16,gemvwg=256" "gemvq=16,gemvwg=128")
 {
-echo "# Round 39b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
-(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
-for v in "${vs[@]:1}"; do
-    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
-done
-for v in "${vs[@]}"; do
-    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\" (1x4096x4096, 1x4096x14336)"
-    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
-        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "1x4096x" --samples 1 2>&1 |
-        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
-done
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-alternate decode "matmul" "${vs[@]}"
+gemv_round "Round 39b" 1x4096x "${vs[@]}"
 decode_vs_torch 39 "Round 39b"
 } | tee "$out/matmul_sweep.md"
 exit 0
@@ -825,24 +843,9 @@ if [ "$round" = round39c ]; then
 # 256 x 4 above) and on 1024 and 512 threads with more quads: test_matmul on the GPU with
 # each, what the driver compiled, every matmul decode row twice, alternating; then the
 # 1 x 4096 x 4096 rows against PyTorch with the rule and with gemvacc=1.
-so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
-so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
 vs=("" "gemvacc=1" "gemvacc=2" "gemvacc=1,gemvq=8,gemvwg=1024" "gemvacc=1,gemvq=4,gemvwg=1024" "gemvacc=1,gemvq=16")
 {
-echo "# Round 39c: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
-echo "## test_matmul on the GPU, then shapes|random_shapes|long_k with each variant"
-(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
-for v in "${vs[@]:1}"; do
-    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
-done
-for v in "${vs[@]}"; do
-    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\" (1x4096x4096, 1x14336x4096)"
-    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
-        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "x4096" --samples 1 2>&1 |
-        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
-done
-echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-alternate decode "matmul" "${vs[@]}"
+gemv_round "Round 39c" x4096 "${vs[@]}"
 echo "## 1x4096x4096 against PyTorch: the rule"
 decode_vs_torch 39c "Round 39c, the rule" 1x4096x4096
 echo "## 1x4096x4096 against PyTorch: gemvacc=1"
@@ -856,18 +859,11 @@ if [ "$round" = round39d ]; then
 # keeps loads in flight only as far as independent accumulators allow, so registers measure
 # them) against the rule (512 x 8) at 1 x 4096 x 4096: test_matmul's shape tests with it,
 # what the driver compiled, the rows twice, alternating, then both against PyTorch.
-so=${WGML_VK_STATS_SO:-.gl/libwgml_vk_stats.so}
-so=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")
 vs=("" "gemvq=16,gemvwg=512")
 {
 echo "# Round 39d: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 (cd build-device && WGML_MATMUL_VARIANT=gemvq=16,gemvwg=512 timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
-for v in "${vs[@]}"; do
-    echo "## what the driver compiled for gemv_cols4_sg, WGML_MATMUL_VARIANT=\"$v\""
-    WGML_MATMUL_VARIANT=$v WGML_LOG_KERNELS=1 WGML_VK_STATS_SO="$so" \
-        bash bench/kernel_stats.sh build-device/wgml bench --group decode --filter "1x4096x4096" --samples 1 2>&1 |
-        grep -E '^vkstats: [0-9]+ matmul.wgsl:gemv_cols4' | sed -E 's/ \| Stack Size=0//'
-done
+gemv_stats 1x4096x4096 "${vs[@]}"
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 alternate decode 1x4096x4096 "${vs[@]}"
 echo "## against PyTorch: the rule"
