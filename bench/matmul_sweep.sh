@@ -88,6 +88,7 @@
 #                                       on 1024 / 512 threads with more quads, then 1x4096x4096 against PyTorch (the
 #                                       token lost and was removed: its rows now print its error)
 #   bash bench/matmul_sweep.sh round39d 512 threads of 16 quads against the rule at 1x4096x4096, and against PyTorch
+#   bash bench/matmul_sweep.sh round39e 512 threads of 10 and 12 quads against the rule at 1x4096x4096
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -870,6 +871,23 @@ echo "## against PyTorch: the rule"
 decode_vs_torch 39r "Round 39d, the rule" 1x4096x4096
 echo "## against PyTorch: gemvq=16,gemvwg=512"
 WGML_MATMUL_VARIANT=gemvq=16,gemvwg=512 decode_vs_torch 39d "Round 39d, 512 x 16" 1x4096x4096
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round39e ]; then
+# Matmul round 39e: 512 threads of 10 and 12 quads (between the rule's 8 and 39d's 16, which
+# lost) at 1 x 4096 x 4096: test_matmul's shape tests with each, what the driver compiled,
+# the rows twice, alternating.
+vs=("" "gemvq=10,gemvwg=512" "gemvq=12,gemvwg=512")
+{
+echo "# Round 39e: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+for v in "${vs[@]:1}"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 60 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+gemv_stats 1x4096x4096 "${vs[@]}"
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode 1x4096x4096 "${vs[@]}"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -324,6 +324,7 @@ static void test_forced_choices(void)
                                 "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
                                 "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64",
                                 "gemvq=8,gemvcols=16", "gemvq=8,gemvwg=64,gemvcols=4,splitk=2", "gemvq=16,gemvcols=16",
+                                "gemvq=3,gemvcols=16", "gemvq=12,gemvwg=512,gemvcols=8",
                                 "gemvwg=512,gemvcols=8,gemvq=8" /* a GPU's default for 4096 - 8191 columns */,
                                 /* the sum over the k-groups by subgroup shuffles (where the
                                    subgroups hold the columns: above by default) and by the tree */
@@ -404,7 +405,7 @@ static void test_forced_choices(void)
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
-                                 "gemvq=3", "gemvq=32", "gemvq=0", "gemvacc=1",
+                                 "gemvq=17", "gemvq=32", "gemvq=0", "gemvacc=1",
                                  "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1", "gemvsgx", "nogemvsg=1" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));

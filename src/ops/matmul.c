@@ -66,8 +66,8 @@
                                              1, and 4 on a CPU adapter)
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
                                              power of 2
-     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1..16, a
-                                             power of 2 (default GEMV_QUADS, and
+     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1..16
+                                             (default GEMV_QUADS, and
                                              GEMV_QUADS_WIDE for the columns that take
                                              GEMV_WG_WIDE by default)
      gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
@@ -304,7 +304,7 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
             { "splitk", 1, 4096, false, &v->splitk },
             { "gemvrows", 1, 8, true, &v->gemv_rows },
             { "gemvcols", 1, 64, true, &v->gemv_cols },
-            { "gemvq", 1, 16, true, &v->gemv_q },
+            { "gemvq", 1, 16, false, &v->gemv_q },
             { "gemvwg", 64, 1024, true, &v->gemv_wg },
             { "groupm", 1, 64, false, &v->group_m },
             { "tail", 1, 4096, false, &v->tail },
