@@ -128,7 +128,7 @@ override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps
                              // never stored (the host sets it only for shapes with such tiles)
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
-override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1, 2, 4, 8 or 16)
+override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1 .. 16)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;

@@ -430,9 +430,9 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
 {
     /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
        warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, workgroups of 8
-       (128 - 255 of them, one per SM by registers) in 512 threads of 8 quads each (H200, rounds 22
-       and 39 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us with 1024 threads of 4
-       quads, -> 19.3 with 512 of 8) */
+       (128 - 255 of them, one per SM by registers) in 512 threads of 8 quads each (H200,
+       rounds 22 and 39 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us with 1024
+       threads of 4 quads, -> 19.3 with 512 of 8) */
     bool wide = !ctx->cpu_adapter && cols >= 4096 && cols < 8192 && ctx->limits.maxComputeInvocationsPerWorkgroup >= GEMV_WG_WIDE &&
                 ctx->limits.maxComputeWorkgroupSizeX >= GEMV_WG_WIDE;
     uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
