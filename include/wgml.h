@@ -474,10 +474,11 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    4096^3), those last tiles alone are split along K when a model of the GPU's schedule
    predicts a gain (a scratch of their outputs once per slice, within one storage binding).
    On a GPU (not a CPU adapter), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB
-   copies b transposed into another engine scratch of K * N4 floats (N4: N rounded up to a multiple of 4) and runs as
-   wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or wgml_matmul_bt after that
-   copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies a transposed into a third
-   scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18% faster on the H200). On a
+   copies b transposed into another engine scratch of K * N4 floats (N4: N rounded up to a
+   multiple of 4) and runs as wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or
+   wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies
+   a transposed into a third scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18%
+   faster on the H200). On a
    GPU, an operand the kernel then reads along M or N (a of wgml_matmul_at, b of wgml_matmul
    and wgml_matmul_at) whose M (N) is not a multiple of 4 is copied with its rows padded to
    one (into the same scratches, when the other side of out is 512 or more and the copy at
