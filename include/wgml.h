@@ -470,31 +470,31 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    with tiles sized from the adapter's workgroup-memory limit; small outputs with a long K
    are split along K into several workgroups and a reduction, through a scratch buffer of
    (slices * M * N) floats that the engine keeps and grows to the largest need; where the
-   tiles would leave a last round of work for only part of the GPU's cores (8192^3,
-   4096^3), those last tiles alone are split along K when a model of the GPU's schedule
-   predicts a gain (a scratch of their outputs once per slice, within one storage binding).
-   On a GPU (not a CPU adapter), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB
-   copies b transposed into another engine scratch of K * N4 floats (N4: N rounded up to a
-   multiple of 4) and runs as wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or
-   wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies
-   a transposed into a third scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18%
-   faster on the H200). On a
-   GPU, an operand the kernel then reads along M or N (a of wgml_matmul_at, b of wgml_matmul
-   and wgml_matmul_at) whose M (N) is not a multiple of 4 is copied with its rows padded to
-   one (into the same scratches, when the other side of out is 512 or more and the copy at
-   most 256 MiB). When K is not a multiple of the tile's step and both operands are copies,
-   the copies get zero rows up to the next step (Ks rows, K rounded up to the step of 8 - 32:
-   the scratches above hold Ks * N4 and Ks * M4 floats) and the kernel runs whole steps;
-   otherwise, when K is 1024 or more and N a multiple of 4, the last few values of k are
-   added into out by a second pass (one more rounding). A copy stays current until its
-   source is written (by any op of the context, wgml_tensor_write or wgml_tensor_zero):
-   consecutive products of one unchanged tensor copy it once (q, k and v of one x). Sizes that are multiples of 4 (and K of 8) take the
-   fastest path; with these copies 4095^3 runs within 3% of 4096^3 on the H200, but an
-   operand too large for its padded copy is read in scalars (a vocabulary of 50,257: about
-   15% slower in the weight gradient; pad such a dimension to a multiple of 4).
-   WGML_MATMUL_VARIANT (src/ops/matmul.c lists its tokens) forces a kernel variant, for
-   measuring; an unknown token is refused with WGML_ERROR_INVALID_ARGUMENT, a variant the
-   adapter cannot hold (workgroup memory, invocations) with WGML_ERROR_LIMIT.
+   tiles would leave a last round of work for only part of the GPU's cores (8192^3, 4096^3),
+   those last tiles alone are split along K when a model of the GPU's schedule predicts a
+   gain (a scratch of their outputs once per slice, within one storage binding). On a GPU
+   (not a CPU adapter), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b
+   transposed into another engine scratch of K * N4 floats (N4: N rounded up to a multiple of
+   4) and runs as wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or
+   wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies a
+   transposed into a third scratch of K * M4 floats and runs as wgml_matmul_at (4 - 18%
+   faster on the H200). On a GPU, an operand the kernel then reads along M or N (a of
+   wgml_matmul_at, b of wgml_matmul and wgml_matmul_at) whose M (N) is not a multiple of 4 is
+   copied with its rows padded to one (into the same scratches, when the other side of out is
+   512 or more and the copy at most 256 MiB). When K is not a multiple of the tile's step and
+   both operands are copies, the copies get zero rows up to the next step (Ks rows, K rounded
+   up to the step of 8 - 32: the scratches above hold Ks * N4 and Ks * M4 floats) and the
+   kernel runs whole steps; otherwise, when K is 1024 or more and N a multiple of 4, the last
+   few values of k are added into out by a second pass (one more rounding). A copy stays
+   current until its source is written (by any op of the context, wgml_tensor_write or
+   wgml_tensor_zero): consecutive products of one unchanged tensor copy it once (q, k and v
+   of one x). Sizes that are multiples of 4 (and K of 8) take the fastest path; with these
+   copies 4095^3 runs within 3% of 4096^3 on the H200, but an operand too large for its
+   padded copy is read in scalars (a vocabulary of 50,257: about 15% slower in the weight
+   gradient; pad such a dimension to a multiple of 4). WGML_MATMUL_VARIANT (src/ops/matmul.c
+   lists its tokens) forces a kernel variant, for measuring; an unknown token is refused with
+   WGML_ERROR_INVALID_ARGUMENT, a variant the adapter cannot hold (workgroup memory,
+   invocations) with WGML_ERROR_LIMIT.
 
    Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
    the same tensor (e.g. wgml_matmul_bt(x, x, gram)).
