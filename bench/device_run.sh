@@ -20,11 +20,14 @@ args=(); [ -n "$filter" ] && args=(--filter "$filter")
 # One process per group: in a single process timing every case, the row ops were seen up to
 # 2.6x slower than in a fresh one (cause not yet found), so each group starts fresh.
 : > "$out/wgml.jsonl"
-for g in memory latency matmul decode decode-ops train-ops attention overhead overhead-record overhead-gpu roundtrip; do
+for g in memory latency matmul decode decode-fit decode-ops train-ops attention overhead overhead-record overhead-gpu roundtrip; do
     build-device/wgml bench --group "$g" --json "$out/wgml-$g.jsonl" "${args[@]}" | tee -a "$out/wgml_bench.md"
     cat "$out/wgml-$g.jsonl" >> "$out/wgml.jsonl"; rm -f "$out/wgml-$g.jsonl"
 done
+# The dependent-dispatch chains again with one dispatch per op, for bench/decode_fit.py.
+WGML_FUSE=0 build-device/wgml bench --group overhead-gpu --json "$out/wgml-nofuse.jsonl" "${args[@]}" | tee -a "$out/wgml_bench.md"
 PYTHONUNBUFFERED=1 python3 bench/torch_bench.py --json "$out/torch.jsonl" "${args[@]}"
 python3 bench/compare.py "$out/wgml.jsonl" "$out/torch.jsonl" --title "wgml vs PyTorch on the H200" \
     --date "$(date -u +%Y-%m-%d)" --command "bash bench/device_run.sh ${filter}" > "$out/h200.md"
 cat "$out/h200.md"
+python3 bench/decode_fit.py "$out/wgml.jsonl" "$out/torch.jsonl" "$out/wgml-nofuse.jsonl" | tee "$out/decode_fit.md"

@@ -62,6 +62,23 @@ def host_chain(fn, n=1000, samples=15):
     return out[len(out) // 2]
 
 
+def graph_timeit(fn, calls=64):
+    """The GPU's own time per call: `calls` calls captured in one CUDA graph, the graph timed
+    as timeit times a call, divided by `calls` (no host cost per call, which PyTorch eager
+    pays at about 9 us and which hides the GPU's time of products under about 10 us)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # warm-up off the capture stream, as capture requires
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return timeit(g.replay) / calls
+
+
 def rnd(*shape, lo=-1.0, hi=1.0):
     return torch.empty(*shape, device=dev, dtype=torch.float32).uniform_(lo, hi)
 
@@ -341,24 +358,30 @@ mm_case("matmul_bt", "1x4096x512", 1, 4096, 512)   # 8 MiB of b, held in the L2:
 mm_case("matmul", "1x4096x512", 1, 4096, 512)      # what each kernel costs beside its reads
 
 
-def mm_cold_case(op, M, N, K):
+def mm_cold_case(op, M, N, K, graph=False):
     """Decode with cold weights (tools/bench_cases.c, su_mm_cold): one b per call from copies
-    totalling at least 256 MiB, so no call finds its b in the L2."""
+    totalling at least 256 MiB, so no call finds its b in the L2. graph: the `cold, fit` rows,
+    timed in a CUDA graph (graph_timeit)."""
     def f():
         n = min(8, max(2, -(-(256 << 20) // (4 * N * K))))
         a, c, it = rnd(M, K), torch.empty(M, N, device=dev), itertools.count()
         if op == "matmul":
             bs = [rnd(K, N) for _ in range(n)]
-            return timeit(lambda: torch.mm(a, bs[next(it) % n], out=c))
-        bs = [rnd(N, K) for _ in range(n)]
-        return timeit(lambda: torch.mm(a, bs[next(it) % n].t(), out=c))
-    CASES[(op, f"{M}x{N}x{K} cold")] = f
+            call = lambda: torch.mm(a, bs[next(it) % n], out=c)
+        else:
+            bs = [rnd(N, K) for _ in range(n)]
+            call = lambda: torch.mm(a, bs[next(it) % n].t(), out=c)
+        return graph_timeit(call, calls=8 * n) if graph else timeit(call)
+    CASES[(op, f"{M}x{N}x{K} cold" + (", fit" if graph else ""))] = f
 
 
 mm_cold_case("matmul_bt", 1, 4096, 4096)
 mm_cold_case("matmul", 1, 4096, 4096)
 mm_cold_case("matmul", 1, 4096, 14336)
 mm_cold_case("matmul", 1, 14336, 4096)
+for op in ("matmul", "matmul_bt"):   # the fit of fixed cost and streaming rate (bench/decode_fit.py)
+    for k in (1024, 2048, 4096, 8192, 12288, 16384):
+        mm_cold_case(op, 1, 4096, k, graph=True)
 
 
 def mm_acc_case(shape, M, N, K):   # out += a @ b: cuBLAS with beta = 1
@@ -482,6 +505,19 @@ attn_case("flash_attention_v2", "B4 H16 S1024 D128 causal lse scores", 4, 1024, 
 def _():
     a, b = rnd(1024, lo=-1e-3, hi=1e-3), rnd(1024, lo=-1e-3, hi=1e-3)
     return host_chain(lambda: a.add_(b))
+
+
+@case("add", "1024 x1000 chain, GPU clock")
+def _():
+    """The GPU's time per dependent tiny kernel, without the host: 1000 adds in a CUDA graph."""
+    a, b = rnd(1024, lo=-1e-3, hi=1e-3), rnd(1024, lo=-1e-3, hi=1e-3)
+    return graph_timeit(lambda: a.add_(b), calls=1000)
+
+
+@case("matmul", "1x256x256 x1000 chain, GPU clock")
+def _():
+    a, b, c = rnd(1, 256), rnd(256, 256), torch.empty(1, 256, device=dev)
+    return graph_timeit(lambda: torch.mm(a, b, out=c), calls=1000)
 
 
 def host_each(fn, n=2000, samples=15):

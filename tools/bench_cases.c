@@ -437,6 +437,22 @@ const bench_case bench_cases[] = {
     { "matmul", "1x4096x4096 cold", { 1, 4096, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
     { "matmul", "1x4096x14336 cold", { 1, 4096, 14336 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
     { "matmul", "1x14336x4096 cold", { 1, 14336, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
+    /* decode-fit: both decode kernels on cold weights of 16 - 256 MiB (N = 4096), for a fit of
+       time = fixed cost per call + bytes / streaming rate over K >= 2048 (bench/decode_fit.py;
+       below that, gemv_cols4's 512 x 8 form has no whole round of quads); PyTorch's side of
+       these rows runs in a CUDA graph, without its host's cost per call */
+    { "matmul", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     /* attention */
     { "flash_attention_v2", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_f, su_attn, r_attn, "attention" },
@@ -460,6 +476,9 @@ const bench_case bench_cases[] = {
     { "add", "1024 x1000 chain, GPU clock", { 1024 }, { 1024 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
     /* the largest count fused (2^20 elements): the fused chain against one dispatch per op (WGML_FUSE=0) */
     { "add", "2^20 x1000 chain, GPU clock", { 1u << 20 }, { 1u << 14 }, b3, NULL, su_tiny, r_tiny, "overhead-gpu" },
+    /* a chain of 1000 dependent products too small to matter (1 x 256 x 256): the GPU's cost of one
+       dependent matrix-product dispatch beside its reads */
+    { "matmul", "1x256x256 x1000 chain, GPU clock", { 1, 256, 256 }, { 1, 256, 256 }, mm_b, mm_f, su_mm, r_mm, "overhead-gpu" },
     /* one decoded token of the end-to-end model (12 x 768, ffn 2048, bytes), GPU clock and with its read */
     { "model_decode", "12x768 ffn2048 vocab256 ctx256+", { 768, 12, 2048, 256, 256 }, { 64, 2, 128, 256, 16 }, model_b, NULL,
       su_model, r_decode, "decode" },
