@@ -89,6 +89,10 @@
 #                                       token lost and was removed: its rows now print its error)
 #   bash bench/matmul_sweep.sh round39d 512 threads of 16 quads against the rule at 1x4096x4096, and against PyTorch
 #   bash bench/matmul_sweep.sh round39e 512 threads of 10 and 12 quads against the rule at 1x4096x4096
+#   bash bench/matmul_sweep.sh round40  gemv_cols4's last partial round of quads in one more round of loads
+#                                       (gemvlast) against one quad at a time, and 256 / 512 threads of 4
+#                                       quads, on the decode-fit rows with K = 1024 and 11008; the rule's
+#                                       1x4096x4096 rows with and without it (run after device_run.sh)
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -888,6 +892,25 @@ done
 gemv_stats 1x4096x4096 "${vs[@]}"
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 alternate decode 1x4096x4096 "${vs[@]}"
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round40 ]; then
+# Matmul round 40: the decode-fit rows where gemv_cols4's 512 x 8 form runs a last partial
+# round (K = 1024: no whole round, each thread 4 quads one at a time; K = 11008: 5 rounds,
+# then 3 quads one at a time) with that round's loads all in flight (gemvlast), and with
+# 256 or 512 threads of 4 quads (rounds of 512 or 1024 rows); the 1x4096x4096 rows (whole
+# rounds: gemvlast changes nothing there but the pipeline's code) with and without it.
+vs=("" "gemvlast" "gemvwg=256,gemvq=4" "gemvwg=512,gemvq=4")
+{
+echo "# Round 40: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+gemv_stats 1x4096x4096 "" gemvlast
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for f in "x1024 cold" "x11008 cold"; do
+    alternate decode-fit "$f" "${vs[@]}"
+done
+alternate decode 1x4096x4096 "" gemvlast
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

@@ -380,7 +380,7 @@ mm_cold_case("matmul", 1, 4096, 4096)
 mm_cold_case("matmul", 1, 4096, 14336)
 mm_cold_case("matmul", 1, 14336, 4096)
 for op in ("matmul", "matmul_bt"):   # the fit of fixed cost and streaming rate (bench/decode_fit.py)
-    for k in (1024, 2048, 4096, 8192, 12288, 16384):
+    for k in (1024, 2048, 4096, 8192, 11008, 12288, 16384):
         mm_cold_case(op, 1, 4096, k, graph=True)
 
 

@@ -438,19 +438,22 @@ const bench_case bench_cases[] = {
     { "matmul", "1x4096x14336 cold", { 1, 4096, 14336 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
     { "matmul", "1x14336x4096 cold", { 1, 14336, 4096 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode" },
     /* decode-fit: both decode kernels on cold weights of 16 - 256 MiB (N = 4096), for a fit of
-       time = fixed cost per call + bytes / streaming rate over K >= 2048 (bench/decode_fit.py;
-       below that, gemv_cols4's 512 x 8 form has no whole round of quads); PyTorch's side of
-       these rows runs in a CUDA graph, without its host's cost per call */
+       time = fixed cost per call + bytes / streaming rate over K = 2048 .. 16384 in whole rounds
+       of gemv_cols4's 512 x 8 form (bench/decode_fit.py); K = 1024 (no whole round) and 11008
+       (5 rounds and 3 quads per thread) run its last partial round. PyTorch's side of these
+       rows runs in a CUDA graph, without its host's cost per call */
     { "matmul", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
+    { "matmul", "1x4096x11008 cold, fit", { 1, 4096, 11008 }, { 1, 512, 688 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
     { "matmul_bt", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     { "matmul_bt", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     { "matmul_bt", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     { "matmul_bt", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    { "matmul_bt", "1x4096x11008 cold, fit", { 1, 4096, 11008 }, { 1, 512, 688 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     { "matmul_bt", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     { "matmul_bt", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
     /* attention */
