@@ -92,7 +92,10 @@
 #   bash bench/matmul_sweep.sh round40  gemv_cols4's last partial round of quads in one more round of loads
 #                                       (gemvlast) against one quad at a time, and 256 / 512 threads of 4
 #                                       quads, on the decode-fit rows with K = 1024 and 11008; the rule's
-#                                       1x4096x4096 rows with and without it (run after device_run.sh)
+#                                       1x4096x4096 rows with and without it (run after device_run.sh;
+#                                       gemvlast since removed: the section prints its error)
+#   bash bench/matmul_sweep.sh round41  gemv_rows' rows per workgroup (gemvrows=2 / 4 / 8) against the rule (1) on
+#                                       matmul_bt's decode-fit, decode and decode-ops rows
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -911,6 +914,26 @@ for f in "x1024 cold" "x11008 cold"; do
     alternate decode-fit "$f" "${vs[@]}"
 done
 alternate decode 1x4096x4096 "" gemvlast
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round41 ]; then
+# Matmul round 41: gemv_rows (matmul_bt with M = 1) with 2, 4 and 8 rows per workgroup
+# against the rule's 1, on the rows of K = 1024 and 11008 that ran 1.5 us above the fit's
+# line in round 40, the other decode-fit rows, the decode rows and the single decode ops of
+# the end-to-end model (K = 768, 2048), each variant twice, alternating.
+vs=("" "gemvrows=2" "gemvrows=4" "gemvrows=8")
+{
+echo "# Round 41: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
+for v in "${vs[@]:1}"; do
+    (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
+done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode-fit matmul_bt "${vs[@]}"
+alternate decode matmul_bt "${vs[@]}"
+alternate decode-ops matmul_bt "${vs[@]}"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi

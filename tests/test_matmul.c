@@ -328,12 +328,7 @@ static void test_forced_choices(void)
                                 "gemvwg=512,gemvcols=8,gemvq=8" /* a GPU's default for 4096 - 8191 columns */,
                                 /* the sum over the k-groups by subgroup shuffles (where the
                                    subgroups hold the columns: above by default) and by the tree */
-                                "nogemvsg", "nogemvsg,gemvwg=1024,gemvcols=8", "nogemvsg,gemvcols=2,splitk=3",
-                                /* the quads after the last whole round in one more round: none
-                                   whole (16 x 16 quads > 300), several whole, split-K, one quad */
-                                "gemvlast", "gemvlast,gemvq=16,gemvcols=16", "gemvlast,gemvq=3,gemvcols=16,splitk=3",
-                                "gemvlast,gemvq=8,gemvwg=64,gemvcols=4,splitk=2", "gemvlast,gemvq=1,gemvcols=32",
-                                "gemvlast,nogemvsg,gemvq=4,gemvcols=16" };
+                                "nogemvsg", "nogemvsg,gemvwg=1024,gemvcols=8", "nogemvsg,gemvcols=2,splitk=3" };
     for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
         setenv("WGML_MATMUL_VARIANT", c4[v], 1);
         for (int op = 0; op < 3; op += 2) {
@@ -346,11 +341,6 @@ static void test_forced_choices(void)
        K = 2048: three rounds, then single quads and a partial one */
     setenv("WGML_MATMUL_VARIANT", "gemvwg=512,gemvcols=8,gemvq=8", 1);
     for (int op = 0; op < 3; op += 2) run_case(op, 1, 77, 6163, true, "gemvwg=512,gemvcols=8,gemvq=8");
-    setenv("WGML_MATMUL_VARIANT", "gemvlast,gemvwg=512,gemvcols=8,gemvq=8", 1);
-    for (int op = 0; op < 3; op += 2) {
-        run_case(op, 1, 77, 6163, true, "gemvlast,gemvwg=512,gemvcols=8,gemvq=8");
-        run_case(op, 1, 77, 1030, true, "gemvlast,gemvwg=512,gemvcols=8,gemvq=8");   /* no whole round */
-    }
     /* gemvsg where the adapter's subgroups hold the columns (or refused with nothing recorded):
        the smallest and largest workgroups, 1 and 2 vec4 columns, split-K; gemv_cols (gemvc1)
        has no subgroup form: refused everywhere */
@@ -415,7 +405,7 @@ static void test_forced_choices(void)
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
-                                 "gemvq=17", "gemvq=32", "gemvq=0", "gemvacc=1", "gemvlast=1", "gemvlas",
+                                 "gemvq=17", "gemvq=32", "gemvq=0", "gemvacc=1", "gemvlast",
                                  "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1", "gemvsgx", "nogemvsg=1" };
     float z[4] = { 0 };
     wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));

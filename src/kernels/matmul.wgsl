@@ -129,8 +129,6 @@ override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
 override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1 .. 16)
-override GLAST: bool = false; // gemv_cols4: the quads after the last whole round in one more
-                             // round of GQ loads per thread (false: one quad at a time)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
@@ -980,40 +978,13 @@ fn cols4_partial(wg: u32, z: u32, c: u32, g: u32) -> vec4f {
         }
         r0 += GQ * G;
     }
-    if (GLAST) {
-        // Less than a whole round left (fewer than GQ G quads): one more round in which group
-        // g takes quads r0 + g + j G (j < GQ) where they exist, every load first as above. A
-        // load past the range reads quad qend - 1 again (a cached row) and is not added.
-        if (r0 < qend) {
-            var w: array<vec4f, 16>;
-            var x: array<vec4f, 64>;
-            for (var j = 0u; j < GQ; j++) {
-                let qj = min(r0 + g + j * G, qend - 1u);
-                w[j] = B[qj];
-                let e = 4u * qj * s + col;
-                x[4u * j] = a_vec(e, ok, n);
-                x[4u * j + 1u] = a_vec(e + s, ok, n);
-                x[4u * j + 2u] = a_vec(e + 2u * s, ok, n);
-                x[4u * j + 3u] = a_vec(e + 3u * s, ok, n);
-            }
-            for (var j = 0u; j < GQ; j++) {
-                if (r0 + g + j * G < qend) {
-                    acc[j] = fma(vec4f(w[j].x), x[4u * j], acc[j]);
-                    acc[j] = fma(vec4f(w[j].y), x[4u * j + 1u], acc[j]);
-                    acc[j] = fma(vec4f(w[j].z), x[4u * j + 2u], acc[j]);
-                    acc[j] = fma(vec4f(w[j].w), x[4u * j + 3u], acc[j]);
-                }
-            }
-        }
-    } else {
-        for (var q = r0 + g; q < qend; q += G) {   // less than a whole round left
-            let w0 = B[q];
-            let e0 = 4u * q * s + col;
-            acc[0] = fma(vec4f(w0.x), a_vec(e0, ok, n), acc[0]);
-            acc[0] = fma(vec4f(w0.y), a_vec(e0 + s, ok, n), acc[0]);
-            acc[0] = fma(vec4f(w0.z), a_vec(e0 + 2u * s, ok, n), acc[0]);
-            acc[0] = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc[0]);
-        }
+    for (var q = r0 + g; q < qend; q += G) {   // less than a whole round left
+        let w0 = B[q];
+        let e0 = 4u * q * s + col;
+        acc[0] = fma(vec4f(w0.x), a_vec(e0, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.y), a_vec(e0 + s, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.z), a_vec(e0 + 2u * s, ok, n), acc[0]);
+        acc[0] = fma(vec4f(w0.w), a_vec(e0 + 3u * s, ok, n), acc[0]);
     }
     var sum = acc[0];
     for (var j = 1u; j < GQ; j++) {

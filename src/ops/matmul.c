@@ -57,9 +57,6 @@
      gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
                                              the column matrix-vector products (the default)
      gemvc1                                  the one-column gemv_cols kernel instead
-     gemvlast                                gemv_cols4's quads after its last whole round of
-                                             GQ x groups in one more round of GQ loads per
-                                             thread (by default one quad at a time)
      gemvsg, nogemvsg                        gemv_cols4's sum over its k-groups by subgroup
                                              shuffles (gemv_cols4_sg) whenever the adapter's
                                              subgroups allow (else WGML_ERROR_LIMIT); never
@@ -203,7 +200,6 @@ typedef struct variant {
     int tile;          /* index into TILES, or -1: automatic */
     bool nogemv;
     bool gemv_c4;      /* gemv_cols4 instead of gemv_cols */
-    bool gemv_last;    /* gemv_cols4: the quads after the last whole round in one more round (GLAST) */
     uint32_t splitk;   /* 0: automatic */
     uint32_t gemv_rows; /* 0: automatic */
     uint32_t gemv_cols; /* 0: automatic */
@@ -269,10 +265,6 @@ static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
         }
         if ((n == 6 && strncmp(s, "gemvsg", 6) == 0) || (n == 8 && strncmp(s, "nogemvsg", 8) == 0)) {
             v->gemv_sg = n == 6 ? 1 : -1;
-            known = true;
-        }
-        if (n == 8 && strncmp(s, "gemvlast", 8) == 0) {   /* gemv_cols4's last partial round of quads in flight */
-            v->gemv_last = true;
             known = true;
         }
         if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
@@ -457,9 +449,9 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
     bool sg = v->gemv_c4 && sg_fits && v->gemv_sg >= 0;
     uint32_t gq = v->gemv_q ? v->gemv_q : wide ? GEMV_QUADS_WIDE : GEMV_QUADS;
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : v->gemv_c4 ? "gemv_cols4" : "gemv_cols",
-                                 .layout = "urrw", .nconst = v->gemv_c4 ? 3 + v->gemv_last : 2, .subgroups = sg,
+                                 .layout = "urrw", .nconst = v->gemv_c4 ? 3 : 2, .subgroups = sg,
                                  .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
-                                                { "GQ", gq }, { "GLAST", 1 } } };
+                                                { "GQ", gq } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
