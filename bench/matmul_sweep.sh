@@ -96,6 +96,8 @@
 #                                       gemvlast since removed: the section prints its error)
 #   bash bench/matmul_sweep.sh round41  gemv_rows' rows per workgroup (gemvrows=2 / 4 / 8) against the rule (1) on
 #                                       matmul_bt's decode-fit, decode and decode-ops rows
+#   bash bench/matmul_sweep.sh round41b the rule after round 41 (4 or 8 rows for K <= 1024 / 512 where 512
+#                                       workgroups remain) against one row (gemvrows=1): test_matmul, the rows
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
 #                                       head_dim 64) against 4 (WGML_ATTN_DQDS=4); kernel and variable since removed
 # (Sections that name a tile configuration or token removed since print its "unknown token"
@@ -930,6 +932,22 @@ echo "# Round 41: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 for v in "${vs[@]:1}"; do
     (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
 done
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+alternate decode-fit matmul_bt "${vs[@]}"
+alternate decode matmul_bt "${vs[@]}"
+alternate decode-ops matmul_bt "${vs[@]}"
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round41b ]; then
+# Matmul round 41b: gemv_rows' rule after round 41 against one row per workgroup, on the GPU:
+# test_matmul (its default-rule cases with short rows take 8 and 4 rows there), then the
+# matmul_bt rows of decode-fit, decode and decode-ops, each way twice, alternating.
+vs=("" "gemvrows=1")
+{
+echo "# Round 41b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+(cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 alternate decode-fit matmul_bt "${vs[@]}"
 alternate decode matmul_bt "${vs[@]}"

@@ -402,6 +402,13 @@ static void test_forced_choices(void)
     run_case(1, 1031, 67, 45, false, "default, M >= 1024");
     run_case(1, 1024, 132, 36, true, "default, M >= 1024");
     for (int op = 0; op < 2; op++) run_case(op, 1030, 515, 37, false, "default, M >= 1024, N >= 512");
+    /* gemv_rows' rule: on a GPU 8 rows per workgroup for K <= 512 and 4 for K <= 1024 where
+       that leaves 512 workgroups, else 1 (on a CPU adapter 4 everywhere): rows not a multiple
+       of 8, K not of 4, and a [M, K] . b with N = 1 */
+    run_case(1, 1, 4099, 510, false, "default, short rows");
+    run_case(1, 1, 2050, 768, false, "default, short rows");
+    run_case(1, 1, 2040, 1024, false, "default, short rows");   /* 2040 / 4 < 512 workgroups: 1 row each */
+    run_case(0, 4101, 1, 333, false, "default, short rows");
     /* unknown tokens */
     static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
                                  "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",

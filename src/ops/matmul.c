@@ -63,7 +63,9 @@
                                              (the default: where they allow)
      splitk=<n>                              n K-slices, 1..4096 (1: never split)
      gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8 (default
-                                             1, and 4 on a CPU adapter)
+                                             on a GPU 1, 4 for K <= 1024 and 8 for K <= 512
+                                             where rows / that >= GEMV_ROWS_MIN_WG; 4 on a
+                                             CPU adapter)
      gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
                                              power of 2
      gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1..16
@@ -141,7 +143,11 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_WG_WIDE 512     /* threads of a gemv_cols workgroup on a GPU for 4096 - 8191 columns ... */
 #define GEMV_QUADS_WIDE 8    /* ... with 8 k-quads in flight per thread (H200, round 39: 1x4096x4096 19.8 -> 19.3 us
                                 against 1024 x 4; 1024 x 8 is held to 64 registers a thread and spills) */
-#define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) */
+#define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) ... */
+#define GEMV_ROWS_SHORT 4    /* ... but for rows of K <= 1024 (one vec4 or less per thread) */
+#define GEMV_ROWS_SHORTER 8  /* ... and K <= 512, where that leaves GEMV_ROWS_MIN_WG workgroups (H200, round 41:
+                                1x4096x1024 9.3 -> 8.3 us, 1x4096x512 7.5 -> 5.4, 1x2048x768 5.4 -> 4.8) */
+#define GEMV_ROWS_MIN_WG 512 /* fewer workgroups lost: 1x768x768 3.8 -> 4.2 us with 4 rows (192 workgroups) */
 #define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
 #define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
                                 1x4096x4096 20.2 us with 4 or 1, 26.1 with 2) */
@@ -411,9 +417,17 @@ static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layo
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
-static void plan_gemv_rows(mm_plan *pl, const variant *v, uint32_t rows, uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
+static void plan_gemv_rows(const wgml_context *ctx, mm_plan *pl, const variant *v, uint32_t rows, uint32_t K,
+                           const wgml_tensor *x, const wgml_tensor *y)
 {
-    uint32_t gr = v->gemv_rows;   /* set by run() when the variant leaves it open */
+    /* rows per workgroup: on a GPU one, so that each row's reads stream through its own
+       workgroup, except for short rows, where a workgroup of one row has too little to read
+       beside its reduction, as long as the workgroups still fill the GPU */
+    uint32_t gr = v->gemv_rows;
+    if (!gr) {
+        gr = ctx->cpu_adapter ? GEMV_ROWS_CPU : K <= 512 ? GEMV_ROWS_SHORTER : K <= 1024 ? GEMV_ROWS_SHORT : GEMV_ROWS;
+        if (!ctx->cpu_adapter && rows / gr < GEMV_ROWS_MIN_WG) gr = GEMV_ROWS;
+    }
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
                                  .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
     pl->prm = (mm_params){ .M = rows, .K = K, .kchunk = K, .tiles = wgml__ceil_div(rows, gr) };
@@ -697,16 +711,15 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
     WGML_CHECK(read_variant(ctx, fn, &v));
     bool btt = false, att = false;
     copy_plan copies[2] = { 0 };   /* b's and a's transposed copies */
-    if (!v.gemv_rows) v.gemv_rows = ctx->cpu_adapter ? GEMV_ROWS_CPU : GEMV_ROWS;
     mm_plan pl = { 0 };
     uint32_t krem = 0;   /* values of k left to the second pass */
     uint32_t kc = K;     /* rows of the copies */
     if (!v.nogemv && M == 1 && N == 1) {
-        plan_gemv_rows(&pl, &v, 1, K, a, b);                 /* a dot product in every layout */
+        plan_gemv_rows(ctx, &pl, &v, 1, K, a, b);                 /* a dot product in every layout */
     } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
-        plan_gemv_rows(&pl, &v, M, K, a, b);                 /* a [M, K] . b */
+        plan_gemv_rows(ctx, &pl, &v, M, K, a, b);                 /* a [M, K] . b */
     } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
-        plan_gemv_rows(&pl, &v, N, K, b, a);                 /* b [N, K] . a */
+        plan_gemv_rows(ctx, &pl, &v, N, K, b, a);                 /* b [N, K] . a */
     } else if (!v.nogemv && M == 1) {
         WGML_CHECK(plan_gemv_cols(ctx, fn, &pl, &v, N, K, b, a));   /* a . b [K, N] */
     } else if (!v.nogemv && N == 1) {
