@@ -142,6 +142,14 @@ decode_vs_torch() {   # decode_vs_torch <tag for the json files> <title> [filter
         python3 bench/compare.py "$out/w$1-$rep.jsonl" "$out/t$1-$rep.jsonl" --title "$2" | grep -E '^\| (matmul|op)'
     done
 }
+# matmul_bt's decode rows (gemv_rows) under each variant twice, alternating: the decode-fit
+# rows, the decode rows and the end-to-end model's single decode ops.
+bt_decode_rows() {   # bt_decode_rows <variant>...
+    local g
+    for g in decode-fit decode decode-ops; do
+        alternate "$g" matmul_bt "$@"
+    done
+}
 # test_matmul on the GPU with the rule, then its shape tests under each other variant.
 tests_each() {   # tests_each <variant>...
     local v
@@ -933,9 +941,7 @@ for v in "${vs[@]:1}"; do
     (cd build-device && WGML_MATMUL_VARIANT=$v timeout 100 ./tests/test_matmul "shapes|random_shapes|long_k" 2>&1 | tail -1)
 done
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-alternate decode-fit matmul_bt "${vs[@]}"
-alternate decode matmul_bt "${vs[@]}"
-alternate decode-ops matmul_bt "${vs[@]}"
+bt_decode_rows "${vs[@]}"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
@@ -949,9 +955,7 @@ vs=("" "gemvrows=1")
 echo "# Round 41b: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
 (cd build-device && timeout 200 ./tests/test_matmul 2>&1 | tail -1)
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
-alternate decode-fit matmul_bt "${vs[@]}"
-alternate decode matmul_bt "${vs[@]}"
-alternate decode-ops matmul_bt "${vs[@]}"
+bt_decode_rows "${vs[@]}"
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
