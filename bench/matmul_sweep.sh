@@ -96,6 +96,9 @@
 #                                       gemvlast since removed: the section prints its error)
 #   bash bench/matmul_sweep.sh round41  gemv_rows' rows per workgroup (gemvrows=2 / 4 / 8) against the rule (1) on
 #                                       matmul_bt's decode-fit, decode and decode-ops rows
+#   bash bench/matmul_sweep.sh round42  the cost of a dependent dispatch on the GPU clock against the recorder's
+#                                       compute passes (WGML_PASS) and batches (WGML_BATCH): the chains, the
+#                                       1x4096x4096 decode rows, model_decode
 #   bash bench/matmul_sweep.sh round41b the rule after round 41 (4 or 8 rows for K <= 1024 / 512 where 512
 #                                       workgroups remain) against one row (gemvrows=1): test_matmul, the rows
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
@@ -942,6 +945,30 @@ for v in "${vs[@]:1}"; do
 done
 echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
 bt_decode_rows "${vs[@]}"
+} | tee "$out/matmul_sweep.md"
+exit 0
+fi
+
+if [ "$round" = round42 ]; then
+# Round 42: what a dependent dispatch costs on the GPU clock (3.1 us for a tiny add in round
+# 40, 1.1 for a CUDA kernel in a graph) against how the recorder cuts its work: one compute
+# pass per batch of 96 dispatches (the default), a pass per dispatch or per 8, batches of
+# 16, and batches of 1024 after the first 96. Each setting twice, alternating; the chains
+# with one dispatch per add (WGML_FUSE=0).
+cfgs=("" "WGML_PASS=1" "WGML_PASS=8" "WGML_BATCH=16,16" "WGML_BATCH=96,1024")
+{
+echo "# Round 42: $(date -u +%Y-%m-%dT%H:%MZ), $(head -1 "$out/info.txt")"
+(cd build-device && WGML_PASS=1 timeout 100 ./tests/test_context 2>&1 | tail -1)
+(cd build-device && WGML_PASS=1 timeout 200 ./tests/test_model 2>&1 | tail -1)
+echo "columns: op, shape, time (us), GB/s, TFLOP/s, % of peak, calls per sample"
+for rep in 1 2; do
+    for c in "${cfgs[@]}"; do
+        echo "## setting: \"$c\" (repeat $rep)"
+        env $c WGML_FUSE=0 build-device/wgml bench --group overhead-gpu --samples 15 2>&1 | grep -E '^\| (add|matmul)|rror'
+        env $c build-device/wgml bench --group decode --filter "1x4096x4096" --samples 15 2>&1 | grep -E '^\| matmul|rror'
+        env $c build-device/wgml bench --group decode --filter "model_decode" --samples 15 2>&1 | grep -E '^\| model|rror'
+    done
+done
 } | tee "$out/matmul_sweep.md"
 exit 0
 fi
