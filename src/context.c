@@ -388,15 +388,14 @@ static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_valid
 }
 
 /* The recorder's private switches, for measuring (the defaults are what was measured
-   best): WGML_BATCH="FIRST,MAX" dispatches per batch, WGML_PASS=<n> dispatches per compute
-   pass (1..4096; by default a batch's dispatches share one pass), WGML_SYNC and WGML_READ = workdone |
+   best): WGML_BATCH="FIRST,MAX" dispatches per batch, WGML_SYNC and WGML_READ = workdone |
    map (how a sync and a read wait), WGML_SKIP_VALIDATION and WGML_PROFILE_SUBMIT = 0 | 1;
    and two for debugging: WGML_ROBUST = 0 | 1 (wgml_context_desc.robust) and
    WGML_LOG_KERNELS = 0 | 1 (a line on stderr for every kernel built, in build order: with
    a Vulkan layer that reports the driver's pipelines, bench/kernel_stats.sh, it names them).
    Any other value is refused, so a measurement never runs another plan than it asked for. */
 typedef struct switches {
-    unsigned batch_first, batch_max, pass_max;
+    unsigned batch_first, batch_max;
     int sync, read;                 /* -1 default, 0 map, 1 work done */
     bool skip_validation, profile, robust, log_kernels, fuse_off;
     int spin_us;                    /* -1 default */
@@ -438,15 +437,6 @@ static wgml_status read_switches(switches *w)
                               "with 1 <= FIRST <= MAX <= 4096", batch);
         w->batch_first = first;
         w->batch_max = max;
-    }
-    const char *pass = getenv("WGML_PASS");
-    if (pass) {
-        unsigned n = 0;
-        char end = 0;
-        if (sscanf(pass, "%u%c", &n, &end) != 1 || !n || n > 4096)
-            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_PASS=\"%s\" is not a number "
-                              "of dispatches from 1 to 4096", pass);
-        w->pass_max = n;
     }
     WGML_CHECK(env_wait("WGML_SYNC", &w->sync));
     WGML_CHECK(env_wait("WGML_READ", &w->read));
@@ -498,7 +488,6 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     ctx->batch_first = w.batch_first;
     ctx->batch_max = w.batch_max;
     ctx->batch_limit = ctx->batch_first;
-    ctx->pass_max = w.pass_max;
     ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
     ctx->profile = w.profile;   /* prints where submits spend host time at destroy */
     ctx->log_kernels = w.log_kernels;
@@ -580,7 +569,6 @@ WGPUComputePassEncoder wgml__pass(wgml_context *ctx)
     if (!ctx->pass) {
         ctx->pass = wgpuCommandEncoderBeginComputePass(ctx->encoder, &(WGPUComputePassDescriptor){ 0 });
         ctx->pass_pipeline = NULL;
-        ctx->pass_dispatches = 0;
     }
     return ctx->pass;
 }
@@ -659,11 +647,6 @@ wgml_status wgml__after_record(wgml_context *ctx)
 {
     ctx->commands++;
     ctx->batch_dispatches++;
-    if (ctx->pass_max && ctx->pass && ++ctx->pass_dispatches >= ctx->pass_max) {
-        wgpuComputePassEncoderEnd(ctx->pass);
-        wgpuComputePassEncoderRelease(ctx->pass);
-        ctx->pass = NULL;
-    }
     if (ctx->submit_every_op || ctx->batch_dispatches >= ctx->batch_limit) return wgml__submit(ctx);
     return WGML_OK;
 }

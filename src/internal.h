@@ -60,7 +60,6 @@ struct wgml_context {
     /* A batch is submitted at batch_limit dispatches: batch_first right after the device
        was waited for (it is idle, so starting it early pays), batch_max otherwise. */
     uint32_t batch_first, batch_max, batch_limit;
-    uint32_t pass_max, pass_dispatches;  /* WGML_PASS: a compute pass ends after pass_max dispatches (0: with the batch) */
     uint32_t uniform_arena_bytes;
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
     bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */

@@ -169,17 +169,16 @@ static void test_timer(void)
     wgml_tensor_release(t);
 }
 
-/* The recorder's private switches (WGML_BATCH, WGML_PASS, WGML_SYNC, WGML_READ, WGML_SKIP_VALIDATION,
-   WGML_PROFILE_SUBMIT, WGML_WAIT_SPIN_US) change when batches are submitted, where compute
-   passes end and how a sync or a read waits, never results: 20 dependent adds with batches of
-   1 then 3 dispatches in passes of 2 (WGML_FUSE=0: one dispatch per add), and a work-done sync, give the exact doubled values, as do a map sync and read without Dawn's
+/* The recorder's private switches (WGML_BATCH, WGML_SYNC, WGML_READ, WGML_SKIP_VALIDATION,
+   WGML_PROFILE_SUBMIT, WGML_WAIT_SPIN_US) change when batches are submitted and how a sync or a read waits,
+   never results: 20 dependent adds with batches of 1 then 3 dispatches (WGML_FUSE=0: one
+   dispatch per add), and a work-done sync, give the exact doubled values, as do a map sync and read without Dawn's
    validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr, and waits that
    poll for 500 us before they block, WGML_WAIT_SPIN_US); a malformed
    value of any of them is refused when the context is made. */
 static void test_recorder_switches(void)
 {
     setenv("WGML_BATCH", "1,3", 1);
-    setenv("WGML_PASS", "2", 1);
     setenv("WGML_SYNC", "workdone", 1);
     setenv("WGML_FUSE", "0", 1);
     wgml_context *c = NULL;
@@ -209,11 +208,9 @@ static void test_recorder_switches(void)
     wgml_context_destroy(c);
     unsetenv("WGML_SYNC");
     unsetenv("WGML_FUSE");
-    unsetenv("WGML_PASS");
     const struct { const char *var, *value; } bad[] = {
         { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
-        { "WGML_BATCH", "4,8x" }, { "WGML_PASS", "0" }, { "WGML_PASS", "5000" }, { "WGML_PASS", "2x" },
-        { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
+        { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
         { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
         { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" }, { "WGML_WAIT_SPIN_US", "x" },
         { "WGML_WAIT_SPIN_US", "2000000" }, { "WGML_WAIT_SPIN_US", "-1" }, { "WGML_WAIT_SPIN_US", "50us" },
