@@ -98,7 +98,8 @@
 #                                       matmul_bt's decode-fit, decode and decode-ops rows
 #   bash bench/matmul_sweep.sh round42  the cost of a dependent dispatch on the GPU clock against the recorder's
 #                                       compute passes (WGML_PASS) and batches (WGML_BATCH): the chains, the
-#                                       1x4096x4096 decode rows, model_decode
+#                                       1x4096x4096 decode rows, model_decode (WGML_PASS since removed: its
+#                                       settings now run as the default)
 #   bash bench/matmul_sweep.sh round41b the rule after round 41 (4 or 8 rows for K <= 1024 / 512 where 512
 #                                       workgroups remain) against one row (gemvrows=1): test_matmul, the rows
 #   bash bench/matmul_sweep.sh attn20   dq from dS with 8 query rows per thread (bwd_dq_ds64w, then the default up to
