@@ -363,6 +363,9 @@ static double train_f(const uint64_t *d)   /* 6 x matrix parameters x tokens (at
 /* dims: full, then --small. Attention dims: {B, Sq, H, KVH, D, Sk, causal | window << 1}. */
 #define N26 (1ull << 26)
 #define N28 (1ull << 28)
+/* a decode-fit row: 1 x 4096 x k with cold weights (its small form 1 x 512 x k / 16) */
+#define MM_FIT(op, k, su, r) { op, "1x4096x" #k " cold, fit", { 1, 4096, k }, { 1, 512, k / 16 }, mm_b, mm_f, su, r, "decode-fit" }
+
 const bench_case bench_cases[] = {
     /* element-wise, memory-bound */
     { "add", "2^28", { N28 }, { 1 << 22 }, b3, NULL, su_two_in, r_add, "memory" },
@@ -442,20 +445,20 @@ const bench_case bench_cases[] = {
        of gemv_cols4's 512 x 8 form (bench/decode_fit.py); K = 1024 (no whole round) and 11008
        (5 rounds and 3 quads per thread) run its last partial round. PyTorch's side of these
        rows runs in a CUDA graph, without its host's cost per call */
-    { "matmul", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x11008 cold, fit", { 1, 4096, 11008 }, { 1, 512, 688 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_mm, r_mm_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x1024 cold, fit", { 1, 4096, 1024 }, { 1, 512, 64 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x2048 cold, fit", { 1, 4096, 2048 }, { 1, 512, 128 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x4096 cold, fit", { 1, 4096, 4096 }, { 1, 512, 256 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x8192 cold, fit", { 1, 4096, 8192 }, { 1, 512, 512 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x11008 cold, fit", { 1, 4096, 11008 }, { 1, 512, 688 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x12288 cold, fit", { 1, 4096, 12288 }, { 1, 512, 768 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
-    { "matmul_bt", "1x4096x16384 cold, fit", { 1, 4096, 16384 }, { 1, 512, 1024 }, mm_b, mm_f, su_mm_cold_bt, r_mm_bt_cold, "decode-fit" },
+    MM_FIT("matmul", 1024, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 2048, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 4096, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 8192, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 11008, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 12288, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul", 16384, su_mm_cold_mm, r_mm_cold),
+    MM_FIT("matmul_bt", 1024, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 2048, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 4096, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 8192, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 11008, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 12288, su_mm_cold_bt, r_mm_bt_cold),
+    MM_FIT("matmul_bt", 16384, su_mm_cold_bt, r_mm_bt_cold),
     /* attention */
     { "flash_attention_v2", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_f, su_attn, r_attn, "attention" },

@@ -148,7 +148,8 @@ static const tile_cfg TILES[NTILES] = {
 #define GEMV_ROWS_SHORTER 8  /* ... and K <= 512, where that leaves GEMV_ROWS_MIN_WG workgroups (H200, round 41:
                                 1x4096x1024 9.3 -> 8.3 us, 1x4096x512 7.5 -> 5.4, 1x2048x768 5.4 -> 4.8) */
 #define GEMV_ROWS_MIN_WG 512 /* fewer workgroups lost: 1x768x768 3.8 -> 4.2 us with 4 rows (192 workgroups) */
-#define GEMV_ROWS_CPU 4      /* ... on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18 tokens/s against 1) */
+#define GEMV_ROWS_CPU 4      /* rows per gemv_rows workgroup on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18
+                                tokens/s against 1) */
 #define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
                                 1x4096x4096 20.2 us with 4 or 1, 26.1 with 2) */
 /* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
