@@ -7,7 +7,7 @@
 # WGML_VK_STATS_SO names a prebuilt one instead. WGML_VK_STATS_DIR=<dir> also writes the
 # driver's internal representations of each pipeline there, where it offers any, and each
 # pipeline's own pipeline-cache data, from which bench/sass_dump.py disassembles NVIDIA's
-# machine code (bench/notes/matmul.md, round 14). With WGML_LOG_KERNELS=1 in the
+# machine code (bench/notes/registers.md). With WGML_LOG_KERNELS=1 in the
 # environment each "vkstats:" line names its kernel (the library's "wgml: kernel" line comes
 # just before Dawn creates that pipeline) instead of Dawn's "dawn_entry_point".
 set -euo pipefail

@@ -1,6 +1,6 @@
 /* Lists what the Vulkan driver offers for matrix units (VK_KHR_cooperative_matrix, which
    Dawn maps WGSL's subgroup matrices onto) and whether it has f16 arithmetic: the facts
-   behind "no tensor cores through WebGPU here" in bench/notes/attention.md (round 10).
+   behind "no tensor cores through WebGPU here" in bench/notes/attention.md ("the ceiling").
    Build and run where the Vulkan headers and loader are installed:
      cc -O1 -o vk_coopmat_probe bench/vk_coopmat_probe.c -lvulkan && ./vk_coopmat_probe
    The extension's structs are declared here so that older headers (Debian 12's 1.3.239,
