@@ -292,10 +292,11 @@ static void test_safetensors_malformed(void)
     wgml_safetensors *st;
     EXPECT_FORMAT(wgml_safetensors_open_memory(small, 5, "t.safetensors", &st), "t.safetensors", "too short for the 8-byte header length");
     EXPECT_FORMAT(wgml_safetensors_open_memory(small, 8, "t.safetensors", &st), "t.safetensors",
-                  "header length 2 runs past the end of the file (8 bytes)");
+                  "not a safetensors file (its header length runs past the end of the file, 8 bytes)");
     uint8_t huge[16] = { 0, 0, 0, 0, 0, 0, 0, 0x80, '{', '}' };
     EXPECT_FORMAT(wgml_safetensors_open_memory(huge, 16, "t.safetensors", &st), "t.safetensors",
-                  "header length 9223372036854775808 is over the limit of 100000000 bytes");
+                  "not a safetensors file (its header length is over the limit of 100000000 bytes)");
+    TH_CHECK(!strstr(wgml_last_error(NULL), "9223372036854775808"), "the file's first bytes are quoted: %s", wgml_last_error(NULL));
     uint8_t cap[16] = { 0x01, 0xE1, 0xF5, 0x05, 0, 0, 0, 0, '{', '}' };   /* 100,000,001 */
     EXPECT_FORMAT(wgml_safetensors_open_memory(cap, 16, "t.safetensors", &st), "t.safetensors", "is over the limit");
     uint8_t zero[8] = { 0 };
@@ -331,7 +332,7 @@ static void test_safetensors_malformed(void)
     free(b);
     unlink(p);
     TH_EXPECT_ERR(wgml_safetensors_open(tmp_path("missing.safetensors"), &st), WGML_ERROR_IO, "cannot open");
-    TH_EXPECT_ERR(wgml_safetensors_open(tmp_path("."), &st), WGML_ERROR_IO, "not a readable regular file");
+    TH_EXPECT_ERR(wgml_safetensors_open(tmp_path("."), &st), WGML_ERROR_IO, "not a regular file");
     TH_EXPECT_ERR(wgml_safetensors_open(NULL, &st), WGML_ERROR_INVALID_ARGUMENT, "must not be NULL");
     TH_EXPECT_ERR(wgml_safetensors_open_memory(NULL, 3, "x", &st), WGML_ERROR_INVALID_ARGUMENT, "must not be NULL");
     TH_CHECK(wgml_safetensors_count(NULL) == 0 && wgml_safetensors_find(NULL, "a") == -1, "NULL object");

@@ -28,11 +28,18 @@ wgml_status wgml__fail(wgml_context *ctx, wgml_status status, const char *fmt, .
 
 /* ---- files -------------------------------------------------------------------------- */
 
-/* Reads the whole regular file at path into a malloc'd buffer followed by one NUL byte
-   (not counted in *size). A file of more than max_bytes is refused with WGML_ERROR_FORMAT
-   before anything is allocated. Errors: WGML_ERROR_IO, WGML_ERROR_FORMAT,
-   WGML_ERROR_OUT_OF_MEMORY. */
-wgml_status wgml__read_file(const char *path, size_t max_bytes, char **data, size_t *size);
+/* Opens path for reading: a regular file only (a FIFO, a device or a folder is refused
+   without blocking). With in_folder, path must also resolve, symbolic links followed,
+   to a file inside its own folder (or, in a Hugging Face cache snapshot
+   <repo>/snapshots/<revision>, inside <repo>/blobs): a model folder cannot hand out a
+   file from elsewhere. *size is the file's size. Errors: WGML_ERROR_IO. */
+wgml_status wgml__open_file(const char *path, bool in_folder, int *fd, uint64_t *size);
+
+/* Reads the whole file at path (opened as wgml__open_file does) into a malloc'd buffer
+   followed by one NUL byte (not counted in *size). A file of more than max_bytes is
+   refused with WGML_ERROR_FORMAT before anything is allocated. Errors: WGML_ERROR_IO,
+   WGML_ERROR_FORMAT, WGML_ERROR_OUT_OF_MEMORY. */
+wgml_status wgml__read_file(const char *path, bool in_folder, size_t max_bytes, char **data, size_t *size);
 
 /* ---- text --------------------------------------------------------------------------- */
 
@@ -52,9 +59,11 @@ const char *wgml__quote(char *buf, size_t size, const char *s, size_t len);
 
 /* Parses text[0..len) (need not be NUL-terminated) as exactly one JSON value: the text
    must be valid UTF-8 and only JSON whitespace may follow the value. what names the file
-   in messages. Free *out with cJSON_Delete. Errors: WGML_ERROR_FORMAT,
+   in messages. A text of more than len / min_bytes_per_value + 64 values is refused
+   before parsing (0: no limit), which bounds the parse's memory (about 80 bytes per
+   value) by the text's size. Free *out with cJSON_Delete. Errors: WGML_ERROR_FORMAT,
    WGML_ERROR_OUT_OF_MEMORY. */
-wgml_status wgml__json_parse(const char *what, const char *text, size_t len, cJSON **out);
+wgml_status wgml__json_parse(const char *what, const char *text, size_t len, size_t min_bytes_per_value, cJSON **out);
 
 /* 2^53 - 1: every integer up to it is exactly a double, and a JSON integer above it
    rounds to 2^53 or more, so it cannot pass for a smaller one. */

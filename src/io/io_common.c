@@ -1,9 +1,12 @@
 /* Helpers shared by the parsers of untrusted files: whole-file reads, strict JSON on top of
    cJSON, UTF-8, quoting for messages, and a seeded string hash map (see io.h). */
+/* realpath(3) is an X/Open interface */
+#define _XOPEN_SOURCE 700
 #include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,29 +21,90 @@ static const char *errno_text(int err, char *buf, size_t size)
     return buf;
 }
 
-wgml_status wgml__read_file(const char *path, size_t max_bytes, char **data, size_t *size)
+/* The folder part of path ("." when it has none), in buf. */
+static void folder_of(const char *path, char *buf, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(buf, size, ".");
+    else if (slash == path) snprintf(buf, size, "/");
+    else snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+/* Whether the resolved path p lies in the resolved folder r: under r itself, or, when r is
+   a Hugging Face cache snapshot (<repo>/snapshots/<revision>, whose files link to
+   <repo>/blobs/<hash>), under <repo>/blobs. */
+static bool resolves_inside(const char *r, const char *p)
+{
+    size_t n = strlen(r);
+    if (strcmp(r, "/") == 0) return true;
+    if (strncmp(p, r, n) == 0 && p[n] == '/') return true;
+    const char *rev = strrchr(r, '/');
+    if (!rev || rev == r) return false;
+    size_t snap_end = (size_t)(rev - r);   /* r[0 .. snap_end) ends in "/snapshots" */
+    if (snap_end < 10 || strncmp(r + snap_end - 10, "/snapshots", 10) != 0) return false;
+    size_t repo = snap_end - 10;
+    return repo > 0 && strncmp(p, r, repo) == 0 && strncmp(p + repo, "/blobs/", 7) == 0;
+}
+
+wgml_status wgml__open_file(const char *path, bool in_folder, int *fd_out, uint64_t *size)
+{
+    char eb[128];
+    *fd_out = -1;
+    *size = 0;
+    const char *open_path = path;
+    char *real = NULL;
+    if (in_folder) {
+        char dir[PATH_MAX], rdir[PATH_MAX];
+        folder_of(path, dir, sizeof dir);
+        real = realpath(path, NULL);
+        if (!real) return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot open: %s", path, errno_text(errno, eb, sizeof eb));
+        if (!realpath(dir, rdir)) {
+            int err = errno;
+            free(real);
+            return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot resolve its folder: %s", path, errno_text(err, eb, sizeof eb));
+        }
+        if (!resolves_inside(rdir, real)) {
+            free(real);
+            return wgml__fail(NULL, WGML_ERROR_IO, "%s: refused: it is a link to a file outside its folder %s", path, dir);
+        }
+        open_path = real;
+    }
+    /* O_NONBLOCK: opening a FIFO or a device must not wait for a writer; it is refused
+       below (and the flag changes nothing for a regular file). */
+    int fd = open(open_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int err = errno;
+    free(real);
+    if (fd < 0) return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot open: %s", path, errno_text(err, eb, sizeof eb));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        err = errno;
+        close(fd);
+        return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot stat: %s", path, errno_text(err, eb, sizeof eb));
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+        close(fd);
+        return wgml__fail(NULL, WGML_ERROR_IO, "%s: not a regular file", path);
+    }
+    *fd_out = fd;
+    *size = (uint64_t)st.st_size;
+    return WGML_OK;
+}
+
+wgml_status wgml__read_file(const char *path, bool in_folder, size_t max_bytes, char **data, size_t *size)
 {
     char eb[128];
     *data = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot open: %s", path, errno_text(errno, eb, sizeof eb));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
+    int fd;
+    uint64_t fsize;
+    wgml_status s = wgml__open_file(path, in_folder, &fd, &fsize);
+    if (s) return s;
+    if (fsize > (uint64_t)max_bytes) {
         close(fd);
-        return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot stat: %s", path, errno_text(err, eb, sizeof eb));
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: file is %llu bytes, more than the %zu this kind of file may have",
+                          path, (unsigned long long)fsize, max_bytes);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return wgml__fail(NULL, WGML_ERROR_IO, "%s: not a regular file", path);
-    }
-    if (st.st_size < 0 || (uintmax_t)st.st_size > (uintmax_t)max_bytes) {
-        close(fd);
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: file is %jd bytes, more than the %zu this kind of file may have",
-                          path, (intmax_t)st.st_size, max_bytes);
-    }
-    size_t want = (size_t)st.st_size, got = 0;
+    size_t want = (size_t)fsize, got = 0;
     char *buf = malloc(want + 1);
     if (!buf) {
         close(fd);
@@ -127,13 +191,38 @@ const char *wgml__quote(char *buf, size_t size, const char *s, size_t len)
 
 /* ---- JSON --------------------------------------------------------------------------- */
 
-wgml_status wgml__json_parse(const char *what, const char *text, size_t len, cJSON **out)
+/* At least the number of JSON values in text[0..len): every value after the first follows
+   a ',' or an opening bracket outside strings. */
+static size_t count_values(const char *text, size_t len)
+{
+    size_t n = 1;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') in_string = true;
+        else if (c == ',' || c == '[' || c == '{') n++;
+    }
+    return n;
+}
+
+wgml_status wgml__json_parse(const char *what, const char *text, size_t len, size_t min_bytes_per_value, cJSON **out)
 {
     *out = NULL;
     size_t bad = wgml__utf8_check((const uint8_t *)text, len);
     if (bad < len) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: invalid UTF-8 at byte %zu", what, bad);
     const char *nul = memchr(text, 0, len);
     if (nul) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: NUL byte at byte %zu", what, (size_t)(nul - text));
+    /* cJSON takes about 80 bytes of memory per value: a budget of values per byte bounds the
+       memory a parse may take to a multiple of the text's size */
+    if (min_bytes_per_value) {
+        size_t values = count_values(text, len), budget = len / min_bytes_per_value + 64;
+        if (values > budget)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu JSON values in %zu bytes, more than this kind of file has "
+                              "(at most one per %zu bytes)", what, values, len, min_bytes_per_value);
+    }
     if (len > SIZE_MAX - 16) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: too large", what);
     /* cJSON gets a private copy followed by zero padding, so no reading near the end of
        the text, right or wrong, can leave the allocation. */

@@ -92,6 +92,10 @@ struct wgml_safetensors {
 };
 
 #define NO_TENSOR UINT32_MAX
+/* A tensor entry is at most 14 values (the object, dtype, shape and 8 dimensions,
+   data_offsets and 2 offsets) in at least 66 bytes: a header of more values per byte is
+   hostile, and refusing it keeps its parse within about 20 times its size in memory. */
+#define HEADER_BYTES_PER_VALUE 4
 
 static uint64_t le64(const uint8_t *p)
 {
@@ -268,12 +272,14 @@ static wgml_status st_parse(wgml_safetensors *st)
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: the file is %zu bytes, too short for the 8-byte header length", what,
                           st->size);
     uint64_t n = le64(st->base);
+    /* The length is not quoted: for a file that is not safetensors at all, these are just
+       its first 8 bytes. */
     if (n > WGML_SAFETENSORS_MAX_HEADER)
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: header length %llu is over the limit of %u bytes", what,
-                          (unsigned long long)n, WGML_SAFETENSORS_MAX_HEADER);
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: not a safetensors file (its header length is over the limit of %u "
+                          "bytes)", what, WGML_SAFETENSORS_MAX_HEADER);
     if (n > st->size - 8)
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: header length %llu runs past the end of the file (%zu bytes)", what,
-                          (unsigned long long)n, st->size);
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: not a safetensors file (its header length runs past the end of the "
+                          "file, %zu bytes)", what, st->size);
     if (n == 0 || st->base[8] != '{')
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: the header does not start with '{'", what);
     st->data_start = 8 + n;
@@ -281,7 +287,7 @@ static wgml_status st_parse(wgml_safetensors *st)
 
     char hwhat[WGML__QUOTE_MAX + 16];
     snprintf(hwhat, sizeof hwhat, "%s: header", what);
-    wgml_status s = wgml__json_parse(hwhat, (const char *)st->base + 8, (size_t)n, &st->header);
+    wgml_status s = wgml__json_parse(hwhat, (const char *)st->base + 8, (size_t)n, HEADER_BYTES_PER_VALUE, &st->header);
     if (s) return s;
     const cJSON *root = st->header;
     if (!cJSON_IsObject(root))
@@ -353,30 +359,29 @@ wgml_status wgml_safetensors_open_memory(const void *data, size_t size, const ch
     return WGML_OK;
 }
 
-wgml_status wgml_safetensors_open(const char *path, wgml_safetensors **out)
+/* wgml_safetensors_open; in_folder as for wgml__open_file (a checkpoint's files must
+   resolve inside its folder). */
+static wgml_status st_open(const char *path, bool in_folder, wgml_safetensors **out)
 {
     if (out) *out = NULL;
     if (!path || !out)
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_safetensors_open: path and out must not be NULL");
     char eb[128];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        if (strerror_r(err, eb, sizeof eb)) snprintf(eb, sizeof eb, "error %d", err);
-        return wgml__fail(NULL, WGML_ERROR_IO, "%s: cannot open: %s", path, eb);
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 0 || (uintmax_t)sb.st_size > SIZE_MAX) {
+    int fd;
+    uint64_t fsize;
+    wgml_status s = wgml__open_file(path, in_folder, &fd, &fsize);
+    if (s) return s;
+    if (fsize > SIZE_MAX) {
         close(fd);
-        return wgml__fail(NULL, WGML_ERROR_IO, "%s: not a readable regular file", path);
+        return wgml__fail(NULL, WGML_ERROR_IO, "%s: too large to map", path);
     }
     wgml_safetensors *st = NULL;
-    wgml_status s = st_new(path, &st);
+    s = st_new(path, &st);
     if (s) {
         close(fd);
         return s;
     }
-    st->size = (size_t)sb.st_size;
+    st->size = (size_t)fsize;
     if (st->size > 0) {
         void *m = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -397,6 +402,8 @@ wgml_status wgml_safetensors_open(const char *path, wgml_safetensors **out)
     *out = st;
     return WGML_OK;
 }
+
+wgml_status wgml_safetensors_open(const char *path, wgml_safetensors **out) { return st_open(path, false, out); }
 
 size_t wgml_safetensors_count(const wgml_safetensors *st) { return st ? st->count : 0; }
 
@@ -531,7 +538,7 @@ static wgml_status build_metadata(const char *metadata_json, strbuf *out)
     cJSON *m;
     char what[64];
     snprintf(what, sizeof what, "%s: metadata_json", WFN);
-    wgml_status s = wgml__json_parse(what, metadata_json, strlen(metadata_json), &m);
+    wgml_status s = wgml__json_parse(what, metadata_json, strlen(metadata_json), 0, &m);
     if (s == WGML_ERROR_FORMAT) return WGML_ERROR_INVALID_ARGUMENT;   /* the message stands */
     if (s) return s;
     if (!cJSON_IsObject(m)) {
@@ -705,6 +712,8 @@ done:
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
 #define INDEX_MAX_BYTES ((size_t)64 << 20)
+/* an entry "<tensor>": "<file>" is one value of at least 6 bytes */
+#define INDEX_BYTES_PER_VALUE 6
 
 /* Shard names: plain file names only, so an index cannot point outside its folder, and
    without control characters (they end up in messages). */
@@ -721,7 +730,7 @@ static int cstr_cmp(const void *a, const void *b) { return strcmp(*(const char *
 wgml_status wgml__st_index_parse(const char *what, const char *json, size_t len, wgml__st_index *ix)
 {
     memset(ix, 0, sizeof *ix);
-    wgml_status s = wgml__json_parse(what, json, len, &ix->root);
+    wgml_status s = wgml__json_parse(what, json, len, INDEX_BYTES_PER_VALUE, &ix->root);
     if (s) return s;
     const cJSON *root = ix->root;
     if (!cJSON_IsObject(root))
@@ -847,7 +856,7 @@ static wgml_status ck_open_index(wgml_checkpoint *ck, const char *index_path)
 {
     char *json;
     size_t len;
-    wgml_status s = wgml__read_file(index_path, INDEX_MAX_BYTES, &json, &len);
+    wgml_status s = wgml__read_file(index_path, true, INDEX_MAX_BYTES, &json, &len);
     if (s) return s;
     wgml__st_index ix;
     s = wgml__st_index_parse(index_path, json, len, &ix);
@@ -870,7 +879,7 @@ static wgml_status ck_open_index(wgml_checkpoint *ck, const char *index_path)
     for (size_t i = 0; i < ix.nshards && !s; i++) {
         char *p = join_path(dir, ix.shards[i]);
         if (!p) { s = oom(index_path); break; }
-        s = wgml_safetensors_open(p, &ck->shards[i]);
+        s = st_open(p, true, &ck->shards[i]);
         free(p);
         if (!s) ck->nshards++;
     }
@@ -915,7 +924,7 @@ wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out)
         else if (is_file(ip)) s = ck_open_index(ck, ip);
         else if (is_file(sp)) {
             ck->shards = calloc(1, sizeof *ck->shards);
-            s = ck->shards ? wgml_safetensors_open(sp, &ck->shards[0]) : oom(path);
+            s = ck->shards ? st_open(sp, true, &ck->shards[0]) : oom(path);
             if (!s) ck->nshards = 1;
             if (!s) s = ck_index(ck, sp);
         } else
@@ -926,7 +935,7 @@ wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out)
         s = ck_open_index(ck, path);
     } else {
         ck->shards = calloc(1, sizeof *ck->shards);
-        s = ck->shards ? wgml_safetensors_open(path, &ck->shards[0]) : oom(path);
+        s = ck->shards ? st_open(path, true, &ck->shards[0]) : oom(path);
         if (!s) ck->nshards = 1;
         if (!s) s = ck_index(ck, path);
     }

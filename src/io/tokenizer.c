@@ -23,7 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOK_MAX_BYTES ((size_t)256 << 20)
+#define TOK_MAX_BYTES ((size_t)64 << 20)
+/* merges as pairs are the densest part of a real tokenizer: ["a","b"], is 3 values in 10
+   bytes */
+#define TOK_BYTES_PER_VALUE 3
 #define TOK_MAX_ID ((1u << 24) - 1)
 #define NONE UINT32_MAX
 #define MAX_STEPS 8
@@ -699,7 +702,7 @@ wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu bytes, more than the %zu a tokenizer may have", what, len,
                           TOK_MAX_BYTES);
     cJSON *root;
-    wgml_status s = wgml__json_parse(what, json ? json : "", len, &root);
+    wgml_status s = wgml__json_parse(what, json ? json : "", len, TOK_BYTES_PER_VALUE, &root);
     if (s) return s;
     wgml_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -724,7 +727,7 @@ wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out)
     if (!path || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tokenizer_load: path and out must not be NULL");
     char *json;
     size_t len;
-    wgml_status s = wgml__read_file(path, TOK_MAX_BYTES, &json, &len);
+    wgml_status s = wgml__read_file(path, true, TOK_MAX_BYTES, &json, &len);
     if (s) return s;
     s = wgml_tokenizer_parse(json, len, path, out);
     free(json);
