@@ -7,16 +7,24 @@
  *
  * STEP BY STEP
  * ============
+ * c = a + b on the GPU, for float host_a[1000], host_b[1000], host_c[1000] (this block is
+ * compiled and run by the test suite, as it stands here):
+ *
  *     wgml_context *ctx;  wgml_engine *eng;  wgml_tensor *a, *b, *c;
- *     wgml_context_create(NULL, &ctx);                 // best adapter, defaults
+ *     if (wgml_context_create(NULL, &ctx) != WGML_OK) {   // best adapter, defaults
+ *         puts(wgml_last_error(NULL));
+ *         return 1;
+ *     }
  *     wgml_engine_create(ctx, &eng);
  *     size_t shape[] = {1000};
  *     wgml_tensor_from_data(ctx, WGML_F32, 1, shape, host_a, &a);
  *     wgml_tensor_from_data(ctx, WGML_F32, 1, shape, host_b, &b);
  *     wgml_tensor_create(ctx, WGML_F32, 1, shape, &c);
  *     if (wgml_add(eng, a, b, c) != WGML_OK) puts(wgml_last_error(ctx));
- *     wgml_tensor_read(c, host_c, sizeof host_c);      // waits for the GPU
- *     wgml_tensor_release(a); ... wgml_engine_destroy(eng); wgml_context_destroy(ctx);
+ *     wgml_tensor_read(c, 0, host_c, sizeof host_c);   // waits for the GPU
+ *     wgml_tensor_release(a); wgml_tensor_release(b); wgml_tensor_release(c);
+ *     wgml_engine_destroy(eng);
+ *     wgml_context_destroy(ctx);
  *
  * EXECUTION MODEL
  * ===============
@@ -195,6 +203,18 @@ typedef struct wgml_adapter_info {
 
 /* Fills *info with what the context's device has. */
 WGML_API wgml_status wgml_context_info(const wgml_context *ctx, wgml_adapter_info *info);
+
+/* Fences: how far the device has come, without waiting for all recorded work.
+   wgml_context_fence submits the work recorded so far (as wgml_context_flush) and returns
+   a ticket for it in *fence (1, 2, 3, ... per context). wgml_context_fence_wait waits up
+   to timeout_ms (0: only looks) for the work before that fence to finish, and says in
+   *done whether it has; fences finish in order, so a done fence means every earlier one
+   is done. Up to 64 fences may be pending; a 65th first waits for the oldest (bounded by
+   the context's timeout).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; a fence not issued on this context),
+           WGML_ERROR_TIMEOUT (the oldest of 64 pending did not finish), device errors. */
+WGML_API wgml_status wgml_context_fence(wgml_context *ctx, uint64_t *fence);
+WGML_API wgml_status wgml_context_fence_wait(wgml_context *ctx, uint64_t fence, uint32_t timeout_ms, bool *done);
 
 /* Counters of a context, for tests and tuning. */
 typedef struct wgml_context_stats {
@@ -1177,8 +1197,14 @@ WGML_API wgml_status wgml_safetensors_write(const char *path, const wgml_safeten
 typedef struct wgml_checkpoint wgml_checkpoint;
 
 /* path: a folder (holding model.safetensors.index.json, else model.safetensors), an
-   index file (a name ending in ".json"), or one safetensors file.
-   Errors: as wgml_safetensors_open, for the index and for every shard. */
+   index file (a name ending in ".json"), or one safetensors file. Every file it reads
+   must be a regular file (a FIFO or device is refused without waiting on it) that, once
+   symbolic links are resolved, lies inside the folder (the folder named, or the one of
+   the file named): a link to a file elsewhere is refused. One exception keeps Hugging
+   Face's cache usable: in a snapshot folder <repo>/snapshots/<revision>, files may link
+   into <repo>/blobs/.
+   Errors: as wgml_safetensors_open, for the index and for every shard (WGML_ERROR_IO for
+           a file outside the folder). */
 WGML_API wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out);
 WGML_API void wgml_checkpoint_close(wgml_checkpoint *ck);
 /* Every tensor of every shard: shards in file-name order, each in its header's order. */
@@ -1204,6 +1230,7 @@ typedef enum wgml_rope_scaling_type {
    in the file; the others take the defaults shown when absent or null. */
 typedef struct wgml_model_config {
     char model_type[32];            /* e.g. "llama"; "" when absent */
+    char architecture[64];          /* architectures[0], e.g. "LlamaForCausalLM"; "" when absent */
     char torch_dtype[16];           /* e.g. "bfloat16"; "" when absent */
     uint32_t vocab_size;            /* required, 1 .. 2^24 */
     uint32_t hidden_size;           /* required, 1 .. 65536 */
@@ -1235,16 +1262,26 @@ typedef struct wgml_model_config {
     } quantization;                 /* MLX affine: "quantization" or "quantization_config" */
 } wgml_model_config;
 
-/* Parses len bytes (at most 16 MiB) of config.json text, not necessarily NUL-terminated,
+/* Parses len bytes (at most 1 MiB) of config.json text, not necessarily NUL-terminated,
    into *out (zeroed on failure); name is
    used in messages. Checks types ("hidden_size must be an integer, not a string"), ranges,
    hidden_act (silu only), rope_scaling types (none, linear, llama3), and that every token
-   id is below vocab_size. Unknown keys are ignored.
+   id is below vocab_size; what it accepts, wgml_model_config_check accepts. Unknown keys
+   are ignored (the architecture is checked by wgml_model_load, not here).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT, WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_model_config_parse(const char *json, size_t len, const char *name,
                                              wgml_model_config *out);
-/* Reads the file (at most 16 MiB) and parses it. Errors: as parse, plus WGML_ERROR_IO. */
+/* Reads the file (at most 1 MiB; a regular file that, symbolic links resolved, lies in
+   its own folder: see wgml_checkpoint_open) and parses it.
+   Errors: as parse, plus WGML_ERROR_IO. */
 WGML_API wgml_status wgml_model_config_load(const char *path, wgml_model_config *out);
+/* Checks a configuration built in C against the ranges above (zero num_key_value_heads,
+   head_dim, max_position_embeddings and rope_theta stand for their defaults; the strings
+   must be NUL-terminated; rope_scaling and quantization fields as documented). What
+   wgml_model_create, wgml_model_save and wgml_model_load need is what this accepts, so
+   a model that could be created can be saved and loaded again.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (the message names the field and its range). */
+WGML_API wgml_status wgml_model_config_check(const wgml_model_config *cfg);
 
 /* ---- tokenizer.json: byte-level BPE (GPT-2, SmolLM2, Llama 3) -------------------------
 
@@ -1264,12 +1301,13 @@ WGML_API wgml_status wgml_model_config_load(const char *path, wgml_model_config 
 
 typedef struct wgml_tokenizer wgml_tokenizer;
 
-/* Reads tokenizer.json (at most 256 MiB) and builds the tokenizer.
+/* Reads tokenizer.json (at most 64 MiB; a regular file that, symbolic links resolved, lies
+   in its own folder, as wgml_checkpoint_open requires) and builds the tokenizer.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, WGML_ERROR_FORMAT (the
            message names the field: "tokenizer.json: merges[17] 'a b': 'ab' is not in the
            vocab"), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out);
-/* As wgml_tokenizer_load on len bytes of JSON text (at most 256 MiB); name is used in
+/* As wgml_tokenizer_load on len bytes of JSON text (at most 64 MiB); name is used in
    messages. */
 WGML_API wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,
                                           wgml_tokenizer **out);
@@ -1359,14 +1397,14 @@ typedef struct wgml_model wgml_model;
 /* Creates a model of configuration cfg on e's device with every parameter zero (see
    wgml_model_init_random and wgml_model_load). cfg is copied, with num_key_value_heads and
    head_dim filled in when they were 0 (num_attention_heads; hidden_size / heads).
-   cfg.quantization is ignored (it describes files: the model itself is f32). Other fields
-   of cfg not named here (model_type, bos and eos ids) are kept for wgml_model_save.
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; vocab_size, hidden_size, intermediate_size,
-           num_hidden_layers or num_attention_heads 0; heads not a multiple of kv_heads;
-           hidden_size not a multiple of heads when head_dim is 0; an odd head_dim;
-           rms_norm_eps <= 0; a RoPE scaling factor < 1; hidden_size != heads * head_dim
-           is allowed), WGML_ERROR_UNSUPPORTED (head_dim > 128, biases), WGML_ERROR_LIMIT
-           and WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
+   max_position_embeddings 0 becomes 2048 and rope_theta 0 becomes 10000 (config.json's
+   defaults). cfg.quantization is ignored (it describes files: the model itself is f32).
+   Other fields of cfg not named here (model_type, bos and eos ids) are kept for
+   wgml_model_save.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; anything wgml_model_config_check refuses:
+           the message names the field; hidden_size != heads * head_dim is allowed),
+           WGML_ERROR_UNSUPPORTED (head_dim > 128, biases), WGML_ERROR_LIMIT and
+           WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
 WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out);
 
 /* Fills the parameters from a seeded generator: norm weights 1, every matrix normal with
@@ -1378,14 +1416,20 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
    model.safetensors.index.json and its shards), or a safetensors file or index file whose
-   folder holds config.json. Tensors not listed above are ignored (e.g. rotary inv_freq);
-   lm_head.weight is ignored when the embedding is tied. Every tensor's presence, shape and
-   dtype is checked before the first is written: a failed load records no GPU work and
-   leaves no model (*out is NULL).
-   Errors: WGML_ERROR_IO (a file missing or unreadable), WGML_ERROR_FORMAT (a malformed
-           file; a missing tensor; a shape that does not match config.json; a dtype other
-           than F32, F16, BF16, or U32 with scales and biases for quantised weights: the
-           message names the tensor), WGML_ERROR_UNSUPPORTED, plus wgml_model_create's. */
+   folder holds config.json. config.json must describe a Llama model (model_type "llama"
+   or absent, architectures[0] "LlamaForCausalLM" or absent). Every tensor's presence,
+   shape and dtype is checked against config.json before any device memory is allocated:
+   a failed load allocates and records nothing on the GPU and leaves no model (*out is
+   NULL). A tensor the model would not use is refused (a Qwen3 folder's q_norm, say),
+   except the rotary inv_freq buffers old checkpoints carry and lm_head.weight beside a
+   tied embedding, which are skipped. Every file read must be a regular file inside the
+   folder (see wgml_checkpoint_open).
+   Errors: WGML_ERROR_IO (a file missing, unreadable, not a regular file or outside the
+           folder), WGML_ERROR_FORMAT (a malformed file; a missing tensor; a shape that does
+           not match config.json; a dtype other than F32, F16, BF16, or U32 with scales and
+           biases for quantised weights: the message names the tensor),
+           WGML_ERROR_UNSUPPORTED (another architecture, a tensor it would not use), plus
+           wgml_model_create's. */
 WGML_API wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out);
 
 /* Writes dir/model.safetensors (every parameter, F32, the names above) and dir/config.json
@@ -1433,8 +1477,9 @@ typedef struct wgml_trainer_desc {
 
 /* Allocates activations for batch * seq_len tokens, a gradient and two AdamW moments per
    parameter (zero).
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0), WGML_ERROR_LIMIT,
-           WGML_ERROR_OUT_OF_MEMORY. */
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0; beta1 or beta2 outside
+           [0, 1); eps outside [0, 1]; weight_decay or clip_norm not finite; NaN anywhere),
+           WGML_ERROR_LIMIT, WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out);
 WGML_API void wgml_trainer_destroy(wgml_trainer *t);
 

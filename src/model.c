@@ -110,35 +110,59 @@ static void scaled_inv_freq(const wgml_model_config *c, uint32_t hd, double thet
     }
 }
 
-static wgml_status check_config(wgml_context *ctx, const wgml_model_config *c, uint32_t *Hk, uint32_t *hd)
+/* What a model of configuration c cannot run beyond what wgml_model_config_check
+   refuses; *Hk and *hd: the kv heads and head_dim that zero fields stand for. */
+static wgml_status check_config(wgml_context *ctx, const char *fn, const wgml_model_config *c, uint32_t *Hk, uint32_t *hd)
 {
-    const char *fn = "wgml_model_create";
-    if (!c->vocab_size || !c->hidden_size || !c->intermediate_size || !c->num_hidden_layers || !c->num_attention_heads)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: cfg vocab_size (%u), hidden_size (%u), intermediate_size (%u), num_hidden_layers (%u) and "
-                          "num_attention_heads (%u) must all be at least 1", fn, c->vocab_size, c->hidden_size,
-                          c->intermediate_size, c->num_hidden_layers, c->num_attention_heads);
+    if (wgml_model_config_check(c) != WGML_OK)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg: %s", fn,
+                          wgml_last_error(NULL) + strlen("wgml_model_config_check: "));
     *Hk = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
-    if (c->num_attention_heads % *Hk)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg num_attention_heads (%u) must be a multiple of num_key_value_heads (%u)",
-                          fn, c->num_attention_heads, *Hk);
-    *hd = c->head_dim;
-    if (!*hd) {
-        if (c->hidden_size % c->num_attention_heads)
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg hidden_size (%u) must be a multiple of num_attention_heads (%u) "
-                              "when head_dim is 0", fn, c->hidden_size, c->num_attention_heads);
-        *hd = c->hidden_size / c->num_attention_heads;
-    }
-    if (*hd % 2) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg head_dim (%u) must be even (RoPE rotates pairs)", fn, *hd);
+    *hd = c->head_dim ? c->head_dim : c->hidden_size / c->num_attention_heads;
     if (*hd > 128) return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg head_dim %u is over 128, the attention kernel's limit", fn, *hd);
     if (c->attention_bias || c->mlp_bias)
         return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg asks for %s biases, which this model does not have", fn,
                           c->attention_bias ? "attention" : "MLP");
-    if (!(c->rms_norm_eps > 0) || !(c->rope_theta >= 0))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg rms_norm_eps must be > 0 and rope_theta >= 0", fn);
-    if (c->rope_scaling.type != WGML_ROPE_SCALING_NONE && !(c->rope_scaling.factor >= 1))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: cfg rope_scaling.factor must be >= 1", fn);
     return WGML_OK;
+}
+
+wgml_status wgml__model_check_config(wgml_context *ctx, const char *fn, const wgml_model_config *c)
+{
+    uint32_t Hk, hd;
+    return check_config(ctx, fn, c, &Hk, &hd);
+}
+
+size_t wgml__model_param_total(const wgml_model_config *c)
+{
+    return 2 + (size_t)c->num_hidden_layers * P_PER_LAYER + (c->tie_word_embeddings ? 0 : 1);
+}
+
+void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
+                            uint64_t shape[2])
+{
+    uint64_t V = c->vocab_size, D = c->hidden_size, F = c->intermediate_size, L = c->num_hidden_layers;
+    uint64_t H = c->num_attention_heads, Hk = c->num_key_value_heads ? c->num_key_value_heads : H;
+    uint64_t hd = c->head_dim ? c->head_dim : D / H, QD = H * hd, KD = Hk * hd;
+    size_t final_norm = 1 + (size_t)L * P_PER_LAYER;
+    uint64_t rows, cols = D;
+    *ndim = 2;
+    if (i == 0) { snprintf(name, WGML__PARAM_NAME_MAX, "model.embed_tokens.weight"); rows = V; }
+    else if (i == final_norm) { snprintf(name, WGML__PARAM_NAME_MAX, "model.norm.weight"); rows = D; *ndim = 1; }
+    else if (i == final_norm + 1) { snprintf(name, WGML__PARAM_NAME_MAX, "lm_head.weight"); rows = V; }
+    else {
+        size_t l = (i - 1) / P_PER_LAYER, k = (i - 1) % P_PER_LAYER;
+        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%zu.%s", l, layer_names[k]);
+        switch (k) {
+        case P_ATTN_NORM: case P_FFN_NORM: rows = D; *ndim = 1; break;
+        case P_WQ: rows = QD; break;
+        case P_WK: case P_WV: rows = KD; break;
+        case P_WO: rows = D; cols = QD; break;
+        case P_WG: case P_WU: rows = F; break;
+        default: rows = D; cols = F; break;   /* P_WD */
+        }
+    }
+    shape[0] = rows;
+    shape[1] = *ndim == 2 ? cols : 0;
 }
 
 wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out)
@@ -153,7 +177,7 @@ wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, boo
     wgml_context *ctx = e->ctx;
     if (!cfg || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_create: %s is NULL", cfg ? "out" : "cfg");
     uint32_t Hk = 0, hd = 0;
-    TRY(check_config(ctx, cfg, &Hk, &hd));
+    TRY(check_config(ctx, "wgml_model_create", cfg, &Hk, &hd));
 
     wgml_model *m = calloc(1, sizeof *m);
     if (!m) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory");
@@ -162,39 +186,27 @@ wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, boo
     m->cfg = *cfg;
     m->cfg.num_key_value_heads = Hk;
     m->cfg.head_dim = hd;
+    if (!m->cfg.max_position_embeddings) m->cfg.max_position_embeddings = 2048;   /* config.json's default */
+    if (!m->cfg.rope_theta) m->cfg.rope_theta = 10000;
     m->V = cfg->vocab_size; m->D = cfg->hidden_size; m->L = cfg->num_hidden_layers;
     m->H = cfg->num_attention_heads; m->Hk = Hk; m->hd = hd; m->F = cfg->intermediate_size;
     m->QD = m->H * hd; m->KD = Hk * hd;
     m->eps = (float)cfg->rms_norm_eps;
-    m->theta = cfg->rope_theta > 0 ? (float)cfg->rope_theta : 10000.0f;
-    m->nparams = 2 + (size_t)m->L * P_PER_LAYER + (cfg->tie_word_embeddings ? 0 : 1);
+    m->theta = (float)m->cfg.rope_theta;
+    m->nparams = wgml__model_param_total(cfg);
     m->p = calloc(m->nparams, sizeof *m->p);
     m->names = calloc(m->nparams, sizeof *m->names);
     wgml_status s = WGML_OK;
     if (!m->p || !m->names) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); goto fail; }
 
     for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
-        char name[128];
-        size_t rows, cols = m->D;
-        uint32_t nd = 2;
-        if (i == 0) { snprintf(name, sizeof name, "model.embed_tokens.weight"); rows = m->V; }
-        else if (i == final_norm_index(m)) { snprintf(name, sizeof name, "model.norm.weight"); rows = m->D; nd = 1; }
-        else if (i == final_norm_index(m) + 1) { snprintf(name, sizeof name, "lm_head.weight"); rows = m->V; }
-        else {
-            size_t l = (i - 1) / P_PER_LAYER, k = (i - 1) % P_PER_LAYER;
-            snprintf(name, sizeof name, "model.layers.%zu.%s", l, layer_names[k]);
-            switch (k) {
-            case P_ATTN_NORM: case P_FFN_NORM: rows = m->D; nd = 1; break;
-            case P_WQ: rows = m->QD; break;
-            case P_WK: case P_WV: rows = m->KD; break;
-            case P_WO: rows = m->D; cols = m->QD; break;
-            case P_WG: case P_WU: rows = m->F; break;
-            default: rows = m->D; cols = m->F; break;   /* P_WD */
-            }
-        }
+        char name[WGML__PARAM_NAME_MAX];
+        uint32_t nd;
+        uint64_t shape[2];
+        wgml__model_param_spec(&m->cfg, i, name, &nd, shape);
         m->names[i] = strdup(name);
         if (!m->names[i]) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); break; }
-        s = nd == 1 ? mk(ctx, &m->p[i], WGML_F32, 1, rows, 0, 0, 0) : mk2(ctx, &m->p[i], rows, cols);
+        s = nd == 1 ? mk(ctx, &m->p[i], WGML_F32, 1, shape[0], 0, 0, 0) : mk2(ctx, &m->p[i], shape[0], shape[1]);
         if (s == WGML_OK && zero) s = wgml_tensor_zero(m->p[i]);
     }
     if (s == WGML_OK && cfg->rope_scaling.type != WGML_ROPE_SCALING_NONE) {
@@ -353,6 +365,17 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
                           desc->batch, desc->seq_len);
     if ((uint64_t)desc->batch * desc->seq_len > UINT32_MAX / 4)
         return wgml__fail(ctx, WGML_ERROR_LIMIT, "wgml_trainer_create: desc batch * seq_len is too large");
+    /* AdamW's and clipping's ranges (0 stands for the default): what torch.optim.AdamW
+       accepts, finite */
+    if (!(desc->beta1 >= 0 && desc->beta1 < 1) || !(desc->beta2 >= 0 && desc->beta2 < 1))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc beta1 (%g) and beta2 (%g) must be in "
+                          "[0, 1)", desc->beta1, desc->beta2);
+    if (!(desc->eps >= 0 && desc->eps <= 1))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc eps (%g) must be in (0, 1] (0: the "
+                          "default)", desc->eps);
+    if (!isfinite(desc->weight_decay) || !isfinite(desc->clip_norm))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc weight_decay (%g) and clip_norm (%g) "
+                          "must be finite", desc->weight_decay, desc->clip_norm);
     wgml_trainer *t = calloc(1, sizeof *t);
     if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory");
     t->m = m;

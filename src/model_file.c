@@ -5,6 +5,7 @@
    bfloat16 to f32 on the host while copying to the device, quantised weights on the GPU
    through wgml_affine_dequantize_with. */
 #include "internal.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -121,13 +122,12 @@ static void quant_names(const char *name, char *sname, char *bname, size_t size)
     snprintf(bname, size, "%.*s.biases", (int)base, name);
 }
 
-/* Everything that can be wrong with parameter `name` (shape of p) in the file, checked
-   before anything is written to the device, so that a bad file records no GPU work. */
+/* Everything that can be wrong with parameter `name` (shape want[0 .. nd)) in the file,
+   checked before anything is allocated on the device, so that a bad file costs no GPU
+   memory and records no work. */
 static wgml_status check_param(wgml_context *ctx, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
-                               const wgml_tensor *p)
+                               uint32_t nd, const uint64_t want[2])
 {
-    uint32_t nd = wgml_tensor_ndim(p);
-    uint64_t want[2] = { wgml_tensor_dim(p, 0), nd == 2 ? wgml_tensor_dim(p, 1) : 0 };
     wgml_file_tensor info;
     int64_t idx;
     if (find_tensor(ctx, ck, name, &info, &idx) != WGML_OK)
@@ -198,6 +198,80 @@ static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const w
     return s;
 }
 
+/* The architectures wgml runs: Llama's (SmolLM2, TinyLlama, Llama 2 and 3, and MLX
+   conversions of them, keep model_type "llama"). A folder of another family may hold
+   Llama-shaped tensors plus more (Qwen3's q_norm, Qwen2's biases), so it is refused by
+   name rather than run without what makes it that family. */
+static wgml_status check_architecture(wgml_context *ctx, const wgml_model_config *c)
+{
+    bool type_ok = !c->model_type[0] || strcmp(c->model_type, "llama") == 0;
+    bool arch_ok = !c->architecture[0] || strcmp(c->architecture, "LlamaForCausalLM") == 0;
+    if (type_ok && arch_ok) return WGML_OK;
+    return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: config.json describes model_type '%s'%s%s%s; wgml runs "
+                      "Llama-family models (model_type \"llama\", LlamaForCausalLM) only", c->model_type,
+                      c->architecture[0] ? " (" : "", c->architecture, c->architecture[0] ? ")" : "");
+}
+
+/* Tensors of a Llama checkpoint that the model does not need and may be skipped: RoPE
+   frequencies saved by old transformers versions (wgml computes them), and lm_head.weight
+   beside a tied embedding (transformers ties it over whatever was saved). */
+static bool ignorable(const wgml_model_config *c, const char *name)
+{
+    size_t n = strlen(name);
+    const char *inv = ".self_attn.rotary_emb.inv_freq";
+    if (n > strlen(inv) && strcmp(name + n - strlen(inv), inv) == 0 && strncmp(name, "model.layers.", 13) == 0) return true;
+    return c->tie_word_embeddings && strcmp(name, "lm_head.weight") == 0;
+}
+
+/* Every tensor of the file is a parameter, the scales or biases of a quantised one, or
+   ignorable: anything else means a model wgml would run without part of it. */
+static wgml_status check_no_extra(wgml_context *ctx, const wgml_checkpoint *ck, const wgml_model_config *cfg)
+{
+    size_t n = wgml__model_param_total(cfg), count = wgml_checkpoint_count(ck);
+    /* the names the model uses: each parameter, and its scales and biases when quantised */
+    char (*names)[WGML__PARAM_NAME_MAX] = calloc(3 * n, sizeof *names);
+    wgml__strmap used;
+    if (!names || !wgml__strmap_init(&used, 3 * n)) {
+        free(names);
+        return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+    }
+    size_t k = 0;
+    wgml_status s = WGML_OK;
+    for (size_t p = 0; p < n; p++) {
+        uint32_t nd;
+        uint64_t shape[2];
+        char w[WGML__PARAM_NAME_MAX];
+        wgml__model_param_spec(cfg, p, w, &nd, shape);
+        memcpy(names[k++], w, sizeof w);
+        int base = (int)(strlen(w) - strlen(".weight"));
+        if (cfg->quantization.bits && nd == 2) {
+            snprintf(names[k], WGML__PARAM_NAME_MAX, "%.*s.scales", base, w);
+            snprintf(names[k + 1], WGML__PARAM_NAME_MAX, "%.*s.biases", base, w);
+            k += 2;
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        if (wgml__strmap_put(&used, names[i], strlen(names[i]), 0, NULL) < 0) {
+            s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+            break;
+        }
+    for (size_t i = 0; s == WGML_OK && i < count; i++) {
+        wgml_file_tensor info;
+        if (wgml_checkpoint_info(ck, i, &info) != WGML_OK) {
+            s = wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: %s", wgml_last_error(NULL));
+            break;
+        }
+        if (ignorable(cfg, info.name) || wgml__strmap_get(&used, info.name, strlen(info.name), NULL)) continue;
+        char q[WGML__QUOTE_MAX];
+        s = wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: the checkpoint has tensor '%s', which a Llama model of "
+                       "this config.json does not have (another architecture, or a config.json that does not match the "
+                       "weights)", wgml__quote(q, sizeof q, info.name, strlen(info.name)));
+    }
+    wgml__strmap_free(&used);
+    free(names);
+    return s;
+}
+
 wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
 {
     const char *fn = "wgml_model_load";
@@ -221,23 +295,32 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
     wgml_model_config cfg;
     wgml_status s = wgml_model_config_load(cfg_path, &cfg);
     if (s != WGML_OK) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+    WGML_CHECK(check_architecture(ctx, &cfg));
+    s = wgml__model_check_config(ctx, fn, &cfg);
+    if (s != WGML_OK) return s;
     wgml_checkpoint *ck = NULL;
     s = wgml_checkpoint_open(path, &ck);
     if (s != WGML_OK) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
 
-    wgml_model *m = NULL;
-    s = wgml__model_create(e, &cfg, false, &m);   /* every parameter is written below */
-    if (s != WGML_OK) {   /* the message names this function */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
-        wgml_checkpoint_close(ck);
-        return wgml__fail(ctx, s, "%s: %s", fn, msg);
+    /* every tensor is checked against config.json before any device memory is taken: a
+       config describing a model far larger than its file fails here, not in an allocator */
+    size_t n = wgml__model_param_total(&cfg);
+    for (size_t i = 0; s == WGML_OK && i < n; i++) {
+        char name[WGML__PARAM_NAME_MAX];
+        uint32_t nd;
+        uint64_t shape[2];
+        wgml__model_param_spec(&cfg, i, name, &nd, shape);
+        s = check_param(ctx, ck, &cfg, name, nd, shape);
     }
-    /* every tensor is checked before the first one is written: a bad file records nothing */
-    for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
-        const char *name;
-        const wgml_tensor *p = wgml_model_param(m, i, &name);
-        s = check_param(ctx, ck, &cfg, name, p);
+    if (s == WGML_OK) s = check_no_extra(ctx, ck, &cfg);
+    wgml_model *m = NULL;
+    if (s == WGML_OK) {
+        s = wgml__model_create(e, &cfg, false, &m);   /* every parameter is written below */
+        if (s != WGML_OK) {   /* the message names this function */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
+            s = wgml__fail(ctx, s, "%s: %s", fn, msg);
+        }
     }
     for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
         const char *name;

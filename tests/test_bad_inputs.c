@@ -34,6 +34,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1104,6 +1105,20 @@ static void test_context_functions(void)
     BAD("wgml_context_timer_end", wgml_context_timer_end(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "seconds");
     TH_EXPECT(wgml_context_timer_end(th_ctx, &sec), WGML_OK);   /* the timer survived the bad calls */
     TH_CHECK(sec >= 0, "timer: %g s", sec);
+
+    uint64_t fence = 0;
+    bool done = true;
+    BAD("wgml_context_fence", wgml_context_fence(NULL, &fence), WGML_ERROR_INVALID_ARGUMENT, NULL, "ctx");
+    BAD("wgml_context_fence", wgml_context_fence(th_ctx, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "fence");
+    BAD("wgml_context_fence_wait", wgml_context_fence_wait(NULL, 1, 0, &done), WGML_ERROR_INVALID_ARGUMENT, NULL, "ctx");
+    BAD("wgml_context_fence_wait", wgml_context_fence_wait(th_ctx, 1, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "done");
+    BAD("wgml_context_fence_wait", wgml_context_fence_wait(th_ctx, 0, 0, &done), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "fence");
+    TH_CHECK(!done, "wgml_context_fence_wait: *done left true after a failure");
+    TH_EXPECT(wgml_context_fence(th_ctx, &fence), WGML_OK);
+    BAD("wgml_context_fence_wait", wgml_context_fence_wait(th_ctx, fence + 1, 0, &done), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+        "fence");
+    TH_EXPECT(wgml_context_fence_wait(th_ctx, fence, 60000, &done), WGML_OK);   /* the fence survived the bad calls */
+    TH_CHECK(done, "a fence with nothing behind it did not finish within a minute");
 }
 
 static void test_tensor_functions(void)
@@ -1450,6 +1465,42 @@ static void test_config_functions(void)
     BAD(fn, wgml_model_config_load("config.json", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
     BADP(fn, "/nonexistent/wgml/config.json", wgml_model_config_load("/nonexistent/wgml/config.json", &cfg), WGML_ERROR_IO,
          "open");
+
+    /* the same rules on a struct: each field out of its range, alone */
+    fn = "wgml_model_config_check";
+    wgml_model_config ok;
+    TH_EXPECT(wgml_model_config_parse(good, strlen(good), nm, &ok), WGML_OK);
+    TH_EXPECT(wgml_model_config_check(&ok), WGML_OK);
+    BAD(fn, wgml_model_config_check(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "cfg");
+    static const struct { int field; double value; const char *needle; } rules[] = {
+        { 0, 0, "vocab_size" }, { 1, 65537, "hidden_size" }, { 2, 0, "intermediate_size" }, { 3, 1025, "num_hidden_layers" },
+        { 4, 1025, "num_attention_heads" }, { 5, 3, "num_key_value_heads" }, { 6, 7, "head_dim" }, { 6, 2048, "head_dim" },
+        { 7, 16777217, "max_position_embeddings" }, { 8, 0, "rms_norm_eps" }, { 8, NAN, "rms_norm_eps" },
+        { 9, INFINITY, "rope_theta" }, { 9, 1e16, "rope_theta" }, { 9, -1, "rope_theta" }, { 10, 64, "bos_token_id" },
+        { 11, 64, "eos_token_ids" }, { 12, 7, "quantization" }, { 13, 0.5, "factor" }, { 14, 0, "model_type" },
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        cfg = ok;
+        double v = rules[i].value;
+        switch (rules[i].field) {
+        case 0: cfg.vocab_size = (uint32_t)v; break;
+        case 1: cfg.hidden_size = (uint32_t)v; break;
+        case 2: cfg.intermediate_size = (uint32_t)v; break;
+        case 3: cfg.num_hidden_layers = (uint32_t)v; break;
+        case 4: cfg.num_attention_heads = (uint32_t)v; break;
+        case 5: cfg.num_key_value_heads = (uint32_t)v; break;
+        case 6: cfg.head_dim = (uint32_t)v; break;
+        case 7: cfg.max_position_embeddings = (uint32_t)v; break;
+        case 8: cfg.rms_norm_eps = v; break;
+        case 9: cfg.rope_theta = v; break;
+        case 10: cfg.bos_token_id = (int64_t)v; break;
+        case 11: cfg.num_eos_token_ids = 1; cfg.eos_token_ids[0] = (uint32_t)v; break;
+        case 12: cfg.quantization.bits = (uint32_t)v; cfg.quantization.group_size = 64; break;
+        case 13: cfg.rope_scaling.type = WGML_ROPE_SCALING_LINEAR; cfg.rope_scaling.factor = v; break;
+        default: memset(cfg.model_type, 'x', sizeof cfg.model_type); break;   /* no NUL */
+        }
+        BAD(fn, wgml_model_config_check(&cfg), WGML_ERROR_INVALID_ARGUMENT, NULL, rules[i].needle);
+    }
 }
 
 static void test_tokenizer_functions(void)

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CONFIG_MAX_BYTES ((size_t)16 << 20)
+/* real configs are a few KiB; the cap bounds the parse to tens of MiB of memory */
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
 static const cJSON *get(const cJSON *obj, const char *key)
 {
@@ -187,6 +188,21 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     if (s) return s;
     bool found;
     if ((s = get_string(what, root, "", "model_type", c->model_type, sizeof c->model_type, NULL))) return s;
+    const cJSON *arch = get(root, "architectures");
+    if (arch) {
+        const cJSON *first = cJSON_IsArray(arch) ? arch->child : NULL;
+        if (!cJSON_IsArray(arch) || (first && !cJSON_IsString(first)))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: architectures must be an array of strings", what);
+        if (first) {
+            size_t n = strlen(first->valuestring);
+            if (n >= sizeof c->architecture) {
+                char q[WGML__QUOTE_MAX];
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: architectures[0] '%s' is longer than %zu bytes", what,
+                                  wgml__quote(q, sizeof q, first->valuestring, n), sizeof c->architecture - 1);
+            }
+            memcpy(c->architecture, first->valuestring, n + 1);
+        }
+    }
     if ((s = get_string(what, root, "", "torch_dtype", c->torch_dtype, sizeof c->torch_dtype, &found))) return s;
     if (!found && (s = get_string(what, root, "", "dtype", c->torch_dtype, sizeof c->torch_dtype, NULL))) return s;
     char act[32];
@@ -276,9 +292,77 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
 
     /* MLX quantization */
     const cJSON *q = get(root, "quantization");
-    if (q) return parse_quantization(what, q, "quantization.", c);
-    q = get(root, "quantization_config");
-    if (q) return parse_quantization(what, q, "quantization_config.", c);
+    if (q) s = parse_quantization(what, q, "quantization.", c);
+    else if ((q = get(root, "quantization_config"))) s = parse_quantization(what, q, "quantization_config.", c);
+    if (s) return s;
+    /* what every field was checked for above, once more on the whole: the parser and
+       wgml_model_config_check can never disagree */
+    if ((s = wgml_model_config_check(c))) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s", what, wgml_last_error(NULL));
+    return WGML_OK;
+}
+
+/* ---- the same rules on a struct --------------------------------------------------------- */
+
+#define CHECK_RANGE(cond, ...) \
+    do { if (!(cond)) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_check: " __VA_ARGS__); } while (0)
+
+wgml_status wgml_model_config_check(const wgml_model_config *c)
+{
+    if (!c) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_check: cfg is NULL");
+    CHECK_RANGE(memchr(c->model_type, 0, sizeof c->model_type) && memchr(c->torch_dtype, 0, sizeof c->torch_dtype) &&
+                memchr(c->architecture, 0, sizeof c->architecture), "model_type, torch_dtype and architecture must be "
+                "NUL-terminated");
+    CHECK_RANGE(c->vocab_size >= 1 && c->vocab_size <= (1u << 24), "vocab_size must be in [1, 16777216], not %u", c->vocab_size);
+    CHECK_RANGE(c->hidden_size >= 1 && c->hidden_size <= 65536, "hidden_size must be in [1, 65536], not %u", c->hidden_size);
+    CHECK_RANGE(c->intermediate_size >= 1 && c->intermediate_size <= (1u << 20),
+                "intermediate_size must be in [1, 1048576], not %u", c->intermediate_size);
+    CHECK_RANGE(c->num_hidden_layers >= 1 && c->num_hidden_layers <= 1024, "num_hidden_layers must be in [1, 1024], not %u",
+                c->num_hidden_layers);
+    uint32_t heads = c->num_attention_heads, kv = c->num_key_value_heads ? c->num_key_value_heads : heads;
+    CHECK_RANGE(heads >= 1 && heads <= 1024, "num_attention_heads must be in [1, 1024], not %u", heads);
+    CHECK_RANGE(kv <= heads && heads % kv == 0, "num_attention_heads %u must be a multiple of num_key_value_heads %u", heads,
+                kv);
+    uint32_t hd = c->head_dim;
+    if (!hd) {
+        CHECK_RANGE(c->hidden_size % heads == 0, "hidden_size %u must be a multiple of num_attention_heads %u when head_dim "
+                    "is 0", c->hidden_size, heads);
+        hd = c->hidden_size / heads;
+    }
+    CHECK_RANGE(hd >= 2 && hd <= 1024 && hd % 2 == 0, "head_dim must be even and in [2, 1024], not %u", hd);
+    CHECK_RANGE(c->max_position_embeddings <= (1u << 24), "max_position_embeddings must be in [1, 16777216] (0: the "
+                "default), not %u", c->max_position_embeddings);
+    CHECK_RANGE(isfinite(c->rms_norm_eps) && c->rms_norm_eps > 0 && c->rms_norm_eps <= 0.5,
+                "rms_norm_eps must be in (0, 0.5], not %g", c->rms_norm_eps);
+    CHECK_RANGE(isfinite(c->rope_theta) && c->rope_theta >= 0 && c->rope_theta <= 1e15,
+                "rope_theta must be in (0, 1e15] (0: the default), not %g", c->rope_theta);
+    switch (c->rope_scaling.type) {
+    case WGML_ROPE_SCALING_NONE: break;
+    case WGML_ROPE_SCALING_LLAMA3:
+        CHECK_RANGE(isfinite(c->rope_scaling.low_freq_factor) && c->rope_scaling.low_freq_factor > 0 &&
+                    isfinite(c->rope_scaling.high_freq_factor) && c->rope_scaling.high_freq_factor <= 1e6 &&
+                    c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor,
+                    "rope_scaling: low_freq_factor must be > 0 and high_freq_factor above it, at most 1e6");
+        CHECK_RANGE(c->rope_scaling.original_max_position_embeddings >= 1 &&
+                    c->rope_scaling.original_max_position_embeddings <= (1u << 24),
+                    "rope_scaling.original_max_position_embeddings must be in [1, 16777216], not %u",
+                    c->rope_scaling.original_max_position_embeddings);
+        /* fall through */
+    case WGML_ROPE_SCALING_LINEAR:
+        CHECK_RANGE(isfinite(c->rope_scaling.factor) && c->rope_scaling.factor >= 1 && c->rope_scaling.factor <= 1e6,
+                    "rope_scaling.factor must be in [1, 1e6], not %g", c->rope_scaling.factor);
+        break;
+    default: CHECK_RANGE(false, "rope_scaling.type %d is not a wgml_rope_scaling_type", (int)c->rope_scaling.type);
+    }
+    CHECK_RANGE(c->bos_token_id >= -1 && c->bos_token_id < (int64_t)c->vocab_size,
+                "bos_token_id must be -1 (none) or below vocab_size %u, not %lld", c->vocab_size, (long long)c->bos_token_id);
+    CHECK_RANGE(c->num_eos_token_ids <= WGML_MODEL_CONFIG_MAX_EOS, "num_eos_token_ids must be at most %d, not %u",
+                WGML_MODEL_CONFIG_MAX_EOS, c->num_eos_token_ids);
+    for (uint32_t i = 0; i < c->num_eos_token_ids; i++)
+        CHECK_RANGE(c->eos_token_ids[i] < c->vocab_size, "eos_token_ids[%u] = %u is not below vocab_size %u", i,
+                    c->eos_token_ids[i], c->vocab_size);
+    uint32_t bits = c->quantization.bits, gs = c->quantization.group_size;
+    CHECK_RANGE(bits == 0 || ((bits >= 2 && bits <= 8 && bits != 7) && gs >= 8 && gs <= 1024 && (gs & (gs - 1)) == 0),
+                "quantization: bits must be 0 (none), 2 - 6 or 8, with group_size a power of two in [8, 1024]");
     return WGML_OK;
 }
 
@@ -292,7 +376,7 @@ wgml_status wgml_model_config_parse(const char *json, size_t len, const char *na
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %zu bytes, more than the %zu a config may have", what, len,
                           CONFIG_MAX_BYTES);
     cJSON *root;
-    wgml_status s = wgml__json_parse(what, json ? json : "", len, &root);
+    wgml_status s = wgml__json_parse(what, json ? json : "", len, 0, &root);
     if (s) return s;
     s = parse_config(what, root, out);
     cJSON_Delete(root);
@@ -306,7 +390,7 @@ wgml_status wgml_model_config_load(const char *path, wgml_model_config *out)
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_load: path and out must not be NULL");
     char *json;
     size_t len;
-    wgml_status s = wgml__read_file(path, CONFIG_MAX_BYTES, &json, &len);
+    wgml_status s = wgml__read_file(path, true, CONFIG_MAX_BYTES, &json, &len);
     if (s) {
         memset(out, 0, sizeof *out);
         return s;
