@@ -198,6 +198,12 @@ static bool contains_icase(const char *hay, const char *needle)
 
 #define MAX_CANDIDATES 8
 
+/* What to do when the runtime finds no adapter at all: wgml's own build fetches Mesa's
+   lavapipe CPU driver, which deps/env.sh makes visible. */
+#define NO_DRIVER_HINT "no GPU driver (Vulkan, Metal or D3D12) is visible to the WebGPU runtime. Install the " \
+    "GPU's Vulkan driver, or run on the CPU through Mesa's lavapipe: in a wgml build tree, `. deps/env.sh` " \
+    "first (`make run` and `make test` do); elsewhere install Debian's mesa-vulkan-drivers"
+
 typedef struct candidate {
     WGPUAdapter adapter;
     char name[256];
@@ -229,6 +235,13 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
             if (!slot.adapter) continue;
             WGPUAdapterInfo ai = { 0 };
             if (wgpuAdapterGetInfo(slot.adapter, &ai) != WGPUStatus_Success) { wgpuAdapterRelease(slot.adapter); continue; }
+            /* Dawn's Null backend computes nothing (every op "succeeds" with zeros): it is
+               taken only when asked for by name. */
+            if (ai.backendType == WGPUBackendType_Null && backend != WGPUBackendType_Null) {
+                wgpuAdapterInfoFreeMembers(ai);
+                wgpuAdapterRelease(slot.adapter);
+                continue;
+            }
             candidate cand = { .adapter = slot.adapter, .type = ai.adapterType, .backend = ai.backendType,
                                .vendor_id = ai.vendorID, .device_id = ai.deviceID };
             copy_sv(cand.name, sizeof cand.name, ai.device);
@@ -279,10 +292,12 @@ static wgml_status choose_adapter(wgml_context *ctx, const char *want_name, cons
                      backend_name(c[i].backend), adapter_type_name(c[i].type));
         }
         for (int i = 0; i < n; i++) wgpuAdapterRelease(c[i].adapter);
+        if (n == 0 && backend == WGPUBackendType_Undefined)
+            return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER, "wgml_context_create: no WebGPU adapter: %s", NO_DRIVER_HINT);
         return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER, "wgml_context_create: no WebGPU adapter%s%s%s%s; adapters found: %s",
                           want_name && *want_name ? " matching adapter \"" : "", want_name && *want_name ? want_name : "",
                           want_name && *want_name ? "\"" : "", backend != WGPUBackendType_Undefined ? " on that backend" : "",
-                          n ? seen : "none (is a Vulkan driver installed? see README: requirements)");
+                          n ? seen : "none");
     }
     for (int i = 0; i < n; i++)
         if (i != best) wgpuAdapterRelease(c[i].adapter);
@@ -498,6 +513,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
        was pending. Reads too: waiting on work done before mapping woke sooner than waiting
        on the map alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms). */
     ctx->cpu_adapter = ctx->info.type && strcmp(ctx->info.type, "CPU") == 0;
+    ctx->address_limit = wgml__address_limit();
     if (!d.timeout_ms && ctx->cpu_adapter) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
     ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : !ctx->cpu_adapter;
     ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : !ctx->cpu_adapter;

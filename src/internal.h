@@ -28,6 +28,9 @@ typedef struct wgml__fuse_group {
     uint32_t ops[WGML__FUSE_MAX_OPS];
 } wgml__fuse_group;
 
+#define WGML__MAX_FENCES 64
+typedef struct wgml__fence wgml__fence;
+
 struct wgml_context {
     WGPUInstance instance;
     WGPUAdapter adapter;
@@ -38,6 +41,11 @@ struct wgml_context {
     uint32_t timeout_ms;
     bool submit_every_op;
     bool cpu_adapter;          /* a CPU adapter (lavapipe): fewer, larger workgroups pay there */
+    uint64_t address_limit;    /* RLIMIT_AS at creation, 0 when unlimited (src/host_memory.c) */
+    /* Fences not yet seen done, oldest first (src/fence.c). */
+    struct wgml__fence { uint64_t id; WGPUFuture future; } fences[WGML__MAX_FENCES];
+    uint32_t nfences;
+    uint64_t fence_issued, fence_done;
 
     /* Errors raised by the device asynchronously, reported by the next call. */
     wgml_status pending_status;
@@ -311,6 +319,14 @@ static inline uint32_t wgml__pow2_at_least(uint32_t n)
    benchmark never times another plan than it asked for. */
 wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt);
 
+/* The address-space limit of the process (RLIMIT_AS; 0 when unlimited), read when a
+   context is created, and the check that an allocation of bytes of host address space
+   leaves room under it (src/host_memory.c). GPU buffers count on CPU adapters, whose
+   device memory is the host's; uploads and read-backs count everywhere (their staging is
+   host memory). Errors: WGML_ERROR_OUT_OF_MEMORY. */
+uint64_t wgml__address_limit(void);
+wgml_status wgml__host_room(wgml_context *ctx, const char *fn, uint64_t bytes);
+
 /* Host monotonic clock in seconds (src/timer.c). */
 double wgml__now(void);
 
@@ -319,6 +335,17 @@ double wgml__now(void);
 /* wgml_model_create with the parameters zeroed (zero) or left unwritten, recording nothing
    (for wgml_model_load, which checks the whole file before it writes every parameter). */
 wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, bool zero, wgml_model **out);
+
+/* What wgml_model_create checks of a configuration, alone; and the parameters of a
+   model of configuration c (one these checks accepted),
+   without creating it: their number, and parameter i's name and shape (shape[1] is 0 for
+   a vector), in wgml_model_param's order. wgml_model_load checks a file against them
+   before it allocates anything. */
+wgml_status wgml__model_check_config(wgml_context *ctx, const char *fn, const wgml_model_config *c);
+#define WGML__PARAM_NAME_MAX 96
+size_t wgml__model_param_total(const wgml_model_config *c);
+void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
+                            uint64_t shape[2]);
 
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \

@@ -93,6 +93,7 @@ static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype d
         return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: %llu bytes exceed the device's maxBufferSize of %llu bytes", fn,
                           (unsigned long long)bytes, (unsigned long long)ctx->limits.maxBufferSize);
 
+    if (ctx->cpu_adapter) WGML_CHECK(wgml__host_room(ctx, fn, cap));
     wgml_tensor *t = calloc(1, sizeof *t);
     if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_OutOfMemory);
@@ -166,6 +167,7 @@ wgml_status wgml_tensor_write(wgml_tensor *t, size_t offset, const void *data, s
     WGML_CHECK(check_range("wgml_tensor_write", t, offset, data, bytes));
     if (bytes == 0) return WGML_OK;
     wgml_context *ctx = t->ctx;
+    WGML_CHECK(wgml__host_room(ctx, "wgml_tensor_write", bytes));   /* the runtime stages a copy */
     /* Queue writes run before anything still being recorded: submit that first. */
     WGML_CHECK(wgml__submit(ctx));
     wgml__wrote(t);
@@ -201,6 +203,7 @@ static wgml_status read_raw(wgml_tensor *t, size_t lo, size_t hi, uint8_t *dst, 
         staging = ctx->readback;
     } else {
         uint64_t cap = own ? size : (size < 4096 ? 4096 : size);
+        WGML_CHECK(wgml__host_room(ctx, "wgml_tensor_read", cap));
         staging = wgpuDeviceCreateBuffer(ctx->device, &(WGPUBufferDescriptor){
             .label = { "wgml read-back", WGPU_STRLEN }, .usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst, .size = cap });
         if (!staging) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_tensor_read: no staging buffer of %llu bytes",
