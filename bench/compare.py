@@ -39,7 +39,7 @@ def main():
     print(f"- adapter: {wm.get('adapter', '?')} ({wm.get('driver', '?')})")
     if tm:
         print(f"- PyTorch: {tm.get('torch', '?')} on {tm.get('device', '?')}, f32, TF32 off")
-    print(f"- peaks: copy {wm.get('copy_bw', 0) * 1e-9:.0f} GB/s measured in the same run; f32 FMA {wm.get('peak_tflops', 0)} TFLOP/s")
+    print(f"- peaks: copy {wm.get('copy_bw', 0) * 1e-9:.0f} GB/s measured in the same run; f32 FMA {wm.get('peak_tflops') or 'not given'} TFLOP/s")
     if a.command:
         print(f"- command: `{a.command}`")
     print("- ratio = PyTorch time / wgml time (above 1: wgml faster); overhead rows are host time per op of a 1000-op chain\n")
@@ -56,12 +56,13 @@ def main():
         gbs = r["bytes"] / s * 1e-9
         tfl = r["flops"] / s * 1e-12
         if r["flops"] > 0:
-            pct = 100 * tfl / wm.get("peak_tflops", 67)
+            pct = 100 * tfl / wm["peak_tflops"] if wm.get("peak_tflops") else None
         else:
-            pct = 100 * r["bytes"] / s / wm["copy_bw"] if wm.get("copy_bw") else 0
+            pct = 100 * r["bytes"] / s / wm["copy_bw"] if wm.get("copy_bw") else None
         ts = f"{t * 1e6:.2f}" if t else "-"
         rs = f"{ratio:.2f}" if ratio else "-"
-        print(f"| {key[0]} | {key[1]} | {s * 1e6:.2f} | {ts} | {rs} | {gbs:.0f} | {tfl:.2f} | {pct:.0f} |")
+        ps = f"{pct:.0f}" if pct is not None else "-"
+        print(f"| {key[0]} | {key[1]} | {s * 1e6:.2f} | {ts} | {rs} | {gbs:.0f} | {tfl:.2f} | {ps} |")
     if ratios:
         import math
         g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))

@@ -16,7 +16,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 if [ "${2:-}" != "--no-tests" ]; then
     (cd build-device && timeout "${WGML_TEST_TIMEOUT:-240}" ctest --output-on-failure -j 8 >"$out/ctest.log" 2>&1; tail -25 "$out/ctest.log")
 fi
-args=(); [ -n "$filter" ] && args=(--filter "$filter")
+# the H200's datasheet f32 FMA rate, for the "% of peak" column of FLOP-bound rows
+args=(--peak-tflops 67); [ -n "$filter" ] && args+=(--filter "$filter")
 # One process per group: in a single process timing every case, the row ops were seen up to
 # 2.6x slower than in a fresh one (cause not yet found), so each group starts fresh.
 : > "$out/wgml.jsonl"

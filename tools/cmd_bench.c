@@ -1,7 +1,7 @@
 /* wgml bench: times every case of tools/bench_cases.c on the chosen adapter.
  *
  *   wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS]
- *              [--peak-tflops X] [--small]
+ *              [--peak-tflops X] [--small]       (--help lists them with their ranges)
  *
  * --small runs every case on its reduced dims (for lavapipe and other slow adapters); the
  * table then shows the dims actually used.
@@ -12,9 +12,10 @@
  * --min-ms, so tiny ops are not measured at the timer's resolution. The median sample is
  * reported with the bytes and FLOPs the case declares, as GB/s, TFLOP/s and percent of the
  * peaks: copy bandwidth measured in the same run (a 1 GiB copy_tensor, or the largest the
- * adapter allows) and the f32 FMA rate given by --peak-tflops (default 67, the H200's
- * datasheet f32 rate). The overhead groups time a chain of 1000 dependent tiny ops per
- * sample: "overhead" by the host clock from the first call to the end of a sync (what a
+ * adapter allows) and the f32 FMA rate given by --peak-tflops (none by default: the
+ * column then shows "-" for FLOP-bound cases; 67 is the H200's datasheet f32 rate). The
+ * overhead groups time a chain of 1000 dependent tiny ops per sample: "overhead" by the
+ * host clock from the first call to the end of a sync (what a
  * user waits), "overhead-record" by the host clock of the calls alone (the CPU cost of
  * recording), "overhead-gpu" by the GPU clock (the device's cost per op: per dependent
  * dispatch with WGML_FUSE=0, per op of a 60-op fused dispatch by default).
@@ -22,6 +23,7 @@
  * pending; one tiny op and a 4-byte read) by the host clock.
  */
 #include "bench.h"
+#include "cli.h"
 #include "commands.h"
 
 #include <stdio.h>
@@ -194,28 +196,34 @@ static double measure_copy_bandwidth(bench_state *b, wgml_adapter_info *in)
     return best;
 }
 
+typedef struct bench_opts {
+    const char *filter, *group, *json;
+    int small, samples;
+    double min_ms, peak_tflops;
+} bench_opts;
+
+static const cli_flag bench_flags[] = {
+    { "--filter", CLI_STRING, offsetof(bench_opts, filter), "only cases whose op, shape or group contains this" },
+    { "--group", CLI_STRING, offsetof(bench_opts, group), "only the cases of this group" },
+    { "--json", CLI_STRING, offsetof(bench_opts, json), "also write every result as a JSON line to this file" },
+    { "--samples", CLI_INT, offsetof(bench_opts, samples), "timed samples per case (the median is reported)", 1, 1000 },
+    { "--min-ms", CLI_DOUBLE, offsetof(bench_opts, min_ms), "shortest sample: calls per sample grow until one lasts this long",
+      0.01, 10000 },
+    { "--peak-tflops", CLI_DOUBLE, offsetof(bench_opts, peak_tflops), "the adapter's f32 FMA rate, for the % of peak of "
+      "FLOP-bound cases (0: unknown, no percentage; e.g. 67 for an H200)", 0, 1e6 },
+    { "--small", CLI_BOOL, offsetof(bench_opts, small), "every case on its reduced dims (lavapipe and other slow adapters)" },
+};
+
 int cmd_bench(int argc, char **argv)
 {
-    const char *filter = NULL, *group = NULL, *json = NULL;
-    bool small = false;
-    int samples = 15;
-    double min_ms = 20.0, peak_tflops = 67.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--filter") && v) filter = v, i++;
-        else if (!strcmp(a, "--group") && v) group = v, i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--samples") && v) samples = atoi(v), i++;
-        else if (!strcmp(a, "--min-ms") && v) min_ms = atof(v), i++;
-        else if (!strcmp(a, "--peak-tflops") && v) peak_tflops = atof(v), i++;
-        else if (!strcmp(a, "--small")) small = true;
-        else {
-            fprintf(stderr, "usage: wgml bench [--filter SUBSTR] [--group NAME] [--json FILE] [--samples N] [--min-ms MS] [--peak-tflops X] [--small]\n");
-            return 2;
-        }
-    }
-    if (samples < 1) samples = 1;
+    bench_opts o = { .samples = 15, .min_ms = 20.0 };
+    int pr = cli_parse(argc, argv, bench_flags, sizeof bench_flags / sizeof bench_flags[0], &o, "wgml bench [options]",
+                       "Times every op on representative shapes with GPU timestamps (see tools/bench_cases.c).");
+    if (pr <= 0) return -pr;
+    const char *filter = o.filter, *group = o.group, *json = o.json;
+    bool small = o.small;
+    int samples = o.samples;
+    double min_ms = o.min_ms, peak_tflops = o.peak_tflops;
     bench_state b = { 0 };
     if (wgml_context_create(NULL, &b.ctx) != WGML_OK) {   /* the defaults: what a user gets (WGML_ROBUST=1: robust) */
         fprintf(stderr, "wgml bench: %s\n", wgml_last_error(NULL));
@@ -227,12 +235,18 @@ int cmd_bench(int argc, char **argv)
     }
     wgml_adapter_info in;
     wgml_context_info(b.ctx, &in);
-    FILE *jf = json ? fopen(json, "w") : NULL;
-    if (json && !jf) { perror(json); return 1; }
+    char jtmp[4200];
+    FILE *jf = json ? cli_atomic_open("wgml bench", json, jtmp, sizeof jtmp) : NULL;
+    if (json && !jf) {
+        wgml_engine_destroy(b.eng);
+        wgml_context_destroy(b.ctx);
+        return 1;
+    }
     double copy_bw = measure_copy_bandwidth(&b, &in);
     printf("# wgml bench on \"%s\" (%s, %s), timestamps %s, robust %s\n", in.name, in.backend, in.driver,
            in.timestamp_query ? "yes" : "no (host clock)", in.robust ? "on" : "off");
-    printf("# peaks: copy %.0f GB/s (measured, read+write), f32 FMA %.1f TFLOP/s (given)\n\n", copy_bw * 1e-9, peak_tflops);
+    printf("# peaks: copy %.0f GB/s (measured, read+write), f32 FMA %s\n\n", copy_bw * 1e-9,
+           peak_tflops > 0 ? cli_fmt("%.1f TFLOP/s (given)", peak_tflops) : "not given (--peak-tflops)");
     printf("| op | shape | time (us) | GB/s | TFLOP/s | %% of peak | inner |\n|---|---|---:|---:|---:|---:|---:|\n");
     if (jf) fprintf(jf, "{\"kind\":\"meta\",\"adapter\":\"%s\",\"driver\":\"%s\",\"copy_bw\":%.6g,\"peak_tflops\":%g}\n", in.name,
                     in.driver, copy_bw, peak_tflops);
@@ -266,8 +280,10 @@ int cmd_bench(int argc, char **argv)
             failures++;
         } else {
             double gbs = bytes / sec * 1e-9, tfl = flops / sec * 1e-12;
-            double pct = flops > 0 ? 100.0 * tfl / peak_tflops : (copy_bw > 0 ? 100.0 * bytes / sec / copy_bw : 0);
-            printf("| %s | %s | %.2f | %.0f | %.2f | %.0f | %d |\n", c->op, shape, sec * 1e6, gbs, tfl, pct, inner);
+            double pct = flops > 0 ? (peak_tflops > 0 ? 100.0 * tfl / peak_tflops : -1)
+                                   : (copy_bw > 0 ? 100.0 * bytes / sec / copy_bw : -1);
+            printf("| %s | %s | %.2f | %.0f | %.2f | %s | %d |\n", c->op, shape, sec * 1e6, gbs, tfl,
+                   pct >= 0 ? cli_fmt("%.0f", pct) : "-", inner);
             if (jf)
                 fprintf(jf, "{\"kind\":\"case\",\"op\":\"%s\",\"shape\":\"%s\",\"group\":\"%s\",\"seconds\":%.9g,\"bytes\":%.6g,\"flops\":%.6g}\n",
                         c->op, shape, c->group ? c->group : "", sec, bytes, flops);
@@ -276,8 +292,8 @@ int cmd_bench(int argc, char **argv)
         release_all(&b);
         wgml_context_sync(b.ctx);
     }
-    if (jf) fclose(jf);
+    int wrote = jf ? cli_atomic_commit("wgml bench", jf, jtmp, json) : 0;
     wgml_engine_destroy(b.eng);
     wgml_context_destroy(b.ctx);
-    return failures ? 1 : 0;
+    return failures || wrote != 0 ? 1 : 0;
 }

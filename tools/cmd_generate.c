@@ -10,6 +10,7 @@
    the most recent half of the text is run again as a new prompt and generation goes on. */
 #include "cli.h"
 #include "commands.h"
+#include "model_tokenizer.h"
 #include "wgml.h"
 
 #include <math.h>
@@ -30,11 +31,12 @@ static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 2
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
-    { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate" },
-    { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)" },
-    { "--top-k", CLI_INT, offsetof(gen_opts, top_k), "sample among the k most likely tokens (at most 1024)" },
-    { "--seed", CLI_U64, offsetof(gen_opts, seed), "sampling seed" },
-    { "--context", CLI_INT, offsetof(gen_opts, context), "KV cache positions (0: prompt + tokens, at most max_position_embeddings)" },
+    { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate", 0, 1e9 },
+    { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)", 0, 100 },
+    { "--top-k", CLI_INT, offsetof(gen_opts, top_k), "sample among the k most likely tokens", 1, 1024 },
+    { "--seed", CLI_U64, offsetof(gen_opts, seed), "sampling seed", 0, 0 },
+    { "--context", CLI_INT, offsetof(gen_opts, context), "KV cache positions (0: prompt + tokens, at most "
+      "max_position_embeddings; more is refused)", 0, 1 << 24 },
     { "--bos", CLI_BOOL, offsetof(gen_opts, bos), "start with the BOS token of config.json" },
     { "--ignore-eos", CLI_BOOL, offsetof(gen_opts, ignore_eos), "go on past end-of-sequence tokens" },
 };
@@ -123,18 +125,18 @@ int cmd_generate(int argc, char **argv)
     int pr = cli_parse(argc, argv, gen_flags, NFLAGS, &o, "wgml generate [options]",
                        "Generates text from a checkpoint with a KV cache: the prompt in one pass, then token by token.");
     if (pr <= 0) return -pr;
-    if (o.tokens < 0 || o.top_k < 1 || !(o.temperature >= 0) || o.context < 0) {
-        fprintf(stderr, "wgml generate: --tokens and --context must be >= 0, --top-k >= 1, --temperature >= 0\n");
-        return 2;
-    }
 
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "wgml generate: no WebGPU adapter: %s\n", wgml_last_error(NULL));
+        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(NULL));
         return 1;
     }
-    wgml_engine_create(ctx, &eng);
+    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
+        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
+        wgml_context_destroy(ctx);
+        return 1;
+    }
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
 
@@ -154,30 +156,15 @@ int cmd_generate(int argc, char **argv)
     double t_load = cli_now() - t0;
     const wgml_model_config *cfg = wgml_model_get_config(m);
 
-    /* the tokenizer: tokenizer.json beside the weights, else bytes for a 256-token model */
-    char dir[4096], tpath[4200];
-    struct stat st;
-    snprintf(dir, sizeof dir, "%s", o.model);
-    if (stat(o.model, &st) == 0 && !S_ISDIR(st.st_mode)) {
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = 0;
-        else snprintf(dir, sizeof dir, ".");
-    }
-    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", dir);
+    if (model_tokenizer("wgml generate", o.model, cfg, &tok) != 0) goto done;
     wgml_status s;
-    if (stat(tpath, &st) == 0) s = wgml_tokenizer_load(tpath, &tok);
-    else if (cfg->vocab_size == 256) s = wgml_tokenizer_bytes(&tok);
-    else {
-        fprintf(stderr, "wgml generate: %s has no tokenizer.json and its vocabulary (%u) is not bytes\n", dir, cfg->vocab_size);
-        goto done;
-    }
-    if (s != WGML_OK) {
-        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(NULL));
-        goto done;
-    }
 
     size_t plen = strlen(o.prompt), n = 0;
     ids = malloc(sizeof *ids * (2 * plen + 2));   /* ByteLevel's add_prefix_space can double */
+    if (!ids) {
+        fprintf(stderr, "wgml generate: out of host memory for the prompt\n");
+        goto done;
+    }
     size_t at = 0;
     if (o.bos) {
         if (cfg->bos_token_id < 0) {
@@ -201,19 +188,28 @@ int cmd_generate(int argc, char **argv)
             goto done;
         }
 
+    if ((uint32_t)o.context > cfg->max_position_embeddings) {
+        fprintf(stderr, "wgml generate: --context %d is beyond the %u positions the model was trained for "
+                "(max_position_embeddings in config.json)\n", o.context, cfg->max_position_embeddings);
+        goto done;
+    }
     uint32_t cap = (uint32_t)o.context;
     if (!cap) {
         uint64_t want = n + (uint64_t)o.tokens;
         cap = (uint32_t)(want < cfg->max_position_embeddings ? want : cfg->max_position_embeddings);
     }
     if (cap < 2) cap = 2;
-    if (n >= cap) {   /* keep the end of a long prompt */
+    if (n > cap) {   /* keep the end of a long prompt */
         size_t keep = cap - cap / 4;
         fprintf(stderr, "wgml generate: the prompt has %zu tokens; keeping its last %zu (context %u)\n", n, keep, cap);
         memmove(ids, ids + (n - keep), keep * sizeof *ids);
         n = keep;
     }
     hist = malloc(sizeof *hist * cap);
+    if (!hist) {
+        fprintf(stderr, "wgml generate: out of host memory\n");
+        goto done;
+    }
     memcpy(hist, ids, n * sizeof *ids);
     size_t nhist = n;
 
@@ -230,6 +226,10 @@ int cmd_generate(int argc, char **argv)
     sm = (sampler){ .e = eng, .logits = logits, .idx = idx, .readback = readback, .vocab = cfg->vocab_size, .k = k,
                     .temperature = o.temperature, .rng = o.seed, .host = malloc(sizeof(uint32_t) * ((size_t)k + cfg->vocab_size)),
                     .p = malloc(sizeof(double) * k) };
+    if (!sm.host || !sm.p) {
+        fprintf(stderr, "wgml generate: out of host memory\n");
+        goto done;
+    }
 
     fprintf(stderr, "model: %s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
             (unsigned long long)wgml_model_numel(m), cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);

@@ -1,5 +1,6 @@
 /* wgml info: the adapter wgml picks, its limits and features, and a one-second self-check
    (element-wise adds verified against the CPU). */
+#include "cli.h"
 #include "commands.h"
 #include "wgml.h"
 
@@ -57,7 +58,10 @@ done:
 
 int cmd_info(int argc, char **argv)
 {
-    (void)argc; (void)argv;
+    int pr = cli_parse(argc, argv, NULL, 0, NULL, "wgml info",
+                       "Shows the adapter wgml picks (WGML_ADAPTER, WGML_BACKEND choose another), its limits and features, "
+                       "and runs a one-second self-check.");
+    if (pr <= 0) return -pr;
     wgml_context *ctx;
     if (wgml_context_create(NULL, &ctx) != WGML_OK) {
         fprintf(stderr, "wgml info: %s\n", wgml_last_error(NULL));

@@ -9,6 +9,7 @@
    f32 logits, row by row. */
 #include "cli.h"
 #include "commands.h"
+#include "model_tokenizer.h"
 #include "wgml.h"
 
 #include <stdio.h>
@@ -30,6 +31,10 @@ int cmd_logits(int argc, char **argv)
     int pr = cli_parse(argc, argv, logits_flags, sizeof logits_flags / sizeof logits_flags[0], &o, "wgml logits [options]",
                        "Writes the token ids and every position's logits of a text, for comparisons.");
     if (pr <= 0) return -pr;
+    if (!o.text[0]) {
+        fprintf(stderr, "wgml logits: --text is empty: there is nothing to run\n");
+        return 2;
+    }
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     wgml_model *m = NULL;
@@ -39,9 +44,12 @@ int cmd_logits(int argc, char **argv)
     uint32_t *ids = NULL;
     float *host = NULL;
     int rc = 1;
-    char tpath[4200];
     size_t len = strlen(o.text), n = 0;
-    if (wgml_context_create(NULL, &ctx) != WGML_OK || wgml_engine_create(ctx, &eng) != WGML_OK) {
+    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
+        fprintf(stderr, "wgml logits: %s\n", wgml_last_error(NULL));
+        goto done;
+    }
+    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
         goto done;
     }
@@ -49,38 +57,47 @@ int cmd_logits(int argc, char **argv)
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
         goto done;
     }
-    /* tokenizer.json in the folder, else bytes for a 256-token model (as wgml generate) */
-    struct stat st;
-    cli_fmt_path(tpath, sizeof tpath, o.model, "tokenizer.json");
-    wgml_status ts = stat(tpath, &st) != 0 && wgml_model_get_config(m)->vocab_size == 256 ? wgml_tokenizer_bytes(&tok)
-                                                                                          : wgml_tokenizer_load(tpath, &tok);
-    if (ts != WGML_OK) {
-        fprintf(stderr, "wgml logits: %s\n", wgml_last_error(NULL));
+    if (model_tokenizer("wgml logits", o.model, wgml_model_get_config(m), &tok) != 0) goto done;
+    ids = malloc(sizeof *ids * (2 * len + 2));
+    if (!ids) {
+        fprintf(stderr, "wgml logits: out of host memory\n");
         goto done;
     }
-    ids = malloc(sizeof *ids * (2 * len + 2));
-    if (!ids || wgml_tokenizer_encode(tok, o.text, len, ids, 2 * len + 2, &n) != WGML_OK || n == 0) {
+    if (wgml_tokenizer_encode(tok, o.text, len, ids, 2 * len + 2, &n) != WGML_OK) {
         fprintf(stderr, "wgml logits: cannot encode the text: %s\n", wgml_last_error(NULL));
+        goto done;
+    }
+    if (n == 0) {
+        fprintf(stderr, "wgml logits: the text encodes to no tokens\n");
+        goto done;
+    }
+    if (n > wgml_model_get_config(m)->max_position_embeddings) {
+        fprintf(stderr, "wgml logits: the text is %zu tokens, more than the model's %u positions (max_position_embeddings)\n",
+                n, wgml_model_get_config(m)->max_position_embeddings);
         goto done;
     }
     uint32_t vocab = wgml_model_get_config(m)->vocab_size;
     size_t shape[2] = { n, vocab };
     host = malloc(sizeof *host * n * vocab);
-    if (!host || wgml_kv_cache_create(m, (uint32_t)n, &cache) != WGML_OK ||
+    if (!host) {
+        fprintf(stderr, "wgml logits: out of host memory for %zu x %u logits\n", n, vocab);
+        goto done;
+    }
+    if (wgml_kv_cache_create(m, (uint32_t)n, &cache) != WGML_OK ||
         wgml_tensor_create(ctx, WGML_F32, 2, shape, &logits) != WGML_OK ||
         wgml_model_decode(cache, ids, (uint32_t)n, logits) != WGML_OK ||
         wgml_tensor_read(logits, 0, host, sizeof *host * n * vocab) != WGML_OK) {
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
         goto done;
     }
-    FILE *f = fopen(o.out, "wb");
+    char tmp[4200];
+    FILE *f = cli_atomic_open("wgml logits", o.out, tmp, sizeof tmp);
+    if (!f) goto done;
     uint32_t hdr[2] = { (uint32_t)n, vocab };
-    if (!f || fwrite(hdr, 4, 2, f) != 2 || fwrite(ids, 4, n, f) != n || fwrite(host, 4, n * vocab, f) != n * vocab) {
-        fprintf(stderr, "wgml logits: cannot write %s\n", o.out);
-        if (f) fclose(f);
-        goto done;
-    }
-    fclose(f);
+    fwrite(hdr, 4, 2, f);
+    fwrite(ids, 4, n, f);
+    fwrite(host, 4, n * vocab, f);
+    if (cli_atomic_commit("wgml logits", f, tmp, o.out) != 0) goto done;
     printf("wgml logits: %zu tokens x %u logits written to %s\n", n, vocab, o.out);
     rc = 0;
 done:

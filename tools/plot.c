@@ -22,10 +22,8 @@ static void xml_text(FILE *f, const char *s)
     }
 }
 
-int plot_loss_svg(const char *path, const char *title, const float *train, const double *val, int steps, double unigram)
+void plot_loss_svg(FILE *f, const char *title, const float *train, const double *val, int steps, double unigram)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
     const double W = 820, Hh = 500, L = 78, R = 24, T = 52, B = 62;
     const double pw = W - L - R, ph = Hh - T - B;
     double ymax = 0;
@@ -89,5 +87,4 @@ int plot_loss_svg(const char *path, const char *title, const float *train, const
     fprintf(f, "</g>\n</svg>\n");
 #undef X
 #undef Y
-    return fclose(f) == 0 ? 0 : -1;
 }
