@@ -493,6 +493,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
         return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the WebGPU runtime could not create an instance");
     }
     wgml_status s = choose_adapter(ctx, d.adapter, d.backend);
+    if (s == WGML_OK) s = wgml__device_room(wgml__address_limit());
     if (s == WGML_OK) s = create_device(ctx, d.robust || w.robust, w.skip_validation);
     if (s != WGML_OK) {
         wgml_context_destroy(ctx);

@@ -10,8 +10,13 @@
 #include <unistd.h>
 
 /* Room kept free under the limit for what the runtime and driver allocate on their own
-   (compiled kernels, command buffers, thread stacks). */
-#define HEADROOM ((uint64_t)256 << 20)
+   (command buffers, thread stacks, and on a CPU adapter the compiler that builds each
+   kernel on first use: lavapipe was seen to fault compiling with 180 MiB left). */
+#define HEADROOM_GPU ((uint64_t)256 << 20)
+#define HEADROOM_CPU ((uint64_t)512 << 20)
+/* What creating a device takes on top of that (lavapipe: about 700 MiB of address space
+   for a process that has run nothing yet). */
+#define DEVICE_ROOM ((uint64_t)768 << 20)
 /* Smaller requests are not checked (each check reads /proc). */
 #define CHECK_FROM ((uint64_t)1 << 20)
 
@@ -38,10 +43,22 @@ wgml_status wgml__host_room(wgml_context *ctx, const char *fn, uint64_t bytes)
 {
     if (!ctx->address_limit || bytes < CHECK_FROM) return WGML_OK;
     uint64_t used = address_used(), limit = ctx->address_limit;
-    if (used + bytes + HEADROOM <= limit) return WGML_OK;
+    uint64_t headroom = ctx->cpu_adapter ? HEADROOM_CPU : HEADROOM_GPU;
+    if (used + bytes + headroom <= limit) return WGML_OK;
     return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY,
                       "%s: %llu MiB more would take the process past its address-space limit (ulimit -v: %llu MiB, %llu "
                       "MiB in use, %llu MiB kept for the runtime)", fn, (unsigned long long)(bytes >> 20),
                       (unsigned long long)(limit >> 20), (unsigned long long)(used >> 20),
-                      (unsigned long long)(HEADROOM >> 20));
+                      (unsigned long long)(headroom >> 20));
+}
+
+wgml_status wgml__device_room(uint64_t limit)
+{
+    if (!limit) return WGML_OK;
+    uint64_t used = address_used(), need = DEVICE_ROOM + HEADROOM_CPU;
+    if (used + need <= limit) return WGML_OK;
+    return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY,
+                      "wgml_context_create: the process's address-space limit (ulimit -v: %llu MiB, %llu MiB in use) leaves "
+                      "less than the %llu MiB a WebGPU device and its kernels need", (unsigned long long)(limit >> 20),
+                      (unsigned long long)(used >> 20), (unsigned long long)(need >> 20));
 }

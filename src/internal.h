@@ -326,6 +326,8 @@ wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const cha
    host memory). Errors: WGML_ERROR_OUT_OF_MEMORY. */
 uint64_t wgml__address_limit(void);
 wgml_status wgml__host_room(wgml_context *ctx, const char *fn, uint64_t bytes);
+/* Before a device is created: room under the limit (0: none) for the device itself. */
+wgml_status wgml__device_room(uint64_t limit);
 
 /* Host monotonic clock in seconds (src/timer.c). */
 double wgml__now(void);

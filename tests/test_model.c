@@ -744,21 +744,31 @@ static void test_checkpoint_quantized(void)
     }
 }
 
+static void expect_load_fails_with(const char *what, const char *path, wgml_status want, const char *needle);
+
 /* Broken folders, configs and weight files fail with a message, never a crash, and leave
    no model behind. */
 static void expect_load_fails(const char *what, const char *needle)
 {
+    expect_load_fails_with(what, tmpdir, WGML_OK, needle);
+}
+
+/* As expect_load_fails for the folder or file path, with status want (WGML_OK: FORMAT or
+   IO). */
+static void expect_load_fails_with(const char *what, const char *path, wgml_status want, const char *needle)
+{
     wgml_model *m = (wgml_model *)&m;   /* must be set to NULL */
     wgml_context_stats before, after;
     wgml_context_stats_get(th_ctx, &before);
-    wgml_status s = wgml_model_load(th_eng, tmpdir, &m);
+    wgml_status s = wgml_model_load(th_eng, path, &m);
     wgml_context_stats_get(th_ctx, &after);
     const char *msg = wgml_last_error(th_ctx);
     TH_CHECK(after.commands == before.commands, "%s: %llu GPU commands recorded before the failure", what,
              (unsigned long long)(after.commands - before.commands));
     TH_CHECK(after.live_tensors == before.live_tensors, "%s: %ld tensors left behind", what,
              after.live_tensors - before.live_tensors);
-    TH_CHECK(s == WGML_ERROR_FORMAT || s == WGML_ERROR_IO, "%s: status %s (%s)", what, wgml_status_string(s), msg);
+    TH_CHECK(want ? s == want : (s == WGML_ERROR_FORMAT || s == WGML_ERROR_IO), "%s: status %s (%s)", what,
+             wgml_status_string(s), msg);
     TH_CHECK(m == NULL, "%s: *out not NULL after a failure", what);
     TH_CHECK(!needle || strstr(msg, needle) != NULL, "%s: the message \"%s\" does not name \"%s\"", what, msg, needle);
 }
@@ -841,6 +851,131 @@ static void test_malformed_checkpoints(void)
     remove_tmpdir();
 }
 
+/* Folders that are not what they claim: FIFOs (refused without blocking), links to files
+   outside the folder (refused, the target's bytes never quoted), another architecture,
+   tensors the model would not use, a config far larger than its weights (refused before
+   any device memory is taken); and the two legitimate oddities, a Hugging Face cache
+   snapshot and the rotary inv_freq buffers of old checkpoints, which load. */
+static void test_hostile_folders(void)
+{
+    const ref_model_shape *s = &tiny_a.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    size_t n = wgml_model_param_count(m);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+    char cfg[4096] = { 0 };
+    FILE *f = fopen(in_tmp("config.json"), "r");
+    if (f) { size_t r = fread(cfg, 1, sizeof cfg - 1, f); cfg[r] = 0; fclose(f); }
+    char moved[320];
+    snprintf(moved, sizeof moved, "%s.weights", tmpdir);   /* beside the folder, not in it */
+    TH_CHECK(rename(in_tmp("model.safetensors"), moved) == 0, "move the weights out: %s", strerror(errno));
+
+    /* FIFOs: each file in turn (a blocking open would hang here until the test's timeout) */
+    TH_CHECK(symlink(moved, in_tmp("model.safetensors")) == 0, "symlink: %s", strerror(errno));
+    unlink(in_tmp("config.json"));
+    TH_CHECK(mkfifo(in_tmp("config.json"), 0600) == 0, "mkfifo: %s", strerror(errno));
+    expect_load_fails_with("config.json is a FIFO", tmpdir, WGML_ERROR_IO, "not a regular file");
+    unlink(in_tmp("config.json"));
+    write_text(in_tmp("config.json"), cfg);
+    unlink(in_tmp("model.safetensors"));
+    TH_CHECK(mkfifo(in_tmp("model.safetensors"), 0600) == 0, "mkfifo: %s", strerror(errno));
+    expect_load_fails_with("model.safetensors is a FIFO", tmpdir, WGML_ERROR_IO, "not a regular file");
+    unlink(in_tmp("model.safetensors"));
+
+    /* a link to a file outside the folder, whose first bytes spell a marker */
+    write_text(moved, "SECRETSECRET{\"not\": \"weights\"}");
+    TH_CHECK(symlink(moved, in_tmp("model.safetensors")) == 0, "symlink: %s", strerror(errno));
+    expect_load_fails_with("model.safetensors links outside the folder", tmpdir, WGML_ERROR_IO, "outside");
+    TH_CHECK(!strstr(wgml_last_error(th_ctx), "SECRET"), "the target's bytes are quoted: %s", wgml_last_error(th_ctx));
+    unlink(in_tmp("model.safetensors"));
+    unlink(moved);
+
+    /* real weights again, plus what another architecture adds or a Llama file may carry */
+    wgml_safetensors_entry *e = entries_of(m, params), *more = calloc(n + 1, sizeof *more);
+    memcpy(more, e, n * sizeof *e);
+    float norm[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    more[n] = (wgml_safetensors_entry){ .name = "model.layers.0.self_attn.q_norm.weight", .dtype = WGML_ST_F32, .ndim = 1,
+                                        .shape = { 8 }, .data = norm };
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), more, n + 1, NULL), WGML_OK);
+    expect_load_fails_with("a Qwen3-style q_norm tensor", tmpdir, WGML_ERROR_UNSUPPORTED, "q_norm");
+    more[n].name = "model.layers.1.self_attn.rotary_emb.inv_freq";
+    more[n].shape[0] = 4;
+    TH_EXPECT(wgml_safetensors_write(in_tmp("model.safetensors"), more, n + 1, NULL), WGML_OK);
+    wgml_model *ok = NULL;
+    TH_EXPECT(wgml_model_load(th_eng, tmpdir, &ok), WGML_OK);   /* the inv_freq buffer is skipped */
+    wgml_model_destroy(ok);
+    /* the same config with Qwen3's names for the architecture */
+    char other[4200];
+    size_t o = 0;
+    for (const char *c = cfg; *c && o + 32 < sizeof other;) {
+        const char *words[][2] = { { "\"llama\"", "\"qwen3\"" }, { "LlamaForCausalLM", "Qwen3ForCausalLM" } };
+        bool hit = false;
+        for (size_t w = 0; w < 2 && !hit; w++)
+            if (strncmp(c, words[w][0], strlen(words[w][0])) == 0) {
+                memcpy(other + o, words[w][1], strlen(words[w][1]));
+                o += strlen(words[w][1]);
+                c += strlen(words[w][0]);
+                hit = true;
+            }
+        if (!hit) other[o++] = *c++;
+    }
+    other[o] = 0;
+    write_text(in_tmp("config.json"), other);
+    expect_load_fails_with("model_type qwen3", tmpdir, WGML_ERROR_UNSUPPORTED, "qwen3");
+    /* a config of a model of hundreds of GB beside these small weights: refused by the
+       tensor check, before a byte of device memory */
+    write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 16777216, \"hidden_size\": 65536, "
+               "\"intermediate_size\": 1048576, \"num_hidden_layers\": 1024, \"num_attention_heads\": 512}");
+    expect_load_fails_with("a config of a huge model", tmpdir, WGML_ERROR_FORMAT, "model.embed_tokens.weight");
+    write_text(in_tmp("config.json"), cfg);
+
+    /* a Hugging Face cache snapshot: <repo>/snapshots/<rev>/<file> -> ../../blobs/<hash> */
+    char repo[320], path[400], target[400];
+    snprintf(repo, sizeof repo, "%s/models--wgml--tiny", tmpdir);
+    const char *dirs[] = { "", "/blobs", "/snapshots", "/snapshots/abc123" };
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s%s", repo, dirs[i]);
+        TH_CHECK(mkdir(path, 0700) == 0, "mkdir %s: %s", path, strerror(errno));
+    }
+    const char *files[] = { "config.json", "model.safetensors" };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(target, sizeof target, "%s/blobs/%zu", repo, i);
+        TH_CHECK(rename(in_tmp(files[i]), target) == 0, "rename: %s", strerror(errno));
+        snprintf(path, sizeof path, "%s/snapshots/abc123/%s", repo, files[i]);
+        snprintf(target, sizeof target, "../../blobs/%zu", i);
+        TH_CHECK(symlink(target, path) == 0, "symlink: %s", strerror(errno));
+    }
+    snprintf(path, sizeof path, "%s/snapshots/abc123", repo);
+    ok = NULL;
+    TH_EXPECT(wgml_model_load(th_eng, path, &ok), WGML_OK);
+    wgml_model_destroy(ok);
+    /* ... but only into its own repository's blobs */
+    snprintf(path, sizeof path, "%s/snapshots/abc123/config.json", repo);
+    unlink(path);
+    snprintf(target, sizeof target, "%s/config.elsewhere", tmpdir);
+    write_text(target, cfg);
+    TH_CHECK(symlink(target, path) == 0, "symlink: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/snapshots/abc123", repo);
+    expect_load_fails_with("a snapshot linking outside its repository", path, WGML_ERROR_IO, "outside");
+    unlink(target);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/snapshots/abc123/%s", repo, files[i]);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/blobs/%zu", repo, i);
+        unlink(path);
+    }
+    for (size_t i = 4; i-- > 0;) {
+        snprintf(path, sizeof path, "%s%s", repo, dirs[i]);
+        rmdir(path);
+    }
+    free(more);
+    free(e);
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
+}
+
 /* Misuse of the model, trainer and cache API: clear errors, no crash. */
 static void test_bad_arguments(void)
 {
@@ -894,6 +1029,7 @@ static const th_case cases[] = {
     { "checkpoint in shards", test_checkpoint_sharded },
     { "checkpoint quantized (MLX affine)", test_checkpoint_quantized },
     { "malformed checkpoints", test_malformed_checkpoints },
+    { "hostile folders", test_hostile_folders },
     { "bad arguments", test_bad_arguments },
 };
 

@@ -144,10 +144,12 @@ static wgml_status evaluate(wgml_trainer *t, wgml_tensor *loss, const tokens *va
 }
 
 /* The text as tokens: its bytes, or the ids of a tokenizer.json (*tok). */
-static int load_tokens(const train_opts *o, uint8_t **text, uint32_t **ids, tokens *all, uint32_t *vocab, wgml_tokenizer **tok)
+static int load_tokens(const train_opts *o, uint8_t **text, size_t *text_bytes, uint32_t **ids, tokens *all, uint32_t *vocab,
+                       wgml_tokenizer **tok)
 {
     size_t size = 0;
     *text = cli_read_file("wgml train", o->data, DATA_MAX_BYTES, &size);
+    *text_bytes = size;
     if (!*text) return -1;
     *vocab = 256;
     if (!o->tokenizer) {
@@ -282,7 +284,8 @@ int cmd_train(int argc, char **argv)
     wgml_tokenizer *tok = NULL;
     tokens all;
     uint32_t vocab = 256;
-    if (load_tokens(&o, &text, &idbuf, &all, &vocab, &tok) != 0) {
+    size_t text_bytes = 0;
+    if (load_tokens(&o, &text, &text_bytes, &idbuf, &all, &vocab, &tok) != 0) {
         free(text);
         free(idbuf);
         wgml_tokenizer_free(tok);
@@ -362,8 +365,8 @@ int cmd_train(int argc, char **argv)
 
     uint64_t nparams = wgml_model_numel(model);
     printf("adapter:  %s (%s, %s)\n", info.name, info.type, info.backend);
-    printf("data:     %s: %zu %s tokens (%d distinct); %zu for training, %zu held out for validation\n", o.data, all.n,
-           tok ? "BPE" : "byte", distinct, ntrain, nval);
+    printf("data:     %s: %zu bytes, %zu %s tokens (%d distinct); %zu for training, %zu held out for validation\n", o.data,
+           text_bytes, all.n, tok ? "BPE" : "byte", distinct, ntrain, nval);
     printf("unigram entropy of the training tokens: %.3f bits = %.3f nats per token (the loss of a model that knows only token "
            "frequencies; uniform would be %.3f nats)\n", h / log(2), h, log((double)vocab));
     printf("model:    %llu parameters: dim %d, %d layers, %d heads (%d kv), head_dim %d, ffn %d, vocab %u, %s head\n",

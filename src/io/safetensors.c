@@ -904,10 +904,12 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-static bool is_file(const char *p)
+/* Whether the folder has an entry of that name, of any kind: a FIFO or a dangling link is
+   then opened, and refused for what it is, rather than passed over in silence. */
+static bool has_entry(const char *p)
 {
     struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    return lstat(p, &sb) == 0;
 }
 
 wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out)
@@ -921,8 +923,8 @@ wgml_status wgml_checkpoint_open(const char *path, wgml_checkpoint **out)
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         char *ip = join_path(path, INDEX_NAME), *sp = join_path(path, SINGLE_NAME);
         if (!ip || !sp) s = oom(path);
-        else if (is_file(ip)) s = ck_open_index(ck, ip);
-        else if (is_file(sp)) {
+        else if (has_entry(ip)) s = ck_open_index(ck, ip);
+        else if (has_entry(sp)) {
             ck->shards = calloc(1, sizeof *ck->shards);
             s = ck->shards ? st_open(sp, true, &ck->shards[0]) : oom(path);
             if (!s) ck->nshards = 1;

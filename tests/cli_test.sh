@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# The wgml program against the inputs a new user or an attacker gives it: each case runs
+# the real binary and checks its exit status, its message and what it left on disk.
+#   bash tests/cli_test.sh <path to the wgml program>
+# Prints "N passed, M failed" last and exits non-zero on any failure, as the C tests do.
+set -u
+wgml=$1
+[ -x "$wgml" ] || { echo "cli_test.sh: $wgml is not a program"; exit 2; }
+work=$(mktemp -d /tmp/wgml_cli_test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL [$case] $*"; }
+check() { if eval "$1"; then ok; else bad "$2"; fi; }
+
+# run <expected status> <command...>: runs it (10 minutes at most) with stdout and stderr
+# in $work/out and $work/err; checks the status, and that it was not a signal.
+run() {
+    local want=$1
+    shift
+    timeout 600 "$@" >"$work/out" 2>"$work/err"
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        bad "exit status $rc, expected $want: $*"
+        sed 's/^/    /' "$work/err" | tail -5
+    else
+        ok
+    fi
+    if [ "$rc" -ge 124 ]; then bad "ended by a signal or the timeout ($rc): $*"; fi
+}
+# said <text>: the last run's stdout or stderr contains text (a fixed string)
+said() { if grep -qF -- "$1" "$work/out" "$work/err"; then ok; else bad "no \"$1\" in: $(head -c 300 "$work/err")"; fi; }
+not_said() { if grep -qF -- "$1" "$work/out" "$work/err"; then bad "\"$1\" was said: $(head -c 300 "$work/err")"; else ok; fi; }
+absent() { if [ -e "$1" ]; then bad "$1 exists"; else ok; fi; }
+
+tiny=(--dim 16 --heads 2 --kv-heads 1 --layers 1 --ffn 32 --context 16 --batch 2 --eval-every 0)
+
+# ---- a small model to work on
+case="setup"
+run 0 "$wgml" train "${tiny[@]}" --steps 2 --out "$work/m"
+model=$work/m
+
+# ---- 1. no adapter is an error, never Dawn's Null backend
+case="no driver"
+nodrv=(env VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json VK_ADD_DRIVER_FILES=)
+run 1 "${nodrv[@]}" "$wgml" info
+said "no GPU driver"
+said "deps/env.sh"
+run 1 "${nodrv[@]}" "$wgml" logits --model "$model" --text "This" --out "$work/nodrv.bin"
+absent "$work/nodrv.bin"
+case="null backend by name"
+run 1 "${nodrv[@]}" env WGML_BACKEND=null "$wgml" info   # taken when named; its self-check fails
+said "Null backend"
+said "self-check: FAILED"
+
+# ---- 2. files that are not what they claim
+case="FIFOs"
+for f in config.json model.safetensors tokenizer.json; do
+    mkdir -p "$work/fifo"
+    cp "$model/config.json" "$model/model.safetensors" "$work/fifo/"
+    rm -f "$work/fifo/$f"
+    mkfifo "$work/fifo/$f"
+    run 1 "$wgml" generate --model "$work/fifo" --tokens 1
+    said "not a regular file"
+    rm -rf "$work/fifo"
+done
+case="links outside the folder"
+printf 'SECRETSECRET%s' '{"not": "a model"}' >"$work/secret"
+for f in config.json model.safetensors tokenizer.json; do
+    mkdir -p "$work/link"
+    cp "$model/config.json" "$model/model.safetensors" "$work/link/"
+    rm -f "$work/link/$f"
+    ln -s "$work/secret" "$work/link/$f"
+    run 1 "$wgml" generate --model "$work/link" --tokens 1
+    said "outside"
+    not_said "SECRET"
+    rm -rf "$work/link"
+done
+
+# ---- 3. memory driven by input
+case="--data that never ends"
+run 1 "$wgml" train "${tiny[@]}" --steps 1 --data /dev/zero --out "$work/z"
+said "not a file"
+absent "$work/z"
+case="--data over the cap"
+truncate -s 1100M "$work/huge.txt"
+run 1 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/huge.txt" --out "$work/z"
+said "more than 1073741824 bytes"
+rm -f "$work/huge.txt"
+# A model too big for the address-space limit: an error, not a signal.
+case="training under ulimit -v"
+(ulimit -v 2500000 && exec "$wgml" train --dim 2048 --layers 8 --heads 16 --kv-heads 16 --ffn 8192 --context 16 --batch 1 \
+    --steps 1 --out "$work/big") >"$work/out" 2>"$work/err"
+rc=$?
+check '[ "$rc" -eq 1 ]' "exit status $rc, expected 1: $(tail -c 300 "$work/err")"
+said "address-space limit"
+absent "$work/big"
+case="loading under ulimit -v"
+# a 1 GiB model whose file is sparse: 4 layers of dim 2048, ffn 8192, tied embedding
+mkdir -p "$work/bigm"
+cat >"$work/bigm/config.json" <<'JSON'
+{"model_type": "llama", "vocab_size": 256, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 4,
+ "num_attention_heads": 16, "num_key_value_heads": 16, "tie_word_embeddings": true}
+JSON
+header="{" off=0 sep=""
+add() {   # add <name> <dims...>
+    local name=$1 n=4 shape="" d
+    shift
+    for d in "$@"; do n=$((n * d)); shape="$shape${shape:+,}$d"; done
+    header="$header$sep\"$name\":{\"dtype\":\"F32\",\"shape\":[$shape],\"data_offsets\":[$off,$((off + n))]}"
+    off=$((off + n)) sep=","
+}
+add model.embed_tokens.weight 256 2048
+for l in 0 1 2 3; do
+    p=model.layers.$l
+    add $p.input_layernorm.weight 2048
+    for w in q k v o; do add $p.self_attn.${w}_proj.weight 2048 2048; done
+    add $p.post_attention_layernorm.weight 2048
+    add $p.mlp.gate_proj.weight 8192 2048
+    add $p.mlp.up_proj.weight 8192 2048
+    add $p.mlp.down_proj.weight 2048 8192
+done
+add model.norm.weight 2048
+header="$header}"
+while [ $(((${#header} + 8) % 8)) -ne 0 ]; do header="$header "; done
+len=${#header}
+printf "$(printf '\\x%02x' $((len & 255)) $(((len >> 8) & 255)) $(((len >> 16) & 255)) 0 0 0 0 0)" >"$work/bigm/model.safetensors"
+printf '%s' "$header" >>"$work/bigm/model.safetensors"
+truncate -s $((8 + len + off)) "$work/bigm/model.safetensors"
+(ulimit -v 2000000 && exec "$wgml" generate --model "$work/bigm" --tokens 1) >"$work/out" 2>"$work/err"
+rc=$?
+check '[ "$rc" -eq 1 ]' "exit status $rc, expected 1: $(tail -c 300 "$work/err")"
+check 'grep -qE "address-space limit|cannot map" "$work/err"' "no memory message: $(tail -c 300 "$work/err")"
+rm -rf "$work/bigm"
+
+# ---- 4. parameters that would pass and then break
+case="flags out of range"
+for bad_flag in "--min-lr -1" "--lr 1e30" "--context 1073741824" "--rope-theta 1e16" "--layers 1025" "--beta1 1" \
+                "--eps 0" "--steps 0" "--warmup 250"; do
+    # shellcheck disable=SC2086
+    run 2 "$wgml" train $bad_flag --out "$work/r"
+    said "${bad_flag%% *}"
+    absent "$work/r"
+done
+run 2 "$wgml" generate --model "$model" --top-k 5000
+said "--top-k"
+case="a loss that turns NaN"
+run 1 "$wgml" train "${tiny[@]}" --lr 10 --clip 1e6 --beta1 0.999999 --beta2 1e-6 --warmup 0 --min-lr 1 --steps 60 \
+    --out "$work/nan"
+said "NaN"
+absent "$work/nan"
+
+# ---- 5. another architecture
+case="qwen3"
+mkdir -p "$work/qwen"
+cp "$model/model.safetensors" "$work/qwen/"
+sed 's/"llama"/"qwen3"/; s/LlamaForCausalLM/Qwen3ForCausalLM/' "$model/config.json" >"$work/qwen/config.json"
+run 1 "$wgml" generate --model "$work/qwen" --tokens 1
+said "qwen3"
+
+# ---- 6. output files that cannot be written
+# on_full_disk <command...>: runs it with $work/full a 4 KiB file system of its own (a
+# mount namespace: nothing outside sees it); $work/ls lists what was left there.
+# (ulimit -f cannot stand in for a full disk: lavapipe's device memory is a file too.)
+on_full_disk() {
+    mkdir -p "$work/full"
+    unshare -rm sh -c 'mount -t tmpfs -o size=4k tmpfs "$0" || exit 99; "$@"; rc=$?; ls -A "$0" >"$0.ls"; exit $rc' \
+        "$work/full" "$@" >"$work/out" 2>"$work/err"
+    rc=$?
+    check '[ "$rc" -ne 99 ]' "cannot mount a small file system in a namespace of its own (unshare -rm): $(cat "$work/err")"
+    mv "$work/full.ls" "$work/ls" 2>/dev/null || : >"$work/ls"
+}
+case="logits on a full disk"
+on_full_disk "$wgml" logits --model "$model" --text "This License" --out "$work/full/l.bin"
+check '[ "$rc" -eq 1 ]' "exit status $rc, expected 1"
+said "No space left on device"
+check '[ ! -s "$work/ls" ]' "files left behind: $(cat "$work/ls")"
+run 0 "$wgml" logits --model "$model" --text "This License" --out "$work/l.bin"
+check '[ "$(stat -c %s "$work/l.bin")" -eq $((8 + 12 * 4 + 12 * 256 * 4)) ]' "logits file of the wrong size"
+case="train on a full disk"
+on_full_disk "$wgml" train "${tiny[@]}" --steps 2 --out "$work/full/m"
+check '[ "$rc" -eq 1 ]' "exit status $rc, expected 1"
+said "No space left on device"
+not_said "wrote "
+
+# ---- 7. feedback
+case="--help"
+run 0 "$wgml" info --help
+not_said "adapter:"
+said "usage: wgml info"
+run 0 "$wgml" bench --help
+said "--peak-tflops"
+run 0 "$wgml" train --help
+for f in --beta1 --beta2 --eps; do said "$f"; done
+case="empty text"
+run 2 "$wgml" logits --model "$model" --text '' --out "$work/e.bin"
+said "empty"
+absent "$work/e.bin"
+case="--tokens 0 keeps the prompt"
+run 0 "$wgml" generate --model "$model" --prompt "This License" --tokens 0
+said "prefill: 12 tokens"
+not_said "keeping"
+case="--context beyond the model"
+run 1 "$wgml" generate --model "$model" --context 17
+said "max_position_embeddings"
+case="bench states no peak it was not given"
+run 0 "$wgml" bench --small --filter "add" --group memory --samples 1 --min-ms 1
+said "not given"
+not_said "67.0 TFLOP/s"
+case="too few tokens"
+printf 'abcde' >"$work/short.txt"
+run 1 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/short.txt" --out "$work/few"
+absent "$work/few"
+need=$(sed -n 's/.*needs at least \([0-9]*\).*/\1/p' "$work/err")
+check '[ -n "$need" ]' "no minimum in: $(cat "$work/err")"
+head -c $((need - 1)) /dev/zero | tr '\0' 'a' >"$work/short.txt"
+run 1 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/short.txt" --out "$work/few"
+said "too few"
+head -c "$need" /dev/zero | tr '\0' 'a' >"$work/short.txt"
+run 0 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/short.txt" --out "$work/few"
+case="progress while steps complete"
+start=$(date +%s)
+run 0 "$wgml" train "${tiny[@]}" --steps 60 --out "$work/p"
+secs=$(($(date +%s) - start))
+lines=$(grep -o 'step *[0-9]*/60' "$work/out" | sort -u | wc -l)
+# a line at least every second: at least one per two seconds of the run, and more than
+# the first and the last
+want=$((secs / 2 > 2 ? secs / 2 : 3))
+check '[ "$lines" -ge "$want" ]' "$lines distinct progress lines in a run of $secs s"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
