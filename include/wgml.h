@@ -1094,7 +1094,9 @@ WGML_API wgml_status wgml_embedding_backward(wgml_engine *e, const wgml_tensor *
    end]} plus an optional "__metadata__" object of string values, padded with trailing
    spaces; then the data, row-major and little-endian. Offsets are relative to the start
    of the data. wgml enforces what the format specifies: keys are unique; the header is at
-   most 100,000,000 bytes; end - begin == numel * bits / 8; and the tensors' byte ranges
+   most 16 MiB (the format allows 100,000,000 bytes; real headers, a few hundred bytes per
+   tensor, stay far below, and the cap bounds the memory a hostile header can take while
+   it is parsed to about 300 MiB); end - begin == numel * bits / 8; and the tensors' byte ranges
    cover the data exactly, with no gap, overlap or trailing byte (empty tensors and scalars,
    shape [], are allowed). */
 
@@ -1119,7 +1121,7 @@ WGML_API bool wgml_safetensors_dtype_to_wgml(wgml_safetensors_dtype dtype, wgml_
 WGML_API wgml_safetensors_dtype wgml_safetensors_dtype_from_wgml(wgml_dtype dtype);
 
 #define WGML_SAFETENSORS_MAX_DIMS 8             /* more dimensions: WGML_ERROR_FORMAT */
-#define WGML_SAFETENSORS_MAX_HEADER 100000000u  /* bytes, as the format's reference reader */
+#define WGML_SAFETENSORS_MAX_HEADER 16777216u   /* bytes: 16 MiB (see above) */
 
 /* One tensor of a file (or of a checkpoint). */
 typedef struct wgml_file_tensor {

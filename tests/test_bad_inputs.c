@@ -1289,7 +1289,7 @@ static void test_safetensors_functions(void)
     n = st_blob(buf, good, 4000, w, 8);
     ST_FORMAT(n, "header");                                                      /* length past the end */
     n = st_blob(buf, good, (uint64_t)WGML_SAFETENSORS_MAX_HEADER + 8, w, 8);
-    ST_FORMAT(n, "header");                                                      /* over the format's limit */
+    ST_FORMAT(n, "header");                                                      /* over wgml's limit */
     n = st_blob(buf, "[1, 2, 3]", 0, NULL, 0);
     ST_FORMAT(n, "header");                                                      /* not an object */
     n = st_blob(buf, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 0, w, 8);

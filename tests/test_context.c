@@ -119,6 +119,50 @@ static void test_batching_and_sync(void)
     wgml_tensor_release(t);
 }
 
+/* Fences: numbered in order, each submits what was recorded, and the device finishes
+   them in order; more than the 64 that may be pending still work (the oldest is waited
+   for). A fence is done only once the work before it is: the values read after waiting
+   on it without a sync are the finished ones. */
+static void test_fences(void)
+{
+    float x[4] = { 1, 2, 3, 4 };
+    wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(4));
+    uint64_t f0 = 0, f1 = 0, f2 = 0;
+    bool done = false;
+    TH_EXPECT(wgml_context_fence(th_ctx, &f0), WGML_OK);
+    wgml_context_stats s0, s1;
+    wgml_context_stats_get(th_ctx, &s0);
+    for (int i = 0; i < 10; i++) TH_EXPECT(wgml_add(th_eng, t, t, t), WGML_OK);
+    TH_EXPECT(wgml_context_fence(th_ctx, &f1), WGML_OK);
+    wgml_context_stats_get(th_ctx, &s1);
+    TH_CHECK(s1.submits == s0.submits + 1, "a fence submitted %llu times", (unsigned long long)(s1.submits - s0.submits));
+    TH_EXPECT(wgml_context_fence(th_ctx, &f2), WGML_OK);
+    TH_CHECK(f1 == f0 + 1 && f2 == f1 + 1, "fences %llu %llu %llu are not consecutive", (unsigned long long)f0,
+             (unsigned long long)f1, (unsigned long long)f2);
+    TH_EXPECT(wgml_context_fence_wait(th_ctx, f2, 60000, &done), WGML_OK);
+    TH_CHECK(done, "the last fence did not finish within a minute");
+    done = false;
+    TH_EXPECT(wgml_context_fence_wait(th_ctx, f1, 0, &done), WGML_OK);
+    TH_CHECK(done, "an earlier fence is not done after a later one");
+    float y[4];
+    TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
+    for (int i = 0; i < 4; i++) TH_CHECK(y[i] == x[i] * 1024, "y[%d] = %g", i, y[i]);
+    uint64_t last = f2, f = 0;
+    for (int i = 0; i < 70; i++) {
+        TH_EXPECT(wgml_add(th_eng, t, t, t), WGML_OK);
+        TH_EXPECT(wgml_context_fence(th_ctx, &f), WGML_OK);
+        TH_CHECK(f == last + 1, "fence %llu after %llu", (unsigned long long)f, (unsigned long long)last);
+        last = f;
+    }
+    done = false;
+    TH_EXPECT(wgml_context_fence_wait(th_ctx, f2 + 1, 0, &done), WGML_OK);
+    TH_CHECK(done, "the oldest of 70 fences is not done after the 65th was issued");
+    TH_EXPECT(wgml_context_fence_wait(th_ctx, last, 60000, &done), WGML_OK);
+    TH_CHECK(done, "the 70th fence did not finish within a minute");
+    TH_EXPECT_ERR(wgml_context_fence_wait(th_ctx, last + 1, 0, &done), WGML_ERROR_INVALID_ARGUMENT, "not issued");
+    wgml_tensor_release(t);
+}
+
 static void test_create_destroy_loop(void)
 {
     for (int i = 0; i < 3; i++) {
@@ -279,6 +323,7 @@ static const th_case cases[] = {
     { "env_override", test_env_override },
     { "robust_and_submit_every_op", test_robust_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
+    { "fences", test_fences },
     { "recorder_switches", test_recorder_switches },
     { "create_destroy_loop", test_create_destroy_loop },
     { "status_strings", test_status_strings },

@@ -2,7 +2,7 @@
    several shards joined by model.safetensors.index.json.
 
    The reader trusts nothing in the file. In order: the file holds the 8-byte length; the
-   length is within the 100 MB cap and within the file; the header starts with '{', is
+   length is within the 16 MiB cap and within the file; the header starts with '{', is
    valid UTF-8 and one JSON object with unique keys followed only by whitespace; each
    tensor has a known dtype, at most 8 dimensions of integers below 2^53, a shape whose
    element and byte counts fit 64 bits, and data_offsets [begin, end] with begin <= end <=
