@@ -171,6 +171,114 @@ uint64_t th_commands(void)
     return s.commands;
 }
 
+/* ---- op cases ----------------------------------------------------------------------- */
+
+static size_t io_numel(const th_io *io)
+{
+    size_t n = 1;
+    for (uint32_t d = 0; io->shape[d]; d++) n *= io->shape[d];
+    return n;
+}
+
+static void *random_input(const th_io *io, size_t n)
+{
+    if (io->dtype == WGML_U32) {
+        uint32_t *p = malloc((n ? n : 1) * sizeof *p);
+        if (!p) die("malloc");
+        double span = io->hi - io->lo + 1;
+        for (size_t i = 0; i < n; i++) p[i] = (uint32_t)(io->lo + floor(th_uniform(0, span)));
+        return p;
+    }
+    return th_random(n, io->lo, io->hi);
+}
+
+/* Output o of a case against its reference, with the case's tolerance. */
+static void compare_output(const th_run *r, int o, const float *got)
+{
+    const th_op_case *c = r->c;
+    char what[160];
+    snprintf(what, sizeof what, "%s out[%d]", c->name, o);
+    if (!c->tol) {
+        th_compare(what, got, r->ref[o], r->n_out[o], c->atol, c->rtol);
+        return;
+    }
+    size_t bad = 0, worst = 0;
+    double worst_ratio = -1;
+    for (size_t i = 0; i < r->n_out[o]; i++) {
+        double tol = c->tol(r, o, i), err = fabs((double)got[i] - r->ref[o][i]);
+        double ratio = isnan(err) ? INFINITY : err / (tol > 0 ? tol : 1e-300);
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
+        if (!(err <= tol)) {
+            if (bad < 10) fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g (tol %.3g)\n", what, i, got[i], r->ref[o][i], tol);
+            bad++;
+        }
+    }
+    th_check_impl(bad == 0, __FILE__, __LINE__, "%s: %zu of %zu elements out of tolerance; worst [%zu] (%.2f x tol)", what,
+                  bad, r->n_out[o], worst, worst_ratio);
+}
+
+bool th_run_case(const th_op_case *c)
+{
+    int f0 = failed;
+    th_run r = { .c = c };
+    for (int i = 0; i < c->nin; i++) {
+        r.n_in[i] = io_numel(&c->in[i]);
+        r.in[i] = random_input(&c->in[i], r.n_in[i]);
+        r.t_in[i] = th_tensor(c->in[i].dtype, r.in[i], c->in[i].shape);
+    }
+    for (int o = 0; o < c->nout; o++) {
+        r.n_out[o] = io_numel(&c->out[o]);
+        r.t_out[o] = th_poisoned(c->out[o].dtype, c->out[o].shape);
+        r.ref[o] = th_alloc_d(r.n_out[o]);
+    }
+    c->reference(&r);
+    wgml_status s = c->call(&r);
+    th_check_impl(s == WGML_OK, __FILE__, __LINE__, "%s returned %s (%s)", c->name, wgml_status_string(s),
+                  wgml_last_error(th_ctx));
+    for (int o = 0; o < c->nout && s == WGML_OK; o++) {
+        float *got = th_read(r.t_out[o]);
+        compare_output(&r, o, got);
+        free(got);
+    }
+    for (int i = 0; i < c->nin && s == WGML_OK; i++) {
+        if (c->aliased == i + 1) continue;
+        size_t nb = r.n_in[i] * 4;
+        void *after = malloc(nb ? nb : 1);
+        if (!after) die("malloc");
+        if (wgml_tensor_read(r.t_in[i], 0, after, nb) != WGML_OK) die("wgml_tensor_read");
+        th_check_impl(memcmp(after, r.in[i], nb) == 0, __FILE__, __LINE__, "%s changed its input %d", c->name, i);
+        free(after);
+    }
+    for (int i = 0; i < c->nin; i++) {
+        free((void *)r.in[i]);
+        wgml_tensor_release(r.t_in[i]);
+    }
+    for (int o = 0; o < c->nout; o++) {
+        free(r.ref[o]);
+        wgml_tensor_release(r.t_out[o]);
+    }
+    return failed == f0;
+}
+
+void th_run_cases(const th_op_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) th_run_case(&cases[i]);
+}
+
+void th_finite_diff(double (*f)(const double *x, const void *ctx), const void *ctx, double *x, size_t n, double h,
+                    double *grad)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x0 = x[i], hi = h * (fabs(x0) > 1 ? fabs(x0) : 1);
+        x[i] = x0 + hi;
+        double fp = f(x, ctx);
+        x[i] = x0 - hi;
+        double fm = f(x, ctx);
+        x[i] = x0;
+        grad[i] = (fp - fm) / (2 * hi);
+    }
+}
+
 /* Whether name contains one of the '|'-separated parts of filter ("" matches every name). */
 static bool name_matches(const char *name, const char *filter)
 {

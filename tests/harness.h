@@ -59,6 +59,63 @@ void th_read_into(wgml_tensor *t, void *dst);
 /* Context counters, to prove a rejected call recorded nothing. */
 uint64_t th_commands(void);
 
+/* ---- op cases: one table row per op and shape (as ggml's test-backend-ops) ------------
+
+   A case names an op with its parameters, its inputs (dtype, shape, range of random
+   values), its outputs (shape), a call that runs the op, a reference that computes the
+   expected outputs in double from the same inputs, and a tolerance. th_run_case makes
+   fresh random inputs, uploads them, poisons the outputs (NaN bits: an element the kernel
+   never writes fails), runs the call, reads the outputs back, compares each against the
+   reference (|got - ref| <= atol + rtol |ref|, or the case's own tol function per
+   element), checks that the inputs are unchanged (unless the case says an output aliases
+   one), and frees everything. A table of such rows, generated in loops, is a test. */
+#define TH_MAX_IO 8
+typedef struct th_io {
+    wgml_dtype dtype;            /* WGML_F32, or WGML_U32 (integers drawn in [lo, hi]) */
+    size_t shape[5];             /* 0-terminated, at most 4 dimensions */
+    double lo, hi;               /* range of an input's random values */
+} th_io;
+
+typedef struct th_op_case th_op_case;
+
+/* What the call and the reference of a case see. */
+typedef struct th_run {
+    const th_op_case *c;
+    size_t n_in[TH_MAX_IO], n_out[TH_MAX_IO];        /* element counts */
+    const void *in[TH_MAX_IO];                        /* host inputs: float *, or uint32_t * */
+    wgml_tensor *t_in[TH_MAX_IO], *t_out[TH_MAX_IO];  /* on the device */
+    double *ref[TH_MAX_IO];                           /* the reference fills these */
+} th_run;
+
+struct th_op_case {
+    char name[128];              /* the op and its parameters, printed on a failure */
+    int nin, nout;
+    th_io in[TH_MAX_IO], out[TH_MAX_IO];
+    wgml_status (*call)(const th_run *r);
+    void (*reference)(const th_run *r);
+    double atol, rtol;
+    /* optional: the tolerance of output o's element i (replaces atol/rtol), e.g. a bound
+       derived from the inputs' magnitudes */
+    double (*tol)(const th_run *r, int o, size_t i);
+    const void *params;          /* the op's parameters, for call, reference and tol */
+    int aliased;                 /* 1 + the input an output overwrites (0: none): skip its check */
+};
+#define TH_IN(r, i) ((const float *)(r)->in[i])
+#define TH_IN_U32(r, i) ((const uint32_t *)(r)->in[i])
+
+/* Runs one case as described above; returns whether every check passed. */
+bool th_run_case(const th_op_case *c);
+/* Runs n cases. */
+void th_run_cases(const th_op_case *cases, size_t n);
+
+/* ---- finite differences ------------------------------------------------------------- */
+
+/* Central differences of the scalar function f at x[0 .. n): grad[i] = (f(x + h_i e_i) -
+   f(x - h_i e_i)) / (2 h_i), h_i = h max(1, |x_i|). x is restored on return. Truncation
+   error h_i^2 |f'''| / 6, rounding about eps |f| / h_i: h = 1e-4 to 1e-6 in double. */
+void th_finite_diff(double (*f)(const double *x, const void *ctx), const void *ctx, double *x, size_t n, double h,
+                    double *grad);
+
 /* ---- running ------------------------------------------------------------------------ */
 /* Runs the cases whose name contains argv[1] or one of its '|'-separated parts (all when
    absent); "!text" runs those whose name contains none of them. */
