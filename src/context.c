@@ -8,24 +8,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* A batch is submitted when it reaches this many dispatches; small enough that the GPU
-   starts early in long op sequences, large enough to amortise a submit. The private
-   variable WGML_BATCH="FIRST,MAX" overrides both limits (see read_switches); the uniform
-   arena holds MAX slots. */
-#define BATCH_FIRST_DISPATCHES 96u   /* H200: 1000-op chain 2.92 -> 2.52 us/op, decode step 1.93 -> 1.42 ms against 256 */
-#define BATCH_MAX_DISPATCHES 96u
-#define DEFAULT_TIMEOUT_MS 60000u
-/* On a CPU adapter the driver compiles a pipeline's code when it first runs, inside the
-   wait that covers it: with a cold shader cache a 2-core machine was seen waiting more
-   than 60 s for the attention kernels of one test's batch (lavapipe). */
-#define DEFAULT_CPU_TIMEOUT_MS 600000u
-/* Waits (a read, a sync) poll the device for this long before they block: a thread blocked
-   in the driver woke about 40 us after the work ended (H200: a 1,024-float add and its 4-byte
-   read 73 - 85 us blocking, 31 - 37 us polling; PyTorch 25 us), and a decode step of the
-   end-to-end model (about 1.4 ms) ends inside the polling. Not on CPU adapters, whose
-   driver needs the cores. The private variable WGML_WAIT_SPIN_US=<us> overrides it. */
-#define DEFAULT_SPIN_US 2000u
-
 static _Thread_local char tls_error[WGML_ERROR_MAX];
 
 /* ---- errors ------------------------------------------------------------------------- */
@@ -320,7 +302,7 @@ static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStr
     copy_sv(slot->message, sizeof slot->message, msg);
 }
 
-static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_validation)
+static wgml_status create_device(wgml_context *ctx, bool robust)
 {
     WGPULimits limits = { 0 };
     if (wgpuAdapterGetLimits(ctx->adapter, &limits) != WGPUStatus_Success)
@@ -332,15 +314,14 @@ static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_valid
     for (size_t i = 0; i < 3; i++)
         if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
 
-    /* Unless robust: no bounds clamping in shaders, no zeroing of workgroup memory (with
-       robustness on the H200 ran the training step 8% slower); with skip_validation
-       (WGML_SKIP_VALIDATION=1) also no Dawn API validation (for measuring what validation
-       costs per op; wgml validates every call itself). */
-    const char *enabled[3] = { "disable_robustness", "disable_workgroup_init", "skip_validation" };
+    /* Unless robust: no bounds clamping in shaders, no zeroing of workgroup memory (wgml's
+       kernels stay in bounds and initialise what they read; bench/notes/overhead.md has
+       what robustness costs). */
+    const char *enabled[2] = { "disable_robustness", "disable_workgroup_init" };
     const char *disabled[1] = { "timestamp_quantization" };
     WGPUDawnTogglesDescriptor toggles = {
         .chain = { .sType = WGPUSType_DawnTogglesDescriptor },
-        .enabledToggleCount = robust ? 0 : skip_validation ? 3 : 2,
+        .enabledToggleCount = robust ? 0 : 2,
         .enabledToggles = enabled,
         .disabledToggleCount = 1,
         .disabledToggles = disabled,
@@ -402,90 +383,45 @@ static wgml_status create_device(wgml_context *ctx, bool robust, bool skip_valid
     return WGML_OK;
 }
 
-/* The recorder's private switches, for measuring (the defaults are what was measured
-   best): WGML_BATCH="FIRST,MAX" dispatches per batch, WGML_SYNC and WGML_READ = workdone |
-   map (how a sync and a read wait), WGML_SKIP_VALIDATION and WGML_PROFILE_SUBMIT = 0 | 1;
-   and two for debugging: WGML_ROBUST = 0 | 1 (wgml_context_desc.robust) and
-   WGML_LOG_KERNELS = 0 | 1 (a line on stderr for every kernel built, in build order: with
-   a Vulkan layer that reports the driver's pipelines, bench/kernel_stats.sh, it names them).
-   Any other value is refused, so a measurement never runs another plan than it asked for. */
-typedef struct switches {
-    unsigned batch_first, batch_max;
-    int sync, read;                 /* -1 default, 0 map, 1 work done */
-    bool skip_validation, profile, robust, log_kernels, fuse_off;
-    int spin_us;                    /* -1 default */
-} switches;
+/* The environment variables meant for users (README, and ADAPTER CHOICE in wgml.h), read
+   in this one place, when a context is created. */
+typedef struct user_env {
+    const char *adapter, *backend;
+    bool robust, log_kernels, fuse_off;
+} user_env;
 
-static wgml_status env_wait(const char *var, int *out)
+static wgml_status read_user_env(user_env *u)
 {
-    const char *v = getenv(var);
-    *out = -1;
-    if (!v) return WGML_OK;
-    if (!strcmp(v, "workdone") || !strcmp(v, "map")) {
-        *out = !strcmp(v, "workdone");
-        return WGML_OK;
+    enum { ADAPTER, BACKEND, ROBUST, LOG_KERNELS, FUSE, COUNT };
+    static const char *const names[COUNT] = { "WGML_ADAPTER", "WGML_BACKEND", "WGML_ROBUST", "WGML_LOG_KERNELS", "WGML_FUSE" };
+    const char *v[COUNT];
+    for (int i = 0; i < COUNT; i++) v[i] = getenv(names[i]);
+    /* the three switches take 0 or 1 only, so a typo is an error rather than the default */
+    bool on[COUNT] = { [FUSE] = true };
+    for (int i = ROBUST; i < COUNT; i++) {
+        if (!v[i]) continue;
+        if (strcmp(v[i], "0") != 0 && strcmp(v[i], "1") != 0)
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not 0 or 1", names[i], v[i]);
+        on[i] = v[i][0] == '1';
     }
-    return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not workdone or map", var, v);
-}
-
-static wgml_status env_flag(const char *var, bool *out)
-{
-    const char *v = getenv(var);
-    *out = false;
-    if (!v || !strcmp(v, "0")) return WGML_OK;
-    if (!strcmp(v, "1")) {
-        *out = true;
-        return WGML_OK;
-    }
-    return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not 0 or 1", var, v);
-}
-
-static wgml_status read_switches(switches *w)
-{
-    *w = (switches){ .batch_first = BATCH_FIRST_DISPATCHES, .batch_max = BATCH_MAX_DISPATCHES, .spin_us = -1 };
-    const char *batch = getenv("WGML_BATCH");
-    if (batch) {
-        unsigned first = 0, max = 0;
-        char end = 0;
-        if (sscanf(batch, "%u,%u%c", &first, &max, &end) != 2 || !first || !max || first > max || max > 4096)
-            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_BATCH=\"%s\" is not FIRST,MAX "
-                              "with 1 <= FIRST <= MAX <= 4096", batch);
-        w->batch_first = first;
-        w->batch_max = max;
-    }
-    WGML_CHECK(env_wait("WGML_SYNC", &w->sync));
-    WGML_CHECK(env_wait("WGML_READ", &w->read));
-    WGML_CHECK(env_flag("WGML_SKIP_VALIDATION", &w->skip_validation));
-    WGML_CHECK(env_flag("WGML_ROBUST", &w->robust));
-    WGML_CHECK(env_flag("WGML_LOG_KERNELS", &w->log_kernels));
-    bool fuse = true;   /* on unless WGML_FUSE=0 */
-    if (getenv("WGML_FUSE")) WGML_CHECK(env_flag("WGML_FUSE", &fuse));
-    w->fuse_off = !fuse;
-    const char *spin = getenv("WGML_WAIT_SPIN_US");
-    if (spin) {
-        unsigned us = 0;
-        char end = 0;
-        if (sscanf(spin, "%u%c", &us, &end) != 1 || us > 1000000)
-            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: WGML_WAIT_SPIN_US=\"%s\" is not a "
-                              "number of microseconds from 0 to 1000000", spin);
-        w->spin_us = (int)us;
-    }
-    return env_flag("WGML_PROFILE_SUBMIT", &w->profile);
+    *u = (user_env){ .adapter = v[ADAPTER], .backend = v[BACKEND], .robust = on[ROBUST], .log_kernels = on[LOG_KERNELS],
+                     .fuse_off = !on[FUSE] };
+    return WGML_OK;
 }
 
 wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **out)
 {
     if (!out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: out is NULL");
     *out = NULL;
-    switches w;
-    WGML_CHECK(read_switches(&w));
+    user_env env = { 0 };
+    WGML_CHECK(read_user_env(&env));
     wgml_context_desc d = desc ? *desc : (wgml_context_desc){ 0 };
-    if (!d.adapter) d.adapter = getenv("WGML_ADAPTER");
-    if (!d.backend) d.backend = getenv("WGML_BACKEND");
+    if (!d.adapter) d.adapter = env.adapter;
+    if (!d.backend) d.backend = env.backend;
 
     wgml_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_context_create: out of host memory");
-    ctx->timeout_ms = d.timeout_ms ? d.timeout_ms : DEFAULT_TIMEOUT_MS;
+    ctx->timeout_ms = d.timeout_ms ? d.timeout_ms : wgml__profile_of(NULL, 0, false)->timeout_ms;
     ctx->submit_every_op = d.submit_every_op;
     ctx->instance = wgml__create_instance();
     if (!ctx->instance) {
@@ -494,31 +430,27 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     }
     wgml_status s = choose_adapter(ctx, d.adapter, d.backend);
     if (s == WGML_OK) s = wgml__device_room(wgml__address_limit());
-    if (s == WGML_OK) s = create_device(ctx, d.robust || w.robust, w.skip_validation);
+    if (s == WGML_OK) s = create_device(ctx, d.robust || env.robust);
     if (s != WGML_OK) {
         wgml_context_destroy(ctx);
         return s;
     }
+    ctx->cpu_adapter = ctx->info.type && strcmp(ctx->info.type, "CPU") == 0;
+    const wgml__profile *pr = wgml__profile_of(ctx->info.name, ctx->info.vendor_id, ctx->cpu_adapter);
+    ctx->profile = pr;
     uint32_t align = ctx->limits.minUniformBufferOffsetAlignment;
     ctx->uniform_stride = align > 256 ? align : 256;
-    ctx->batch_first = w.batch_first;
-    ctx->batch_max = w.batch_max;
+    ctx->batch_first = pr->batch_first;
+    ctx->batch_max = pr->batch_max;
     ctx->batch_limit = ctx->batch_first;
     ctx->uniform_arena_bytes = ctx->batch_max * ctx->uniform_stride;
-    ctx->profile = w.profile;   /* prints where submits spend host time at destroy */
-    ctx->log_kernels = w.log_kernels;
-    ctx->fuse_off = w.fuse_off;
-    /* How wgml_context_sync waits: on onSubmittedWorkDone (H200: 0.8 us with nothing
-       pending, against 700 us for mapping a fresh buffer, which Dawn must allocate), except
-       on CPU adapters, where lavapipe ran dependent chains slower while a work-done wait
-       was pending. Reads too: waiting on work done before mapping woke sooner than waiting
-       on the map alone (H200: a decode step with its 4-byte read 4.8 -> 2.6 ms). */
-    ctx->cpu_adapter = ctx->info.type && strcmp(ctx->info.type, "CPU") == 0;
+    ctx->log_kernels = env.log_kernels;
+    ctx->fuse_off = env.fuse_off;
     ctx->address_limit = wgml__address_limit();
-    if (!d.timeout_ms && ctx->cpu_adapter) ctx->timeout_ms = DEFAULT_CPU_TIMEOUT_MS;
-    ctx->sync_by_work_done = w.sync >= 0 ? w.sync == 1 : !ctx->cpu_adapter;
-    ctx->read_after_work_done = w.read >= 0 ? w.read == 1 : !ctx->cpu_adapter;
-    ctx->wait_spin_us = w.spin_us >= 0 ? (uint32_t)w.spin_us : ctx->cpu_adapter ? 0 : DEFAULT_SPIN_US;
+    if (!d.timeout_ms) ctx->timeout_ms = pr->timeout_ms;
+    ctx->sync_by_work_done = pr->sync_by_work_done;
+    ctx->read_after_work_done = pr->read_after_work_done;
+    ctx->wait_spin_us = pr->wait_spin_us;
     *out = ctx;
     return WGML_OK;
 }
@@ -526,10 +458,6 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
 void wgml_context_destroy(wgml_context *ctx)
 {
     if (!ctx) return;
-    if (ctx->profile && ctx->submits)
-        fprintf(stderr, "wgml: %llu submits, per submit: writeBuffer %.1f us, finish %.1f us, submit %.1f us, processEvents %.1f us\n",
-                (unsigned long long)ctx->submits, ctx->profile_s[0] / ctx->submits * 1e6, ctx->profile_s[1] / ctx->submits * 1e6,
-                ctx->profile_s[2] / ctx->submits * 1e6, ctx->profile_s[3] / ctx->submits * 1e6);
     if (ctx->device && !ctx->lost) {
         wgml__submit(ctx);
         wgml_context_sync(ctx);
@@ -607,24 +535,13 @@ wgml_status wgml__submit(wgml_context *ctx)
     WGML_CHECK(wgml__elementwise_flush(ctx));
     if (!ctx->encoder) return WGML_OK;
     wgml__encoder_outside_pass(ctx);
-    double t0 = ctx->profile ? wgml__now() : 0;
     /* The batch's parameters land just before its commands, after every earlier batch. */
     if (ctx->uniforms_used) wgpuQueueWriteBuffer(ctx->queue, ctx->uniforms, 0, ctx->uniforms_host, ctx->uniforms_used);
-    double t1 = ctx->profile ? wgml__now() : 0;
     WGPUCommandBuffer cb = wgpuCommandEncoderFinish(ctx->encoder, NULL);
-    double t2 = ctx->profile ? wgml__now() : 0;
     wgpuQueueSubmit(ctx->queue, 1, &cb);
-    double t3 = ctx->profile ? wgml__now() : 0;
     /* Lets Dawn retire finished work: resources released by the caller are only freed
        when the device ticks, and nothing else ticks it while ops keep coming. */
     wgpuInstanceProcessEvents(ctx->instance);
-    if (ctx->profile) {
-        double t4 = wgml__now();
-        ctx->profile_s[0] += t1 - t0;
-        ctx->profile_s[1] += t2 - t1;
-        ctx->profile_s[2] += t3 - t2;
-        ctx->profile_s[3] += t4 - t3;
-    }
     ctx->submits++;
     wgpuCommandBufferRelease(cb);
     wgpuCommandEncoderRelease(ctx->encoder);

@@ -3,6 +3,7 @@
 #define WGML_INTERNAL_H
 
 #include "wgml.h"
+#include "tuning.h"
 #include "webgpu_abi.h"
 
 #include <assert.h>
@@ -41,6 +42,7 @@ struct wgml_context {
     uint32_t timeout_ms;
     bool submit_every_op;
     bool cpu_adapter;          /* a CPU adapter (lavapipe): fewer, larger workgroups pay there */
+    const wgml__profile *profile;   /* the adapter's constants (src/profile.c) */
     uint64_t address_limit;    /* RLIMIT_AS at creation, 0 when unlimited (src/host_memory.c) */
     /* Fences not yet seen done, oldest first (src/fence.c). */
     struct wgml__fence { uint64_t id; WGPUFuture future; } fences[WGML__MAX_FENCES];
@@ -69,14 +71,13 @@ struct wgml_context {
        was waited for (it is idle, so starting it early pays), batch_max otherwise. */
     uint32_t batch_first, batch_max, batch_limit;
     uint32_t uniform_arena_bytes;
+    /* How waits wait (from the profile; tests set them to reach both ways) */
     bool sync_by_work_done;    /* wgml_context_sync waits on onSubmittedWorkDone, not a mapping */
-    bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping (GPU adapters) */
-    uint32_t wait_spin_us;     /* waits poll for this long before they block (WGML_WAIT_SPIN_US) */
-    bool profile;              /* WGML_PROFILE_SUBMIT=1: host seconds in the steps of a submit */
+    bool read_after_work_done; /* reads wait on onSubmittedWorkDone before mapping */
+    uint32_t wait_spin_us;     /* waits poll for this long before they block */
     bool log_kernels;          /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
     bool fuse_off;             /* WGML_FUSE=0: every element-wise op is its own dispatch */
     wgml__fuse_group fuse;     /* pending element-wise ops (nops == 0: none) */
-    double profile_s[4];
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call
        with the same tensors. Entries naming a released tensor or a destroyed engine are
@@ -244,6 +245,7 @@ struct wgml_engine {
                                     with its subgroups part (wgml__kernel.subgroups) */
     wgml_tensor *scratch[WGML__SCRATCH_SLOTS];
     wgml__derived derived[WGML__SCRATCH_SLOTS];
+    wgml__tuning tuning;         /* all 0 (the rules decide) unless a test sets a field */
 };
 
 /* Embedded WGSL sources (generated at build time from the .wgsl files in src/kernels). */
@@ -313,11 +315,6 @@ static inline uint32_t wgml__pow2_at_least(uint32_t n)
     while (p < n) p <<= 1;
     return p;
 }
-
-/* Units per thread of the row kernels (norm, softmax): 8, or $<var> when it is "4" or "8"
-   (for measuring both plans on a device and for tests); any other value is an error, so a
-   benchmark never times another plan than it asked for. */
-wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt);
 
 /* The address-space limit of the process (RLIMIT_AS; 0 when unlimited), read when a
    context is created, and the check that an allocation of bytes of host address space

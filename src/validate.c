@@ -47,15 +47,3 @@ wgml_status wgml__check_u32_numel(wgml_engine *e, const char *fn, const char *na
                           wgml_tensor_numel(t));
     return WGML_OK;
 }
-
-wgml_status wgml__env_units_per_thread(wgml_engine *e, const char *fn, const char *var, uint32_t *upt)
-{
-    const char *s = getenv(var);
-    *upt = 8;
-    if (!s || !*s) return WGML_OK;
-    if (strcmp(s, "4") == 0 || strcmp(s, "8") == 0) {
-        *upt = (uint32_t)(s[0] - '0');
-        return WGML_OK;
-    }
-    return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s (%s) must be 4 or 8", fn, var, s);
-}

@@ -1778,58 +1778,6 @@ static void test_model_functions(void)
     wgml_tensor_release(loss_other);
 }
 
-/* Tuning variables read at every call: a value that names no kernel, or one that does not
-   fit the device, fails the call before anything is recorded (a benchmark must never time
-   another kernel than it asked for). */
-static void with_env(const char *var, const char *value, const char *fn, wgml_status (*call)(wgml_tensor *const *t),
-                     wgml_tensor *const *t, wgml_status want)
-{
-    const char *old = getenv(var);
-    char *saved = old ? strdup(old) : NULL;
-    setenv(var, value, 1);
-    set_sentinels(fn);
-    snap before = snap_take();
-    wgml_status got = call(t);
-    char what[128];
-    snprintf(what, sizeof what, "%s=%s", var, value);
-    check_rejected(fn, what, got, want, th_ctx, var, NULL, &before);
-    if (saved) setenv(var, saved, 1);
-    else unsetenv(var);
-    free(saved);
-}
-
-static wgml_status env_matmul(wgml_tensor *const *t) { return wgml_matmul(th_eng, t[0], t[1], t[2]); }
-static wgml_status env_attention(wgml_tensor *const *t)
-{ return wgml_flash_attention_v2(th_eng, t[0], t[1], t[2], t[3], true, 0, 0, NULL); }
-static wgml_status env_attention_backward(wgml_tensor *const *t)
-{ return wgml_flash_attention_v2_backward(th_eng, t[0], t[1], t[2], t[3], t[3], t[4], t[5], t[6], true); }
-
-static void test_tuning_variables(void)
-{
-    need_other();
-    wgml_tensor *t[7];
-    t[0] = make(th_ctx, WGML_F32, (size_t[]){ 4, 8, 0 }, false);
-    t[1] = make(th_ctx, WGML_F32, (size_t[]){ 8, 4, 0 }, false);
-    t[2] = make(th_ctx, WGML_F32, (size_t[]){ 4, 4, 0 }, true);
-    with_env("WGML_MATMUL_VARIANT", "no-such-kernel", "wgml_matmul", env_matmul, t, WGML_ERROR_INVALID_ARGUMENT);
-    with_env("WGML_MATMUL_VARIANT", "splitk=0", "wgml_matmul", env_matmul, t, WGML_ERROR_INVALID_ARGUMENT);
-    for (int i = 0; i < 3; i++) wgml_tensor_release(t[i]);
-    for (int i = 0; i < 7; i++) t[i] = make(th_ctx, WGML_F32, (size_t[]){ 1, 4, 2, 8, 0 }, i >= 4);
-    with_env("WGML_ATTN_FWD", "0,0,0,0", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
-    with_env("WGML_ATTN_FWD", "huge", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
-    with_env("WGML_ATTN_FWD", "4096,4096,4096,1", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
-    with_env("WGML_ATTN_DQ", "0,0,0,0", "wgml_flash_attention_v2_backward", env_attention_backward, t, WGML_ERROR_INVALID_ARGUMENT);
-    with_env("WGML_ATTN_DKDV", "1,2", "wgml_flash_attention_v2_backward", env_attention_backward, t, WGML_ERROR_INVALID_ARGUMENT);
-    for (int i = 0; i < 7; i++) wgml_tensor_release(t[i]);
-    /* decoding (seq_q == 1) splits the keys with its own tile shape */
-    t[0] = make(th_ctx, WGML_F32, (size_t[]){ 1, 1, 2, 8, 0 }, false);
-    t[1] = make(th_ctx, WGML_F32, (size_t[]){ 1, 6, 2, 8, 0 }, false);
-    t[2] = make(th_ctx, WGML_F32, (size_t[]){ 1, 6, 2, 8, 0 }, false);
-    t[3] = make(th_ctx, WGML_F32, (size_t[]){ 1, 1, 2, 8, 0 }, true);
-    with_env("WGML_ATTN_DECODE", "0,0,0,0", "wgml_flash_attention_v2", env_attention, t, WGML_ERROR_INVALID_ARGUMENT);
-    for (int i = 0; i < 4; i++) wgml_tensor_release(t[i]);
-}
-
 /* Functions without bad inputs of their own: no arguments, or any argument is valid. */
 static const char *const no_bad_inputs[] = {
     "wgml_version", "wgml_last_error", "wgml_tensor_dtype", "wgml_tensor_ndim", "wgml_tensor_numel", "wgml_tensor_nbytes",
@@ -1914,7 +1862,6 @@ static const th_case cases[] = {
     { "tensor functions", test_tensor_functions },
     { "engine functions", test_engine_functions },
     { "ops", test_ops },
-    { "tuning variables", test_tuning_variables },
     { "model functions", test_model_functions },
     { "safetensors and checkpoint functions", test_safetensors_functions },
     { "config functions", test_config_functions },

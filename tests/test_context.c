@@ -1,5 +1,6 @@
 /* Context creation, adapter choice, info, flush/sync, counters, and error routing. */
 #include "harness.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,16 +221,26 @@ static void test_timer(void)
    validation (with WGML_LOG_KERNELS=1 naming the add's kernel on stderr, and waits that
    poll for 500 us before they block, WGML_WAIT_SPIN_US); a malformed
    value of any of them is refused when the context is made. */
-static void test_recorder_switches(void)
+/* The recorder's settings from the adapter profile, set directly (a batch of 1 after a
+   wait, then 3; syncs and reads that wait by mapping and by "work done", with and without
+   polling first), the one user-facing switch of fusion, and the user-facing switches'
+   bad values. */
+static void test_recorder_settings(void)
 {
-    setenv("WGML_BATCH", "1,3", 1);
-    setenv("WGML_SYNC", "workdone", 1);
     setenv("WGML_FUSE", "0", 1);
     wgml_context *c = NULL;
     TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+    unsetenv("WGML_FUSE");
     wgml_engine *e = NULL;
     if (c) TH_EXPECT(wgml_engine_create(c, &e), WGML_OK);
-    if (c && e) {
+    TH_CHECK(!c || c->fuse_off, "WGML_FUSE=0 did not turn fusion off");
+    TH_CHECK(!c || (c->profile && c->profile->cpu == c->cpu_adapter), "the profile does not match the adapter's type");
+    for (int way = 0; c && e && way < 4; way++) {
+        c->batch_first = 1;
+        c->batch_max = 3;
+        c->sync_by_work_done = way & 1;
+        c->read_after_work_done = way & 2;
+        c->wait_spin_us = way == 3 ? 500 : 0;
         float x[6] = { 1, -2, 3, -4, 5, 0.5f }, y[6];
         wgml_tensor *t = NULL;
         TH_EXPECT(wgml_tensor_from_data(c, WGML_F32, 1, (size_t[]){ 6 }, x, &t), WGML_OK);
@@ -238,26 +249,21 @@ static void test_recorder_switches(void)
         wgml_context_stats_get(c, &s0);
         TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);   /* first batch after a wait: 1 dispatch */
         wgml_context_stats_get(c, &s1);
-        TH_CHECK(s1.submits == s0.submits + 1, "WGML_BATCH=1,3: the first op after a sync was not submitted at once");
+        TH_CHECK(s1.submits == s0.submits + 1, "batches of 1, 3: the first op after a sync was not submitted at once");
         for (int i = 1; i < 20; i++) TH_EXPECT(wgml_add(e, t, t, t), WGML_OK);
         wgml_context_stats_get(c, &s1);
-        TH_CHECK(s1.submits == s0.submits + 1 + 19 / 3, "WGML_BATCH=1,3: %llu submits for 20 ops",
+        TH_CHECK(s1.submits == s0.submits + 1 + 19 / 3, "batches of 1, 3: %llu submits for 20 ops",
                  (unsigned long long)(s1.submits - s0.submits));
-        TH_EXPECT(wgml_context_sync(c), WGML_OK);   /* a work-done sync */
+        TH_EXPECT(wgml_context_sync(c), WGML_OK);
         TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
-        for (int i = 0; i < 6; i++) TH_CHECK(y[i] == x[i] * 1048576.0f, "y[%d] = %g, want %g", i, y[i], x[i] * 1048576.0);
+        for (int i = 0; i < 6; i++)
+            TH_CHECK(y[i] == x[i] * 1048576.0f, "wait way %d: y[%d] = %g, want %g", way, i, y[i], x[i] * 1048576.0);
         wgml_tensor_release(t);
     }
     wgml_engine_destroy(e);
     wgml_context_destroy(c);
-    unsetenv("WGML_SYNC");
-    unsetenv("WGML_FUSE");
     const struct { const char *var, *value; } bad[] = {
-        { "WGML_BATCH", "0,4" }, { "WGML_BATCH", "8,4" }, { "WGML_BATCH", "4" }, { "WGML_BATCH", "4,5000" },
-        { "WGML_BATCH", "4,8x" }, { "WGML_SYNC", "fence" }, { "WGML_SYNC", "" }, { "WGML_READ", "Workdone" },
-        { "WGML_SKIP_VALIDATION", "yes" }, { "WGML_PROFILE_SUBMIT", "2" }, { "WGML_ROBUST", "on" },
-        { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" }, { "WGML_WAIT_SPIN_US", "x" },
-        { "WGML_WAIT_SPIN_US", "2000000" }, { "WGML_WAIT_SPIN_US", "-1" }, { "WGML_WAIT_SPIN_US", "50us" },
+        { "WGML_ROBUST", "on" }, { "WGML_LOG_KERNELS", "yes" }, { "WGML_FUSE", "on" }, { "WGML_FUSE", "" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(bad[i].var, bad[i].value, 1);
@@ -266,15 +272,11 @@ static void test_recorder_switches(void)
         TH_CHECK(c == NULL, "%s=%s: *out not NULL", bad[i].var, bad[i].value);
         unsetenv(bad[i].var);
     }
-    /* the other valid values: a map sync and read, validation off, the submit profile */
-    setenv("WGML_SYNC", "map", 1);
-    setenv("WGML_READ", "map", 1);
-    setenv("WGML_SKIP_VALIDATION", "1", 1);
-    setenv("WGML_PROFILE_SUBMIT", "0", 1);
+    /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
     setenv("WGML_LOG_KERNELS", "1", 1);
-    setenv("WGML_WAIT_SPIN_US", "500", 1);   /* waits poll first (the default on GPU adapters) */
     c = NULL;
     TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+    unsetenv("WGML_LOG_KERNELS");
     wgml_engine *e2 = NULL;
     if (c) TH_EXPECT(wgml_engine_create(c, &e2), WGML_OK);
     if (c && e2) {
@@ -300,19 +302,12 @@ static void test_recorder_switches(void)
         if (saved >= 0) close(saved);
         if (tmp) fclose(tmp);
         TH_CHECK(strstr(log, "wgml: kernel elementwise.wgsl:") != NULL, "WGML_LOG_KERNELS=1: no line for the add's kernel in \"%s\"", log);
-        TH_EXPECT(wgml_context_sync(c), WGML_OK);
         TH_EXPECT(wgml_tensor_read(t, 0, y, sizeof y), WGML_OK);
-        for (int i = 0; i < 3; i++) TH_CHECK(y[i] == 2 * x[i], "map sync/read: y[%d] = %g", i, y[i]);
+        for (int i = 0; i < 3; i++) TH_CHECK(y[i] == 2 * x[i], "y[%d] = %g", i, y[i]);
         wgml_tensor_release(t);
     }
     wgml_engine_destroy(e2);
     wgml_context_destroy(c);
-    unsetenv("WGML_SYNC");
-    unsetenv("WGML_READ");
-    unsetenv("WGML_SKIP_VALIDATION");
-    unsetenv("WGML_PROFILE_SUBMIT");
-    unsetenv("WGML_LOG_KERNELS");
-    unsetenv("WGML_WAIT_SPIN_US");
 }
 
 static const th_case cases[] = {
@@ -324,7 +319,7 @@ static const th_case cases[] = {
     { "robust_and_submit_every_op", test_robust_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
     { "fences", test_fences },
-    { "recorder_switches", test_recorder_switches },
+    { "recorder_settings", test_recorder_settings },
     { "create_destroy_loop", test_create_destroy_loop },
     { "status_strings", test_status_strings },
 };

@@ -472,63 +472,6 @@ static void test_robust(void)
     wgml_context_destroy(ctx);
 }
 
-/* The forward row plans that $WGML_NORM_UPT selects (4 and 8 units per thread: other
-   threads per row, rows per workgroup and register counts) each against the reference,
-   the backward pass under both (it always plans 4), and a value it does not know refused
-   before anything is recorded. */
-static void test_units_per_thread(void)
-{
-    static const struct { size_t rows, d; } us[] = { { 65, 7 }, { 3, 63 }, { 7, 1000 }, { 3, 4096 }, { 300, 64 }, { 2, 8192 } };
-    static const char *upts[] = { "4", "8" };
-    for (size_t v = 0; v < 2; v++) {
-        setenv("WGML_NORM_UPT", upts[v], 1);
-        for (size_t c = 0; c < sizeof us / sizeof us[0]; c++) {
-            size_t rows = us[c].rows, d = us[c].d, n = rows * d;
-            float *x = th_random(n, -2, 2), *r = th_random(n, -2, 2), *w = th_random(d, -1.5, 1.5);
-            double *ref = th_alloc_d(n), *sref = th_alloc_d(n);
-            ref_rms_norm(x, NULL, w, rows, d, 1e-5, ref, NULL);
-            wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tw = th_tensor(WGML_F32, w, TH_SHAPE(d));
-            wgml_tensor *tr = th_tensor(WGML_F32, r, TH_SHAPE(rows, d));
-            wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(rows, d)), *sum = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-            TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, out), WGML_OK);
-            float *got = th_read(out);
-            char what[96];
-            snprintf(what, sizeof what, "WGML_NORM_UPT=%s rms_norm %zu x %zu", upts[v], rows, d);
-            th_compare(what, got, ref, n, 1e-30, norm_rtol(d));
-            free(got);
-            ref_rms_norm(x, r, w, rows, d, 1e-5, ref, sref);
-            TH_EXPECT(wgml_rms_norm_residual_with(th_eng, tx, tr, tw, out, sum, 1e-5f), WGML_OK);
-            got = th_read(out);
-            snprintf(what, sizeof what, "WGML_NORM_UPT=%s rms_norm_residual_with %zu x %zu", upts[v], rows, d);
-            th_compare(what, got, ref, n, 1e-30, norm_rtol(d));
-            free(got);
-            got = th_read(sum);
-            snprintf(what, sizeof what, "WGML_NORM_UPT=%s rms_norm_residual_with %zu x %zu sum", upts[v], rows, d);
-            th_compare(what, got, sref, n, 1e-30, U);
-            free(got);
-            free(x); free(r); free(w); free(ref); free(sref);
-            wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(tr);
-            wgml_tensor_release(out); wgml_tensor_release(sum);
-        }
-    }
-    float z[8] = { 0 };
-    wgml_tensor *x = th_tensor(WGML_F32, z, TH_SHAPE(2, 4)), *w = th_tensor(WGML_F32, z, TH_SHAPE(4));
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(2, 4));
-    uint64_t before = th_commands();
-    static const char *bad[] = { "16", "0", "x", "4 " };
-    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
-        setenv("WGML_NORM_UPT", bad[v], 1);
-        TH_EXPECT_ERR(wgml_rms_norm(th_eng, x, w, out), WGML_ERROR_INVALID_ARGUMENT, "WGML_NORM_UPT");
-        TH_EXPECT_ERR(wgml_rms_norm_residual(th_eng, x, x, w, out), WGML_ERROR_INVALID_ARGUMENT, "must be 4 or 8");
-    }
-    unsetenv("WGML_NORM_UPT");
-    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
-    uint32_t got[8];
-    th_read_into(out, got);
-    for (int i = 0; i < 8; i++) TH_CHECK(got[i] == 0xFFFFFFFFu, "out[%d] was written by a rejected call", i);
-    wgml_tensor_release(x); wgml_tensor_release(w); wgml_tensor_release(out);
-}
-
 static const th_case cases[] = {
     { "forward_shapes", test_forward_shapes },
     { "forward_rank_zeros_eps", test_forward_rank_zeros_eps },
@@ -540,6 +483,5 @@ static const th_case cases[] = {
     { "backward_accumulate", test_backward_accumulate },
     { "robust", test_robust },
     { "bad_inputs", test_bad_inputs },
-    { "units_per_thread", test_units_per_thread },
 };
 TH_MAIN(cases)

@@ -383,43 +383,6 @@ static void test_robust(void)
     wgml_context_destroy(ctx);
 }
 
-/* Both register plans that $WGML_SOFTMAX_UPT selects (4 and 8 units per thread), forward
-   (with masked entries and a fully masked row) and backward, against the reference; and a
-   value it does not know refused before anything is recorded. */
-static void test_units_per_thread(void)
-{
-    static const struct { size_t rows, d; } us[] = { { 65, 7 }, { 3, 63 }, { 7, 1000 }, { 3, 4096 }, { 300, 64 }, { 2, 8192 } };
-    static const char *upts[] = { "4", "8" };
-    for (size_t v = 0; v < 2; v++) {
-        setenv("WGML_SOFTMAX_UPT", upts[v], 1);
-        for (size_t c = 0; c < sizeof us / sizeof us[0]; c++) {
-            size_t rows = us[c].rows, d = us[c].d, n = rows * d;
-            float *x = th_random(n, -10, 10);
-            check_softmax(upts[v][0] == '4' ? "upt 4" : "upt 8", x, rows, d);
-            for (size_t i = 0; i < n; i++)
-                if (th_rand_u32() % 4 == 0 || i < d) x[i] = -INFINITY;   /* row 0 fully masked */
-            check_softmax(upts[v][0] == '4' ? "upt 4 masked" : "upt 8 masked", x, rows, d);
-            free(x);
-            backward_case(rows, d, c % 2 == 0);
-        }
-    }
-    float z[8] = { 0 };
-    wgml_tensor *x = th_tensor(WGML_F32, z, TH_SHAPE(2, 4)), *out = th_poisoned(WGML_F32, TH_SHAPE(2, 4));
-    uint64_t before = th_commands();
-    static const char *bad[] = { "16", "0", "x", "8 " };
-    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
-        setenv("WGML_SOFTMAX_UPT", bad[v], 1);
-        TH_EXPECT_ERR(wgml_softmax(th_eng, x, out), WGML_ERROR_INVALID_ARGUMENT, "WGML_SOFTMAX_UPT");
-        TH_EXPECT_ERR(wgml_softmax_backward(th_eng, x, x, out), WGML_ERROR_INVALID_ARGUMENT, "must be 4 or 8");
-    }
-    unsetenv("WGML_SOFTMAX_UPT");
-    TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
-    uint32_t got[8];
-    th_read_into(out, got);
-    for (int i = 0; i < 8; i++) TH_CHECK(got[i] == 0xFFFFFFFFu, "out[%d] was written by a rejected call", i);
-    wgml_tensor_release(x); wgml_tensor_release(out);
-}
-
 static const th_case cases[] = {
     { "shapes", test_shapes },
     { "large_logits", test_large_logits },
@@ -431,6 +394,5 @@ static const th_case cases[] = {
     { "backward_finite_differences", test_backward_finite_differences },
     { "robust", test_robust },
     { "bad_inputs", test_bad_inputs },
-    { "units_per_thread", test_units_per_thread },
 };
 TH_MAIN(cases)

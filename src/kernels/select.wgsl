@@ -73,7 +73,6 @@ const CAND: u32 = 5132u;          // SMAX (key, index) pairs
 const SLICES: u32 = 9228u;        // G * NB3
 
 override PASS: u32 = 1u;
-override FINISH: bool = true;     // false: never finish early (always rank the ties; for timing)
 override WGS: u32 = 256u;         // threads of the sorting workgroup
 
 struct Params {
@@ -189,7 +188,7 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         let d = find_digit(H1, NB12, params.k, t);
         // fast after one pass: the elements above the 11-bit bucket of the k-th largest key
         // (k - d.y of them) and the whole bucket (d.z) fit the final sort
-        let fast11 = FINISH && params.k - d.y + d.z <= SMAX;
+        let fast11 = params.k - d.y + d.z <= SMAX;
         if (w == 0u && t == 0u) {
             atomicStore(&scratch[STATE], d.x);
             atomicStore(&scratch[STATE + 1u], d.y);
@@ -217,7 +216,7 @@ fn hist(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: ve
         prefix = (d1 << 11u) | d.x;
         // fast: the elements above the 22-bit bucket (k - d.y of them) and the whole bucket
         // (d.z) fit the final sort, which then picks the top k itself
-        let fast = FINISH && params.k - d.y + d.z <= SMAX;
+        let fast = params.k - d.y + d.z <= SMAX;
         if (w == 0u && t == 0u) {
             atomicStore(&scratch[STATE + 2u], prefix);
             atomicStore(&scratch[STATE + 3u], d.y);

@@ -27,15 +27,11 @@ typedef struct row_plan {
 } row_plan;
 
 
-/* Units per thread the forward pass aims at. 8 by default: for rows of 4096 f32 that is
-   128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
-   loads in flight and each row reduction is paid over twice the bytes of the 4-unit plan.
-   $WGML_NORM_UPT ("4" or "8") forces one, for measuring both on a device (and for tests);
-   any other value is an error, so a benchmark never times another plan than it asked for. */
-static wgml_status forward_upt(wgml_engine *e, const char *fn, uint32_t *upt)
-{
-    return wgml__env_units_per_thread(e, fn, "WGML_NORM_UPT", upt);
-}
+/* Units per thread the forward pass aims at: for rows of 4096 f32 that is 128 threads per
+   row, two rows per workgroup, so each thread has 8 independent 16-byte loads in flight
+   and each row reduction is paid over twice the bytes of a 4-unit plan
+   (bench/notes/norm.md). */
+#define FORWARD_UPT 8u
 
 /* Rows of up to NVMAX * WG units are cached in registers, spread so that each thread holds
    about `upt` units (4 or 8; a whole workgroup when the row has more than upt * WG / 2
@@ -145,9 +141,7 @@ static wgml_status rms_norm(wgml_engine *e, const char *fn, const wgml_tensor *i
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    uint32_t upt;
-    WGML_CHECK(forward_upt(e, fn, &upt));
-    return record_forward(e, upt, input, NULL, weight, out, NULL, eps);
+    return record_forward(e, FORWARD_UPT, input, NULL, weight, out, NULL, eps);
 }
 
 wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out)
@@ -181,9 +175,7 @@ static wgml_status rms_norm_residual(wgml_engine *e, const char *fn, const wgml_
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "sum_out", sum_out));
     WGML_CHECK(wgml__check_no_alias(e, fn, "sum_out", sum_out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    uint32_t upt;
-    WGML_CHECK(forward_upt(e, fn, &upt));
-    return record_forward(e, upt, x, residual, weight, out, sum_out, eps);
+    return record_forward(e, FORWARD_UPT, x, residual, weight, out, sum_out, eps);
 }
 
 wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,

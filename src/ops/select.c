@@ -16,10 +16,6 @@ typedef struct select_params { uint32_t n, k, chunk, groups; } select_params;
 
 #define HIST(pass) { .file = "select", .entry = "hist", .layout = "urw", .nconst = 1, .constants = { { "PASS", pass } } }
 static const wgml__kernel k_hist[3] = { HIST(1), HIST(2), HIST(3) };
-/* WGML_TOPK_VARIANT=nofinish (private, for timing): never finish the radix select early */
-#define HIST_NOFINISH(pass) { .file = "select", .entry = "hist", .layout = "urw", .nconst = 2, \
-                              .constants = { { "PASS", pass }, { "FINISH", 0 } } }
-static const wgml__kernel k_hist_nofinish[3] = { HIST_NOFINISH(1), HIST_NOFINISH(2), HIST_NOFINISH(3) };
 static const wgml__kernel k_collect = { .file = "select", .entry = "collect", .layout = "urw" };
 static const wgml__kernel k_sort_input = { .file = "select", .entry = "sort_input", .layout = "urw", .nconst = 1,
                                            .constants = { { "WGS", WGS } } };
@@ -54,10 +50,8 @@ wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_tensor *ou
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_SELECT, 4ull * (SLICES + (uint64_t)p.groups * NB3), &scratch));
     wgml__arg args[2] = { wgml__t(input), scratch };
     wgml__arg sort_args[2] = { scratch, wgml__t(out_idx) };
-    const char *variant = getenv("WGML_TOPK_VARIANT");
-    const wgml__kernel *hist = variant && strcmp(variant, "nofinish") == 0 ? k_hist_nofinish : k_hist;
     wgml_status s = WGML_OK;
-    for (int pass = 0; pass < 3 && s == WGML_OK; pass++) s = wgml__dispatch(e, &hist[pass], &p, sizeof p, args, 2, p.groups, 1, 1);
+    for (int pass = 0; pass < 3 && s == WGML_OK; pass++) s = wgml__dispatch(e, &k_hist[pass], &p, sizeof p, args, 2, p.groups, 1, 1);
     if (s == WGML_OK) s = wgml__dispatch(e, &k_collect, &p, sizeof p, args, 2, p.groups, 1, 1);
     if (s == WGML_OK) s = wgml__dispatch(e, &k_sort_candidates, &p, sizeof p, sort_args, 2, 1, 1, 1);
     /* the kernels leave the scratch counters at zero for the next call only when all ran */

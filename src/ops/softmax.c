@@ -25,21 +25,16 @@ typedef struct softmax_plan {
 } softmax_plan;
 
 
-/* Units per thread the register path aims at. 8 by default: for rows of 4096 f32 that is
-   128 threads per row, two rows per workgroup, so each thread has 8 independent 16-byte
-   loads in flight and each row reduction is paid over twice the bytes of the 4-unit plan.
-   $WGML_SOFTMAX_UPT ("4" or "8") forces one, for measuring both on a device (and for
-   tests); any other value is an error, so a benchmark never times another plan than it
-   asked for. */
-static wgml_status read_upt(wgml_engine *e, const char *fn, uint32_t *upt)
-{
-    return wgml__env_units_per_thread(e, fn, "WGML_SOFTMAX_UPT", upt);
-}
+/* Units per thread the register path aims at: for rows of 4096 f32 that is 128 threads
+   per row, two rows per workgroup, so each thread has 8 independent 16-byte loads in
+   flight and each row reduction is paid over twice the bytes of a 4-unit plan
+   (bench/notes/norm.md). */
+#define UPT 8u
 
-/* Rows of up to NVMAX * WG units go through registers (about `upt` units a thread), several short rows to a workgroup;
+/* Rows of up to NVMAX * WG units go through registers (about UPT units a thread), several short rows to a workgroup;
    longer rows take a workgroup each, or, when there are too few of them to fill the GPU,
    several workgroups each (the split path). */
-static softmax_plan plan(size_t d, uint32_t rows, uint32_t upt)
+static softmax_plan plan(size_t d, uint32_t rows)
 {
     softmax_plan pl = { 0 };
     pl.vec = d % 4 == 0;
@@ -50,7 +45,7 @@ static softmax_plan plan(size_t d, uint32_t rows, uint32_t upt)
     pl.p.chunks = 1;
     pl.p.chunk = units;
     if (units <= NVMAX * WG) {
-        uint32_t tpr = wgml__pow2_at_least((units + upt - 1) / upt);
+        uint32_t tpr = wgml__pow2_at_least((units + UPT - 1) / UPT);
         if (tpr > WG) tpr = WG;
         pl.path = PATH_REGISTERS;
         pl.nv = (units + tpr - 1) / tpr;
@@ -102,9 +97,7 @@ wgml_status wgml_softmax(wgml_engine *e, const wgml_tensor *input, wgml_tensor *
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
 
     size_t d = input->shape[input->ndim - 1];
-    uint32_t upt;
-    WGML_CHECK(read_upt(e, fn, &upt));
-    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(input) / d), upt);
+    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(input) / d));
     if (pl.path != PATH_SPLIT) {
         wgml__arg args[2] = { wgml__t(input), wgml__t(out) };
         return dispatch(e, "softmax", "urw", &pl, args, 2);
@@ -132,9 +125,7 @@ wgml_status wgml_softmax_backward(wgml_engine *e, const wgml_tensor *grad_out, c
     WGML_CHECK(wgml__check_no_alias(e, fn, "grad_in", grad_in, "final_out", final_out));
 
     size_t d = final_out->shape[final_out->ndim - 1];
-    uint32_t upt;
-    WGML_CHECK(read_upt(e, fn, &upt));
-    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(final_out) / d), upt);
+    softmax_plan pl = plan(d, (uint32_t)(wgml_tensor_numel(final_out) / d));
     if (pl.path != PATH_SPLIT) {
         wgml__arg args[3] = { wgml__t(final_out), wgml__t(grad_out), wgml__t(grad_in) };
         return dispatch(e, "softmax_bwd", "urrw", &pl, args, 3);
