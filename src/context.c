@@ -462,6 +462,7 @@ void wgml_context_destroy(wgml_context *ctx)
         wgml__submit(ctx);
         wgml_context_sync(ctx);
     }
+    if (ctx->deferred_ops) ctx->deferred_ops->release(ctx);
     if (ctx->pass) wgpuComputePassEncoderRelease(ctx->pass);
     if (ctx->encoder) wgpuCommandEncoderRelease(ctx->encoder);
     wgml__bind_cache_free(ctx);
@@ -520,7 +521,7 @@ WGPUComputePassEncoder wgml__pass(wgml_context *ctx)
 
 WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx)
 {
-    wgml__defer_error(ctx, wgml__elementwise_flush(ctx));   /* before what the caller records */
+    wgml__defer_error(ctx, wgml__deferred_flush(ctx));   /* before what the caller records */
     if (ctx->pass) {
         wgpuComputePassEncoderEnd(ctx->pass);
         wgpuComputePassEncoderRelease(ctx->pass);
@@ -532,7 +533,7 @@ WGPUCommandEncoder wgml__encoder_outside_pass(wgml_context *ctx)
 
 wgml_status wgml__submit(wgml_context *ctx)
 {
-    WGML_CHECK(wgml__elementwise_flush(ctx));
+    WGML_CHECK(wgml__deferred_flush(ctx));
     if (!ctx->encoder) return WGML_OK;
     wgml__encoder_outside_pass(ctx);
     /* The batch's parameters land just before its commands, after every earlier batch. */
@@ -550,6 +551,16 @@ wgml_status wgml__submit(wgml_context *ctx)
     ctx->batch_dispatches = 0;
     ctx->batch_limit = ctx->batch_max;
     return wgml__check_device(ctx);
+}
+
+wgml_status wgml__deferred_flush(wgml_context *ctx)
+{
+    return ctx->deferred_ops ? ctx->deferred_ops->flush(ctx) : WGML_OK;
+}
+
+bool wgml__deferred_uses(const wgml_context *ctx, const wgml_tensor *t, const wgml_engine *e)
+{
+    return ctx->deferred_ops && ctx->deferred_ops->uses(ctx, t, e);
 }
 
 void wgml__defer_error(wgml_context *ctx, wgml_status s)

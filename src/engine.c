@@ -36,7 +36,7 @@ wgml_status wgml_engine_create(wgml_context *ctx, wgml_engine **out)
 void wgml_engine_destroy(wgml_engine *e)
 {
     if (!e) return;
-    if (wgml__elementwise_pending_uses(e->ctx, NULL, e)) wgml__defer_error(e->ctx, wgml__elementwise_flush(e->ctx));
+    if (wgml__deferred_uses(e->ctx, NULL, e)) wgml__defer_error(e->ctx, wgml__deferred_flush(e->ctx));
     wgml__bind_cache_forget_engine(e->ctx, e);
     e->ctx->pass_pipeline = NULL;   /* set the next pipeline again, whatever its handle */
     for (uint32_t i = 0; i < e->npipelines; i++) {
@@ -272,7 +272,7 @@ wgml_status wgml__dispatch(wgml_engine *e, const wgml__kernel *k, const void *pa
                            const wgml__arg *args, uint32_t nargs, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     wgml_context *ctx = e->ctx;
-    WGML_CHECK(wgml__elementwise_flush(ctx));   /* the ops called before this one go first */
+    WGML_CHECK(wgml__deferred_flush(ctx));   /* the ops called before this one go first */
     WGPUComputePipeline pipeline;
     WGPUBindGroupLayout bgl;
     WGML_CHECK(wgml__pipeline_get(e, k, &pipeline, &bgl));

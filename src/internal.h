@@ -16,18 +16,17 @@
 
 /* ---- context ------------------------------------------------------------------------ */
 
-/* The element-wise ops waiting to be recorded as one dispatch (src/ops/elementwise.c):
-   ops of one engine on tensors of n4 vec4 each, over at most WGML__FUSE_SLOTS distinct
-   buffers. Op k is ops[k] = OP | out << 2 | a << 4 | b << 6 (OP 0 add, 1 sub, 2 mul; the
-   others are slot numbers). */
-#define WGML__FUSE_SLOTS 4
-#define WGML__FUSE_MAX_OPS 60   /* a 256-byte uniform block: 16 bytes of header, 60 words */
-typedef struct wgml__fuse_group {
-    struct wgml_engine *engine;
-    uint32_t n4, nops, nslots;
-    struct wgml_tensor *slots[WGML__FUSE_SLOTS];
-    uint32_t ops[WGML__FUSE_MAX_OPS];
-} wgml__fuse_group;
+/* Work an op family holds back to record later in one piece (element-wise fusion holds
+   consecutive small ops for one dispatch). The family registers these functions on the
+   context with its state; the recorder calls flush before anything else is recorded,
+   written or submitted, and asks uses() before a tensor's buffer is released or an engine
+   destroyed. The core knows no op family: this is its one way in. */
+typedef struct wgml__deferred_ops {
+    wgml_status (*flush)(wgml_context *ctx);
+    /* whether the held work binds t's buffer (t not NULL) or runs on engine e */
+    bool (*uses)(const wgml_context *ctx, const struct wgml_tensor *t, const struct wgml_engine *e);
+    void (*release)(wgml_context *ctx);   /* frees the state when the context is destroyed */
+} wgml__deferred_ops;
 
 #define WGML__MAX_FENCES 64
 typedef struct wgml__fence wgml__fence;
@@ -77,7 +76,8 @@ struct wgml_context {
     uint32_t wait_spin_us;     /* waits poll for this long before they block */
     bool log_kernels;          /* WGML_LOG_KERNELS=1: a line on stderr for every kernel built */
     bool fuse_off;             /* WGML_FUSE=0: every element-wise op is its own dispatch */
-    wgml__fuse_group fuse;     /* pending element-wise ops (nops == 0: none) */
+    const wgml__deferred_ops *deferred_ops;   /* the family holding work back, or NULL */
+    void *deferred_state;                     /* its state */
 
     /* Bind groups by (engine, layout, buffers): built once, reused by every later call
        with the same tensors. Entries naming a released tensor or a destroyed engine are
@@ -133,11 +133,15 @@ wgml_status wgml__submit(wgml_context *ctx);                 /* submits what is 
    release, an engine's destroy); the next call on ctx returns it. */
 void wgml__defer_error(wgml_context *ctx, wgml_status s);
 
-/* Records the pending element-wise group, if any (src/ops/elementwise.c). Everything that
-   records, submits or writes calls it first, so order is kept. */
-wgml_status wgml__elementwise_flush(wgml_context *ctx);
-/* Whether the pending group binds t's buffer, or runs on engine e. */
-bool wgml__elementwise_pending_uses(const wgml_context *ctx, const struct wgml_tensor *t, const struct wgml_engine *e);
+/* Records the work held back (see wgml__deferred_ops), if any. Everything that records,
+   submits or writes calls it first, so order is kept. */
+wgml_status wgml__deferred_flush(wgml_context *ctx);
+/* Whether the held work binds t's buffer, or runs on engine e. */
+bool wgml__deferred_uses(const wgml_context *ctx, const struct wgml_tensor *t, const struct wgml_engine *e);
+/* The pending element-wise group of ctx, for tests: ops, distinct buffers, vec4 count and
+   engine (all 0 / NULL when none is pending) (src/ops/elementwise.c). */
+typedef struct wgml__fusion_view { uint32_t nops, nslots, n4; const struct wgml_engine *engine; } wgml__fusion_view;
+wgml__fusion_view wgml__fusion_pending(const wgml_context *ctx);
 
 /* ---- tensors ------------------------------------------------------------------------ */
 
@@ -220,7 +224,8 @@ typedef struct wgml__pipeline wgml__pipeline;
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 /* FUSE_SPARE .. + 2: distinct buffers bound to the fused element-wise kernel's unused slots
-   (one buffer may not be bound twice read-write). */
+   (one buffer may not be bound twice read-write); the kernel has WGML__FUSE_SLOTS. */
+#define WGML__FUSE_SLOTS 4
 /* ATTN_UNUSED: 16 bytes bound where an attention kernel declares a writable binding that
    the call does not use (the prefill entries' scores output without options.scores). */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,

@@ -263,7 +263,7 @@ wgml_status wgml_tensor_reshape(wgml_tensor *t, uint32_t ndim, const size_t *sha
 void wgml_tensor_release(wgml_tensor *t)
 {
     if (!t) return;
-    if (wgml__elementwise_pending_uses(t->ctx, t, NULL)) wgml__defer_error(t->ctx, wgml__elementwise_flush(t->ctx));
+    if (wgml__deferred_uses(t->ctx, t, NULL)) wgml__defer_error(t->ctx, wgml__deferred_flush(t->ctx));
     wgml__bind_cache_forget_buffer(t->ctx, t->buffer);
     wgpuBufferRelease(t->buffer);
     t->ctx->live_tensors--;

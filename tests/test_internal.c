@@ -141,30 +141,30 @@ static void test_fusion_groups(void)
     TH_EXPECT(wgml_context_sync(c), WGML_OK);
     uint32_t d0 = c->batch_dispatches;
     for (int i = 0; i < 60; i++) TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);
-    TH_CHECK(c->fuse.nops == 60 && c->fuse.nslots == 2 && c->batch_dispatches == d0, "60 adds: %u ops pending over %u slots, "
-             "%u dispatches", c->fuse.nops, c->fuse.nslots, c->batch_dispatches - d0);
+    TH_CHECK(wgml__fusion_pending(c).nops == 60 && wgml__fusion_pending(c).nslots == 2 && c->batch_dispatches == d0, "60 adds: %u ops pending over %u slots, "
+             "%u dispatches", wgml__fusion_pending(c).nops, wgml__fusion_pending(c).nslots, c->batch_dispatches - d0);
     TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);   /* the 61st starts a group */
-    TH_CHECK(c->fuse.nops == 1 && c->batch_dispatches == d0 + 1, "the 61st add: %u pending, %u dispatches", c->fuse.nops,
+    TH_CHECK(wgml__fusion_pending(c).nops == 1 && c->batch_dispatches == d0 + 1, "the 61st add: %u pending, %u dispatches", wgml__fusion_pending(c).nops,
              c->batch_dispatches - d0);
     TH_EXPECT(wgml_mul(th_eng, odd[0], odd[1], odd[0]), WGML_OK);
-    TH_CHECK(c->fuse.nops == 2 && c->fuse.nslots == 4, "a fourth buffer: %u pending over %u slots", c->fuse.nops, c->fuse.nslots);
+    TH_CHECK(wgml__fusion_pending(c).nops == 2 && wgml__fusion_pending(c).nslots == 4, "a fourth buffer: %u pending over %u slots", wgml__fusion_pending(c).nops, wgml__fusion_pending(c).nslots);
     TH_EXPECT(wgml_sub(th_eng, t[4], t[0], t[0]), WGML_OK);   /* a fifth */
-    TH_CHECK(c->fuse.nops == 1 && c->fuse.nslots == 2 && c->batch_dispatches == d0 + 2, "a fifth buffer: %u pending over %u "
-             "slots, %u dispatches", c->fuse.nops, c->fuse.nslots, c->batch_dispatches - d0);
+    TH_CHECK(wgml__fusion_pending(c).nops == 1 && wgml__fusion_pending(c).nslots == 2 && c->batch_dispatches == d0 + 2, "a fifth buffer: %u pending over %u "
+             "slots, %u dispatches", wgml__fusion_pending(c).nops, wgml__fusion_pending(c).nslots, c->batch_dispatches - d0);
     TH_EXPECT(wgml_add(th_eng, big, big, big), WGML_OK);   /* too large: recorded at once, after the group */
-    TH_CHECK(c->fuse.nops == 0 && c->batch_dispatches == d0 + 4, "2^20 + 1 elements: %u pending, %u dispatches", c->fuse.nops,
+    TH_CHECK(wgml__fusion_pending(c).nops == 0 && c->batch_dispatches == d0 + 4, "2^20 + 1 elements: %u pending, %u dispatches", wgml__fusion_pending(c).nops,
              c->batch_dispatches - d0);
     TH_EXPECT(wgml_add(th_eng, t[0], t[1], t[0]), WGML_OK);
     TH_EXPECT(wgml_add(th_eng, small, small, small), WGML_OK);
-    TH_CHECK(c->fuse.nops == 1 && c->fuse.n4 == 257 && c->batch_dispatches == d0 + 5, "another vec4 count: %u pending (n4 %u), "
-             "%u dispatches", c->fuse.nops, c->fuse.n4, c->batch_dispatches - d0);
+    TH_CHECK(wgml__fusion_pending(c).nops == 1 && wgml__fusion_pending(c).n4 == 257 && c->batch_dispatches == d0 + 5, "another vec4 count: %u pending (n4 %u), "
+             "%u dispatches", wgml__fusion_pending(c).nops, wgml__fusion_pending(c).n4, c->batch_dispatches - d0);
     wgml_engine *e2;
     TH_EXPECT(wgml_engine_create(c, &e2), WGML_OK);
     TH_EXPECT(wgml_add(e2, small, small, small), WGML_OK);
-    TH_CHECK(c->fuse.nops == 1 && c->fuse.engine == e2 && c->batch_dispatches == d0 + 6, "another engine: %u pending, %u "
-             "dispatches", c->fuse.nops, c->batch_dispatches - d0);
+    TH_CHECK(wgml__fusion_pending(c).nops == 1 && wgml__fusion_pending(c).engine == e2 && c->batch_dispatches == d0 + 6, "another engine: %u pending, %u "
+             "dispatches", wgml__fusion_pending(c).nops, c->batch_dispatches - d0);
     wgml_engine_destroy(e2);
-    TH_CHECK(c->fuse.nops == 0, "the engine's group outlived it");
+    TH_CHECK(wgml__fusion_pending(c).nops == 0, "the engine's group outlived it");
     TH_EXPECT(wgml_context_sync(c), WGML_OK);
     float got[4];
     TH_EXPECT(wgml_tensor_read(t[0], 0, got, sizeof got), WGML_OK);   /* 61 adds of a zero, then t[4] - t[0] */
@@ -185,8 +185,8 @@ static void test_fusion_groups(void)
             uint64_t s0 = p->submits;
             uint32_t b0 = p->batch_dispatches;
             for (int i = 0; i < 3; i++) TH_EXPECT(wgml_add(pe, x, x, x), WGML_OK);
-            TH_CHECK(p->fuse.nops == 0 && (mode == 0 ? p->batch_dispatches == b0 + 3 : p->submits == s0 + 3),
-                     "%s: %u pending, %u dispatches, %llu submits", mode == 0 ? "WGML_FUSE=0" : "submit_every_op", p->fuse.nops,
+            TH_CHECK(wgml__fusion_pending(p).nops == 0 && (mode == 0 ? p->batch_dispatches == b0 + 3 : p->submits == s0 + 3),
+                     "%s: %u pending, %u dispatches, %llu submits", mode == 0 ? "WGML_FUSE=0" : "submit_every_op", wgml__fusion_pending(p).nops,
                      p->batch_dispatches - b0, (unsigned long long)(p->submits - s0));
             wgml_tensor_release(x);
         }

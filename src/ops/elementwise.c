@@ -1,18 +1,19 @@
 /* Element-wise arithmetic: add, sub, mul. Kernels: src/kernels/elementwise.wgsl.
 
    Fusion. A chain of dependent tiny ops is bound by the GPU's time per dependent dispatch
-   (H200: 2.3 - 3.1 us, a barrier and a launch), not by its arithmetic. So a call on at
-   most FUSE_MAX_N4 vec4 is not recorded at once: it joins the context's pending group
-   (ctx->fuse: ops of one engine on tensors of one vec4 count over at most
-   WGML__FUSE_SLOTS distinct buffers), which is recorded as one dispatch of `fused` when
-   the group is full, when anything else is recorded, written, read, submitted or
-   released, or when its engine is destroyed (wgml__elementwise_flush). `fused` runs the
+   (a barrier and a launch), not by its arithmetic (bench/notes/overhead.md). So a call on
+   at most FUSE_MAX_N4 vec4 is not recorded at once: it joins the context's pending group
+   (ops of one engine on tensors of one vec4 count over at most WGML__FUSE_SLOTS distinct
+   buffers), held back through the recorder's deferred-work hook (wgml__deferred_ops), and
+   recorded as one dispatch of `fused` when the group is full, when anything else is
+   recorded, written, read, submitted or released, or when its engine is destroyed. `fused` runs the
    group's ops in call order for each vec4 index; since every op reads and writes index i
    of its tensors only, that gives each tensor the same values, bit for bit, as running the
    ops one dispatch after another. A group of one op is recorded by the op's own kernel,
    as without fusion. WGML_FUSE=0 records every op at once. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define WG 256
@@ -21,8 +22,19 @@
 
 enum { OP_ADD = 0, OP_SUB = 1, OP_MUL = 2 };
 
+/* The ops waiting to be recorded as one dispatch: ops of one engine on tensors of n4 vec4
+   each, over at most WGML__FUSE_SLOTS distinct buffers. Op k is ops[k] = OP | out << 2 |
+   a << 4 | b << 6 (OP 0 add, 1 sub, 2 mul; the others are slot numbers). */
+#define FUSE_MAX_OPS 60   /* a 256-byte uniform block: 16 bytes of header, 60 words */
+typedef struct fuse_group {
+    wgml_engine *engine;
+    uint32_t n4, nops, nslots;
+    wgml_tensor *slots[WGML__FUSE_SLOTS];
+    uint32_t ops[FUSE_MAX_OPS];
+} fuse_group;
+
 typedef struct binary_params { uint32_t n4, pad[3]; } binary_params;
-typedef struct fused_params { uint32_t n4, nops, pad[2], ops[WGML__FUSE_MAX_OPS]; } fused_params;
+typedef struct fused_params { uint32_t n4, nops, pad[2], ops[FUSE_MAX_OPS]; } fused_params;
 _Static_assert(sizeof(fused_params) == 256, "the fused program fills one 256-byte uniform block");
 
 /* Records out = a OP b now, with the entry point that matches how out aliases a and b. */
@@ -63,14 +75,14 @@ static wgml_status record_binary(wgml_engine *e, int op, const wgml_tensor *a, c
 
 /* ---- the pending group -------------------------------------------------------------- */
 
-static int slot_of(const wgml__fuse_group *g, const wgml_tensor *t)
+static int slot_of(const fuse_group *g, const wgml_tensor *t)
 {
     for (uint32_t i = 0; i < g->nslots; i++)
         if (wgml__same(g->slots[i], t)) return (int)i;
     return -1;
 }
 
-static uint32_t slot_add(wgml__fuse_group *g, const wgml_tensor *t)
+static uint32_t slot_add(fuse_group *g, const wgml_tensor *t)
 {
     int s = slot_of(g, t);
     if (s >= 0) return (uint32_t)s;
@@ -79,7 +91,7 @@ static uint32_t slot_add(wgml__fuse_group *g, const wgml_tensor *t)
 }
 
 /* Slots the op would add to g: its distinct buffers not bound yet. */
-static uint32_t new_slots(const wgml__fuse_group *g, const wgml_tensor *a, const wgml_tensor *b, const wgml_tensor *out)
+static uint32_t new_slots(const fuse_group *g, const wgml_tensor *a, const wgml_tensor *b, const wgml_tensor *out)
 {
     uint32_t n = slot_of(g, a) < 0;
     n += slot_of(g, b) < 0 && !wgml__same(b, a);
@@ -87,15 +99,34 @@ static uint32_t new_slots(const wgml__fuse_group *g, const wgml_tensor *a, const
     return n;
 }
 
+static wgml_status flush_group(wgml_context *ctx);
+static bool group_uses(const wgml_context *ctx, const wgml_tensor *t, const wgml_engine *e);
+static void release_group(wgml_context *ctx);
+static const wgml__deferred_ops fusion = { .flush = flush_group, .uses = group_uses, .release = release_group };
+
+/* The context's group, made and registered with the recorder on first use; NULL when out
+   of host memory. */
+static fuse_group *group_of(wgml_context *ctx)
+{
+    if (ctx->deferred_ops != &fusion) {
+        fuse_group *g = calloc(1, sizeof *g);
+        if (!g) return NULL;
+        ctx->deferred_state = g;
+        ctx->deferred_ops = &fusion;
+    }
+    return ctx->deferred_state;
+}
+
 static wgml_status join_group(wgml_engine *e, int op, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
                               uint32_t n4)
 {
     wgml_context *ctx = e->ctx;
-    wgml__fuse_group *g = &ctx->fuse;
-    if (g->nops && (g->engine != e || g->n4 != n4 || g->nops == WGML__FUSE_MAX_OPS ||
+    fuse_group *g = group_of(ctx);
+    if (!g) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory for the element-wise group");
+    if (g->nops && (g->engine != e || g->n4 != n4 || g->nops == FUSE_MAX_OPS ||
                     g->nslots + new_slots(g, a, b, out) > WGML__FUSE_SLOTS))
-        WGML_CHECK(wgml__elementwise_flush(ctx));
-    if (!g->nops) *g = (wgml__fuse_group){ .engine = e, .n4 = n4 };
+        WGML_CHECK(flush_group(ctx));
+    if (!g->nops) *g = (fuse_group){ .engine = e, .n4 = n4 };
     uint32_t sa = slot_add(g, a), sb = slot_add(g, b), so = slot_add(g, out);
     g->ops[g->nops++] = (uint32_t)op | so << 2 | sa << 4 | sb << 6;
     wgml__wrote(out);
@@ -103,7 +134,7 @@ static wgml_status join_group(wgml_engine *e, int op, const wgml_tensor *a, cons
     return WGML_OK;
 }
 
-static wgml_status record_fused(const wgml__fuse_group *g)
+static wgml_status record_fused(const fuse_group *g)
 {
     wgml_engine *e = g->engine;
     fused_params p = { .n4 = g->n4, .nops = g->nops };
@@ -125,12 +156,13 @@ static wgml_status record_fused(const wgml__fuse_group *g)
     return wgml__dispatch(e, &k, &p, sizeof p, args, WGML__FUSE_SLOTS, gx, gy, 1);
 }
 
-wgml_status wgml__elementwise_flush(wgml_context *ctx)
+static wgml_status flush_group(wgml_context *ctx)
 {
-    if (!ctx->fuse.nops) return WGML_OK;
-    wgml__fuse_group g = ctx->fuse;
-    ctx->fuse.nops = 0;   /* first: recording it flushes again */
-    ctx->fuse.engine = NULL;
+    fuse_group *held = ctx->deferred_state;
+    if (!held->nops) return WGML_OK;
+    fuse_group g = *held;
+    held->nops = 0;   /* first: recording it flushes again */
+    held->engine = NULL;
     uint64_t commands = ctx->commands;
     wgml_status s;
     if (g.nops == 1) {
@@ -143,12 +175,26 @@ wgml_status wgml__elementwise_flush(wgml_context *ctx)
     return s;
 }
 
-bool wgml__elementwise_pending_uses(const wgml_context *ctx, const wgml_tensor *t, const wgml_engine *e)
+static bool group_uses(const wgml_context *ctx, const wgml_tensor *t, const wgml_engine *e)
 {
-    const wgml__fuse_group *g = &ctx->fuse;
+    const fuse_group *g = ctx->deferred_state;
     if (!g->nops) return false;
     if (e) return g->engine == e;
     return slot_of(g, t) >= 0;
+}
+
+wgml__fusion_view wgml__fusion_pending(const wgml_context *ctx)
+{
+    const fuse_group *g = ctx->deferred_ops == &fusion ? ctx->deferred_state : NULL;
+    if (!g || !g->nops) return (wgml__fusion_view){ 0 };
+    return (wgml__fusion_view){ .nops = g->nops, .nslots = g->nslots, .n4 = g->n4, .engine = g->engine };
+}
+
+static void release_group(wgml_context *ctx)
+{
+    free(ctx->deferred_state);
+    ctx->deferred_state = NULL;
+    ctx->deferred_ops = NULL;
 }
 
 /* ---- the ops ------------------------------------------------------------------------ */
