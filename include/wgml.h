@@ -61,6 +61,14 @@
  * where the seed API only asks for "the same length", and by dimension where an op needs
  * a layout (matrices, attention). wgml_tensor_reshape changes the shape metadata only.
  *
+ * SUBNORMALS
+ * ==========
+ * f32 values of magnitude below 2^-126 (subnormals) may be flushed to zero, as an input
+ * or a result of any op, on any adapter: WGSL allows it, and drivers differ (lavapipe
+ * keeps them; NVIDIA's Vulkan driver may flush). Results then differ from exact ones only
+ * where a value falls below 2^-126, by at most 2^-126 in that value; every accuracy
+ * stated in this header holds for results above 2^-126 in magnitude.
+ *
  * THREADS
  * =======
  * A context and everything created from it (engines, tensors) may be used by one thread
@@ -345,10 +353,12 @@ WGML_API wgml_status wgml_sub(wgml_engine *e, const wgml_tensor *a, const wgml_t
 /* ---- copies (src/ops/copy.c) -------------------------------------------------------- */
 
 /* Copies all of src (any dtype) into dst (any dtype) starting at byte offset dst_offset:
-   bytes [dst_offset, dst_offset + nbytes(src)) of dst become src's bytes.
+   bytes [dst_offset, dst_offset + nbytes(src)) of dst become src's bytes, and no other
+   byte of dst changes. Any offset and size work (odd-length u8 and f16 tensors too); a
+   copy whose offset and size are multiples of 4 runs on whole words (of 16, on vec4),
+   others on bytes, up to 4 GiB.
    Errors: WGML_ERROR_SHAPE (the copy would run past the end of dst),
-           WGML_ERROR_INVALID_ARGUMENT (dst_offset or nbytes(src) not a multiple of 4),
-           WGML_ERROR_ALIAS (src and dst are the same tensor). */
+           WGML_ERROR_ALIAS (src and dst are the same tensor), WGML_ERROR_LIMIT. */
 WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst,
                                       size_t dst_offset);
 
@@ -365,7 +375,8 @@ WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wg
    - NULL engine or tensor: WGML_ERROR_INVALID_ARGUMENT; a tensor of another context:
      WGML_ERROR_CONTEXT. A rejected call records nothing.
    - SiLU uses sigmoid(x) = 1 / (1 + exp(-x)) evaluated without overflow: any finite x
-     gives a finite result (x = -100 gives -3.7e-42 or 0, x = 100 gives 100). */
+     gives a finite result (x = -100 gives -3.7e-42, a subnormal, or 0 where subnormals
+     are flushed: see SUBNORMALS), and x = 100 gives 100. */
 
 /* Gradients of a + b: grad_a = grad_out and grad_b = grad_out (written, not accumulated). */
 WGML_API wgml_status wgml_add_backward(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_a,
@@ -737,8 +748,11 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *
  * Mask (optional, NULL for none): an additive f32 tensor, 4-D [batch|1, num_heads|1,
  * seq_q|1, seq_k|1] or 2-D [seq_q|1, seq_k|1]; a dimension of size 1 broadcasts. 3-D
- * masks are refused (ambiguous). An entry of -inf hides its key; finite entries below
- * about -2.3e38 act as -inf (they overflow when the kernels scale scores to base 2).
+ * masks are refused (ambiguous). An entry of -inf hides its key. The kernels work in base
+ * 2: they form (score * scale + mask) * log2(e) in f32, so a finite entry that takes that
+ * sum below -FLT_MAX (for a mask entry alone: below -FLT_MAX / log2(e) = -2.3587e38)
+ * overflows to -inf and hides its key exactly as -inf does. To hide a key use -inf (or
+ * -FLT_MAX); to bias it, use values above -1e38, which never overflow.
  *
  * Rows without a key: a query row with no visible key, or whose every visible key is
  * masked with -inf, yields out = 0 and grad_q = 0 (never NaN) and adds nothing to grad_k
@@ -879,7 +893,11 @@ WGML_API wgml_status wgml_flash_attention_backward(wgml_engine *e, const wgml_te
                                                    const wgml_tensor *v, const wgml_tensor *out,
                                                    const wgml_tensor *grad_out, wgml_tensor *grad_q,
                                                    wgml_tensor *grad_k, wgml_tensor *grad_v, bool causal);
-/* Backward of wgml_flash_attention_v2 without mask or dropout. */
+/* Backward of wgml_flash_attention_v2 without mask or dropout (the seed API's form). The
+   backward of a wgml_flash_attention_v2 call with a mask or dropout is
+   wgml_flash_attention_v2_backward_with with the forward's arguments as options:
+       wgml_flash_attention_v2_backward_with(e, q, k, v, out, grad_out, grad_q, grad_k, grad_v,
+           &(wgml_attention_options){ .causal = causal, .dropout_prob = p, .seed = seed }, mask); */
 WGML_API wgml_status wgml_flash_attention_v2_backward(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k,
                                                       const wgml_tensor *v, const wgml_tensor *out,
                                                       const wgml_tensor *grad_out, wgml_tensor *grad_q,

@@ -1,16 +1,18 @@
-// copy_tensor: dst words [dst_word, dst_word + n) = src words [0, n), raw 32-bit words, so
-// any dtype is copied bit for bit.
+// copy_tensor: dst bytes [dst_offset, dst_offset + n) = src bytes [0, n), raw, so any dtype
+// is copied bit for bit.
 //
-// A compute kernel rather than copyBufferToBuffer: through Dawn on the H200 the buffer copy
-// command moved ~0.4 TB/s where 16-byte loads and stores in a kernel reach ~4 TB/s.
-// copy_vec4 needs dst_word and n to be multiples of 4; copy_word takes any word range.
+// A compute kernel rather than copyBufferToBuffer: through Dawn on NVIDIA the buffer copy
+// command moved a tenth of what 16-byte loads and stores in a kernel reach
+// (bench/notes/memory.md). copy_vec4 copies whole vec4 (offset and size multiples of 16
+// bytes), copy_word whole words; copy_bytes any byte range: one thread per destination
+// word the range touches keeps that word's other bytes, so no two threads write one word.
 // The grid may be 2-D (linear workgroup index wid.x + wid.y * nwg.x).
 
 struct Params {
-    n: u32,          // words (copy_word) or vec4s (copy_vec4) to copy
+    n: u32,          // vec4s (copy_vec4), words (copy_word) or bytes (copy_bytes) to copy
     dst_offset: u32, // in the same unit
-    _pad0: u32,
-    _pad1: u32,
+    first_word: u32, // copy_bytes: the first destination word the range touches
+    words: u32,      // copy_bytes: how many it touches
 }
 
 override WG: u32 = 256u;
@@ -36,4 +38,22 @@ fn copy_word(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
     let i = (wid.x + wid.y * nwg.x) * WG + lid.x;
     if (i >= p.n) { return; }
     dst1[p.dst_offset + i] = src1[i];
+}
+
+@compute @workgroup_size(WG)
+fn copy_bytes(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+              @builtin(num_workgroups) nwg: vec3u) {
+    let i = (wid.x + wid.y * nwg.x) * WG + lid.x;
+    if (i >= p.words) { return; }
+    let w = p.first_word + i;
+    var word = dst1[w];
+    for (var b = 0u; b < 4u; b++) {
+        let d = w * 4u + b;   // the destination byte
+        if (d >= p.dst_offset && d - p.dst_offset < p.n) {
+            let s = d - p.dst_offset;
+            let byte = (src1[s >> 2u] >> ((s & 3u) * 8u)) & 0xFFu;
+            word = (word & ~(0xFFu << (b * 8u))) | (byte << (b * 8u));
+        }
+    }
+    dst1[w] = word;
 }
