@@ -1367,6 +1367,98 @@ WGML_API wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *tok, c
 WGML_API wgml_status wgml_tokenizer_decode(const wgml_tokenizer *tok, const uint32_t *ids, size_t n,
                                            char *out, size_t cap, size_t *len);
 
+/* ---- tokenizer_config.json and chat templates ------------------------------------------
+
+   A chat model's folder says in tokenizer_config.json (or chat_template.jinja beside it)
+   how a conversation becomes text: a Jinja template. wgml does not interpret Jinja: it
+   recognises the formats of the families it runs and renders them in C, byte for byte as
+   Hugging Face's apply_chat_template renders their templates:
+     chatml    <|im_start|>{role}\n{content}<|im_end|>\n per message; generation prompt
+               <|im_start|>assistant\n
+     smollm2   chatml, with SmolLM2's default system message when the first message is not
+               a system message ("You are a helpful AI assistant named SmolLM, trained by
+               Hugging Face")
+     qwen2     chatml, with Qwen2 / 2.5's default system message ("You are Qwen, created by
+               Alibaba Cloud. You are a helpful assistant.")
+     llama3    bos_token, then <|start_header_id|>{role}<|end_header_id|>\n\n{content,
+               trimmed}<|eot_id|> per message; generation prompt
+               <|start_header_id|>assistant<|end_header_id|>\n\n
+     llama3.1  llama3 with Llama 3.1 / 3.2's system header first: "Cutting Knowledge Date:
+               December 2023\nToday Date: {date}\n\n{system message, trimmed}" (date:
+               options.date_string, default "26 Jul 2024", the templates' own default)
+     zephyr    <|{role}|>\n{content}{eos_token}\n per message (Zephyr, TinyLlama); generation
+               prompt <|assistant|>\n after the last message
+   Roles are system, user and assistant. A rendering is a list of segments, each marked as
+   the assistant's (its content and end-of-turn marker: what assistant-only training puts
+   the loss on) or not. */
+
+typedef struct wgml_tokenizer_config {
+    char *chat_template;       /* the template text; NULL when the folder has none */
+    char *bos_token;           /* NULL when absent */
+    char *eos_token;
+} wgml_tokenizer_config;
+
+/* Reads a model folder's tokenizer_config.json (chat_template a string, or a list of
+   {"name", "template"} of which "default" is taken; bos_token and eos_token strings or
+   {"content": ...} objects), and chat_template.jinja when the folder has one (it wins, as
+   in transformers). A folder with neither file gives an all-NULL config. Free with
+   wgml_tokenizer_config_clear. Files as wgml_checkpoint_open requires them (regular,
+   inside the folder), tokenizer_config.json at most 16 MiB.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, WGML_ERROR_FORMAT,
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_tokenizer_config_load(const char *folder, wgml_tokenizer_config *out);
+WGML_API void wgml_tokenizer_config_clear(wgml_tokenizer_config *c);
+
+typedef enum wgml_chat_format {
+    WGML_CHAT_UNKNOWN = 0,
+    WGML_CHAT_CHATML,
+    WGML_CHAT_SMOLLM2,
+    WGML_CHAT_QWEN2,
+    WGML_CHAT_LLAMA3,
+    WGML_CHAT_LLAMA31,
+    WGML_CHAT_ZEPHYR
+} wgml_chat_format;
+
+/* The format a template's text is written in, recognised by its markers.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_UNSUPPORTED (none of the formats
+           above, or a reasoning template with <think> blocks: the message says so). */
+WGML_API wgml_status wgml_chat_format_detect(const char *template_text, wgml_chat_format *out);
+/* A format by its name above ("chatml", "llama3.1", ...); WGML_ERROR_UNSUPPORTED for
+   another name. */
+WGML_API wgml_status wgml_chat_format_from_name(const char *name, wgml_chat_format *out);
+/* The name of a format ("unknown" for WGML_CHAT_UNKNOWN and other values). */
+WGML_API const char *wgml_chat_format_name(wgml_chat_format f);
+
+typedef struct wgml_chat_message {
+    const char *role;          /* "system", "user" or "assistant" */
+    const char *content;       /* UTF-8 */
+} wgml_chat_message;
+
+/* Zero-initialise; zero fields take the defaults shown. */
+typedef struct wgml_chat_options {
+    bool add_generation_prompt;   /* end with the header of an assistant turn (for generation) */
+    const char *bos_token;        /* the tokenizer's BOS text (llama3 formats need it) */
+    const char *eos_token;        /* the tokenizer's EOS text (zephyr needs it) */
+    const char *date_string;      /* llama3.1's "Today Date"; default "26 Jul 2024" */
+} wgml_chat_options;
+
+typedef struct wgml_chat wgml_chat;
+
+/* Renders n messages in format f into *out (free with wgml_chat_free).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; a role other than system, user, assistant;
+           a system message after the first in llama3.1; a missing bos_token or
+           eos_token the format needs), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_chat_render(wgml_chat_format f, const wgml_chat_message *messages, size_t n,
+                                      const wgml_chat_options *opts, wgml_chat **out);
+/* The whole text (NUL-terminated; *len its length when len is not NULL). */
+WGML_API const char *wgml_chat_text(const wgml_chat *c, size_t *len);
+/* Its segments in order: segment i's text (not NUL-terminated), length, and whether it is
+   an assistant's. Consecutive segments differ in that flag. NULL past the last. */
+WGML_API size_t wgml_chat_segment_count(const wgml_chat *c);
+WGML_API const char *wgml_chat_segment(const wgml_chat *c, size_t i, size_t *len, bool *assistant);
+/* NULL is a no-op. */
+WGML_API void wgml_chat_free(wgml_chat *c);
+
 /* ------------------------------------------------------------------------------------ */
 /* Models: a Llama-family decoder, trained and run on the GPU (src/model.c)             */
 /* ------------------------------------------------------------------------------------ */

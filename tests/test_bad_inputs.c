@@ -1558,6 +1558,44 @@ static void test_tokenizer_functions(void)
     NOOP("wgml_tokenizer_free", true);
 }
 
+static void test_chat_functions(void)
+{
+    need_other();
+    const char *fn = "wgml_chat_render";
+    wgml_chat *c = (wgml_chat *)&c;
+    const wgml_chat_message m[] = { { "user", "hi" } }, tool[] = { { "tool", "x" } };
+    BAD(fn, wgml_chat_render(WGML_CHAT_CHATML, m, 1, NULL, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_chat_render(WGML_CHAT_CHATML, NULL, 1, NULL, &c), WGML_ERROR_INVALID_ARGUMENT, NULL, "messages");
+    TH_CHECK(c == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_chat_render(WGML_CHAT_CHATML, tool, 1, NULL, &c), WGML_ERROR_INVALID_ARGUMENT, NULL, "role");
+    BAD(fn, wgml_chat_render(WGML_CHAT_UNKNOWN, m, 1, NULL, &c), WGML_ERROR_INVALID_ARGUMENT, NULL, "wgml_chat_format");
+    BAD(fn, wgml_chat_render(WGML_CHAT_LLAMA3, m, 1, NULL, &c), WGML_ERROR_INVALID_ARGUMENT, NULL, "bos_token");
+    TH_EXPECT(wgml_chat_render(WGML_CHAT_CHATML, m, 1, NULL, &c), WGML_OK);
+    size_t len = 99;
+    bool a = true;
+    NOOP("wgml_chat_text", strcmp(wgml_chat_text(NULL, &len), "") == 0 && len == 0);
+    NOOP("wgml_chat_segment_count", wgml_chat_segment_count(NULL) == 0);
+    NOOP("wgml_chat_segment", wgml_chat_segment(c, 99, &len, &a) == NULL && len == 0 && !a);
+    wgml_chat_free(c);
+    wgml_chat_free(NULL);
+    NOOP("wgml_chat_free", true);
+    wgml_chat_format f;
+    fn = "wgml_chat_format_detect";
+    BAD(fn, wgml_chat_format_detect(NULL, &f), WGML_ERROR_INVALID_ARGUMENT, NULL, "template_text");
+    BAD(fn, wgml_chat_format_detect("{{ x }}", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_chat_format_detect("{{ x }}", &f), WGML_ERROR_UNSUPPORTED, NULL, "template");
+    fn = "wgml_chat_format_from_name";
+    BAD(fn, wgml_chat_format_from_name(NULL, &f), WGML_ERROR_INVALID_ARGUMENT, NULL, "name");
+    BAD(fn, wgml_chat_format_from_name("alpaca", &f), WGML_ERROR_UNSUPPORTED, NULL, "alpaca");
+    NOOP("wgml_chat_format_name", strcmp(wgml_chat_format_name((wgml_chat_format)99), "unknown") == 0);
+    fn = "wgml_tokenizer_config_load";
+    wgml_tokenizer_config cfg;
+    BAD(fn, wgml_tokenizer_config_load(NULL, &cfg), WGML_ERROR_INVALID_ARGUMENT, NULL, "folder");
+    BAD(fn, wgml_tokenizer_config_load("/tmp", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    wgml_tokenizer_config_clear(NULL);
+    NOOP("wgml_tokenizer_config_clear", true);
+}
+
 /* ---- models, trainers, KV caches -------------------------------------------------------- */
 
 /* A tiny Llama: vocab 16, hidden 8, 2 heads over 1 kv head of head_dim 4, one layer. */
@@ -1866,6 +1904,7 @@ static const th_case cases[] = {
     { "safetensors and checkpoint functions", test_safetensors_functions },
     { "config functions", test_config_functions },
     { "tokenizer functions", test_tokenizer_functions },
+    { "chat functions", test_chat_functions },
     { "header coverage", test_header_coverage },
     { "summary", summary },
     { "close other context", close_other_context },
