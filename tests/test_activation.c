@@ -1,5 +1,5 @@
 /* Activations and element-wise gradients (src/ops/activation.c): every op against the
-   double reference on awkward lengths, every way its outputs can alias its inputs, the
+   double reference on awkward lengths (a table of op cases), every way its outputs can alias its inputs, the
    backward passes against central finite differences of their forwards, SiLU at large |x|,
    a grid of more than 65535 workgroups, and the bad inputs of every op. */
 #include "harness.h"
@@ -53,7 +53,7 @@ static wgml_status call(int op, wgml_engine *e, wgml_tensor *const *in, wgml_ten
     }
 }
 
-static void reference(int op, float *const *in, double *const *out, size_t n)
+static void reference(int op, const float *const *in, double *const *out, size_t n)
 {
     switch (op) {
     case SILU: ref_silu_forward(in[0], out[0], n); break;
@@ -68,37 +68,29 @@ static void reference(int op, float *const *in, double *const *out, size_t n)
     }
 }
 
+/* ---- the op case table: every op on every awkward length ---------------------------- */
+
+static const int op_ids[NOPS] = { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GATE_BW };
+
+static wgml_status case_call(const th_run *r) { return call(*(const int *)r->c->params, th_eng, r->t_in, r->t_out); }
+
+static void case_reference(const th_run *r)
+{
+    const float *in[3] = { TH_IN(r, 0), TH_IN(r, 1), TH_IN(r, 2) };
+    reference(*(const int *)r->c->params, in, r->ref, r->n_in[0]);
+}
+
 static void test_awkward_sizes(void)
 {
     for (int op = 0; op < NOPS; op++)
         for (size_t s = 0; s < th_awkward_count; s++) {
             size_t n = th_awkward_sizes[s];
-            float *in[3] = { 0 };
-            double *ref[2] = { 0 };
-            wgml_tensor *tin[3] = { 0 }, *tout[2] = { 0 };
-            for (int i = 0; i < ops[op].nin; i++) {
-                in[i] = th_random(n, ops[op].lo, ops[op].hi);
-                tin[i] = th_tensor(WGML_F32, in[i], TH_SHAPE(n));
-            }
-            for (int o = 0; o < ops[op].nout; o++) {
-                ref[o] = th_alloc_d(n);
-                tout[o] = th_poisoned(WGML_F32, TH_SHAPE(n));
-            }
-            reference(op, in, ref, n);
-            TH_EXPECT(call(op, th_eng, tin, tout), WGML_OK);
-            for (int o = 0; o < ops[op].nout; o++) {
-                float *got = th_read(tout[o]);
-                char what[96];
-                snprintf(what, sizeof what, "%s %s n=%zu", ops[op].name, ops[op].names[ops[op].nin + o], n);
-                th_compare(what, got, ref[o], n, ops[op].atol, ops[op].rtol);
-                free(got);
-                free(ref[o]);
-                wgml_tensor_release(tout[o]);
-            }
-            for (int i = 0; i < ops[op].nin; i++) {
-                free(in[i]);
-                wgml_tensor_release(tin[i]);
-            }
+            th_op_case c = { .nin = ops[op].nin, .nout = ops[op].nout, .call = case_call, .reference = case_reference,
+                             .atol = ops[op].atol, .rtol = ops[op].rtol, .params = &op_ids[op] };
+            for (int i = 0; i < c.nin; i++) c.in[i] = (th_io){ .shape = { n }, .lo = ops[op].lo, .hi = ops[op].hi };
+            for (int o = 0; o < c.nout; o++) c.out[o] = (th_io){ .shape = { n } };
+            snprintf(c.name, sizeof c.name, "%s n=%zu", ops[op].name, n);
+            th_run_case(&c);
         }
 }
 
@@ -127,7 +119,7 @@ static void run_alias_case(int op, const int *in_buf, int m, const int *out_buf,
         data[j] = th_random(n, ops[op].lo, ops[op].hi);
         bufs[j] = th_tensor(WGML_F32, data[j], TH_SHAPE(n));
     }
-    float *in[3] = { 0 };
+    const float *in[3] = { 0 };
     for (int i = 0; i < nin; i++) {
         in[i] = data[in_buf[i]];
         tin[i] = bufs[in_buf[i]];
@@ -210,21 +202,19 @@ static void test_in_place_every_aliasing(void)
     free(pend);
 }
 
-/* Central differences of the forward in double: d/dx sum_i w_i f(x_i) at each x_i. */
-#define FD_H 1e-4
-static double fd(double (*f)(double, double), double x, double y, int wrt)
-{
-    return wrt == 0 ? (f(x + FD_H, y) - f(x - FD_H, y)) / (2 * FD_H) : (f(x, y + FD_H) - f(x, y - FD_H)) / (2 * FD_H);
-}
-static double f_silu(double x, double y) { (void)y; return ref_silu(x); }
-static double f_relu(double x, double y) { (void)y; return ref_relu(x); }
-static double f_silu_gate(double up, double gate) { return ref_silu(up) * gate; }
-static double f_add(double a, double b) { return a + b; }
-static double f_sub(double a, double b) { return a - b; }
-static double f_mul(double a, double b) { return a * b; }
+/* The forwards as functions of their two inputs (x, y), for th_finite_diff. */
+static double f_silu(const double *v, const void *ctx) { (void)ctx; return ref_silu(v[0]); }
+static double f_relu(const double *v, const void *ctx) { (void)ctx; return ref_relu(v[0]); }
+static double f_silu_gate(const double *v, const void *ctx) { (void)ctx; return ref_silu(v[0]) * v[1]; }
+static double f_add(const double *v, const void *ctx) { (void)ctx; return v[0] + v[1]; }
+static double f_sub(const double *v, const void *ctx) { (void)ctx; return v[0] - v[1]; }
+static double f_mul(const double *v, const void *ctx) { (void)ctx; return v[0] * v[1]; }
 
-/* The finite differences add at most h^2 |f'''| / 6 ~ 1e-9 of truncation and ~1e-12 of
-   rounding to the tolerances of each op, so the op's tolerance plus 1e-6 absolute holds. */
+/* The gradients of sum_i g_i f(x_i, y_i) by central differences of the forward in double,
+   element by element. Steps of 1e-5 max(1, |x|) <= 1e-4 add at most h^2 |f'''| / 6 ~ 1e-9
+   of truncation and ~1e-16 |f| / 1e-5 ~ 1e-9 of rounding to the tolerances of each op, so
+   the op's tolerance plus 1e-6 absolute holds. */
+#define FD_H 1e-5
 static void test_backward_vs_finite_differences(void)
 {
     const size_t n = 1000;
@@ -234,11 +224,15 @@ static void test_backward_vs_finite_differences(void)
         if (op == RELU_BW)   /* keep x +- h on one side of the kink at 0 */
             for (size_t i = 0; i < n; i++)
                 if (fabsf(x[i]) < 1e-2f) x[i] = x[i] < 0 ? -0.5f : 0.5f;
-        double (*f)(double, double) = op == SILU_BW ? f_silu : op == RELU_BW ? f_relu : op == SILU_GATE_BW ? f_silu_gate
-                                    : op == ADD_BW ? f_add : op == SUB_BW ? f_sub : f_mul;
+        double (*f)(const double *, const void *) = op == SILU_BW ? f_silu : op == RELU_BW ? f_relu
+                                                  : op == SILU_GATE_BW ? f_silu_gate : op == ADD_BW ? f_add
+                                                  : op == SUB_BW ? f_sub : f_mul;
         double *want[2] = { th_alloc_d(n), th_alloc_d(n) };
-        for (size_t i = 0; i < n; i++)
-            for (int w = 0; w < 2; w++) want[w][i] = g[i] * fd(f, x[i], y[i], w);
+        for (size_t i = 0; i < n; i++) {
+            double v[2] = { x[i], y[i] }, d[2];
+            th_finite_diff(f, NULL, v, 2, FD_H, d);
+            for (int w = 0; w < 2; w++) want[w][i] = g[i] * d[w];
+        }
         wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(n)), *tx = th_tensor(WGML_F32, x, TH_SHAPE(n));
         wgml_tensor *ty = th_tensor(WGML_F32, y, TH_SHAPE(n));
         wgml_tensor *o[2] = { th_poisoned(WGML_F32, TH_SHAPE(n)), th_poisoned(WGML_F32, TH_SHAPE(n)) };
@@ -275,12 +269,12 @@ static void test_silu_large_magnitudes(void)
     wgml_tensor *tgate = th_tensor(WGML_F32, gate, TH_SHAPE(n));
     wgml_tensor *o[2] = { th_poisoned(WGML_F32, TH_SHAPE(n)), th_poisoned(WGML_F32, TH_SHAPE(n)) };
     double ref[2][sizeof xs / sizeof xs[0]];
-    float *in[3] = { (float *)xs, gate, ones };
+    const float *in[3] = { xs, gate, ones };
     int list[] = { SILU, SILU_BW, SILU_GATE, SILU_GATE_BW };
     for (int l = 0; l < 4; l++) {
         int op = list[l];
         wgml_tensor *tin[3];
-        float *rin[3];
+        const float *rin[3];
         if (op == SILU_BW) { tin[0] = t1; tin[1] = tx; rin[0] = ones; rin[1] = in[0]; }
         else { tin[0] = tx; tin[1] = tgate; tin[2] = t1; memcpy(rin, in, sizeof rin); }
         reference(op, rin, (double *const[]){ ref[0], ref[1] }, n);
