@@ -1,5 +1,6 @@
 /* add, sub, mul and copy_tensor against the double reference, in place and not, and their
-   bad inputs. */
+   bad inputs. The binary ops' awkward lengths, in-place aliasings and 2-D grid are a table
+   of op cases; chains, recycled tensors, fusion and copies are written out by hand. */
 #include "harness.h"
 #include "ref.h"
 
@@ -20,52 +21,83 @@ static const struct { const char *name; binary_fn fn; binary_ref ref; } ops[] = 
 #define RTOL 1e-6
 #define ATOL 1e-30
 
+/* ---- the op case table -------------------------------------------------------------- */
+
+/* Where the output of a case lives: a new tensor, or a (b, or both operands) in place.
+   An in-place case writes the input's values into its output tensor from the host and runs
+   the op on that tensor, so the harness reads and checks the result there. */
+enum { OUT_NEW, OUT_IS_A, OUT_IS_B, A_A_IN_PLACE, A_A_NEW };
+typedef struct bin_case { int op, where; } bin_case;
+
+static wgml_status load_output(const th_run *r, int i)
+{
+    return wgml_tensor_write(r->t_out[0], 0, r->in[i], r->n_in[i] * sizeof(float));
+}
+
+static wgml_status bin_call(const th_run *r)
+{
+    const bin_case *p = r->c->params;
+    binary_fn fn = ops[p->op].fn;
+    wgml_tensor *const *in = r->t_in, *out = r->t_out[0];
+    wgml_status s = WGML_OK;
+    switch (p->where) {
+    case OUT_NEW: return fn(th_eng, in[0], in[1], out);
+    case OUT_IS_A: s = load_output(r, 0); return s ? s : fn(th_eng, out, in[1], out);
+    case OUT_IS_B: s = load_output(r, 1); return s ? s : fn(th_eng, in[0], out, out);
+    case A_A_IN_PLACE: s = load_output(r, 0); return s ? s : fn(th_eng, out, out, out);
+    default: return fn(th_eng, in[0], in[0], out);
+    }
+}
+
+static void bin_reference(const th_run *r)
+{
+    const bin_case *p = r->c->params;
+    bool a_a = p->where == A_A_IN_PLACE || p->where == A_A_NEW;
+    ops[p->op].ref(TH_IN(r, 0), TH_IN(r, a_a ? 0 : 1), r->ref[0], r->n_out[0]);
+}
+
+static const bin_case bin_cases[3][5] = {
+    { { 0, 0 }, { 0, 1 }, { 0, 2 }, { 0, 3 }, { 0, 4 } },
+    { { 1, 0 }, { 1, 1 }, { 1, 2 }, { 1, 3 }, { 1, 4 } },
+    { { 2, 0 }, { 2, 1 }, { 2, 2 }, { 2, 3 }, { 2, 4 } },
+};
+
+/* A case of op o with out at `where`, a of shape a_shape and b of shape b_shape (both n
+   elements), inputs in [lo, hi]. */
+static void run_bin(size_t o, int where, const size_t *a_shape, const size_t *b_shape, double lo, double hi)
+{
+    static const char *const where_names[] = { "", " in place (out = a)", " in place (out = b)", " in place (out = a = b)",
+                                               " (a = b)" };
+    bool a_a = where == A_A_IN_PLACE || where == A_A_NEW;
+    th_op_case c = { .nin = a_a ? 1 : 2, .nout = 1, .call = bin_call, .reference = bin_reference, .atol = ATOL, .rtol = RTOL,
+                     .params = &bin_cases[o][where] };
+    size_t n = 1;
+    for (int d = 0; a_shape[d]; d++) n *= a_shape[d];
+    c.in[0] = (th_io){ .lo = lo, .hi = hi };
+    c.in[1] = (th_io){ .lo = lo, .hi = hi };
+    memcpy(c.in[0].shape, a_shape, sizeof c.in[0].shape);
+    memcpy(c.in[1].shape, b_shape, sizeof c.in[1].shape);
+    memcpy(c.out[0].shape, where == OUT_IS_B ? b_shape : a_shape, sizeof c.out[0].shape);
+    snprintf(c.name, sizeof c.name, "%s n=%zu%s", ops[o].name, n, where_names[where]);
+    th_run_case(&c);
+}
+
 static void test_binary_awkward_sizes(void)
 {
     for (size_t o = 0; o < 3; o++)
         for (size_t s = 0; s < th_awkward_count; s++) {
             size_t n = th_awkward_sizes[s];
-            float *a = th_random(n, -10, 10), *b = th_random(n, -10, 10);
-            double *ref = th_alloc_d(n);
-            ops[o].ref(a, b, ref, n);
-            wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(n));
-            wgml_tensor *tout = th_poisoned(WGML_F32, TH_SHAPE(n));
-            TH_EXPECT(ops[o].fn(th_eng, ta, tb, tout), WGML_OK);
-            float *got = th_read(tout);
-            char what[64];
-            snprintf(what, sizeof what, "%s n=%zu", ops[o].name, n);
-            th_compare(what, got, ref, n, ATOL, RTOL);
-            free(a); free(b); free(ref); free(got);
-            wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(tout);
+            run_bin(o, OUT_NEW, (size_t[5]){ n }, (size_t[5]){ n }, -10, 10);
         }
 }
 
-/* out aliasing a, b, or both: the op works in place with the same results. */
+/* out aliasing a, b, or both: the op works in place with the same results; a == b with a
+   separate out. */
 static void test_binary_in_place(void)
 {
-    size_t n = 1001;
     for (size_t o = 0; o < 3; o++)
-        for (int mode = 0; mode < 4; mode++) {
-            float *a = th_random(n, -4, 4), *b = th_random(n, -4, 4);
-            double *ref = th_alloc_d(n);
-            wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(7, 11, 13));
-            wgml_tensor *out;
-            if (mode == 0) { ops[o].ref(a, b, ref, n); out = ta; TH_EXPECT(ops[o].fn(th_eng, ta, tb, ta), WGML_OK); }
-            else if (mode == 1) { ops[o].ref(a, b, ref, n); out = tb; TH_EXPECT(ops[o].fn(th_eng, ta, tb, tb), WGML_OK); }
-            else if (mode == 2) { ops[o].ref(a, a, ref, n); out = ta; TH_EXPECT(ops[o].fn(th_eng, ta, ta, ta), WGML_OK); }
-            else {
-                ops[o].ref(a, a, ref, n);
-                out = th_poisoned(WGML_F32, TH_SHAPE(n));
-                TH_EXPECT(ops[o].fn(th_eng, ta, ta, out), WGML_OK);
-            }
-            float *got = th_read(out);
-            char what[64];
-            snprintf(what, sizeof what, "%s in place, mode %d", ops[o].name, mode);
-            th_compare(what, got, ref, n, ATOL, RTOL);
-            if (mode == 3) wgml_tensor_release(out);
-            free(a); free(b); free(ref); free(got);
-            wgml_tensor_release(ta); wgml_tensor_release(tb);
-        }
+        for (int where = OUT_IS_A; where <= A_A_NEW; where++)
+            run_bin(o, where, (size_t[5]){ 1001 }, (size_t[5]){ 7, 11, 13 }, -4, 4);
 }
 
 /* A chain of dependent ops sees each result (the batching keeps order). */
@@ -93,16 +125,7 @@ static void test_large_grid(void)
     wgml_context_info(th_ctx, &info);
     size_t n = (size_t)info.max_workgroups_per_dimension * 256 * 4 + 4 * 1000 + 3;
     if (n * 4 > info.max_storage_buffer_binding_size) n = info.max_storage_buffer_binding_size / 4 - 5;
-    float *a = th_random(n, -1, 1), *b = th_random(n, -1, 1);
-    double *ref = th_alloc_d(n);
-    ref_mul(a, b, ref, n);
-    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(n));
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n));
-    TH_EXPECT(wgml_mul(th_eng, ta, tb, out), WGML_OK);
-    float *got = th_read(out);
-    th_compare("mul over a 2-D grid", got, ref, n, ATOL, RTOL);
-    free(a); free(b); free(ref); free(got);
-    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(out);
+    run_bin(2, OUT_NEW, (size_t[5]){ n }, (size_t[5]){ n }, -1, 1);
 }
 
 static void test_binary_bad_inputs(void)
