@@ -1,6 +1,8 @@
 /* gradient_norm_squared, clip_grad_by_norm, gradient_scale, gradient_accumulate,
    global_norm and clip_grad_by_global_norm against the double reference
-   (tests/ref/ref_grad.c), and their bad inputs. */
+   (tests/ref/ref_grad.c), and their bad inputs. The element-wise ops on awkward lengths,
+   in place and not, are a table of op cases; the norms over lists of tensors (with their
+   dispatch counts) are written out by hand. */
 #include "harness.h"
 #include "ref_grad.h"
 
@@ -26,77 +28,87 @@ static uint32_t slots_per_dispatch(void)
     return room >= 8 ? 8 : room >= 4 ? 4 : 1;
 }
 
+/* ---- element-wise: the op case table ------------------------------------------------- */
+
+/* The in-place ops (and gradient_norm_squared in place) run on their case's output tensor,
+   into which the input's values are first written from the host. */
+enum { SQUARE, SQUARE_IN_PLACE, CLIP, SCALE, ACCUMULATE, ACCUMULATE_SELF };
+typedef struct elem_case { int op; float scale; } elem_case;
+
+static wgml_status load_output(const th_run *r)
+{
+    return wgml_tensor_write(r->t_out[0], 0, r->in[0], r->n_in[0] * sizeof(float));
+}
+
+static wgml_status elem_call(const th_run *r)
+{
+    const elem_case *p = r->c->params;
+    wgml_tensor *out = r->t_out[0];
+    if (p->op == SQUARE) return wgml_gradient_norm_squared(th_eng, r->t_in[0], out);
+    wgml_status s = load_output(r);
+    if (s != WGML_OK) return s;
+    switch (p->op) {
+    case SQUARE_IN_PLACE: return wgml_gradient_norm_squared(th_eng, out, out);
+    case CLIP: return wgml_clip_grad_by_norm(th_eng, out, p->scale);
+    case SCALE: return wgml_gradient_scale(th_eng, out, p->scale);
+    case ACCUMULATE: return wgml_gradient_accumulate(th_eng, out, r->t_in[1]);
+    default: return wgml_gradient_accumulate(th_eng, out, out);
+    }
+}
+
+static void elem_reference(const th_run *r)
+{
+    const elem_case *p = r->c->params;
+    size_t n = r->n_out[0];
+    switch (p->op) {
+    case SQUARE: case SQUARE_IN_PLACE: ref_square(TH_IN(r, 0), r->ref[0], n); break;
+    case CLIP: case SCALE: ref_scale(TH_IN(r, 0), p->scale, r->ref[0], n); break;
+    case ACCUMULATE: ref_accumulate(TH_IN(r, 0), TH_IN(r, 1), r->ref[0], n); break;
+    default: ref_accumulate(TH_IN(r, 0), TH_IN(r, 0), r->ref[0], n); break;
+    }
+}
+
+/* One case of op on n elements in [-3, 3]. */
+static void run_elem(const elem_case *p, size_t n, const char *name, double atol, double rtol)
+{
+    th_op_case c = { .nin = p->op == ACCUMULATE ? 2 : 1, .nout = 1, .call = elem_call, .reference = elem_reference,
+                     .atol = atol, .rtol = rtol, .params = p,
+                     .in = { { .shape = { n }, .lo = -3, .hi = 3 }, { .shape = { n }, .lo = -3, .hi = 3 } },
+                     .out = { { .shape = { n } } } };
+    snprintf(c.name, sizeof c.name, "%s n=%zu", name, n);
+    th_run_case(&c);
+}
+
 static void test_norm_squared(void)
 {
+    static const elem_case ops[2] = { { SQUARE, 0 }, { SQUARE_IN_PLACE, 0 } };
     for (size_t s = 0; s < th_awkward_count; s++) {
-        size_t n = th_awkward_sizes[s];
-        float *x = th_random(n, -3, 3);
-        double *ref = th_alloc_d(n);
-        ref_square(x, ref, n);
-        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(n)), *out = th_poisoned(WGML_F32, TH_SHAPE(n));
-        TH_EXPECT(wgml_gradient_norm_squared(th_eng, tx, out), WGML_OK);
-        float *got = th_read(out);
-        char what[64];
-        snprintf(what, sizeof what, "gradient_norm_squared n=%zu", n);
-        th_compare(what, got, ref, n, ELEM_ATOL, ELEM_RTOL);
-        TH_EXPECT(wgml_gradient_norm_squared(th_eng, tx, tx), WGML_OK);   /* in place */
-        free(got);
-        got = th_read(tx);
-        snprintf(what, sizeof what, "gradient_norm_squared in place n=%zu", n);
-        th_compare(what, got, ref, n, ELEM_ATOL, ELEM_RTOL);
-        free(x); free(ref); free(got);
-        wgml_tensor_release(tx); wgml_tensor_release(out);
+        run_elem(&ops[0], th_awkward_sizes[s], "gradient_norm_squared", ELEM_ATOL, ELEM_RTOL);
+        run_elem(&ops[1], th_awkward_sizes[s], "gradient_norm_squared in place", ELEM_ATOL, ELEM_RTOL);
     }
 }
 
 static void test_scale(void)
 {
     static const float scales[] = { 0.37f, 0.0f, -2.5f, 1.0f };
-    typedef wgml_status (*scale_fn)(wgml_engine *, wgml_tensor *, float);
-    static const struct { const char *name; scale_fn fn; } ops[] = {
-        { "clip_grad_by_norm", wgml_clip_grad_by_norm },
-        { "gradient_scale", wgml_gradient_scale },
-    };
-    for (size_t o = 0; o < 2; o++)
+    static const char *const names[2] = { "clip_grad_by_norm", "gradient_scale" };
+    for (int o = 0; o < 2; o++)
         for (size_t s = 0; s < th_awkward_count; s++) {
-            size_t n = th_awkward_sizes[s];
-            float sc = scales[s % 4];
-            float *x = th_random(n, -3, 3);
-            double *ref = th_alloc_d(n);
-            ref_scale(x, sc, ref, n);
-            wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(n));
-            TH_EXPECT(ops[o].fn(th_eng, tx, sc), WGML_OK);
-            float *got = th_read(tx);
-            char what[64];
-            snprintf(what, sizeof what, "%s n=%zu scale %g", ops[o].name, n, (double)sc);
-            th_compare(what, got, ref, n, ELEM_ATOL, ELEM_RTOL);
-            free(x); free(ref); free(got);
-            wgml_tensor_release(tx);
+            elem_case p = { o ? SCALE : CLIP, scales[s % 4] };
+            char name[64];
+            snprintf(name, sizeof name, "%s scale %g", names[o], (double)p.scale);
+            run_elem(&p, th_awkward_sizes[s], name, ELEM_ATOL, ELEM_RTOL);
         }
 }
 
 static void test_accumulate(void)
 {
+    static const elem_case ops[2] = { { ACCUMULATE, 0 }, { ACCUMULATE_SELF, 0 } };
     for (size_t s = 0; s < th_awkward_count; s++) {
-        size_t n = th_awkward_sizes[s];
-        float *a = th_random(n, -3, 3), *b = th_random(n, -3, 3);
-        double *ref = th_alloc_d(n);
-        ref_accumulate(a, b, ref, n);
-        wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(n)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(n));
-        TH_EXPECT(wgml_gradient_accumulate(th_eng, ta, tb), WGML_OK);
-        float *got = th_read(ta);
-        char what[64];
-        snprintf(what, sizeof what, "gradient_accumulate n=%zu", n);
         /* a + b can cancel: the error is one rounding of the result, plus nothing else */
-        th_compare(what, got, ref, n, ELEM_ATOL, ELEM_RTOL);
+        run_elem(&ops[0], th_awkward_sizes[s], "gradient_accumulate", ELEM_ATOL, ELEM_RTOL);
         /* accum += accum doubles it, exactly */
-        TH_EXPECT(wgml_gradient_accumulate(th_eng, tb, tb), WGML_OK);
-        float *got2 = th_read(tb);
-        bool exact = true;
-        for (size_t i = 0; i < n; i++) exact &= got2[i] == 2 * b[i];
-        TH_CHECK(exact, "gradient_accumulate(b, b) is not 2b (n=%zu)", n);
-        free(a); free(b); free(ref); free(got); free(got2);
-        wgml_tensor_release(ta); wgml_tensor_release(tb);
+        run_elem(&ops[1], th_awkward_sizes[s], "gradient_accumulate(b, b)", 0, 0);
     }
 }
 
