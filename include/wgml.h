@@ -1459,6 +1459,97 @@ WGML_API const char *wgml_chat_segment(const wgml_chat *c, size_t i, size_t *len
 /* NULL is a no-op. */
 WGML_API void wgml_chat_free(wgml_chat *c);
 
+/* ---- training data -------------------------------------------------------------------
+
+   A dataset is the tokens of a training file, example after example, each token marked
+   as learned (predicting it counts in the loss) or not:
+   - a text file (any name not ending in .jsonl): one example, every token learned;
+   - JSONL (*.jsonl), one record per line, all of one kind (blank lines are skipped):
+       {"text": "..."}                           every token learned
+       {"prompt": "...", "completion": "..."}    the completion's tokens learned, not the
+                                                 prompt's (unless loss_on_prompt)
+       {"messages": [{"role", "content"}, ...]}  rendered with a chat format
+                                                 (wgml_chat_render); the assistant's
+                                                 segments learned (all with loss_on_prompt)
+     A bad line is WGML_ERROR_FORMAT naming "<file>:<line>". Free text ("text", "prompt",
+     "completion") is encoded with wgml_tokenizer_encode_ordinary (a special token written
+     in the data is text), a chat rendering's segments with wgml_tokenizer_encode (the
+     template's markers are its special tokens); each segment is encoded alone.
+   With append_eos, eos_id follows every example (learned when the example has a learned
+   token). Files of at most 1 GiB, JSONL lines of at most 16 MiB. */
+
+typedef enum wgml_data_kind {
+    WGML_DATA_TEXT = 1,
+    WGML_DATA_PROMPT_COMPLETION,
+    WGML_DATA_MESSAGES
+} wgml_data_kind;
+
+typedef struct wgml_dataset_options {
+    wgml_chat_format chat_format;   /* for messages records (UNKNOWN: they are an error) */
+    wgml_chat_options chat;         /* its bos and eos texts; add_generation_prompt unused */
+    bool loss_on_prompt;            /* learn prompts and every turn too */
+    bool append_eos;
+    uint32_t eos_id;
+    bool allow_bytes;               /* a text file need not be UTF-8 (byte tokenizers) */
+} wgml_dataset_options;
+
+typedef struct wgml_dataset wgml_dataset;
+
+/* Reads and tokenises path with tok. opts may be NULL (text and text records only).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; eos_id not below the vocabulary),
+           WGML_ERROR_IO, WGML_ERROR_FORMAT (the message names the line), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_dataset_load(const char *path, const wgml_tokenizer *tok, const wgml_dataset_options *opts,
+                                       wgml_dataset **out);
+WGML_API void wgml_dataset_free(wgml_dataset *d);
+WGML_API wgml_data_kind wgml_dataset_kind(const wgml_dataset *d);
+/* Examples, tokens in all, and learned tokens. */
+WGML_API size_t wgml_dataset_examples(const wgml_dataset *d);
+WGML_API size_t wgml_dataset_tokens(const wgml_dataset *d);
+WGML_API size_t wgml_dataset_trained_tokens(const wgml_dataset *d);
+/* Example i: its ids and, in *train, one byte per token (1: learned); NULL past the end. */
+WGML_API const uint32_t *wgml_dataset_example(const wgml_dataset *d, size_t i, const uint8_t **train, size_t *len);
+
+/* A batcher cuts a dataset into micro-batches of batch sequences of seq_len tokens: ids,
+   and targets (the next token, or UINT32_MAX where it is not learned: the trainer
+   ignores it), row after row.
+   - packed: each sequence is a window of seq_len + 1 consecutive tokens at a random
+     offset of the part (examples run into each other, separated by their EOS);
+   - padded (not packed): each sequence is one example, in an order shuffled anew every
+     epoch; a longer one is cut, a shorter one padded with ignored targets.
+   part_begin .. part_end (fractions of the tokens when packed, of the examples when
+   padded; 0, 0 = all) selects a part, e.g. [0, 0.9) for training and [0.9, 1) for
+   validation. Everything follows from seed and the state, which
+   wgml_batcher_get_state / _set_state save and restore: a batcher set to a saved state
+   gives the same batches as the one it was saved from. */
+typedef struct wgml_batcher_options {
+    uint32_t batch, seq_len;        /* required */
+    bool packed;
+    uint64_t seed;
+    double part_begin, part_end;
+} wgml_batcher_options;
+
+typedef struct wgml_batcher_state {
+    uint64_t rng;                   /* packed: the offsets' generator */
+    uint64_t epoch, position;       /* padded: the epoch and the next example in its order;
+                                       packed: position counts sequences */
+} wgml_batcher_state;
+
+typedef struct wgml_batcher wgml_batcher;
+
+/* The dataset must outlive the batcher.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0, a part outside [0, 1]),
+           WGML_ERROR_SHAPE (packed: fewer than seq_len + 1 tokens in the part; padded: no
+           example), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_options *opts, wgml_batcher **out);
+WGML_API void wgml_batcher_free(wgml_batcher *b);
+/* Fills batch * seq_len ids and targets. Errors: WGML_ERROR_INVALID_ARGUMENT (NULL). */
+WGML_API wgml_status wgml_batcher_next(wgml_batcher *b, uint32_t *ids, uint32_t *targets);
+WGML_API wgml_status wgml_batcher_get_state(const wgml_batcher *b, wgml_batcher_state *st);
+/* Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; padded: a position past an epoch). */
+WGML_API wgml_status wgml_batcher_set_state(wgml_batcher *b, const wgml_batcher_state *st);
+/* The part's tokens (packed) or examples (padded). */
+WGML_API size_t wgml_batcher_part_size(const wgml_batcher *b);
+
 /* ------------------------------------------------------------------------------------ */
 /* Models: a Llama-family decoder, trained and run on the GPU (src/model.c)             */
 /* ------------------------------------------------------------------------------------ */

@@ -1596,6 +1596,65 @@ static void test_chat_functions(void)
     NOOP("wgml_tokenizer_config_clear", true);
 }
 
+static void test_data_functions(void)
+{
+    need_other();
+    wgml_tokenizer *tok = NULL;
+    TH_EXPECT(wgml_tokenizer_bytes(&tok), WGML_OK);
+    char path[] = "/tmp/wgml_bad_data_XXXXXX";
+    int fd = mkstemp(path);
+    TH_CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) {
+        TH_CHECK(write(fd, "some text to learn from", 23) == 23, "write");
+        close(fd);
+    }
+    const char *fn = "wgml_dataset_load";
+    wgml_dataset *d = (wgml_dataset *)&d;
+    BAD(fn, wgml_dataset_load(NULL, tok, NULL, &d), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    TH_CHECK(d == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_dataset_load(path, NULL, NULL, &d), WGML_ERROR_INVALID_ARGUMENT, NULL, "tok");
+    BAD(fn, wgml_dataset_load(path, tok, NULL, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_dataset_load(path, tok, &(wgml_dataset_options){ .append_eos = true, .eos_id = 300 }, &d),
+        WGML_ERROR_INVALID_ARGUMENT, NULL, "eos_id");
+    BADP(fn, "/nonexistent/wgml/data.txt", wgml_dataset_load("/nonexistent/wgml/data.txt", tok, NULL, &d), WGML_ERROR_IO, "open");
+    TH_EXPECT(wgml_dataset_load(path, tok, NULL, &d), WGML_OK);
+    NOOP("wgml_dataset_kind", wgml_dataset_kind(NULL) == 0);
+    NOOP("wgml_dataset_examples", wgml_dataset_examples(NULL) == 0);
+    NOOP("wgml_dataset_tokens", wgml_dataset_tokens(NULL) == 0);
+    NOOP("wgml_dataset_trained_tokens", wgml_dataset_trained_tokens(NULL) == 0);
+    size_t len = 9;
+    const uint8_t *tr = (const uint8_t *)"x";
+    NOOP("wgml_dataset_example", wgml_dataset_example(d, 1, &tr, &len) == NULL && len == 0 && tr == NULL);
+    fn = "wgml_batcher_create";
+    wgml_batcher *b = (wgml_batcher *)&b;
+    wgml_batcher_options o = { .batch = 2, .seq_len = 4, .packed = true };
+    BAD(fn, wgml_batcher_create(NULL, &o, &b), WGML_ERROR_INVALID_ARGUMENT, NULL, "d");
+    TH_CHECK(b == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_batcher_create(d, NULL, &b), WGML_ERROR_INVALID_ARGUMENT, NULL, "opts");
+    BAD(fn, wgml_batcher_create(d, &o, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_batcher_create(d, &(wgml_batcher_options){ .batch = 2 }, &b), WGML_ERROR_INVALID_ARGUMENT, NULL, "seq_len");
+    BAD(fn, wgml_batcher_create(d, &(wgml_batcher_options){ .batch = 2, .seq_len = 4, .part_begin = 0.5, .part_end = 0.2 }, &b),
+        WGML_ERROR_INVALID_ARGUMENT, NULL, "part");
+    BAD(fn, wgml_batcher_create(d, &(wgml_batcher_options){ .batch = 2, .seq_len = 40, .packed = true }, &b), WGML_ERROR_SHAPE, NULL,
+        "seq_len");
+    TH_EXPECT(wgml_batcher_create(d, &o, &b), WGML_OK);
+    uint32_t ids[8], tg[8];
+    wgml_batcher_state st;
+    BAD("wgml_batcher_next", wgml_batcher_next(NULL, ids, tg), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
+    BAD("wgml_batcher_next", wgml_batcher_next(b, NULL, tg), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
+    BAD("wgml_batcher_get_state", wgml_batcher_get_state(b, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "st");
+    BAD("wgml_batcher_set_state", wgml_batcher_set_state(NULL, &st), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
+    NOOP("wgml_batcher_part_size", wgml_batcher_part_size(NULL) == 0);
+    wgml_batcher_free(b);
+    wgml_batcher_free(NULL);
+    NOOP("wgml_batcher_free", true);
+    wgml_dataset_free(d);
+    wgml_dataset_free(NULL);
+    NOOP("wgml_dataset_free", true);
+    wgml_tokenizer_free(tok);
+    unlink(path);
+}
+
 /* ---- models, trainers, KV caches -------------------------------------------------------- */
 
 /* A tiny Llama: vocab 16, hidden 8, 2 heads over 1 kv head of head_dim 4, one layer. */
@@ -1905,6 +1964,7 @@ static const th_case cases[] = {
     { "config functions", test_config_functions },
     { "tokenizer functions", test_tokenizer_functions },
     { "chat functions", test_chat_functions },
+    { "data functions", test_data_functions },
     { "header coverage", test_header_coverage },
     { "summary", summary },
     { "close other context", close_other_context },
