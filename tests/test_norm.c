@@ -1,5 +1,7 @@
 /* RMSNorm: forward, residual-fused forward (every aliasing of sum_out), backward against the
-   double reference and against central finite differences, and bad inputs. */
+   double reference and against central finite differences, and bad inputs. Shapes,
+   aliasings and gradient checks are rows of an op case table; rows of zeros, a residual
+   stream over layers, a robust context and the bad inputs are written out by hand. */
 #include "harness.h"
 #include "ref_norm.h"
 
@@ -39,6 +41,188 @@ static void compare_scaled(const char *what, const float *got, const double *ref
              worst, n ? (double)got[worst] : 0.0, n ? ref[worst] : 0.0, worst_ratio);
 }
 
+/* The weight gradient: a sum over rows in chains of at most grows + segs + groups/16 + 5
+   terms (grows <= rows/1024 + 1, segs <= min(rows, 256), groups <= 1024), each term with
+   the error of rs plus two products. */
+static double dw_tol(size_t rows, size_t d)
+{
+    return norm_rtol(d) + ((double)rows / 1024 + 1 + (rows < 256 ? (double)rows : 256) + 64 + 5) * U;
+}
+
+/* ---- the op case table -------------------------------------------------------------- */
+
+/* A case of the norm family. The tolerance of output o's element i is floor[o] + k[o] * s,
+   where s is |ref| or, for gradients, the size of the terms they are the difference or
+   sum of, which the reference leaves in scale_of[o]. */
+enum { FORWARD, RESIDUAL, BACKWARD, BACKWARD_FD };
+typedef struct norm_case {
+    int kind;
+    int mode;        /* RESIDUAL: which tensors alias (test_residual) */
+    size_t rows, d;
+    float eps;
+    bool with_dw;    /* BACKWARD: grad_weight wanted */
+    bool acc;        /* BACKWARD: accumulate into grad_in, which starts as the input c */
+    bool null_opts;  /* BACKWARD: wgml_rms_norm_backward_with with NULL options */
+    double k[2], floor[2];
+} norm_case;
+
+static double *scale_of[2];
+
+static double norm_tol(const th_run *r, int o, size_t i)
+{
+    const norm_case *p = r->c->params;
+    return p->floor[o] + p->k[o] * (scale_of[o] ? scale_of[o][i] : fabs(r->ref[o][i]));
+}
+
+/* Writes input i's values into output o from the host: an output that aliases an input. */
+static wgml_status load_output(const th_run *r, int o, int i)
+{
+    return wgml_tensor_write(r->t_out[o], 0, r->in[i], r->n_in[i] * sizeof(float));
+}
+
+/* Residual modes: 0 residual(), 1 with(sum NULL), 2 sum separate, 3 sum == x, 4 sum ==
+   residual, 5 x == residual, sum separate, 6 x == residual == sum, 7 x == residual, no
+   sum. Inputs x, residual, weight (x, weight when x == residual); outputs out and sum. */
+static bool mode_same_xr(int mode) { return mode >= 5; }
+static bool mode_has_sum(int mode) { return mode >= 2 && mode <= 6; }
+
+static wgml_status residual_call(const th_run *r, const norm_case *p)
+{
+    int nin = r->c->nin;
+    const wgml_tensor *x = r->t_in[0], *res = mode_same_xr(p->mode) ? x : r->t_in[1], *w = r->t_in[nin - 1];
+    wgml_tensor *out = r->t_out[0], *sum = mode_has_sum(p->mode) ? r->t_out[1] : NULL;
+    wgml_status s = WGML_OK;
+    if (p->mode == 3 || p->mode == 6) { s = load_output(r, 1, 0); x = sum; }
+    if (p->mode == 4) { s = load_output(r, 1, 1); res = sum; }
+    if (p->mode == 6) res = sum;
+    if (s != WGML_OK) return s;
+    if (p->mode == 0 || p->mode == 7) return wgml_rms_norm_residual(th_eng, x, res, w, out);
+    return wgml_rms_norm_residual_with(th_eng, x, res, w, out, sum, p->eps);
+}
+
+/* The backward: inputs grad_out, x, weight (and c when accumulating), outputs grad_in and
+   grad_weight. With grad_weight, a second run must give the same bits; it writes
+   grad_weight, it does not accumulate (and, accumulating, leaves grad_in to the first). */
+static wgml_status backward_call(const th_run *r, const norm_case *p)
+{
+    const wgml_tensor *g = r->t_in[0], *x = r->t_in[1], *w = r->t_in[2];
+    wgml_tensor *gin = r->t_out[0], *gw = p->with_dw ? r->t_out[1] : NULL;
+    wgml_status s;
+    if (p->acc) {
+        wgml_rms_norm_backward_options o = { .accumulate = true };
+        s = load_output(r, 0, 3);
+        if (s == WGML_OK) s = wgml_rms_norm_backward_with(th_eng, g, x, w, gin, gw, p->eps, &o);
+    } else if (p->null_opts) {
+        s = wgml_rms_norm_backward_with(th_eng, g, x, w, gin, gw, p->eps, NULL);
+    } else {
+        s = wgml_rms_norm_backward(th_eng, g, x, w, gin, gw, p->eps);
+    }
+    if (s != WGML_OK || !gw || p->kind != BACKWARD) return s;
+    float *first = th_read(gw);
+    wgml_tensor *spare = p->acc ? th_poisoned(WGML_F32, TH_SHAPE(p->rows, p->d)) : gin;
+    TH_EXPECT(wgml_rms_norm_backward(th_eng, g, x, w, spare, gw, p->eps), WGML_OK);
+    float *again = th_read(gw);
+    TH_CHECK(memcmp(again, first, p->d * sizeof *again) == 0, "%s grad_weight: a second run gave other bits", r->c->name);
+    free(first); free(again);
+    if (spare != gin) wgml_tensor_release(spare);
+    return s;
+}
+
+static wgml_status norm_call(const th_run *r)
+{
+    const norm_case *p = r->c->params;
+    switch (p->kind) {
+    case FORWARD:
+        if (p->eps == 1e-5f) return wgml_rms_norm(th_eng, r->t_in[0], r->t_in[1], r->t_out[0]);
+        return wgml_rms_norm_eps(th_eng, r->t_in[0], r->t_in[1], r->t_out[0], p->eps);
+    case RESIDUAL: return residual_call(r, p);
+    default: return backward_call(r, p);
+    }
+}
+
+/* L = sum(g * out) as a function of x (wrt 0) or of the weight (wrt 1), the other fixed. */
+typedef struct loss_ctx { const float *g; const double *x, *w; size_t rows, d; double eps; int wrt; double *y; } loss_ctx;
+
+static double norm_loss(const double *v, const void *ctx)
+{
+    const loss_ctx *l = ctx;
+    ref_rms_norm_d(l->wrt ? l->x : v, l->wrt ? v : l->w, l->rows, l->d, l->eps, l->y);
+    double s = 0;
+    for (size_t k = 0; k < l->rows * l->d; k++) s += l->g[k] * l->y[k];
+    return s;
+}
+
+/* Richardson's (4 D(h/2) - D(h)) / 3 of central differences D: near x = 0 with d = 1 the
+   third derivative is about 3 / eps^1.5, so D(h) alone errs by up to half the tolerance;
+   the extrapolation leaves O(h^4). */
+static void richardson(loss_ctx *l, double *v, size_t m, double *grad)
+{
+    double *half = th_alloc_d(m);
+    th_finite_diff(norm_loss, l, v, m, 1e-5, grad);
+    th_finite_diff(norm_loss, l, v, m, 0.5e-5, half);
+    for (size_t i = 0; i < m; i++) grad[i] = (4 * half[i] - grad[i]) / 3;
+    free(half);
+}
+
+static void norm_reference(const th_run *r)
+{
+    const norm_case *p = r->c->params;
+    size_t rows = p->rows, d = p->d, n = rows * d;
+    if (p->kind == FORWARD) {
+        ref_rms_norm(TH_IN(r, 0), NULL, TH_IN(r, 1), rows, d, p->eps, r->ref[0], NULL);
+        return;
+    }
+    if (p->kind == RESIDUAL) {
+        const float *x = TH_IN(r, 0), *res = mode_same_xr(p->mode) ? x : TH_IN(r, 1);
+        ref_rms_norm(x, res, TH_IN(r, r->c->nin - 1), rows, d, p->eps, r->ref[0], mode_has_sum(p->mode) ? r->ref[1] : NULL);
+        return;
+    }
+    const float *g = TH_IN(r, 0), *x = TH_IN(r, 1), *w = TH_IN(r, 2);
+    scale_of[0] = th_alloc_d(n);
+    scale_of[1] = p->with_dw ? th_alloc_d(d) : NULL;
+    if (p->kind == BACKWARD) {
+        ref_rms_norm_backward(g, x, w, rows, d, p->eps, r->ref[0], p->with_dw ? r->ref[1] : NULL, scale_of[0], scale_of[1]);
+        for (size_t i = 0; p->acc && i < n; i++) {   /* c + the gradient: one rounding more */
+            r->ref[0][i] += TH_IN(r, 3)[i];
+            scale_of[0][i] += fabs(TH_IN(r, 3)[i]);
+        }
+        return;
+    }
+    /* BACKWARD_FD: both gradients by central differences of the double forward */
+    ref_rms_norm_backward(g, x, w, rows, d, p->eps, NULL, NULL, scale_of[0], scale_of[1]);
+    double *xd = th_alloc_d(n), *wd = th_alloc_d(d);
+    th_to_double(x, xd, n);
+    th_to_double(w, wd, d);
+    loss_ctx l = { .g = g, .x = xd, .w = wd, .rows = rows, .d = d, .eps = p->eps, .y = th_alloc_d(n) };
+    richardson(&l, xd, n, r->ref[0]);
+    l.wrt = 1;
+    richardson(&l, wd, d, r->ref[1]);
+    free(xd); free(wd); free(l.y);
+}
+
+/* Runs one case: nin inputs and nout outputs as given. */
+static void run_norm(const norm_case *p, int nin, const th_io *in, int nout, const th_io *out, const char *name)
+{
+    th_op_case c = { .nin = nin, .nout = nout, .call = norm_call, .reference = norm_reference, .tol = norm_tol, .params = p };
+    memcpy(c.in, in, (size_t)nin * sizeof *in);
+    memcpy(c.out, out, (size_t)nout * sizeof *out);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    th_run_case(&c);
+    for (int o = 0; o < 2; o++) {
+        free(scale_of[o]);
+        scale_of[o] = NULL;
+    }
+}
+
+/* rms_norm of x [rows, d] in [-2, 2] with a weight in [w_lo, w_hi]. */
+static void forward_case(size_t rows, size_t d, double w_lo, double w_hi, const char *name)
+{
+    norm_case p = { .kind = FORWARD, .rows = rows, .d = d, .eps = 1e-5f, .k = { norm_rtol(d) }, .floor = { 1e-30 } };
+    th_io in[2] = { { .shape = { rows, d }, .lo = -2, .hi = 2 }, { .shape = { d }, .lo = w_lo, .hi = w_hi } };
+    th_io out[1] = { { .shape = { rows, d } } };
+    run_norm(&p, 2, in, 1, out, name);
+}
+
 /* Shapes: (rows, d), chosen to reach every path of the planner: rows of one element, odd
    lengths (scalar units), several rows per workgroup, register rows of 1..8 units per
    thread, long rows (scalar and vec4), a vocabulary-sized row, and a 2-D grid of rows. */
@@ -50,19 +234,9 @@ static const struct { size_t rows, d; } shapes[] = {
 static void test_forward_shapes(void)
 {
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
-        size_t rows = shapes[c].rows, d = shapes[c].d, n = rows * d;
-        float *x = th_random(n, -2, 2), *w = th_random(d, -1.5, 1.5);
-        double *ref = th_alloc_d(n);
-        ref_rms_norm(x, NULL, w, rows, d, 1e-5, ref, NULL);
-        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tw = th_tensor(WGML_F32, w, TH_SHAPE(d));
-        wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-        TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, out), WGML_OK);
-        float *got = th_read(out);
-        char what[96];
-        snprintf(what, sizeof what, "rms_norm %zu x %zu", rows, d);
-        th_compare(what, got, ref, n, 1e-30, norm_rtol(d));
-        free(x); free(w); free(ref); free(got);
-        wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(out);
+        char name[96];
+        snprintf(name, sizeof name, "rms_norm %zu x %zu", shapes[c].rows, shapes[c].d);
+        forward_case(shapes[c].rows, shapes[c].d, -1.5, 1.5, name);
     }
 }
 
@@ -70,17 +244,7 @@ static void test_forward_shapes(void)
    65536 * 256 + 300 rows, so the grid is 2-D and its last row is partly past the end. */
 static void test_grid_2d(void)
 {
-    size_t rows = 65536u * 256u + 300u, d = 1;
-    float *x = th_random(rows, -2, 2), w = 0.75f;
-    double *ref = th_alloc_d(rows);
-    ref_rms_norm(x, NULL, &w, rows, d, 1e-5, ref, NULL);
-    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tw = th_tensor(WGML_F32, &w, TH_SHAPE(1));
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-    TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, out), WGML_OK);
-    float *got = th_read(out);
-    th_compare("rms_norm over a 2-D grid", got, ref, rows, 1e-30, norm_rtol(d));
-    free(x); free(ref); free(got);
-    wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(out);
+    forward_case(65536u * 256u + 300u, 1, 0.75, 0.75, "rms_norm over a 2-D grid");
 }
 
 /* Any rank: the norm runs over the last dimension; rows of zeros give zeros; eps is used. */
@@ -122,52 +286,28 @@ static void test_forward_rank_zeros_eps(void)
 }
 
 /* rms_norm_residual and rms_norm_residual_with, sum_out NULL, separate, aliasing x,
-   aliasing residual, with x == residual, and all three the same tensor. */
+   aliasing residual, with x == residual, and all three the same tensor. out is within
+   norm_rtol of the reference, sum_out within one rounding of x + residual; the inputs
+   that are not sum_out stay unchanged. */
 static void test_residual(void)
 {
     static const struct { size_t rows, d; } rs[] = { { 3, 7 }, { 65, 64 }, { 5, 1000 }, { 2, 4097 }, { 1, 262144 } };
     for (size_t c = 0; c < sizeof rs / sizeof rs[0]; c++) {
         size_t rows = rs[c].rows, d = rs[c].d, n = rows * d;
         for (int mode = 0; mode < 8; mode++) {
-            /* 0 residual(), 1 with(sum NULL), 2 sum separate, 3 sum == x, 4 sum == residual,
-               5 x == residual, sum separate, 6 x == residual == sum, 7 x == residual, no sum */
-            float *x = th_random(n, -2, 2), *res = th_random(n, -2, 2), *w = th_random(d, -1.5, 1.5);
-            bool same_xr = mode >= 5;
-            const float *rr = same_xr ? x : res;
-            double *ref = th_alloc_d(n), *ref_sum = th_alloc_d(n);
             float eps = mode == 0 || mode == 7 ? 1e-5f : 1e-3f;
-            ref_rms_norm(x, rr, w, rows, d, eps, ref, ref_sum);
-            wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tr = th_tensor(WGML_F32, res, TH_SHAPE(n));
-            wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *out = th_poisoned(WGML_F32, TH_SHAPE(n));
-            wgml_tensor *sum = NULL, *rin = same_xr ? tx : tr;
-            if (mode == 2 || mode == 5) sum = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-            if (mode == 3 || mode == 6) sum = tx;
-            if (mode == 4) sum = tr;
-            if (mode == 0 || mode == 7) TH_EXPECT(wgml_rms_norm_residual(th_eng, tx, rin, tw, out), WGML_OK);
-            else TH_EXPECT(wgml_rms_norm_residual_with(th_eng, tx, rin, tw, out, sum, eps), WGML_OK);
-            float *got = th_read(out);
-            char what[96];
-            snprintf(what, sizeof what, "residual %zu x %zu mode %d out", rows, d, mode);
-            th_compare(what, got, ref, n, 1e-30, norm_rtol(d));
-            if (sum) {
-                float *gs = th_read(sum);
-                snprintf(what, sizeof what, "residual %zu x %zu mode %d sum_out", rows, d, mode);
-                th_compare(what, gs, ref_sum, n, 0, U);   /* one rounding of x + residual */
-                free(gs);
-            }
-            if (mode != 3 && mode != 6) {   /* x untouched unless it is sum_out */
-                float *gx = th_read(tx);
-                TH_CHECK(memcmp(gx, x, n * sizeof *x) == 0, "mode %d changed x", mode);
-                free(gx);
-            }
-            if (mode != 4 && !same_xr) {
-                float *gr = th_read(tr);
-                TH_CHECK(memcmp(gr, res, n * sizeof *res) == 0, "mode %d changed residual", mode);
-                free(gr);
-            }
-            if (mode == 2 || mode == 5) wgml_tensor_release(sum);
-            free(x); free(res); free(w); free(ref); free(ref_sum); free(got);
-            wgml_tensor_release(tx); wgml_tensor_release(tr); wgml_tensor_release(tw); wgml_tensor_release(out);
+            norm_case p = { .kind = RESIDUAL, .mode = mode, .rows = rows, .d = d, .eps = eps, .k = { norm_rtol(d), U },
+                            .floor = { 1e-30, 0 } };
+            th_io x = { .shape = { rows, d }, .lo = -2, .hi = 2 }, res = { .shape = { n }, .lo = -2, .hi = 2 };
+            th_io w = { .shape = { d }, .lo = -1.5, .hi = 1.5 };
+            th_io in[3] = { x, res, w };
+            if (mode_same_xr(mode)) in[1] = w;
+            /* sum_out has the shape of the tensor it is (x or residual), else [rows, d] */
+            th_io out[2] = { { .shape = { n } }, { .shape = { rows, d } } };
+            if (mode == 4) out[1] = (th_io){ .shape = { n } };
+            char name[96];
+            snprintf(name, sizeof name, "residual %zu x %zu mode %d", rows, d, mode);
+            run_norm(&p, mode_same_xr(mode) ? 2 : 3, in, mode_has_sum(mode) ? 2 : 1, out, name);
         }
     }
 }
@@ -203,60 +343,25 @@ static void test_residual_stream(void)
     wgml_tensor_release(th); wgml_tensor_release(tw); wgml_tensor_release(out);
 }
 
-/* The weight gradient: a sum over rows in chains of at most grows + segs + groups/16 + 5
-   terms (grows <= rows/1024 + 1, segs <= min(rows, 256), groups <= 1024), each term with
-   the error of rs plus two products. */
-static double dw_tol(size_t rows, size_t d)
+/* One backward case: grad_out in [-1, 1], x in [-2, 2], weight in [-1.5, 1.5]. grad_in is
+   a difference of two terms: its error is relative to their sizes (gin_scale), each
+   carrying up to three times the error of rs plus the dot product's. acc: grad_in starts
+   from random c in [-3, 3] and must become c + the gradient (one rounding more: the
+   scale grows by |c|); grad_weight is still written. */
+static void backward_case_with(size_t rows, size_t d, bool with_dw, float eps, bool acc, bool null_opts)
 {
-    return norm_rtol(d) + ((double)rows / 1024 + 1 + (rows < 256 ? (double)rows : 256) + 64 + 5) * U;
+    norm_case p = { .kind = BACKWARD, .rows = rows, .d = d, .eps = eps, .with_dw = with_dw, .acc = acc,
+                    .null_opts = null_opts, .k = { 4 * norm_rtol(d), dw_tol(rows, d) }, .floor = { 1e-30, 1e-30 } };
+    th_io in[4] = { { .shape = { rows, d }, .lo = -1, .hi = 1 }, { .shape = { rows, d }, .lo = -2, .hi = 2 },
+                    { .shape = { d }, .lo = -1.5, .hi = 1.5 }, { .shape = { rows, d }, .lo = -3, .hi = 3 } };
+    th_io out[2] = { { .shape = { rows, d } }, { .shape = { d } } };
+    char name[128];
+    snprintf(name, sizeof name, "rms_norm_backward%s %zu x %zu%s", acc ? "_with accumulate" : null_opts ? "_with NULL options" : "",
+             rows, d, with_dw ? "" : " (no grad_weight)");
+    run_norm(&p, acc ? 4 : 3, in, with_dw ? 2 : 1, out, name);
 }
 
-/* acc: wgml_rms_norm_backward_with with accumulate, grad_in starting from random c, which
-   must become c + the gradient (one rounding more: the tolerance's scale grows by |c|);
-   grad_weight is still written. */
-static void backward_case_acc(size_t rows, size_t d, bool with_dw, float eps, bool acc)
-{
-    size_t n = rows * d;
-    float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
-    float *c = acc ? th_random(n, -3, 3) : NULL;
-    double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
-    ref_rms_norm_backward(g, x, w, rows, d, eps, gin, gw, gin_s, gw_s);
-    for (size_t i = 0; c && i < n; i++) {
-        gin[i] += c[i];
-        gin_s[i] += fabs(c[i]);
-    }
-    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
-    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d));
-    wgml_tensor *tgin = acc ? th_tensor(WGML_F32, c, TH_SHAPE(rows, d)) : th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-    wgml_tensor *tgw = with_dw ? th_poisoned(WGML_F32, TH_SHAPE(d)) : NULL;
-    if (acc) {
-        wgml_rms_norm_backward_options o = { .accumulate = true };
-        TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, tgw, eps, &o), WGML_OK);
-    } else {
-        TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, eps), WGML_OK);
-    }
-    float *got = th_read(tgin);
-    char what[96];
-    /* gin is a difference of two terms: its error is relative to their sizes (gin_scale),
-       each carrying up to three times the error of rs plus the dot product's. */
-    snprintf(what, sizeof what, "rms_norm_backward%s %zu x %zu grad_in", acc ? "_with accumulate" : "", rows, d);
-    compare_scaled(what, got, gin, gin_s, n, 4 * norm_rtol(d));
-    if (with_dw) {
-        float *gotw = th_read(tgw);
-        snprintf(what, sizeof what, "rms_norm_backward%s %zu x %zu grad_weight", acc ? "_with accumulate" : "", rows, d);
-        compare_scaled(what, gotw, gw, gw_s, d, dw_tol(rows, d));
-        /* deterministic: a second run gives the same bits; written, not accumulated */
-        TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, eps), WGML_OK);
-        float *again = th_read(tgw);
-        TH_CHECK(memcmp(again, gotw, d * sizeof *again) == 0, "%s: a second run gave other bits", what);
-        free(gotw); free(again);
-        wgml_tensor_release(tgw);
-    }
-    free(x); free(g); free(w); free(c); free(gin); free(gin_s); free(gw); free(gw_s); free(got);
-    wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
-}
-
-static void backward_case(size_t rows, size_t d, bool with_dw, float eps) { backward_case_acc(rows, d, with_dw, eps, false); }
+static void backward_case(size_t rows, size_t d, bool with_dw, float eps) { backward_case_with(rows, d, with_dw, eps, false, false); }
 
 /* Shapes reaching: several rows per workgroup with several row blocks per workgroup
    (600000 x 4, 300000 x 1), long rows with several rows per workgroup (1030 x 2049), the
@@ -275,28 +380,23 @@ static void test_backward(void)
     backward_case(2, 8196, true, 0.5f);
 }
 
-/* wgml_rms_norm_backward_with, accumulate (backward_case_acc): scalar and vec4 rows, the
-   register and long-row paths, with and without grad_weight; NULL options are the plain
-   function; a rejected call names the _with form and leaves grad_in untouched. */
+/* wgml_rms_norm_backward_with, accumulate: scalar and vec4 rows, the register and
+   long-row paths, with and without grad_weight; NULL options are the plain function
+   (written, not accumulated: grad_in poisoned); a rejected call names the _with form and
+   leaves grad_in untouched. */
 static void test_backward_accumulate(void)
 {
     static const struct { size_t rows, d; bool dw; } cases_[] = {
         { 7, 33, true }, { 64, 768, true }, { 64, 768, false }, { 5, 2049, false }, { 3, 8196, true },
     };
-    for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++) backward_case_acc(cases_[c].rows, cases_[c].d, cases_[c].dw, 1e-5f, true);
-    /* NULL options: written, not accumulated (poisoned grad_in) */
+    for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++)
+        backward_case_with(cases_[c].rows, cases_[c].d, cases_[c].dw, 1e-5f, true, false);
     size_t rows = 9, d = 20, n = rows * d;
-    float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
-    double *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
-    ref_rms_norm_backward(g, x, w, rows, d, 1e-5f, gin, gw, gin_s, gw_s);
-    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
-    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-    TH_EXPECT(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, tgin, NULL, 1e-5f, NULL), WGML_OK);
-    float *got = th_read(tgin);
-    compare_scaled("rms_norm_backward_with NULL options", got, gin, gin_s, n, 4 * norm_rtol(d));
-    free(got);
+    backward_case_with(rows, d, false, 1e-5f, false, true);
     /* rejected: the _with form's name, nothing recorded, grad_in untouched */
-    wgml_tensor *fresh = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+    float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
+    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
+    wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *fresh = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
     uint64_t before = th_commands();
     wgml_rms_norm_backward_options o = { .accumulate = true };
     TH_EXPECT_ERR(wgml_rms_norm_backward_with(th_eng, tg, tx, tw, fresh, NULL, -1.0f, &o), WGML_ERROR_INVALID_ARGUMENT,
@@ -306,62 +406,26 @@ static void test_backward_accumulate(void)
     TH_CHECK(th_commands() == before, "rejected calls recorded commands");
     uint32_t *raw = (uint32_t *)th_read(fresh);
     for (size_t i = 0; i < n; i++) TH_CHECK(raw[i] == 0xFFFFFFFFu, "grad_in[%zu] written by a rejected call", i);
-    free(raw); free(x); free(g); free(w); free(gin); free(gin_s); free(gw); free(gw_s);
-    wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
-    wgml_tensor_release(fresh);
+    free(raw); free(x); free(g); free(w);
+    wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(fresh);
 }
 
-/* Both gradients against central differences of the double forward, L = sum(g * out). */
+/* Both gradients against central differences of the double forward, L = sum(g * out): the
+   tolerance of the reference comparison plus the differences' own error (O(h^4)
+   truncation and rounding, well under 1e-7 of the terms here). */
 static void test_backward_finite_differences(void)
 {
     static const struct { size_t rows, d; } fs[] = { { 1, 1 }, { 3, 7 }, { 2, 65 }, { 5, 4 } };
     for (size_t c = 0; c < sizeof fs / sizeof fs[0]; c++) {
-        size_t rows = fs[c].rows, d = fs[c].d, n = rows * d;
-        double eps = 1e-5;
-        float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
-        double *xd = th_alloc_d(n), *wd = th_alloc_d(d), *y = th_alloc_d(n), *fd = th_alloc_d(n), *fdw = th_alloc_d(d);
-        double *gin_s = th_alloc_d(n), *gw_s = th_alloc_d(d);
-        ref_rms_norm_backward(g, x, w, rows, d, eps, NULL, NULL, gin_s, gw_s);
-        th_to_double(x, xd, n);
-        th_to_double(w, wd, d);
-        for (int pass = 0; pass < 2; pass++) {
-            double *v = pass ? wd : xd, *dst = pass ? fdw : fd;
-            size_t m = pass ? d : n;
-            for (size_t i = 0; i < m; i++) {
-                /* Richardson's (4 D(h/2) - D(h)) / 3 of central differences D: near x = 0
-                   with d = 1 the third derivative is about 3 / eps^1.5, so D(h) alone errs
-                   by up to half the tolerance; the extrapolation leaves O(h^4) */
-                double keep = v[i], h = 1e-5 * (fabs(keep) > 1 ? fabs(keep) : 1), dh[2];
-                for (int r = 0; r < 2; r++) {
-                    double step = r ? h / 2 : h, l[2];
-                    for (int s = 0; s < 2; s++) {
-                        v[i] = keep + (s ? -step : step);
-                        ref_rms_norm_d(xd, wd, rows, d, eps, y);
-                        l[s] = 0;
-                        for (size_t k = 0; k < n; k++) l[s] += g[k] * y[k];
-                    }
-                    dh[r] = (l[0] - l[1]) / (2 * step);
-                }
-                v[i] = keep;
-                dst[i] = (4 * dh[1] - dh[0]) / 3;
-            }
-        }
-        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
-        wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *tgin = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
-        wgml_tensor *tgw = th_poisoned(WGML_F32, TH_SHAPE(d));
-        TH_EXPECT(wgml_rms_norm_backward(th_eng, tg, tx, tw, tgin, tgw, (float)eps), WGML_OK);
-        float *got = th_read(tgin), *gotw = th_read(tgw);
-        char what[80];
-        /* the tolerance of the reference comparison plus the differences' own error (O(h^4)
-           truncation and rounding, well under 1e-7 of the terms here) */
-        snprintf(what, sizeof what, "grad_in vs finite differences %zu x %zu", rows, d);
-        compare_scaled(what, got, fd, gin_s, n, 4 * norm_rtol(d) + 1e-7);
-        snprintf(what, sizeof what, "grad_weight vs finite differences %zu x %zu", rows, d);
-        compare_scaled(what, gotw, fdw, gw_s, d, dw_tol(rows, d) + 1e-7);
-        free(x); free(g); free(w); free(xd); free(wd); free(y); free(fd); free(fdw); free(gin_s); free(gw_s);
-        free(got); free(gotw);
-        wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(tgin);
-        wgml_tensor_release(tgw);
+        size_t rows = fs[c].rows, d = fs[c].d;
+        norm_case p = { .kind = BACKWARD_FD, .rows = rows, .d = d, .eps = 1e-5f, .with_dw = true,
+                        .k = { 4 * norm_rtol(d) + 1e-7, dw_tol(rows, d) + 1e-7 }, .floor = { 1e-30, 1e-30 } };
+        th_io in[3] = { { .shape = { rows, d }, .lo = -1, .hi = 1 }, { .shape = { rows, d }, .lo = -2, .hi = 2 },
+                        { .shape = { d }, .lo = -1.5, .hi = 1.5 } };
+        th_io out[2] = { { .shape = { rows, d } }, { .shape = { d } } };
+        char name[80];
+        snprintf(name, sizeof name, "rms_norm_backward vs finite differences %zu x %zu", rows, d);
+        run_norm(&p, 3, in, 2, out, name);
     }
 }
 
