@@ -1,7 +1,9 @@
 /* Softmax and its backward pass against the double reference on every path (register rows,
    long rows, split rows; vec4 and scalar units), logits of magnitude 1e4, -inf entries,
    fully masked rows, a spike at every kind of position, central finite differences, and
-   bad inputs. */
+   bad inputs. Random logits on every shape are rows of an op case table; constructed
+   logits (constant, masked, spikes), the backward pass (whose input is a softmax output)
+   and a robust context are written out by hand. */
 #include "harness.h"
 #include "ref_softmax.h"
 
@@ -97,6 +99,41 @@ static void check_softmax(const char *label, const float *x, size_t rows, size_t
     wgml_tensor_release(tx); wgml_tensor_release(out);
 }
 
+/* ---- the op case table: softmax of random logits ------------------------------------ */
+
+/* The reference leaves the per-element tolerance (softmax_tol) here for case_tol. */
+static double *case_tol_buf;
+
+static wgml_status case_call(const th_run *r) { return wgml_softmax(th_eng, r->t_in[0], r->t_out[0]); }
+
+static void case_reference(const th_run *r)
+{
+    const size_t *rd = r->c->params;   /* rows, d */
+    case_tol_buf = th_alloc_d(r->n_in[0]);
+    ref_softmax(TH_IN(r, 0), rd[0], rd[1], r->ref[0]);
+    softmax_tol(TH_IN(r, 0), r->ref[0], rd[0], rd[1], case_tol_buf);
+}
+
+static double case_tol(const th_run *r, int o, size_t i)
+{
+    (void)r; (void)o;
+    return case_tol_buf[i];
+}
+
+/* Softmax of x [rows, d] (in shape x_shape, out flat when flat_out) drawn from [lo, hi]. */
+static void run_softmax(size_t rows, size_t d, double lo, double hi, const size_t *x_shape, bool flat_out)
+{
+    const size_t rd[2] = { rows, d };
+    th_op_case c = { .nin = 1, .nout = 1, .call = case_call, .reference = case_reference, .tol = case_tol, .params = rd,
+                     .in = { { .shape = { rows, d }, .lo = lo, .hi = hi } }, .out = { { .shape = { rows, d } } } };
+    if (x_shape) memcpy(c.in[0].shape, x_shape, sizeof c.in[0].shape);
+    if (flat_out) c.out[0] = (th_io){ .shape = { rows * d } };
+    snprintf(c.name, sizeof c.name, "softmax uniform(%g,%g) %zu x %zu", lo, hi, rows, d);
+    th_run_case(&c);
+    free(case_tol_buf);
+    case_tol_buf = NULL;
+}
+
 /* (rows, d): register rows with 1..8 units per thread and several rows per workgroup,
    scalar units (d % 4 != 0), long rows (>= 1024 of them, vec4 and scalar), split rows
    (few long rows: 262,144 entries, scalar 262,143), and rows past one grid dimension. */
@@ -108,25 +145,19 @@ static const struct { size_t rows, d; } shapes[] = {
 
 static void test_shapes(void)
 {
-    for (size_t c = 0; c < NSHAPES; c++) {
-        size_t n = shapes[c].rows * shapes[c].d;
-        float *x = th_random(n, -10, 10);
-        check_softmax("uniform(-10,10)", x, shapes[c].rows, shapes[c].d);
-        free(x);
-    }
+    for (size_t c = 0; c < NSHAPES; c++) run_softmax(shapes[c].rows, shapes[c].d, -10, 10, NULL, false);
 }
 
-/* Logits of magnitude 1e4: exp() only ever sees x - max <= 0. Also rows of one repeated
-   large value (exactly uniform output) and large values with small differences. */
+/* Logits of magnitude 1e4: exp() only ever sees x - max <= 0. Also large values with small
+   differences, and rows of one repeated large value (exactly uniform output). */
 static void test_large_logits(void)
 {
     for (size_t c = 0; c < NSHAPES; c++) {
         size_t rows = shapes[c].rows, d = shapes[c].d, n = rows * d;
         if (n > 3000000) continue;
-        float *x = th_random(n, -1e4, 1e4);
-        check_softmax("uniform(-1e4,1e4)", x, rows, d);
-        for (size_t i = 0; i < n; i++) x[i] = (float)(1e4 + th_uniform(-8, 8));
-        check_softmax("1e4 + uniform(-8,8)", x, rows, d);
+        run_softmax(rows, d, -1e4, 1e4, NULL, false);
+        run_softmax(rows, d, 1e4 - 8, 1e4 + 8, NULL, false);
+        float *x = th_alloc_f(n);
         for (size_t i = 0; i < n; i++) x[i] = (i / d) % 2 ? -1e4f : 1e4f;
         check_softmax("constant +-1e4", x, rows, d);
         free(x);
@@ -210,17 +241,7 @@ static void test_grid_2d(void)
 /* Any rank: softmax runs over the last dimension. */
 static void test_rank(void)
 {
-    size_t d = 33, rows = 2 * 3 * 4, n = rows * d;
-    float *x = th_random(n, -5, 5);
-    double *ref = th_alloc_d(n), *tol = th_alloc_d(n);
-    ref_softmax(x, rows, d, ref);
-    softmax_tol(x, ref, rows, d, tol);
-    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(2, 3, 4, d)), *out = th_poisoned(WGML_F32, TH_SHAPE(n));
-    TH_EXPECT(wgml_softmax(th_eng, tx, out), WGML_OK);
-    float *got = th_read(out);
-    compare_tol("softmax 4-D", got, ref, tol, n);
-    free(x); free(ref); free(tol); free(got);
-    wgml_tensor_release(tx); wgml_tensor_release(out);
+    run_softmax(2 * 3 * 4, 33, -5, 5, (const size_t[5]){ 2, 3, 4, 33 }, true);
 }
 
 /* gin = y (g - sum(g y)): the sum has the chain of the forward's (4 mu + 8 + K) terms over
@@ -259,8 +280,22 @@ static void test_backward(void)
     }
 }
 
+/* L = sum(g * softmax(x)) in double, for th_finite_diff. */
+typedef struct sm_loss { const float *g; size_t rows, d; double *y; } sm_loss;
+
+static double softmax_loss(const double *x, const void *ctx)
+{
+    const sm_loss *l = ctx;
+    ref_softmax_d(x, l->rows, l->d, l->y);
+    double s = 0;
+    for (size_t k = 0; k < l->rows * l->d; k++) s += l->g[k] * l->y[k];
+    return s;
+}
+
 /* The backward pass of y = softmax(x) against central differences of L = sum(g * y) in
-   double. The kernel sees y rounded to f32 (u relative), hence 2u more. */
+   double. The kernel sees y rounded to f32 (u relative), hence 2u more. The differences'
+   steps, 1e-5 max(1, |x|) <= 4e-5, leave h^2 |L'''| / 6 < 3e-10 of truncation and about
+   1e-16 |L| / h < 1e-10 of rounding: under the 1e-9 floor. */
 static void test_backward_finite_differences(void)
 {
     static const struct { size_t rows, d; } fs[] = { { 1, 1 }, { 3, 7 }, { 2, 65 }, { 4, 8 } };
@@ -271,17 +306,8 @@ static void test_backward_finite_differences(void)
         th_to_double(x, xd, n);
         ref_softmax_d(xd, rows, d, yd);
         for (size_t i = 0; i < n; i++) y[i] = (float)yd[i];
-        for (size_t i = 0; i < n; i++) {
-            double keep = xd[i], h = 1e-5, l[2];
-            for (int s = 0; s < 2; s++) {
-                xd[i] = keep + (s ? -h : h);
-                ref_softmax_d(xd, rows, d, yd);
-                l[s] = 0;
-                for (size_t k = 0; k < n; k++) l[s] += g[k] * yd[k];
-            }
-            xd[i] = keep;
-            fd[i] = (l[0] - l[1]) / (2 * h);
-        }
+        sm_loss l = { g, rows, d, yd };
+        th_finite_diff(softmax_loss, &l, xd, n, 1e-5, fd);
         ref_softmax_backward(g, y, rows, d, NULL, scale);
         for (size_t i = 0; i < n; i++) scale[i] = scale[i] * (8 + 8 + 1 + 3 + 2) * U + 1e-9;
         wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d)), *ty = th_tensor(WGML_F32, y, TH_SHAPE(rows, d));
