@@ -1,6 +1,8 @@
 /* Rotary embeddings: both pairings, theta and inv_freq frequencies, every tensor layout,
    positions 0, 1, 7, 1e6 and the largest, inverse(rope(x)) == x, the backward pass against
-   finite differences, and bad inputs. */
+   finite differences, and bad inputs. The shapes, parameters, round trips and the gradient
+   check are rows of an op case table; the 2-D grid, the robust context and the bad inputs
+   are written out by hand. */
 #include "harness.h"
 #include "ref_rope.h"
 
@@ -49,37 +51,143 @@ static layout make_layout(int kind, size_t hd)
     }
 }
 
+/* ---- the op case table -------------------------------------------------------------- */
+
+/* A rope case. rope works in place: the call writes the input's values into the case's
+   output tensor from the host and rotates that tensor. ROTATE: one call through `api`
+   (0 wgml_rope, 1 wgml_rope_theta, 2 wgml_rope_backward, 3 wgml_rope_with) against the
+   reference; ROUNDTRIP: rope_with, then its inverse, against the input (rotate-half
+   rows also check that rope_backward equals rope_with(inverse) bit for bit); BACKWARD_FD:
+   rope_backward of grad_out against central differences of sum(g * rope(x)). The
+   tolerance of element i is k * ROT_TOL (|x_i| + |x_partner|) (compare_rot). */
+enum { ROTATE, ROUNDTRIP, BACKWARD_FD };
+typedef struct rope_case {
+    int what;
+    layout L;
+    uint32_t hd, pos;
+    float theta;                 /* 0 means 10000 */
+    int interleaved;
+    bool inverse;
+    const float *inv_freq;       /* hd / 2 frequencies, uploaded by the call, or NULL */
+    int api;
+    double k;
+} rope_case;
+
+/* Runs p's rotation(s) on t, in place. */
+static wgml_status rope_apply(const th_run *r, const rope_case *p, wgml_tensor *t, wgml_rope_options *o)
+{
+    if (p->what == BACKWARD_FD || p->api == 2) return wgml_rope_backward(th_eng, t, p->hd, p->pos, p->theta);
+    if (p->what == ROTATE) {
+        if (p->api == 0) return wgml_rope(th_eng, t, p->hd, p->pos);
+        if (p->api == 1) return wgml_rope_theta(th_eng, t, p->hd, p->pos, p->theta);
+        return wgml_rope_with(th_eng, t, o);
+    }
+    wgml_status s = wgml_rope_with(th_eng, t, o);
+    o->inverse = true;
+    if (s != WGML_OK) return s;
+    s = wgml_rope_with(th_eng, t, o);
+    if (s == WGML_OK && !p->interleaved) {
+        wgml_tensor *a = th_tensor(WGML_F32, r->in[0], p->L.shape), *b = th_tensor(WGML_F32, r->in[0], p->L.shape);
+        TH_EXPECT(wgml_rope_backward(th_eng, a, p->hd, p->pos, p->theta), WGML_OK);
+        TH_EXPECT(wgml_rope_with(th_eng, b, o), WGML_OK);
+        float *ga = th_read(a), *gb = th_read(b);
+        TH_CHECK(memcmp(ga, gb, r->n_in[0] * sizeof *ga) == 0, "rope_backward differs from rope_with(inverse), hd %u pos %u",
+                 p->hd, p->pos);
+        free(ga); free(gb);
+        wgml_tensor_release(a); wgml_tensor_release(b);
+    }
+    return s;
+}
+
+static wgml_status rope_call(const th_run *r)
+{
+    const rope_case *p = r->c->params;
+    wgml_tensor *t = r->t_out[0], *tf = p->inv_freq ? th_tensor(WGML_F32, p->inv_freq, TH_SHAPE(p->hd / 2)) : NULL;
+    wgml_rope_options o = { .head_dim = p->hd, .pos = p->pos, .theta = p->theta, .pairing = p->interleaved, .inv_freq = tf,
+                            .inverse = p->inverse };
+    wgml_status s = wgml_tensor_write(t, 0, r->in[0], r->n_in[0] * sizeof(float));
+    if (s == WGML_OK) s = rope_apply(r, p, t, &o);
+    wgml_tensor_release(tf);
+    return s;
+}
+
+/* sum(g * rope(x)) in double, for th_finite_diff. */
+typedef struct rope_loss { const rope_case *p; const float *g; const long double *freqs; double *y; } rope_loss;
+
+static double rope_loss_fn(const double *x, const void *ctx)
+{
+    const rope_loss *l = ctx;
+    const layout *L = &l->p->L;
+    ref_rope_d(x, L->ntok, L->seq, L->hidden, l->p->hd, l->p->pos, l->freqs, 0, 0, l->y);
+    double s = 0;
+    for (size_t k = 0; k < L->ntok * L->hidden; k++) s += l->g[k] * l->y[k];
+    return s;
+}
+
+static void rope_reference(const th_run *r)
+{
+    const rope_case *p = r->c->params;
+    const layout *L = &p->L;
+    size_t n = r->n_in[0];
+    if (p->what == ROUNDTRIP) {   /* the input itself */
+        th_to_double(TH_IN(r, 0), r->ref[0], n);
+        return;
+    }
+    long double *freqs = malloc(p->hd / 2 * sizeof *freqs);
+    if (p->inv_freq) for (size_t i = 0; i < p->hd / 2; i++) freqs[i] = p->inv_freq[i];
+    else ref_rope_freqs(p->theta == 0 ? 10000.0 : p->theta, p->hd, freqs);
+    if (p->what == ROTATE) {
+        ref_rope(TH_IN(r, 0), L->ntok, L->seq, L->hidden, p->hd, p->pos, freqs, p->interleaved, p->inverse, r->ref[0]);
+    } else {
+        /* L is linear in x: a step of 1e-3 (h max(1, |x|) with |x| <= 1) is exact but for
+           rounding, at any x */
+        double *x = th_alloc_d(n);
+        for (size_t i = 0; i < n; i++) x[i] = th_uniform(-1, 1);
+        rope_loss l = { p, TH_IN(r, 0), freqs, th_alloc_d(n) };
+        th_finite_diff(rope_loss_fn, &l, x, n, 1e-3, r->ref[0]);
+        free(x); free(l.y);
+    }
+    free(freqs);
+}
+
+static double rope_tol(const th_run *r, int o, size_t i)
+{
+    (void)o;
+    const rope_case *p = r->c->params;
+    const float *x = TH_IN(r, 0);
+    size_t j = i % p->hd, partner = i - j + ref_rope_partner(j, p->hd, p->interleaved);
+    return p->k * ROT_TOL * (fabs((double)x[i]) + fabs((double)x[partner])) + 1e-30;
+}
+
+/* Runs p on fresh data in [lo, hi]. */
+static void run_rope(const rope_case *p, double lo, double hi)
+{
+    th_op_case c = { .nin = 1, .nout = 1, .call = rope_call, .reference = rope_reference, .tol = rope_tol, .params = p };
+    c.in[0] = (th_io){ .lo = lo, .hi = hi };
+    memcpy(c.in[0].shape, p->L.shape, sizeof c.in[0].shape);
+    memcpy(c.out[0].shape, p->L.shape, sizeof c.out[0].shape);
+    if (p->what == ROUNDTRIP)
+        snprintf(c.name, sizeof c.name, "inverse(rope(x)) hd %u pos %u %s", p->hd, p->pos,
+                 p->interleaved ? "interleaved" : "rotate-half");
+    else if (p->what == BACKWARD_FD)
+        snprintf(c.name, sizeof c.name, "rope_backward vs finite differences hd %u", p->hd);
+    else
+        snprintf(c.name, sizeof c.name, "rope api %d [%zu tokens of %zu] hd %u pos %u theta %g %s%s%s", p->api, p->L.ntok,
+                 p->L.hidden, p->hd, p->pos, (double)p->theta, p->interleaved ? "interleaved" : "rotate-half",
+                 p->inverse ? " inverse" : "", p->inv_freq ? " inv_freq" : "");
+    th_run_case(&c);
+}
+
 static const uint32_t head_dims[] = { 2, 4, 6, 8, 10, 12, 64, 96, 128, 256 };
 static const uint32_t positions[] = { 0, 1, 7, 1000000 };
 
-/* Runs one rope call on fresh data and checks it against the reference. */
-static void rope_case(int kind, uint32_t hd, uint32_t pos, float theta, int interleaved, bool inverse, const float *inv_freq,
-                      int api)
+/* One rope call on x in [-2, 2] of layout `kind`, checked against the reference. */
+static void rope_case_run(int kind, uint32_t hd, uint32_t pos, float theta, int interleaved, bool inverse, const float *inv_freq,
+                          int api)
 {
-    layout L = make_layout(kind, hd);
-    size_t n = L.ntok * L.hidden;
-    float *x = th_random(n, -2, 2);
-    long double *freqs = malloc(hd / 2 * sizeof *freqs);
-    double *ref = th_alloc_d(n);
-    if (inv_freq) for (size_t i = 0; i < hd / 2; i++) freqs[i] = inv_freq[i];
-    else ref_rope_freqs(theta == 0 ? 10000.0 : theta, hd, freqs);   /* 0 means 10000 */
-    ref_rope(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, interleaved, inverse, ref);
-    wgml_tensor *t = th_tensor(WGML_F32, x, L.shape), *tf = NULL;
-    if (inv_freq) tf = th_tensor(WGML_F32, inv_freq, TH_SHAPE(hd / 2));
-    wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = theta, .pairing = interleaved, .inv_freq = tf,
-                            .inverse = inverse };
-    if (api == 0) TH_EXPECT(wgml_rope(th_eng, t, hd, pos), WGML_OK);
-    else if (api == 1) TH_EXPECT(wgml_rope_theta(th_eng, t, hd, pos, theta), WGML_OK);
-    else if (api == 2) TH_EXPECT(wgml_rope_backward(th_eng, t, hd, pos, theta), WGML_OK);
-    else TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
-    float *got = th_read(t);
-    char what[160];
-    snprintf(what, sizeof what, "rope api %d layout %d hd %u pos %u theta %g %s%s%s", api, kind, hd, pos, (double)theta,
-             interleaved ? "interleaved" : "rotate-half", inverse ? " inverse" : "", inv_freq ? " inv_freq" : "");
-    compare_rot(what, got, x, ref, n, hd, interleaved, 1);
-    free(x); free(freqs); free(ref); free(got);
-    wgml_tensor_release(t);
-    wgml_tensor_release(tf);
+    rope_case p = { .what = ROTATE, .L = make_layout(kind, hd), .hd = hd, .pos = pos, .theta = theta,
+                    .interleaved = interleaved, .inverse = inverse, .inv_freq = inv_freq, .api = api, .k = 1 };
+    run_rope(&p, -2, 2);
 }
 
 /* Every layout, head_dim 2..256 (scalar and vec4 units), both pairings, positions 0, 1, 7
@@ -90,18 +198,18 @@ static void test_theta(void)
         for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++)
             for (int kind = 0; kind < 4; kind++) {
                 uint32_t hd = head_dims[h], pos = positions[q];
-                rope_case(kind, hd, pos, 10000.0f, 0, false, NULL, 0);
-                rope_case(kind, hd, pos, 500000.0f, 0, false, NULL, 1);
-                rope_case(kind, hd, pos, 100000.0f, 0, true, NULL, 2);
-                rope_case(kind, hd, pos, 0.0f, 1, false, NULL, 3);           /* 0 means 10000 */
-                rope_case(kind, hd, pos, 1e6f, 1, (q + kind) % 2, NULL, 3);
+                rope_case_run(kind, hd, pos, 10000.0f, 0, false, NULL, 0);
+                rope_case_run(kind, hd, pos, 500000.0f, 0, false, NULL, 1);
+                rope_case_run(kind, hd, pos, 100000.0f, 0, true, NULL, 2);
+                rope_case_run(kind, hd, pos, 0.0f, 1, false, NULL, 3);           /* 0 means 10000 */
+                rope_case_run(kind, hd, pos, 1e6f, 1, (q + kind) % 2, NULL, 3);
             }
 #if LDBL_MANT_DIG >= 64
     /* The largest positions a [seq, hidden] tensor can take, pos + 4 = 2^32 - 1: the
        frequencies from theta are computed in long double, so the same tolerance holds. */
     for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++) {
-        rope_case(1, head_dims[h], UINT32_MAX - 4, 10000.0f, 0, false, NULL, 1);
-        rope_case(1, head_dims[h], UINT32_MAX - 4, 500000.0f, 1, true, NULL, 3);
+        rope_case_run(1, head_dims[h], UINT32_MAX - 4, 10000.0f, 0, false, NULL, 1);
+        rope_case_run(1, head_dims[h], UINT32_MAX - 4, 500000.0f, 1, true, NULL, 3);
     }
 #endif
 }
@@ -140,90 +248,44 @@ static void test_inv_freq(void)
                 }
             for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++)
                 for (int kind = 0; kind < 4; kind++)
-                    for (int il = 0; il < 2; il++) rope_case(kind, hd, positions[q], 0, il, (kind + il) % 2, f, 3);
+                    for (int il = 0; il < 2; il++) rope_case_run(kind, hd, positions[q], 0, il, (kind + il) % 2, f, 3);
             /* the largest positions a [seq, hidden] tensor can take (pos + 4 = 2^32 - 1) */
-            rope_case(1, hd, UINT32_MAX - 4, 0, which, false, f, 3);
+            rope_case_run(1, hd, UINT32_MAX - 4, 0, which, false, f, 3);
         }
         free(f);
     }
 }
 
-/* inverse(rope(x)) == x, and rope_backward == rope_with(inverse), for both pairings. */
+/* inverse(rope(x)) == x, and rope_backward == rope_with(inverse), for both pairings: two
+   rotations, the second of a vector at most sqrt(2) times larger, so k = 2.5. */
 static void test_inverse_roundtrip(void)
 {
     static const uint32_t hds[] = { 2, 10, 64, 128 };
     for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
         for (int il = 0; il < 2; il++)
             for (size_t q = 0; q < sizeof positions / sizeof positions[0]; q++) {
-                uint32_t hd = hds[h], pos = positions[q];
-                layout L = make_layout(2, hd);
-                size_t n = L.ntok * L.hidden;
-                float *x = th_random(n, -3, 3);
-                double *xd = th_alloc_d(n);
-                th_to_double(x, xd, n);
-                wgml_tensor *t = th_tensor(WGML_F32, x, L.shape);
-                wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = 10000.0f, .pairing = il };
-                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
-                o.inverse = true;
-                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
-                float *got = th_read(t);
-                char what[96];
-                snprintf(what, sizeof what, "inverse(rope(x)) hd %u pos %u %s", hd, pos, il ? "interleaved" : "rotate-half");
-                /* two rotations, the second of a vector at most sqrt(2) times larger */
-                compare_rot(what, got, x, xd, n, hd, il, 2.5);
-                if (!il) {
-                    wgml_tensor *a = th_tensor(WGML_F32, x, L.shape), *b = th_tensor(WGML_F32, x, L.shape);
-                    TH_EXPECT(wgml_rope_backward(th_eng, a, hd, pos, 10000.0f), WGML_OK);
-                    TH_EXPECT(wgml_rope_with(th_eng, b, &o), WGML_OK);
-                    float *ga = th_read(a), *gb = th_read(b);
-                    TH_CHECK(memcmp(ga, gb, n * sizeof *ga) == 0, "rope_backward differs from rope_with(inverse), hd %u pos %u",
-                             hd, pos);
-                    free(ga); free(gb);
-                    wgml_tensor_release(a); wgml_tensor_release(b);
-                }
-                free(x); free(xd); free(got);
-                wgml_tensor_release(t);
+                rope_case p = { .what = ROUNDTRIP, .L = make_layout(2, hds[h]), .hd = hds[h], .pos = positions[q],
+                                .theta = 10000.0f, .interleaved = il, .k = 2.5 };
+                run_rope(&p, -3, 3);
             }
 }
 
-/* rope_backward against central differences of L = sum(g * rope(x)) in double. */
+/* rope_backward against central differences of L = sum(g * rope(x)) in double; g in
+   [-1, 1]. */
 static void test_backward_finite_differences(void)
 {
     static const uint32_t hds[] = { 2, 8, 6 };
     for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
-        uint32_t hd = hds[h], pos = 999983;
-        layout L = make_layout(1, hd);
-        size_t n = L.ntok * L.hidden;
-        float *g = th_random(n, -1, 1);
-        double *x = th_alloc_d(n), *y = th_alloc_d(n), *fd = th_alloc_d(n);
-        long double *freqs = malloc(hd / 2 * sizeof *freqs);
-        ref_rope_freqs(10000.0, hd, freqs);
-        for (size_t i = 0; i < n; i++) x[i] = th_uniform(-1, 1);
-        for (size_t i = 0; i < n; i++) {
-            double keep = x[i], l[2];
-            for (int s = 0; s < 2; s++) {
-                x[i] = keep + (s ? -1e-3 : 1e-3);
-                ref_rope_d(x, L.ntok, L.seq, L.hidden, hd, pos, freqs, 0, 0, y);
-                l[s] = 0;
-                for (size_t k = 0; k < n; k++) l[s] += g[k] * y[k];
-            }
-            x[i] = keep;
-            fd[i] = (l[0] - l[1]) / 2e-3;   /* L is linear in x: exact but for rounding */
-        }
-        wgml_tensor *t = th_tensor(WGML_F32, g, L.shape);
-        TH_EXPECT(wgml_rope_backward(th_eng, t, hd, pos, 10000.0f), WGML_OK);
-        float *got = th_read(t);
-        char what[80];
-        snprintf(what, sizeof what, "rope_backward vs finite differences hd %u", hd);
-        compare_rot(what, got, g, fd, n, hd, 0, 1.1);
-        free(g); free(x); free(y); free(fd); free(freqs); free(got);
-        wgml_tensor_release(t);
+        rope_case p = { .what = BACKWARD_FD, .L = make_layout(1, hds[h]), .hd = hds[h], .pos = 999983, .theta = 10000.0f,
+                        .k = 1.1 };
+        run_rope(&p, -1, 1);
     }
 }
 
 /* More workgroups than one grid dimension holds: head_dim 2 and one head per token puts
    256 tokens in a workgroup, so 65535 * 256 + 200 tokens need a 2-D grid (and just fit
-   lavapipe's 128 MiB binding limit). */
+   lavapipe's 128 MiB binding limit). Written out by hand: rotated in place in its one
+   tensor, where a table case would write and read 128 MiB three more times. */
 static void test_grid_2d(void)
 {
     size_t ntok = 65535u * 256u + 200u, n = 2 * ntok;
@@ -247,18 +309,9 @@ static void test_grid_2d(void)
 /* A prefill-sized tensor: [1, 300, 32, 128] at a large position. */
 static void test_prefill(void)
 {
-    size_t shape[] = { 1, 300, 32, 128, 0 }, n = 300 * 32 * 128;
-    float *x = th_random(n, -1, 1);
-    long double freqs[64];
-    double *ref = th_alloc_d(n);
-    ref_rope_freqs(500000.0, 128, freqs);
-    ref_rope(x, 300, 300, 4096, 128, 123457, freqs, 0, 0, ref);
-    wgml_tensor *t = th_tensor(WGML_F32, x, shape);
-    TH_EXPECT(wgml_rope_theta(th_eng, t, 128, 123457, 500000.0f), WGML_OK);
-    float *got = th_read(t);
-    compare_rot("rope [1, 300, 32, 128]", got, x, ref, n, 128, 0, 1);
-    free(x); free(ref); free(got);
-    wgml_tensor_release(t);
+    rope_case p = { .what = ROTATE, .L = { { 1, 300, 32, 128 }, 300, 300, 4096 }, .hd = 128, .pos = 123457,
+                    .theta = 500000.0f, .api = 1, .k = 1 };
+    run_rope(&p, -1, 1);
 }
 
 /* Tokens of 20 heads: for head_dim 64..256 a token has more heads than head groups, and
@@ -271,31 +324,15 @@ static void test_many_heads(void)
     for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
         for (int pairing = 0; pairing < 2; pairing++)
             for (int use_freqs = 0; use_freqs < 2; use_freqs++) {
-                uint32_t hd = hds[h], pos = 4099;
-                size_t ntok = 6, hidden = 20 * (size_t)hd, n = ntok * hidden;
-                bool inverse = (h + (size_t)pairing) % 2 == 1;
-                float *x = th_random(n, -2, 2), *f = th_alloc_f(hd / 2);
-                long double *freqs = malloc(hd / 2 * sizeof *freqs);
-                double *ref = th_alloc_d(n);
-                ref_rope_freqs(500000.0, hd, freqs);
-                if (use_freqs) {
-                    llama3_freqs(hd, f);
-                    for (size_t i = 0; i < hd / 2; i++) freqs[i] = f[i];
-                }
-                ref_rope(x, ntok, 3, hidden, hd, pos, freqs, pairing, inverse, ref);
-                wgml_tensor *t = th_tensor(WGML_F32, x, TH_SHAPE(2, 3, hidden)), *tf = NULL;
-                if (use_freqs) tf = th_tensor(WGML_F32, f, TH_SHAPE(hd / 2));
-                wgml_rope_options o = { .head_dim = hd, .pos = pos, .theta = 500000.0f, .pairing = pairing, .inv_freq = tf,
-                                        .inverse = inverse };
-                TH_EXPECT(wgml_rope_with(th_eng, t, &o), WGML_OK);
-                float *got = th_read(t);
-                char what[128];
-                snprintf(what, sizeof what, "rope 20 heads hd %u %s%s%s", hd, pairing ? "interleaved" : "rotate-half",
-                         inverse ? " inverse" : "", use_freqs ? " inv_freq" : "");
-                compare_rot(what, got, x, ref, n, hd, pairing, 1);
-                free(x); free(f); free(freqs); free(ref); free(got);
-                wgml_tensor_release(t);
-                wgml_tensor_release(tf);
+                uint32_t hd = hds[h];
+                size_t hidden = 20 * (size_t)hd;
+                float *f = th_alloc_f(hd / 2);
+                llama3_freqs(hd, f);
+                rope_case p = { .what = ROTATE, .L = { { 2, 3, hidden }, 6, 3, hidden }, .hd = hd, .pos = 4099,
+                                .theta = 500000.0f, .interleaved = pairing, .inverse = (h + (size_t)pairing) % 2 == 1,
+                                .inv_freq = use_freqs ? f : NULL, .api = 3, .k = 1 };
+                run_rope(&p, -2, 2);
+                free(f);
             }
 }
 
