@@ -1,7 +1,9 @@
 /* wgml_dequantize and wgml_affine_dequantize(_with): bytes of u8 and u32 tensors on awkward
    lengths; MLX affine groups for every width, group size, scale and bias dtype and weight
    dtype, built in the test (f16/bf16 by a checked round-to-nearest-even conversion) and also
-   written bit by bit by hand; subnormal f16 scales; and every bad input. */
+   written bit by bit by hand; subnormal f16 scales; and every bad input. The byte lengths
+   are rows of an op case table; the affine cases stay written out, since their inputs
+   (packed words, f16/bf16 scales of either sign) are not f32 ranges the table can draw. */
 #include "harness.h"
 #include "ref_quant.h"
 
@@ -42,35 +44,37 @@ static void test_half_conversions(void)
     TH_CHECK(ref_bf16_to_double(0x3F80) == 1.0 && ref_bf16_to_double(0xC0A0) == -5.0, "bf16 decoding");
 }
 
-/* ---- wgml_dequantize ------------------------------------------------------------------ */
+/* ---- wgml_dequantize: the op case table ---------------------------------------------- */
+
+/* Input: random u32 words; outputs: the first n bytes dequantized from those words, and
+   from the same bytes as a u8 tensor of n elements (uploaded by the call). From u32 words
+   out may be shorter than the input's byte count (up to 3 bytes). Exact. */
+static wgml_status dequantize_call(const th_run *r)
+{
+    size_t n = r->n_out[0];
+    wgml_status s = wgml_dequantize(th_eng, r->t_in[0], r->t_out[0]);
+    if (s != WGML_OK) return s;
+    wgml_tensor *t8 = th_tensor(WGML_U8, r->in[0], TH_SHAPE(n));
+    s = wgml_dequantize(th_eng, t8, r->t_out[1]);
+    wgml_tensor_release(t8);
+    return s;
+}
+
+static void dequantize_reference(const th_run *r)
+{
+    ref_dequantize((const uint8_t *)TH_IN_U32(r, 0), r->ref[0], r->n_out[0]);
+    ref_dequantize((const uint8_t *)TH_IN_U32(r, 0), r->ref[1], r->n_out[1]);
+}
 
 static void test_dequantize_sizes(void)
 {
     for (size_t s = 0; s < th_awkward_count; s++) {
         size_t n = th_awkward_sizes[s], nw = (n + 3) / 4;
-        uint8_t *bytes = malloc(nw * 4);
-        for (size_t i = 0; i < nw * 4; i++) bytes[i] = (uint8_t)th_rand_u32();
-        double *ref = th_alloc_d(n);
-        ref_dequantize(bytes, ref, n);
-        wgml_tensor *t8 = th_tensor(WGML_U8, bytes, TH_SHAPE(n));
-        wgml_tensor *t32 = th_tensor(WGML_U32, bytes, TH_SHAPE(nw));   /* the same bytes as u32 words */
-        wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n));
-        char what[64];
-        TH_EXPECT(wgml_dequantize(th_eng, t8, out), WGML_OK);
-        float *got = th_read(out);
-        snprintf(what, sizeof what, "dequantize u8 n=%zu", n);
-        th_compare(what, got, ref, n, 0, 0);
-        free(got);
-        wgml_tensor_release(out);
-        /* from u32 words: out may be shorter than the input's byte count (up to 3 bytes) */
-        out = th_poisoned(WGML_F32, TH_SHAPE(n));
-        TH_EXPECT(wgml_dequantize(th_eng, t32, out), WGML_OK);
-        got = th_read(out);
-        snprintf(what, sizeof what, "dequantize u32 n=%zu", n);
-        th_compare(what, got, ref, n, 0, 0);
-        free(got);
-        free(bytes); free(ref);
-        wgml_tensor_release(out); wgml_tensor_release(t8); wgml_tensor_release(t32);
+        th_op_case c = { .nin = 1, .nout = 2, .call = dequantize_call, .reference = dequantize_reference,
+                         .in = { { .dtype = WGML_U32, .shape = { nw }, .lo = 0, .hi = UINT32_MAX } },
+                         .out = { { .shape = { n } }, { .shape = { n } } } };
+        snprintf(c.name, sizeof c.name, "dequantize n=%zu (out[0] from u32, out[1] from u8)", n);
+        th_run_case(&c);
     }
 }
 
