@@ -1,5 +1,7 @@
 /* sgd_update, adamw_update and adamw_update_multi against the double reference of
-   torch.optim.AdamW's rule (tests/ref/ref_optim.c), over many steps, and their bad inputs. */
+   torch.optim.AdamW's rule (tests/ref/ref_optim.c), over many steps, and their bad inputs.
+   SGD on awkward lengths is a table of op cases; the AdamW runs stay written out, as they
+   carry state from step to step and draw gradients of spread magnitudes, not a range. */
 #include "harness.h"
 #include "ref_optim.h"
 
@@ -28,27 +30,34 @@ static bool compare_scaled(const char *what, const float *got, const double *ref
 
 static void to_double_f(const float *src, double *dst, size_t n) { th_to_double(src, dst, n); }
 
-/* ---- SGD ---------------------------------------------------------------------------- */
+/* ---- SGD: the op case table --------------------------------------------------------- */
 
 /* w - lr*g in f32: the product is exact or rounded at |lr*g| * 2^-24 <= 6e-9 (|lr*g| <= 0.1),
-   the difference is rounded at 2^-24 of the result: atol 1e-8, rtol 1e-6 cover both. */
+   the difference is rounded at 2^-24 of the result: atol 1e-8, rtol 1e-6 cover both. The
+   update works in place: the call writes w into the case's output tensor and updates it. */
+static const float sgd_lr = 0.1f;
+
+static wgml_status sgd_call(const th_run *r)
+{
+    wgml_status s = wgml_tensor_write(r->t_out[0], 0, r->in[0], r->n_in[0] * sizeof(float));
+    return s != WGML_OK ? s : wgml_sgd_update(th_eng, r->t_out[0], r->t_in[1], sgd_lr);
+}
+
+static void sgd_reference(const th_run *r)
+{
+    to_double_f(TH_IN(r, 0), r->ref[0], r->n_in[0]);
+    ref_sgd_step(r->ref[0], TH_IN(r, 1), r->n_in[0], sgd_lr);
+}
+
 static void test_sgd_awkward_sizes(void)
 {
     for (size_t s = 0; s < th_awkward_count; s++) {
         size_t n = th_awkward_sizes[s];
-        float *w = th_random(n, -1, 1), *g = th_random(n, -1, 1);
-        double *ref = th_alloc_d(n);
-        to_double_f(w, ref, n);
-        float lr = 0.1f;
-        ref_sgd_step(ref, g, n, lr);
-        wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(n)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(n));
-        TH_EXPECT(wgml_sgd_update(th_eng, tw, tg, lr), WGML_OK);
-        float *got = th_read(tw);
-        char what[64];
-        snprintf(what, sizeof what, "sgd n=%zu", n);
-        th_compare(what, got, ref, n, 1e-8, 1e-6);
-        free(w); free(g); free(ref); free(got);
-        wgml_tensor_release(tw); wgml_tensor_release(tg);
+        th_op_case c = { .nin = 2, .nout = 1, .call = sgd_call, .reference = sgd_reference, .atol = 1e-8, .rtol = 1e-6,
+                         .in = { { .shape = { n }, .lo = -1, .hi = 1 }, { .shape = { n }, .lo = -1, .hi = 1 } },
+                         .out = { { .shape = { n } } } };
+        snprintf(c.name, sizeof c.name, "sgd n=%zu", n);
+        th_run_case(&c);
     }
 }
 
