@@ -1,6 +1,8 @@
 /* embedding and embedding_backward against the references (tests/ref/ref_embedding.c):
    lookups are exact copies; the backward pass must equal, bit for bit, an f32 sum in
-   increasing id order, run after run, with repeated ids and ids past the vocabulary. */
+   increasing id order, run after run, with repeated ids and ids past the vocabulary. These
+   bitwise checks (and ids with a share past the vocabulary, which the table cannot draw)
+   stay written out; the gradient against finite differences is an op case. */
 #include "harness.h"
 #include "ref_embedding.h"
 
@@ -186,40 +188,56 @@ static void test_backward_sorted(void)
 }
 
 /* The backward of L(table) = sum(embedding(table, ids) * G) by central differences of the
-   forward in double. L is linear in table, so any step is exact up to rounding; a step of
-   1 keeps that rounding (about 1e-16 of sum |table * g|) far under the 1e-12 floor below,
-   where a small step would divide it by the step. */
+   forward in double, as an op case: input G, output grad_table; the fixed ids come with
+   the case (uploaded by the call). L is linear in table, so any step is exact up to
+   rounding; a step of 1 keeps that rounding (about 1e-16 of sum |table * g|) far under the
+   1e-12 floor below, where a small step would divide it by the step. The kernel adds the
+   rows of g in f32: |got - fd| <= sum_bound (+ the finite difference's own rounding). */
+typedef struct fd_case { size_t v, d, n; const uint32_t *ids; const float *g; } fd_case;
+
+static double embedding_loss(const double *table, const void *ctx)
+{
+    const fd_case *p = ctx;
+    double l = 0;
+    for (size_t i = 0; i < p->n; i++)
+        for (size_t c = 0; c < p->d; c++) l += (p->ids[i] < p->v ? table[p->ids[i] * p->d + c] : 0.0) * p->g[i * p->d + c];
+    return l;
+}
+
+static wgml_status fd_call(const th_run *r)
+{
+    const fd_case *p = r->c->params;
+    wgml_tensor *ti = th_tensor(WGML_U32, p->ids, TH_SHAPE(p->n));
+    wgml_status s = wgml_embedding_backward(th_eng, r->t_in[0], ti, r->t_out[0]);
+    wgml_tensor_release(ti);
+    return s;
+}
+
+static void fd_reference(const th_run *r)
+{
+    fd_case p = *(const fd_case *)r->c->params;
+    p.g = TH_IN(r, 0);
+    double *table = th_alloc_d(p.v * p.d);
+    for (size_t k = 0; k < p.v * p.d; k++) table[k] = th_uniform(-1, 1);
+    th_finite_diff(embedding_loss, &p, table, p.v * p.d, 1, r->ref[0]);
+    free(table);
+}
+
+static double fd_tol(const th_run *r, int o, size_t k)
+{
+    (void)o;
+    const fd_case *p = r->c->params;
+    return sum_bound(TH_IN(r, 0), p->ids, p->n, p->d, k) + 1e-12;
+}
+
 static void test_backward_finite_differences(void)
 {
-    size_t v = 6, d = 3, n = 11;
-    uint32_t ids[11] = { 0, 5, 2, 2, 7, 0, 0, 3, 5, 2, 1 };
-    float *g = th_random(n * d, -1, 1), *table = th_random(v * d, -1, 1);
-    double *fd = th_alloc_d(v * d), *td = th_alloc_d(v * d);
-    th_to_double(table, td, v * d);
-    for (size_t k = 0; k < v * d; k++) {
-        double keep = td[k], l[2], h = 1;
-        for (int side = 0; side < 2; side++) {
-            td[k] = keep + (side ? -h : h);
-            l[side] = 0;
-            for (size_t i = 0; i < n; i++)
-                for (size_t c = 0; c < d; c++) l[side] += (ids[i] < v ? td[ids[i] * d + c] : 0.0) * g[i * d + c];
-        }
-        td[k] = keep;
-        fd[k] = (l[0] - l[1]) / (2 * h);
-    }
-    wgml_tensor *tg = th_tensor(WGML_F32, g, TH_SHAPE(n, d)), *ti = th_tensor(WGML_U32, ids, TH_SHAPE(n));
-    wgml_tensor *gt = th_poisoned(WGML_F32, TH_SHAPE(v, d));
-    TH_EXPECT(wgml_embedding_backward(th_eng, tg, ti, gt), WGML_OK);
-    float *got = th_read(gt);
-    /* The kernel adds the rows of g in f32: |got - fd| <= sum_bound (+ the finite
-       difference's own rounding). */
-    for (size_t k = 0; k < v * d; k++) {
-        double bound = sum_bound(g, ids, n, d, k) + 1e-12;
-        TH_CHECK(fabs(got[k] - fd[k]) <= bound, "embedding_backward vs finite differences [%zu]: got %.9g want %.9g (bound %.3g)",
-                 k, got[k], fd[k], bound);
-    }
-    free(g); free(table); free(fd); free(td); free(got);
-    wgml_tensor_release(tg); wgml_tensor_release(ti); wgml_tensor_release(gt);
+    static const uint32_t ids[11] = { 0, 5, 2, 2, 7, 0, 0, 3, 5, 2, 1 };
+    const fd_case p = { .v = 6, .d = 3, .n = 11, .ids = ids };
+    th_op_case c = { .name = "embedding_backward vs finite differences", .nin = 1, .nout = 1, .call = fd_call,
+                     .reference = fd_reference, .tol = fd_tol, .params = &p,
+                     .in = { { .shape = { p.n, p.d }, .lo = -1, .hi = 1 } }, .out = { { .shape = { p.v, p.d } } } };
+    th_run_case(&c);
 }
 
 static void test_bad_inputs(void)
