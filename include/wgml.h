@@ -1657,6 +1657,7 @@ WGML_API wgml_tensor *wgml_model_param(const wgml_model *m, size_t i, const char
 /* ---- training ---------------------------------------------------------------------- */
 
 typedef struct wgml_trainer wgml_trainer;
+typedef struct wgml_lora wgml_lora;   /* LoRA adapters: see below */
 
 /* Zero-initialise, then set what you need; zero fields take the defaults shown. */
 typedef struct wgml_trainer_desc {
@@ -1669,6 +1670,8 @@ typedef struct wgml_trainer_desc {
                                   a negative value means 0 */
     float clip_norm;           /* global gradient norm clipped to this; default 1.0,
                                   a negative value means no clipping */
+    wgml_lora *lora;           /* train this adapter of the model alone (the base frozen);
+                                  NULL: every parameter of the model */
     bool keep_attention_scores; /* keep each layer's attention scores from the forward for
                                   the backward (wgml_attention_options.scores): batch * heads *
                                   ceil(seq_len / 64)^2 * 16 KiB more per layer for a faster
@@ -1716,8 +1719,88 @@ WGML_API wgml_tensor *wgml_trainer_logits(const wgml_trainer *t);
 /* The accumulated gradient of parameter i (shape of wgml_model_param(i)); NULL when i is
    out of range. Owned by the trainer; undefined right after a step. */
 WGML_API wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i);
+/* The accumulated gradient of adapter parameter i (wgml_lora_param's order) of a trainer
+   created with desc.lora; NULL otherwise or out of range. wgml_trainer_grad is NULL for
+   every parameter of the frozen model in that case. */
+WGML_API wgml_tensor *wgml_trainer_lora_grad(const wgml_trainer *t, size_t i);
 /* Optimizer steps taken. */
 WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
+
+/* ---- LoRA adapters (src/lora.c) -------------------------------------------------------
+
+   LoRA as PEFT defines it (Hu et al. 2021): a projection y = x W^T of the blocks gets
+   y = x W^T + scale * (x A^T) B^T with A [rank, in] and B [out, rank], scale = alpha /
+   rank (alpha / sqrt(rank) with rslora). A starts Kaiming-uniform with a = sqrt(5) (each
+   element uniform in +-1/sqrt(in), as torch's kaiming_uniform_ gives), B at zero, so a
+   new adapter leaves the model's outputs unchanged. An adapter is attached to its model
+   when created or loaded: wgml_model_decode and a trainer use it (unmerged) until it is
+   destroyed or merged. A trainer created with desc.lora trains the adapter alone: the
+   base stays frozen (no gradient and no AdamW state for it, its values bit for bit
+   unchanged).
+
+   Files are PEFT's: adapter_config.json ("peft_type": "LORA", r, lora_alpha,
+   lora_dropout, use_rslora, target_modules, bias "none", task_type "CAUSAL_LM", ...) and
+   adapter_model.safetensors with PEFT's keys,
+       base_model.model.model.layers.<i>.self_attn.q_proj.lora_A.weight   [rank, in]
+       base_model.model.model.layers.<i>.self_attn.q_proj.lora_B.weight   [out, rank]
+   (k_proj, v_proj, o_proj under self_attn; gate_proj, up_proj, down_proj under mlp), so
+   PeftModel.from_pretrained(base, dir) loads what wgml writes and wgml loads what PEFT
+   writes (f32, f16 or bf16; what PEFT can write but wgml cannot run, DoRA, biases,
+   per-module ranks, modules_to_save, is refused by name). */
+
+typedef enum wgml_lora_target {
+    WGML_LORA_Q = 1 << 0, WGML_LORA_K = 1 << 1, WGML_LORA_V = 1 << 2, WGML_LORA_O = 1 << 3,
+    WGML_LORA_GATE = 1 << 4, WGML_LORA_UP = 1 << 5, WGML_LORA_DOWN = 1 << 6,
+    WGML_LORA_ALL = 0x7F
+} wgml_lora_target;
+
+/* Zero-initialise; zero fields take the defaults shown (PEFT's and the CLI's). */
+typedef struct wgml_lora_desc {
+    uint32_t rank;             /* default 8; at most 4096 and the smaller side of a target */
+    float alpha;               /* default 16 */
+    float dropout;             /* applied to a target's input before A while training;
+                                  default 0 (only 0 is supported yet) */
+    uint32_t targets;          /* wgml_lora_target bits; default WGML_LORA_ALL */
+    bool rslora;               /* scale = alpha / sqrt(rank) */
+} wgml_lora_desc;
+
+typedef struct wgml_lora wgml_lora;
+
+/* A new adapter for m (A drawn from seed on the host: the same seed gives the same
+   adapter on every adapter), attached to m. A model has at most one adapter.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; rank 0 after defaults, over 4096 or over a
+           target's smaller side; alpha not finite and positive; targets outside
+           WGML_LORA_ALL; dropout other than 0; m already has an adapter),
+           WGML_ERROR_UNSUPPORTED (dropout > 0), device errors. */
+WGML_API wgml_status wgml_lora_create(wgml_model *m, const wgml_lora_desc *desc, uint64_t seed, wgml_lora **out);
+/* Detaches and frees the adapter. NULL is a no-op. */
+WGML_API void wgml_lora_destroy(wgml_lora *l);
+/* The adapter's description (defaults filled in) and scale. */
+WGML_API const wgml_lora_desc *wgml_lora_get_desc(const wgml_lora *l);
+WGML_API float wgml_lora_scale(const wgml_lora *l);
+/* Its parameters: lora_A then lora_B of each target of each layer, in layer order, with
+   PEFT's key as name. */
+WGML_API size_t wgml_lora_param_count(const wgml_lora *l);
+WGML_API wgml_tensor *wgml_lora_param(const wgml_lora *l, size_t i, const char **name);
+WGML_API uint64_t wgml_lora_numel(const wgml_lora *l);
+
+/* Writes dir/adapter_config.json and dir/adapter_model.safetensors (f32), creating dir
+   when missing; each file written atomically. base_model names the base in the config
+   (base_model_name_or_path; may be NULL).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, device errors. */
+WGML_API wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const char *base_model);
+/* Reads a PEFT LoRA adapter folder for m and attaches it. Every tensor is checked (its
+   key, and its shape against m and the config's rank) before any device memory is taken;
+   files as wgml_checkpoint_open requires them.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; m already has an adapter), WGML_ERROR_IO,
+           WGML_ERROR_FORMAT (a malformed file, a missing tensor, a shape that does not
+           fit), WGML_ERROR_UNSUPPORTED (another peft_type, DoRA, biases, per-module ranks
+           or alphas, modules_to_save, fan_in_fan_out, a target wgml does not have). */
+WGML_API wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out);
+/* Adds scale * B A into each target's base weight (the adapter's effect kept, without
+   its cost), then detaches and frees the adapter.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), device errors. */
+WGML_API wgml_status wgml_lora_merge(wgml_lora *l);
 
 /* ---- generation with a KV cache ------------------------------------------------------ */
 

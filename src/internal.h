@@ -351,6 +351,29 @@ size_t wgml__model_param_total(const wgml_model_config *c);
 void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
                             uint64_t shape[2]);
 
+/* ---- LoRA adapters (src/lora.c; run by src/model.c) ---------------------------------- */
+
+/* The projections an adapter may target, in wgml_lora_target bit order: q, k, v, o, gate,
+   up, down. */
+#define WGML__LORA_KINDS 7
+struct wgml_lora {
+    wgml_model *m;                /* attached to it while m's adapter is this one */
+    wgml_lora_desc d;             /* defaults filled in */
+    float scale;                  /* alpha / rank, or alpha / sqrt(rank) */
+    uint32_t layers;
+    wgml_tensor **a, **b;         /* [layers * WGML__LORA_KINDS]: A [rank, in], B [out, rank]; NULL where not targeted */
+    size_t nparams;
+    wgml_tensor **params;         /* A then B of each target, layer after layer */
+    char **names;                 /* PEFT's keys */
+};
+/* The base weight a target of the adapter sits on. */
+wgml_tensor *wgml__lora_base_weight(const wgml_lora *l, uint32_t layer, int kind);
+/* The model's adapter (NULL: none), attaching (or, with NULL, detaching) one, and the
+   engine the model runs on (src/model.c). */
+wgml_lora *wgml__model_lora(const wgml_model *m);
+void wgml__model_set_lora(wgml_model *m, wgml_lora *l);
+wgml_engine *wgml__model_engine(const wgml_model *m);
+
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \
     do {                                  \

@@ -41,6 +41,7 @@ struct wgml_model {
     size_t nparams;
     wgml_tensor **p;
     char **names;
+    wgml_lora *lora;              /* the attached adapter, or NULL */
 };
 
 static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[1 + (size_t)layer * P_PER_LAYER + kind]; }
@@ -227,6 +228,7 @@ fail:
 void wgml_model_destroy(wgml_model *m)
 {
     if (!m) return;
+    wgml_lora_destroy(m->lora);   /* an adapter goes with its model */
     release_all(m->p, m->nparams);
     if (m->names)
         for (size_t i = 0; i < m->nparams; i++) free(m->names[i]);
@@ -237,6 +239,9 @@ void wgml_model_destroy(wgml_model *m)
 }
 
 const wgml_model_config *wgml_model_get_config(const wgml_model *m) { return m ? &m->cfg : NULL; }
+wgml_lora *wgml__model_lora(const wgml_model *m) { return m->lora; }
+void wgml__model_set_lora(wgml_model *m, wgml_lora *l) { m->lora = l; }
+wgml_engine *wgml__model_engine(const wgml_model *m) { return m->e; }
 size_t wgml_model_param_count(const wgml_model *m) { return m ? m->nparams : 0; }
 
 uint64_t wgml_model_numel(const wgml_model *m)
@@ -294,25 +299,71 @@ static wgml_status rope(const wgml_model *m, wgml_tensor *t, uint32_t pos, bool 
     return wgml_rope_with(m->e, t, &o);
 }
 
+/* The adapter's target of projection kind (P_WQ ...), or -1 when the kind is no
+   projection an adapter can target. */
+static int lora_kind(int kind)
+{
+    switch (kind) {
+    case P_WQ: return 0;
+    case P_WK: return 1;
+    case P_WV: return 2;
+    case P_WO: return 3;
+    case P_WG: return 4;
+    case P_WU: return 5;
+    case P_WD: return 6;
+    default: return -1;
+    }
+}
+
+/* The adapter's A and B on projection kind of layer l (false when it has none there). */
+static bool lora_of(const wgml_model *m, uint32_t l, int kind, wgml_tensor **a, wgml_tensor **b)
+{
+    int lk = lora_kind(kind);
+    if (!m->lora || lk < 0 || !m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)lk]) return false;
+    *a = m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)lk];
+    *b = m->lora->b[(size_t)l * WGML__LORA_KINDS + (size_t)lk];
+    return true;
+}
+
+/* y = x W^T for projection kind of layer l, plus scale (x A^T) B^T where the adapter
+   targets it; xas [rows, rank] then keeps scale x A^T (the backward reads it). */
+static wgml_status proj(const wgml_model *m, uint32_t l, int kind, const wgml_tensor *x, wgml_tensor *y, wgml_tensor *xas)
+{
+    TRY(wgml_matmul_bt(m->e, x, P(m, l, kind), y));
+    wgml_tensor *a, *b;
+    if (!lora_of(m, l, kind, &a, &b)) return WGML_OK;
+    const wgml_matmul_options acc = { .accumulate = true };
+    TRY(wgml_matmul_bt(m->e, x, a, xas));
+    TRY(wgml_gradient_scale(m->e, xas, m->lora->scale));
+    return wgml_matmul_bt_with(m->e, xas, b, y, &acc);
+}
+
 /* ---- training ------------------------------------------------------------------------- */
 
 typedef struct layer_acts {
     wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
     wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
     wgml_tensor *scores; /* attention's scores, kept for its backward (keep_attention_scores), or NULL */
+    wgml_tensor *xas[WGML__LORA_KINDS];   /* scale x A^T of each adapter target [N, rank], or NULL */
 } layer_acts;
 #define LAYER_ACTS (sizeof(layer_acts) / sizeof(wgml_tensor *))
 
+/* What a trainer trains: every parameter of the model, or its adapter's alone. For each
+   trained tensor its gradient, two AdamW moments, and whether weight decay applies. */
 struct wgml_trainer {
     wgml_model *m;
     wgml_trainer_desc d;
+    wgml_lora *lora;            /* the adapter trained alone, or NULL: the whole model */
     uint32_t B, T, N;
     layer_acts *la;
     wgml_tensor *ids, *targets, *o, *f, *hf, *xf, *logits, *loss;
     /* backward scratch: dres is the gradient of the residual stream */
     wgml_tensor *dres, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
-    wgml_tensor **grad, **gscratch, **m1, **m2, *norm;
-    /* AdamW groups: with weight decay (matrices, embeddings) and without (norms) */
+    wgml_tensor *dxa;           /* [N, rank]: scale dy B of an adapter target */
+    wgml_tensor *dnorm;         /* [D]: where a frozen norm's weight gradient goes */
+    size_t nt;                  /* trained tensors */
+    wgml_tensor **tp, **grad, **gscratch, **m1, **m2, *norm;
+    /* AdamW groups: with weight decay (matrices, embeddings, adapters) and without (norms) */
     wgml_tensor **w_dec, **g_dec, **m_dec, **v_dec, **w_nod, **g_nod, **m_nod, **v_nod;
     size_t n_dec, n_nod;
     uint32_t micro, steps;
@@ -325,33 +376,47 @@ void wgml_trainer_destroy(wgml_trainer *t)
     if (t->la)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
-                              t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm };
+                              t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm,
+                              t->dxa, t->dnorm };
     release_all(single, sizeof single / sizeof single[0]);
-    size_t np = t->m->nparams;
-    release_all(t->grad, np); release_all(t->gscratch, np); release_all(t->m1, np); release_all(t->m2, np);
-    free(t->la); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
+    release_all(t->grad, t->nt); release_all(t->gscratch, t->nt); release_all(t->m1, t->nt); release_all(t->m2, t->nt);
+    free(t->la); free(t->tp); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
     free(t->w_dec); free(t->g_dec); free(t->m_dec); free(t->v_dec);
     free(t->w_nod); free(t->g_nod); free(t->m_nod); free(t->v_nod);
     free(t->host_ids);
     free(t);
 }
 
-/* a tensor shaped like parameter i, zeroed */
 /* Gradients whose op writes rather than adds (the norms' weights, an untied embedding) go
    through scratch tensors on a step's later micro-batches and are added at the end; the
-   products add into the gradients themselves (wgml_matmul_at_with, accumulate). */
-static bool grad_via_scratch(const wgml_model *m, size_t i)
+   products add into the gradients themselves (wgml_matmul_at_with, accumulate). An
+   adapter's gradients all come from products. */
+static bool grad_via_scratch(const wgml_trainer *t, size_t i)
 {
-    return is_norm_index(m, i) || (i == 0 && !m->cfg.tie_word_embeddings);
+    const wgml_model *m = t->m;
+    return !t->lora && (is_norm_index(m, i) || (i == 0 && !m->cfg.tie_word_embeddings));
 }
 
-static wgml_status like_param(wgml_model *m, size_t i, wgml_tensor **out)
+/* a zeroed tensor shaped like p */
+static wgml_status like(wgml_context *ctx, const wgml_tensor *p, wgml_tensor **out)
 {
-    wgml_tensor *p = m->p[i];
     size_t shape[4];
     for (uint32_t d = 0; d < wgml_tensor_ndim(p); d++) shape[d] = wgml_tensor_dim(p, d);
-    TRY(wgml_tensor_create(m->ctx, WGML_F32, wgml_tensor_ndim(p), shape, out));
+    TRY(wgml_tensor_create(ctx, WGML_F32, wgml_tensor_ndim(p), shape, out));
     return wgml_tensor_zero(*out);
+}
+
+/* The gradient of model parameter i (NULL when it is frozen), and of adapter target lk of
+   layer l's A and B (NULL when the adapter is not trained or has no such target). */
+static wgml_tensor *grad_of(const wgml_trainer *t, size_t i) { return t->lora ? NULL : t->grad[i]; }
+static wgml_tensor *scratch_of(const wgml_trainer *t, size_t i) { return t->lora ? NULL : t->gscratch[i]; }
+
+/* The position of a's and b's gradients in the trained list (lora mode). */
+static size_t lora_index(const wgml_trainer *t, const wgml_tensor *param)
+{
+    for (size_t i = 0; i < t->nt; i++)
+        if (t->tp[i] == param) return i;
+    return SIZE_MAX;
 }
 
 wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out)
@@ -376,10 +441,13 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (!isfinite(desc->weight_decay) || !isfinite(desc->clip_norm))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc weight_decay (%g) and clip_norm (%g) "
                           "must be finite", desc->weight_decay, desc->clip_norm);
+    if (desc->lora && desc->lora != m->lora)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc lora is not the model's adapter");
     wgml_trainer *t = calloc(1, sizeof *t);
     if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory");
     t->m = m;
     t->d = *desc;
+    t->lora = desc->lora;
     if (t->d.beta1 == 0) t->d.beta1 = 0.9f;
     if (t->d.beta2 == 0) t->d.beta2 = 0.95f;
     if (t->d.eps == 0) t->d.eps = 1e-8f;
@@ -387,15 +455,18 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     else if (t->d.weight_decay < 0) t->d.weight_decay = 0;
     if (t->d.clip_norm == 0) t->d.clip_norm = 1.0f;
     t->B = desc->batch; t->T = desc->seq_len; t->N = t->B * t->T;
-    size_t N = t->N, np = m->nparams;
+    size_t N = t->N;
+    t->nt = t->lora ? t->lora->nparams : m->nparams;
+    size_t nt = t->nt;
     wgml_status s = WGML_OK;
     t->la = calloc(m->L, sizeof *t->la);
-    t->grad = calloc(np, sizeof *t->grad); t->gscratch = calloc(np, sizeof *t->gscratch);
-    t->m1 = calloc(np, sizeof *t->m1); t->m2 = calloc(np, sizeof *t->m2);
+    t->tp = calloc(nt, sizeof *t->tp);
+    t->grad = calloc(nt, sizeof *t->grad); t->gscratch = calloc(nt, sizeof *t->gscratch);
+    t->m1 = calloc(nt, sizeof *t->m1); t->m2 = calloc(nt, sizeof *t->m2);
     void **groups[8] = { (void **)&t->w_dec, (void **)&t->g_dec, (void **)&t->m_dec, (void **)&t->v_dec,
                          (void **)&t->w_nod, (void **)&t->g_nod, (void **)&t->m_nod, (void **)&t->v_nod };
-    bool ok = t->la && t->grad && t->gscratch && t->m1 && t->m2;
-    for (int g = 0; g < 8; g++) ok = ok && (*groups[g] = calloc(np, sizeof(wgml_tensor *)));
+    bool ok = t->la && t->tp && t->grad && t->gscratch && t->m1 && t->m2;
+    for (int g = 0; g < 8; g++) ok = ok && (*groups[g] = calloc(nt, sizeof(wgml_tensor *)));
     t->host_ids = malloc(sizeof(uint32_t) * N);
     if (!ok || !t->host_ids) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory"); goto fail; }
 
@@ -412,6 +483,8 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
+        for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
+            if (m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)k]) MK(mk2(ctx, &A->xas[k], N, m->lora->d.rank));
     }
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
@@ -421,14 +494,17 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     MK(mk2(ctx, &t->datt, N, m->QD)); MK(mk2(ctx, &t->dq, N, m->QD));
     MK(mk2(ctx, &t->dk, N, m->KD)); MK(mk2(ctx, &t->dv, N, m->KD));
     MK(mk2(ctx, &t->da, N, m->F)); MK(mk2(ctx, &t->dg, N, m->F)); MK(mk2(ctx, &t->du, N, m->F));
-    if (m->cfg.tie_word_embeddings) MK(mk2(ctx, &t->demb, m->V, m->D));
-    for (size_t i = 0; i < np; i++) {
-        MK(like_param(m, i, &t->grad[i])); MK(like_param(m, i, &t->m1[i])); MK(like_param(m, i, &t->m2[i]));
-        if (is_norm_index(m, i)) {
-            t->w_nod[t->n_nod] = m->p[i]; t->g_nod[t->n_nod] = t->grad[i];
+    if (m->cfg.tie_word_embeddings && !t->lora) MK(mk2(ctx, &t->demb, m->V, m->D));
+    if (m->lora) MK(mk2(ctx, &t->dxa, N, m->lora->d.rank));
+    if (t->lora) MK(mk(ctx, &t->dnorm, WGML_F32, 1, m->D, 0, 0, 0));
+    for (size_t i = 0; i < nt; i++) {
+        t->tp[i] = t->lora ? t->lora->params[i] : m->p[i];
+        MK(like(ctx, t->tp[i], &t->grad[i])); MK(like(ctx, t->tp[i], &t->m1[i])); MK(like(ctx, t->tp[i], &t->m2[i]));
+        if (!t->lora && is_norm_index(m, i)) {
+            t->w_nod[t->n_nod] = t->tp[i]; t->g_nod[t->n_nod] = t->grad[i];
             t->m_nod[t->n_nod] = t->m1[i]; t->v_nod[t->n_nod++] = t->m2[i];
         } else {
-            t->w_dec[t->n_dec] = m->p[i]; t->g_dec[t->n_dec] = t->grad[i];
+            t->w_dec[t->n_dec] = t->tp[i]; t->g_dec[t->n_dec] = t->grad[i];
             t->m_dec[t->n_dec] = t->m1[i]; t->v_dec[t->n_dec++] = t->m2[i];
         }
     }
@@ -451,7 +527,8 @@ fail:
 }
 
 wgml_tensor *wgml_trainer_logits(const wgml_trainer *t) { return t ? t->logits : NULL; }
-wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i) { return t && i < t->m->nparams ? t->grad[i] : NULL; }
+wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i) { return t && !t->lora && i < t->m->nparams ? t->grad[i] : NULL; }
+wgml_tensor *wgml_trainer_lora_grad(const wgml_trainer *t, size_t i) { return t && t->lora && i < t->nt ? t->grad[i] : NULL; }
 uint32_t wgml_trainer_steps(const wgml_trainer *t) { return t ? t->steps : 0; }
 
 static wgml_status check_ids(wgml_context *ctx, const char *fn, const char *what, const uint32_t *ids, size_t n,
@@ -475,6 +552,9 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     TRY(check_ids(m->ctx, fn, "ids", ids, N, m->V, false));
     TRY(check_ids(m->ctx, fn, "targets", targets, N, m->V, true));
     if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
+    if ((m->lora && (!t->dxa || wgml_tensor_dim(t->dxa, 1) != m->lora->d.rank)) || (t->lora && t->lora != m->lora))
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the model's adapter changed after the trainer was "
+                          "created; create the trainer again", fn);
     TRY(wgml_tensor_write(t->ids, 0, ids, N * sizeof(uint32_t)));
     TRY(wgml_tensor_write(t->targets, 0, targets, N * sizeof(uint32_t)));
     memcpy(t->host_ids, ids, N * sizeof(uint32_t));
@@ -485,9 +565,9 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         layer_acts *A = &t->la[l];
         if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
-        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WQ), A->q));
-        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WK), A->k));
-        TRY(wgml_matmul_bt(e, A->xn, P(m, l, P_WV), A->v));
+        TRY(proj(m, l, P_WQ, A->xn, A->q, A->xas[0]));
+        TRY(proj(m, l, P_WK, A->xn, A->k, A->xas[1]));
+        TRY(proj(m, l, P_WV, A->xn, A->v, A->xas[2]));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
         TRY(rope(m, A->q, 0, false));
@@ -497,12 +577,12 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
-        TRY(wgml_matmul_bt(e, A->att, P(m, l, P_WO), t->o));
+        TRY(proj(m, l, P_WO, A->att, t->o, A->xas[3]));
         TRY(wgml_rms_norm_residual_with(e, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2, m->eps));
-        TRY(wgml_matmul_bt(e, A->xn2, P(m, l, P_WG), A->g));
-        TRY(wgml_matmul_bt(e, A->xn2, P(m, l, P_WU), A->u));
+        TRY(proj(m, l, P_WG, A->xn2, A->g, A->xas[4]));
+        TRY(proj(m, l, P_WU, A->xn2, A->u, A->xas[5]));
         TRY(wgml_silu_gate_fused(e, A->g, A->u, A->a));
-        TRY(wgml_matmul_bt(e, A->a, P(m, l, P_WD), t->f));
+        TRY(proj(m, l, P_WD, A->a, t->f, A->xas[6]));
     }
     TRY(wgml_rms_norm_residual_with(e, t->f, t->la[m->L - 1].h2, m->p[final_norm_index(m)], t->xf, t->hf, m->eps));
     TRY(wgml_matmul_bt(e, t->xf, m->p[head_index(m)], t->logits));
@@ -515,6 +595,34 @@ wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, const uint32
 {
     if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_eval: t is NULL");
     return train_forward(t, "wgml_trainer_eval", ids, targets, false, mean_loss);
+}
+
+/* The backward of projection kind of layer l, y = x W^T (+ scale (x A^T) B^T), given dy:
+   dx = dy W (written, or added with accumulate), plus (scale dy B) A where the adapter
+   targets it; W's gradient (when W trains) and the adapter's (when it trains) added in or
+   written (wa). */
+static wgml_status proj_backward(wgml_trainer *t, uint32_t l, int kind, const wgml_tensor *x, const wgml_tensor *dy,
+                                 wgml_tensor *dx, bool accumulate, const wgml_matmul_options *wa)
+{
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
+    const wgml_matmul_options acc = { .accumulate = true };
+    wgml_tensor *gw = grad_of(t, 1 + (size_t)l * P_PER_LAYER + (size_t)kind);
+    if (gw) TRY(wgml_matmul_at_with(e, dy, x, gw, wa));
+    if (dx) TRY(wgml_matmul_with(e, dy, P(m, l, kind), dx, accumulate ? &acc : NULL));
+    wgml_tensor *a, *b;
+    if (!lora_of(m, l, kind, &a, &b)) return WGML_OK;
+    int lk = lora_kind(kind);
+    if (t->lora) {
+        /* dB = dy^T (scale x A^T) */
+        TRY(wgml_matmul_at_with(e, dy, t->la[l].xas[lk], t->grad[lora_index(t, b)], wa));
+    }
+    /* dxa = scale dy B; dA = dxa^T x; dx += dxa A */
+    TRY(wgml_matmul(e, dy, b, t->dxa));
+    TRY(wgml_gradient_scale(e, t->dxa, m->lora->scale));
+    if (t->lora) TRY(wgml_matmul_at_with(e, t->dxa, x, t->grad[lora_index(t, a)], wa));
+    if (dx) TRY(wgml_matmul_with(e, t->dxa, a, dx, &acc));
+    return WGML_OK;
 }
 
 wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
@@ -534,39 +642,36 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     TRY(check_ids(ctx, fn, "targets", targets, t->N, m->V, true));
     if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
     bool fresh = t->micro == 0;
-    if (!fresh && !t->gscratch[final_norm_index(m)])
+    if (!fresh && !t->lora && !t->gscratch[final_norm_index(m)])
         for (size_t i = 0; i < m->nparams; i++)
-            if (grad_via_scratch(m, i)) TRY(like_param(m, i, &t->gscratch[i]));
+            if (grad_via_scratch(t, i)) TRY(like(ctx, m->p[i], &t->gscratch[i]));
     TRY(train_forward(t, fn, ids, targets, true, mean_loss));
-    wgml_tensor **G = fresh ? t->grad : t->gscratch;   /* the gradients of grad_via_scratch */
     const wgml_matmul_options add_grad = { .accumulate = true }, *wa = fresh ? NULL : &add_grad;
     size_t N = t->N;
     wgml_tensor *dlogits = t->logits;
     if (grad_scale != 1.0f) TRY(wgml_gradient_scale(e, dlogits, grad_scale));
+    /* where a written (not added) gradient goes: the gradient itself on a step's first
+       micro-batch, its scratch after, a throwaway when the parameter is frozen */
+#define GW(i) (t->lora ? t->dnorm : fresh ? grad_of(t, i) : scratch_of(t, i))
 
     /* logits = xf @ Wout^T */
     wgml_tensor *wout = m->p[head_index(m)];
-    TRY(wgml_matmul_at_with(e, dlogits, t->xf, t->grad[head_index(m)], wa));
+    if (grad_of(t, head_index(m))) TRY(wgml_matmul_at_with(e, dlogits, t->xf, grad_of(t, head_index(m)), wa));
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
-    TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, G[final_norm_index(m)], m->eps));
+    TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, GW(final_norm_index(m)), m->eps));
     wgml_attention_options ao = { .causal = true };
-    const wgml_matmul_options acc = { .accumulate = true };   /* dx of an input read by several products */
     const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
-        wgml_tensor **GL = &G[1 + (size_t)l * P_PER_LAYER], **WL = &t->grad[1 + (size_t)l * P_PER_LAYER];
+        size_t base = 1 + (size_t)l * P_PER_LAYER;
         /* h_out = h2 + (silu(g) * u) @ Wd^T */
-        TRY(wgml_matmul_at_with(e, t->dres, A->a, WL[P_WD], wa));
-        TRY(wgml_matmul(e, t->dres, P(m, l, P_WD), t->da));
+        TRY(proj_backward(t, l, P_WD, A->a, t->dres, t->da, false, wa));
         TRY(wgml_silu_gate_backward(e, A->g, A->u, t->da, t->dg, t->du));
-        TRY(wgml_matmul_at_with(e, t->dg, A->xn2, WL[P_WG], wa));
-        TRY(wgml_matmul_at_with(e, t->du, A->xn2, WL[P_WU], wa));
-        TRY(wgml_matmul(e, t->dg, P(m, l, P_WG), t->dxn));
-        TRY(wgml_matmul_with(e, t->du, P(m, l, P_WU), t->dxn, &acc));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GL[P_FFN_NORM], m->eps, &acc_in));
+        TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
+        TRY(proj_backward(t, l, P_WU, A->xn2, t->du, t->dxn, true, wa));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(base + P_FFN_NORM), m->eps, &acc_in));
         /* h2 = hin + att @ Wo^T */
-        TRY(wgml_matmul_at_with(e, t->dres, A->att, WL[P_WO], wa));
-        TRY(wgml_matmul(e, t->dres, P(m, l, P_WO), t->datt));
+        TRY(proj_backward(t, l, P_WO, A->att, t->dres, t->datt, false, wa));
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
         for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
@@ -578,26 +683,25 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
         for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
         TRY(s);
-        TRY(wgml_matmul_at_with(e, t->dq, A->xn, WL[P_WQ], wa));
-        TRY(wgml_matmul_at_with(e, t->dk, A->xn, WL[P_WK], wa));
-        TRY(wgml_matmul_at_with(e, t->dv, A->xn, WL[P_WV], wa));
-        TRY(wgml_matmul(e, t->dq, P(m, l, P_WQ), t->dxn));
-        TRY(wgml_matmul_with(e, t->dk, P(m, l, P_WK), t->dxn, &acc));
-        TRY(wgml_matmul_with(e, t->dv, P(m, l, P_WV), t->dxn, &acc));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GL[P_ATTN_NORM], m->eps, &acc_in));
+        TRY(proj_backward(t, l, P_WQ, A->xn, t->dq, t->dxn, false, wa));
+        TRY(proj_backward(t, l, P_WK, A->xn, t->dk, t->dxn, true, wa));
+        TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(base + P_ATTN_NORM), m->eps, &acc_in));
     }
     /* h0 = embed[ids]; with tied weights the head's gradient is already in grad[0] */
-    if (m->cfg.tie_word_embeddings) {
-        TRY(wgml_embedding_backward(e, t->dres, t->ids, t->demb));
-        TRY(wgml_add(e, t->grad[0], t->demb, t->grad[0]));
-    } else {
-        TRY(wgml_embedding_backward(e, t->dres, t->ids, G[0]));
+    if (!t->lora) {
+        if (m->cfg.tie_word_embeddings) {
+            TRY(wgml_embedding_backward(e, t->dres, t->ids, t->demb));
+            TRY(wgml_add(e, t->grad[0], t->demb, t->grad[0]));
+        } else {
+            TRY(wgml_embedding_backward(e, t->dres, t->ids, fresh ? t->grad[0] : t->gscratch[0]));
+        }
+        if (!fresh)
+            for (size_t i = 0; i < m->nparams; i++)
+                if (grad_via_scratch(t, i)) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
     }
-    if (!fresh)
-        for (size_t i = 0; i < m->nparams; i++)
-            if (grad_via_scratch(m, i)) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
+#undef GW
     t->micro++;
-    (void)ctx;
     return WGML_OK;
 }
 
@@ -611,14 +715,14 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
     if (t->micro == 0)
         return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: no gradient accumulated since the last step", fn);
     if (grad_norm) TRY(wgml__check_tensor(e, fn, "grad_norm", grad_norm, WGML_F32));
-    TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, m->nparams, t->norm));
+    TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, t->nt, t->norm));
     if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
-    if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, m->nparams, t->norm, t->d.clip_norm));
+    if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, t->nt, t->norm, t->d.clip_norm));
     wgml_adam_params ap = { .lr = lr, .beta1 = t->d.beta1, .beta2 = t->d.beta2, .eps = t->d.eps,
                             .weight_decay = t->d.weight_decay, .t = t->steps + 1 };
     TRY(wgml_adamw_update_multi(e, t->w_dec, (const wgml_tensor *const *)t->g_dec, t->m_dec, t->v_dec, t->n_dec, &ap));
     ap.weight_decay = 0;
-    TRY(wgml_adamw_update_multi(e, t->w_nod, (const wgml_tensor *const *)t->g_nod, t->m_nod, t->v_nod, t->n_nod, &ap));
+    if (t->n_nod) TRY(wgml_adamw_update_multi(e, t->w_nod, (const wgml_tensor *const *)t->g_nod, t->m_nod, t->v_nod, t->n_nod, &ap));
     t->steps++;
     t->micro = 0;
     return WGML_OK;
@@ -631,8 +735,9 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
 typedef struct decode_ws {
     uint32_t n;
     wgml_tensor *ids, *h, *h2, *xn, *q, *k, *v, *att, *o, *g, *u, *a, *f, *xf, *last, *xlast;
+    wgml_tensor *xas;   /* [n, rank]: scale x A^T of an adapter target, made when first needed */
 } decode_ws;
-#define WS_TENSORS 16
+#define WS_TENSORS 17
 
 struct wgml_kv_cache {
     wgml_model *m;
@@ -734,6 +839,11 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
         ws_free(w);
         TRY(ws_make(m, w, n));
     }
+    if (m->lora && (!w->xas || wgml_tensor_dim(w->xas, 1) != m->lora->d.rank)) {
+        wgml_tensor_release(w->xas);
+        w->xas = NULL;
+        TRY(mk2(ctx, &w->xas, n, m->lora->d.rank));
+    }
     uint32_t pos = c->len;
     TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
     wgml_attention_options ao = { .causal = true, .causal_offset = pos };
@@ -741,9 +851,9 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
     for (uint32_t l = 0; l < m->L; l++) {
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
-        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WQ), w->q));
-        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WK), w->k));
-        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WV), w->v));
+        TRY(proj(m, l, P_WQ, w->xn, w->q, w->xas));
+        TRY(proj(m, l, P_WK, w->xn, w->k, w->xas));
+        TRY(proj(m, l, P_WV, w->xn, w->v, w->xas));
         TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
         TRY(shape4(w->att, 1, n, m->H, m->hd));
         wgml_status s = rope(m, w->q, pos, false);
@@ -755,12 +865,12 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
         if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, c->k[l], c->v[l], w->att, &ao, NULL);
         TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
         TRY(s);
-        TRY(wgml_matmul_bt(e, w->att, P(m, l, P_WO), w->o));
+        TRY(proj(m, l, P_WO, w->att, w->o, w->xas));
         TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
-        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WG), w->g));
-        TRY(wgml_matmul_bt(e, w->xn, P(m, l, P_WU), w->u));
+        TRY(proj(m, l, P_WG, w->xn, w->g, w->xas));
+        TRY(proj(m, l, P_WU, w->xn, w->u, w->xas));
         TRY(wgml_silu_gate_fused(e, w->g, w->u, w->a));
-        TRY(wgml_matmul_bt(e, w->a, P(m, l, P_WD), w->f));
+        TRY(proj(m, l, P_WD, w->a, w->f, w->xas));
     }
     TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, m->p[final_norm_index(m)], w->xf, w->h, m->eps));
     /* logits of every row, or of the last only (gathered with the embedding op) */

@@ -1596,6 +1596,43 @@ static void test_chat_functions(void)
     NOOP("wgml_tokenizer_config_clear", true);
 }
 
+static wgml_model_config tiny_config(void);
+
+static void test_lora_functions(void)
+{
+    need_other();
+    wgml_model_config good = tiny_config();
+    wgml_model *m = NULL;
+    TH_EXPECT(wgml_model_create(th_eng, &good, &m), WGML_OK);
+    const char *fn = "wgml_lora_create";
+    wgml_lora *l = (wgml_lora *)&l;
+    BAD(fn, wgml_lora_create(NULL, NULL, 0, &l), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    TH_CHECK(l == NULL, "%s: *out not NULL after a failure", fn);
+    BAD(fn, wgml_lora_create(m, NULL, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .rank = 5000 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "rank");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .alpha = NAN }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "alpha");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .targets = 0x100 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "targets");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 2 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dropout");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 0.1f }, 0, &l), WGML_ERROR_UNSUPPORTED, th_ctx, "dropout");
+    TH_EXPECT(wgml_lora_create(m, &(wgml_lora_desc){ .rank = 2 }, 0, &l), WGML_OK);
+    NOOP("wgml_lora_get_desc", wgml_lora_get_desc(NULL) == NULL);
+    NOOP("wgml_lora_scale", wgml_lora_scale(NULL) == 0);
+    NOOP("wgml_lora_param_count", wgml_lora_param_count(NULL) == 0);
+    NOOP("wgml_lora_param", wgml_lora_param(l, 1u << 20, NULL) == NULL);
+    NOOP("wgml_lora_numel", wgml_lora_numel(NULL) == 0);
+    BAD("wgml_lora_save", wgml_lora_save(NULL, "/tmp", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "l");
+    BAD("wgml_lora_save", wgml_lora_save(l, NULL, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "dir");
+    wgml_lora *l2 = (wgml_lora *)&l2;
+    BAD("wgml_lora_load", wgml_lora_load(NULL, "/tmp", &l2), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    BAD("wgml_lora_load", wgml_lora_load(m, "/nonexistent/wgml", &l2), WGML_ERROR_IO, th_ctx, "adapter_config.json");
+    BAD("wgml_lora_merge", wgml_lora_merge(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "l");
+    NOOP("wgml_trainer_lora_grad", wgml_trainer_lora_grad(NULL, 0) == NULL);
+    wgml_lora_destroy(NULL);
+    NOOP("wgml_lora_destroy", true);
+    TH_EXPECT(wgml_lora_merge(l), WGML_OK);   /* frees it */
+    wgml_model_destroy(m);
+}
+
 static void test_data_functions(void)
 {
     need_other();
@@ -1965,6 +2002,7 @@ static const th_case cases[] = {
     { "tokenizer functions", test_tokenizer_functions },
     { "chat functions", test_chat_functions },
     { "data functions", test_data_functions },
+    { "lora functions", test_lora_functions },
     { "header coverage", test_header_coverage },
     { "summary", summary },
     { "close other context", close_other_context },

@@ -185,18 +185,26 @@ typedef struct layer_acts {
 double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
                      const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
 {
-    int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
-    int N = B * T, QD = H * hd, KD = Hk * hd;
-    attn_dims ad = { B, T, H, Hk, hd };
-    int np = ref_model_param_count(s);
-
     /* parameters in double */
-    double **P = malloc(sizeof(double *) * (size_t)np);
+    int np = ref_model_param_count(s);
+    double **P = calloc((size_t)np, sizeof(double *));
     for (int i = 0; i < np; i++) {
         size_t n = ref_model_param_numel(s, i);
         P[i] = malloc(sizeof(double) * n);
         for (size_t j = 0; j < n; j++) P[i][j] = params[i][j];
     }
+    double loss = ref_model_run_d(s, (const double *const *)P, ids, targets, B, T, logits_out, grads);
+    for (int i = 0; i < np; i++) free(P[i]);
+    free(P);
+    return loss;
+}
+
+double ref_model_run_d(const ref_model_shape *s, const double *const *P, const uint32_t *ids,
+                       const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
+{
+    int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
+    int N = B * T, QD = H * hd, KD = Hk * hd;
+    attn_dims ad = { B, T, H, Hk, hd };
     const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
 
     /* ---- forward ---- */
@@ -251,7 +259,7 @@ double ref_model_run(const ref_model_shape *s, const float *const *params, const
 
     /* ---- backward ---- */
     if (grads) {
-        for (int i = 0; i < np; i++) memset(grads[i], 0, sizeof(double) * ref_model_param_numel(s, i));
+        for (int i = 0; i < ref_model_param_count(s); i++) memset(grads[i], 0, sizeof(double) * ref_model_param_numel(s, i));
         double *dwout = s->tied ? grads[0] : grads[ref_model_head(s)];
         double *dxf = zeros((size_t)N * D), *dh = zeros((size_t)N * D);
         linear_backward(dxf, dwout, dlogits, xf, wout, N, D, V);
@@ -303,7 +311,5 @@ double ref_model_run(const ref_model_shape *s, const float *const *params, const
         free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
     }
     free(la); free(h); free(xf); free(rstdf); free(logits); free(dlogits);
-    for (int i = 0; i < np; i++) free(P[i]);
-    free(P);
     return loss;
 }

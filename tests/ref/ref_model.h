@@ -57,5 +57,8 @@ size_t ref_model_param_numel(const ref_model_shape *s, int i);
    NULL. */
 double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
                      const uint32_t *targets, int B, int T, double *logits, double *const *grads);
+/* The same with the parameters in double (for finite differences of exact values). */
+double ref_model_run_d(const ref_model_shape *s, const double *const *params, const uint32_t *ids,
+                       const uint32_t *targets, int B, int T, double *logits, double *const *grads);
 
 #endif
