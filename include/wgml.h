@@ -1518,12 +1518,16 @@ WGML_API const uint32_t *wgml_dataset_example(const wgml_dataset *d, size_t i, c
      epoch; a longer one is cut, a shorter one padded with ignored targets.
    part_begin .. part_end (fractions of the tokens when packed, of the examples when
    padded; 0, 0 = all) selects a part, e.g. [0, 0.9) for training and [0.9, 1) for
-   validation. Everything follows from seed and the state, which
+   validation. sequential (for evaluation) reads the part once, in order: packed, windows
+   one after another (the last one's missing targets ignored); padded, the examples in
+   file order; once the part is read, state.epoch becomes 1 and further rows have every
+   target ignored. Everything follows from seed and the state, which
    wgml_batcher_get_state / _set_state save and restore: a batcher set to a saved state
    gives the same batches as the one it was saved from. */
 typedef struct wgml_batcher_options {
     uint32_t batch, seq_len;        /* required */
     bool packed;
+    bool sequential;
     uint64_t seed;
     double part_begin, part_end;
 } wgml_batcher_options;
@@ -1725,6 +1729,18 @@ WGML_API wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i);
 WGML_API wgml_tensor *wgml_trainer_lora_grad(const wgml_trainer *t, size_t i);
 /* Optimizer steps taken. */
 WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
+
+/* The optimizer's state, for resumable checkpoints: every trained tensor's two AdamW
+   moments (safetensors, "<name>.exp_avg" and "<name>.exp_avg_sq", F32, <name> the
+   parameter's name or the adapter's key) and the step count (metadata "step"), written
+   atomically to path. Save after a step (no gradient pending); load into a trainer of the
+   same model or adapter: with the weights saved at the same step, training goes on as if
+   it had not stopped, bit for bit on the same adapter.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; save with gradients pending), WGML_ERROR_IO,
+           WGML_ERROR_FORMAT (load: a tensor missing or of another shape, no step count),
+           device errors. */
+WGML_API wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path);
+WGML_API wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path);
 
 /* ---- LoRA adapters (src/lora.c) -------------------------------------------------------
 

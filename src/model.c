@@ -728,6 +728,98 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
     return WGML_OK;
 }
 
+/* ---- the optimizer's state, for checkpoints ------------------------------------------ */
+
+/* The name of trained tensor i: the model's parameter name, or the adapter's PEFT key. */
+static const char *trained_name(const wgml_trainer *t, size_t i) { return t->lora ? t->lora->names[i] : t->m->names[i]; }
+
+wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path)
+{
+    const char *fn = "wgml_trainer_save_state";
+    if (!t || !path) return wgml__fail(t ? t->m->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, t ? "path" : "t");
+    wgml_context *ctx = t->m->ctx;
+    if (t->micro)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: gradients of %u micro-batches are pending: save after a step", fn,
+                          t->micro);
+    size_t n = 2 * t->nt;
+    wgml_safetensors_entry *e = calloc(n, sizeof *e);
+    char **names = calloc(n, sizeof *names);
+    wgml_status s = e && names ? WGML_OK : wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    for (size_t i = 0; i < t->nt && !s; i++)
+        for (int k = 0; k < 2 && !s; k++) {
+            wgml_tensor *mt = k ? t->m2[i] : t->m1[i];
+            size_t j = 2 * i + (size_t)k, len = strlen(trained_name(t, i)) + 16;
+            void *buf = malloc(wgml_tensor_nbytes(mt));
+            names[j] = malloc(len);
+            if (!buf || !names[j]) {
+                free(buf);
+                s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+                break;
+            }
+            snprintf(names[j], len, "%s.%s", trained_name(t, i), k ? "exp_avg_sq" : "exp_avg");
+            e[j] = (wgml_safetensors_entry){ .name = names[j], .dtype = WGML_ST_F32, .ndim = wgml_tensor_ndim(mt), .data = buf };
+            for (uint32_t d = 0; d < e[j].ndim; d++) e[j].shape[d] = wgml_tensor_dim(mt, d);
+            s = wgml_tensor_read(mt, 0, buf, wgml_tensor_nbytes(mt));
+        }
+    if (!s) {
+        char meta[64];
+        snprintf(meta, sizeof meta, "{\"step\":\"%u\"}", t->steps);
+        s = wgml_safetensors_write(path, e, n, meta);
+        if (s) s = wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+    }
+    for (size_t j = 0; e && names && j < n; j++) {
+        free((void *)e[j].data);
+        free(names[j]);
+    }
+    free(e);
+    free(names);
+    return s;
+}
+
+wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path)
+{
+    const char *fn = "wgml_trainer_load_state";
+    if (!t || !path) return wgml__fail(t ? t->m->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, t ? "path" : "t");
+    wgml_context *ctx = t->m->ctx;
+    wgml_safetensors *st = NULL;
+    wgml_status s = wgml_safetensors_open(path, &st);
+    if (s) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
+    const char *step = wgml_safetensors_metadata(st, "step");
+    char *end = NULL;
+    unsigned long steps = step ? strtoul(step, &end, 10) : 0;
+    if (!step || !*step || *end || steps > UINT32_MAX)
+        s = wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: %s has no step count in its metadata", fn, path);
+    if (!s && wgml_safetensors_count(st) != 2 * t->nt)
+        s = wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: %s holds %zu tensors; this trainer trains %zu (2 moments each): another "
+                       "model or adapter?", fn, path, wgml_safetensors_count(st), t->nt);
+    /* every moment present, of its tensor's shape, F32: checked before any is written */
+    for (int pass = 0; pass < 2 && !s; pass++)
+        for (size_t i = 0; i < t->nt && !s; i++)
+            for (int k = 0; k < 2 && !s; k++) {
+                char name[256];
+                snprintf(name, sizeof name, "%s.%s", trained_name(t, i), k ? "exp_avg_sq" : "exp_avg");
+                wgml_tensor *mt = k ? t->m2[i] : t->m1[i];
+                int64_t idx = wgml_safetensors_find(st, name);
+                wgml_file_tensor info;
+                if (idx < 0) {
+                    s = wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: %s has no tensor '%s'", fn, path, name);
+                    break;
+                }
+                wgml_safetensors_info(st, (size_t)idx, &info);
+                if (info.dtype != WGML_ST_F32 || info.numel != wgml_tensor_numel(mt))
+                    s = wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: tensor '%s' of %s is not F32 of %zu elements", fn, name, path,
+                                   wgml_tensor_numel(mt));
+                else if (pass == 1)
+                    s = wgml_tensor_write(mt, 0, wgml_safetensors_data(st, (size_t)idx), wgml_tensor_nbytes(mt));
+            }
+    if (!s) {
+        t->steps = (uint32_t)steps;
+        t->micro = 0;
+    }
+    wgml_safetensors_close(st);
+    return s;
+}
+
 /* ---- generation ----------------------------------------------------------------------- */
 
 /* Buffers for a pass over n tokens; the layers share them (nothing is kept for a

@@ -192,6 +192,26 @@ static void test_packed(void)
     TH_CHECK(windows, "a packed row is not a window of consecutive tokens with its next tokens as targets");
     wgml_batcher_free(b);
     wgml_batcher_free(c);
+    /* sequential: windows one after another; every target of the part exactly once */
+    wgml_batcher_options so = { .batch = 2, .seq_len = 16, .packed = true, .sequential = true, .part_begin = 0.5, .part_end = 1 };
+    TH_EXPECT(wgml_batcher_create(d, &so, &b), WGML_OK);
+    size_t part = b ? wgml_batcher_part_size(b) : 0, first = 399 - part, targets = 0, k = 0;
+    bool ordered = true;
+    wgml_batcher_state ss = { 0 };
+    for (; b && k < 100; k++) {
+        TH_EXPECT(wgml_batcher_get_state(b, &ss), WGML_OK);
+        if (ss.epoch) break;
+        uint32_t si[32], st2[32];
+        TH_EXPECT(wgml_batcher_next(b, si, st2), WGML_OK);
+        for (size_t i = 0; i < 32; i++) {
+            if (st2[i] == UINT32_MAX) continue;
+            size_t at = first + k * 32 + i;   /* the input's place in the text */
+            ordered &= si[i] == (uint32_t)text[at] && st2[i] == (uint32_t)text[at + 1];
+            targets++;
+        }
+    }
+    TH_CHECK(ordered && targets == part - 1, "sequential windows: %zu targets of %zu, in order %d", targets, part - 1, ordered);
+    wgml_batcher_free(b);
     o.part_begin = 0.99;   /* 4 tokens: fewer than a sequence */
     o.part_end = 1;
     TH_EXPECT_ERR(wgml_batcher_create(d, &o, &b), WGML_ERROR_SHAPE, "seq_len");
@@ -273,6 +293,23 @@ static void test_padded(void)
     TH_EXPECT_ERR(wgml_batcher_set_state(b, &past), WGML_ERROR_INVALID_ARGUMENT, "position");
     wgml_batcher_free(b);
     wgml_batcher_free(c);
+    /* sequential: the examples in file order, once */
+    wgml_batcher_options so = { .batch = 4, .seq_len = 16, .sequential = true };
+    TH_EXPECT(wgml_batcher_create(d, &so, &b), WGML_OK);
+    int next = 0;
+    for (int k = 0; b && k < 5; k++) {
+        uint32_t si[64], st2[64];
+        TH_EXPECT(wgml_batcher_next(b, si, st2), WGML_OK);
+        for (int r = 0; r < 4; r++) {
+            int e = row_example(d, si + r * 16, st2 + r * 16, 16);
+            bool empty = true;
+            for (int i = 0; i < 16; i++) empty &= st2[r * 16 + i] == UINT32_MAX;
+            if (next < 10) TH_CHECK(e == next, "sequential row %d holds example %d, want %d", k * 4 + r, e, next);
+            else TH_CHECK(empty, "a row past the last example counts");
+            next++;
+        }
+    }
+    wgml_batcher_free(b);
     /* parts of the examples: [0, 0.5) holds examples 0 - 4, [0.5, 1) examples 5 - 9 */
     o = (wgml_batcher_options){ .batch = 5, .seq_len = 16, .part_begin = 0, .part_end = 0.5 };
     wgml_batcher_options o2 = o;

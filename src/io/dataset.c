@@ -269,9 +269,13 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* The order of an epoch: a Fisher-Yates shuffle seeded by the seed and the epoch only, so
-   a batcher set to a saved state finds it again. */
+   a batcher set to a saved state finds it again; file order when sequential. */
 static void shuffle(wgml_batcher *b)
 {
+    if (b->o.sequential) {
+        for (size_t i = 0; i < b->count; i++) b->order[i] = b->first + i;
+        return;
+    }
     uint64_t r = b->o.seed ^ (0xA24BAED4963EE407ull * (b->st.epoch + 1));
     for (size_t i = 0; i < b->count; i++) b->order[i] = b->first + i;
     for (size_t i = b->count; i > 1; i--) {
@@ -314,7 +318,9 @@ wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_option
         return s;
     }
     b->st = (wgml_batcher_state){ .rng = o.seed ^ 0xD1B54A32D192ED03ull };
-    if (!o.packed) shuffle(b);
+    if (!o.packed && !o.sequential) shuffle(b);
+    if (!o.packed && o.sequential)
+        for (size_t i = 0; i < b->count; i++) b->order[i] = b->first + i;
     *out = b;
     return WGML_OK;
 }
@@ -333,6 +339,27 @@ wgml_status wgml_batcher_next(wgml_batcher *b, uint32_t *ids, uint32_t *targets)
     size_t T = b->o.seq_len;
     for (uint32_t r = 0; r < b->o.batch; r++) {
         uint32_t *in = ids + (size_t)r * T, *tg = targets + (size_t)r * T;
+        if (b->o.sequential && b->st.epoch) {   /* read once already: rows that count for nothing */
+            for (size_t i = 0; i < T; i++) {
+                in[i] = d->ids[b->first];
+                tg[i] = UINT32_MAX;
+            }
+            continue;
+        }
+        if (b->o.packed && b->o.sequential) {
+            /* the next window: T inputs from where the last one ended, their targets up to
+               the part's end */
+            size_t off = b->first + (size_t)b->st.position;
+            for (size_t i = 0; i < T; i++) {
+                size_t at = off + i;
+                bool real = at < b->first + b->count;
+                in[i] = d->ids[real ? at : b->first + b->count - 1];
+                tg[i] = real && at + 1 < b->first + b->count && d->train[at + 1] ? d->ids[at + 1] : UINT32_MAX;
+            }
+            b->st.position += T;
+            if (b->st.position + 1 >= b->count) b->st.epoch = 1;
+            continue;
+        }
         if (b->o.packed) {
             /* a window of T + 1 tokens at a random offset (documents run into each other,
                separated by their EOS) */
@@ -350,6 +377,7 @@ wgml_status wgml_batcher_next(wgml_batcher *b, uint32_t *ids, uint32_t *targets)
                 b->st.position = 0;
                 shuffle(b);
             }
+            if (b->o.sequential && b->st.position + 1 == b->count) b->st.epoch = 1;   /* the last one */
             size_t e = b->order[b->st.position++];
             size_t len = d->ex[e].len, off = d->ex[e].off;
             for (size_t i = 0; i < T; i++) {
