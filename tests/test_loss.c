@@ -58,7 +58,11 @@ static wgml_status mse_call(const th_run *r)
 }
 
 /* 0.5 (p - t)^2 as a function of p, for th_finite_diff. */
-static double mse_of_pred(const double *p, const void *t) { return 0.5 * (p[0] - *(const double *)t) * (p[0] - *(const double *)t); }
+static double mse_of_pred(const double *p, const void *t)
+{
+    double d = p[0] - *(const double *)t;
+    return 0.5 * d * d;
+}
 
 static void mse_reference(const th_run *r)
 {
@@ -118,7 +122,8 @@ static void test_mse_in_place(void)
    the forward in double. */
 static void test_mse_backward_finite_differences(void)
 {
-    run_mse(&mse_cases[1][FD], (size_t[5]){ 65 }, (size_t[5]){ 65 }, -3, 3, 1e-9, 1e-6, "mse_loss_backward vs finite differences");
+    run_mse(&mse_cases[1][FD], (size_t[5]){ 65 }, (size_t[5]){ 65 }, -3, 3, 1e-9, 1e-6,
+            "mse_loss_backward vs finite differences");
 }
 
 /* ---- cross-entropy: shared pieces ----------------------------------------------------- */
@@ -206,7 +211,8 @@ static wgml_status ce_call(const th_run *r)
     wgml_status s = WGML_OK;
     if (p->in_place) { s = load_output(r, out_index(p, OUT_GRAD), 0); x = grad; }
     if (s == WGML_OK) s = wgml_cross_entropy_batched(th_eng, x, tt, p->ignore, losses, mean, grad);
-    if (s == WGML_OK && p->what == CE_FD && p->n == 1) s = wgml_cross_entropy_backward(th_eng, x, p->targets[0], r->t_out[1]);
+    if (s == WGML_OK && p->what == CE_FD && p->n == 1)
+        s = wgml_cross_entropy_backward(th_eng, x, p->targets[0], r->t_out[1]);
     wgml_tensor_release(tt);
     return s;
 }
@@ -291,7 +297,8 @@ static void test_ce_single(void)
             uint32_t target = th_rand_u32() % (uint32_t)v;
             ce_case p = { .what = SINGLE, .n = 1, .v = v, .targets = &target, .ignore = IGNORE };
             char name[96];
-            snprintf(name, sizeof name, "cross_entropy_loss, _backward (out[1]), in place (out[2]) V=%zu logits kind %d", v, kind);
+            snprintf(name, sizeof name, "cross_entropy_loss, _backward (out[1]), in place (out[2]) V=%zu logits kind %d", v,
+                     kind);
             run_ce(&p, kind, NULL, name);
         }
 }
@@ -320,8 +327,8 @@ static void test_ce_single_writes_element_0(void)
 static void run_batched(size_t n, size_t v, int kind, const uint32_t *tg, uint32_t ignore, bool in_place, bool exact_ignored,
                         const char *label)
 {
-    ce_case p = { .what = BATCHED, .n = n, .v = v, .targets = tg, .ignore = ignore, .outputs = OUT_LOSSES | OUT_MEAN | OUT_GRAD,
-                  .in_place = in_place, .exact_ignored = exact_ignored };
+    ce_case p = { .what = BATCHED, .n = n, .v = v, .targets = tg, .ignore = ignore,
+                  .outputs = OUT_LOSSES | OUT_MEAN | OUT_GRAD, .in_place = in_place, .exact_ignored = exact_ignored };
     char name[128];
     snprintf(name, sizeof name, "%s: losses, mean, grad%s", label, in_place ? " (in place)" : "");
     run_ce(&p, kind, NULL, name);
@@ -359,7 +366,8 @@ static void test_ce_batched_3d(void)
 {
     size_t n = 6, v = 12;
     uint32_t *tg = make_targets(n, v, 0);
-    ce_case p = { .what = BATCHED, .n = n, .v = v, .targets = tg, .t_shape = { 2, 3 }, .ignore = IGNORE, .outputs = OUT_LOSSES };
+    ce_case p = { .what = BATCHED, .n = n, .v = v, .targets = tg, .t_shape = { 2, 3 }, .ignore = IGNORE,
+                  .outputs = OUT_LOSSES };
     run_ce(&p, LOGITS_NORMAL, (const size_t[5]){ 2, 3, 12 }, "batched [2, 3, 12] losses");
     free(tg);
 }

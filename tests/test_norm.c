@@ -203,7 +203,8 @@ static void norm_reference(const th_run *r)
 /* Runs one case: nin inputs and nout outputs as given. */
 static void run_norm(const norm_case *p, int nin, const th_io *in, int nout, const th_io *out, const char *name)
 {
-    th_op_case c = { .nin = nin, .nout = nout, .call = norm_call, .reference = norm_reference, .tol = norm_tol, .params = p };
+    th_op_case c = { .nin = nin, .nout = nout, .call = norm_call, .reference = norm_reference, .tol = norm_tol,
+                     .params = p };
     memcpy(c.in, in, (size_t)nin * sizeof *in);
     memcpy(c.out, out, (size_t)nout * sizeof *out);
     snprintf(c.name, sizeof c.name, "%s", name);
@@ -356,12 +357,15 @@ static void backward_case_with(size_t rows, size_t d, bool with_dw, float eps, b
                     { .shape = { d }, .lo = -1.5, .hi = 1.5 }, { .shape = { rows, d }, .lo = -3, .hi = 3 } };
     th_io out[2] = { { .shape = { rows, d } }, { .shape = { d } } };
     char name[128];
-    snprintf(name, sizeof name, "rms_norm_backward%s %zu x %zu%s", acc ? "_with accumulate" : null_opts ? "_with NULL options" : "",
-             rows, d, with_dw ? "" : " (no grad_weight)");
+    snprintf(name, sizeof name, "rms_norm_backward%s %zu x %zu%s",
+             acc ? "_with accumulate" : null_opts ? "_with NULL options" : "", rows, d, with_dw ? "" : " (no grad_weight)");
     run_norm(&p, acc ? 4 : 3, in, with_dw ? 2 : 1, out, name);
 }
 
-static void backward_case(size_t rows, size_t d, bool with_dw, float eps) { backward_case_with(rows, d, with_dw, eps, false, false); }
+static void backward_case(size_t rows, size_t d, bool with_dw, float eps)
+{
+    backward_case_with(rows, d, with_dw, eps, false, false);
+}
 
 /* Shapes reaching: several rows per workgroup with several row blocks per workgroup
    (600000 x 4, 300000 x 1), long rows with several rows per workgroup (1030 x 2049), the

@@ -182,8 +182,8 @@ static const uint32_t head_dims[] = { 2, 4, 6, 8, 10, 12, 64, 96, 128, 256 };
 static const uint32_t positions[] = { 0, 1, 7, 1000000 };
 
 /* One rope call on x in [-2, 2] of layout `kind`, checked against the reference. */
-static void rope_case_run(int kind, uint32_t hd, uint32_t pos, float theta, int interleaved, bool inverse, const float *inv_freq,
-                          int api)
+static void rope_case_run(int kind, uint32_t hd, uint32_t pos, float theta, int interleaved, bool inverse,
+                          const float *inv_freq, int api)
 {
     rope_case p = { .what = ROTATE, .L = make_layout(kind, hd), .hd = hd, .pos = pos, .theta = theta,
                     .interleaved = interleaved, .inverse = inverse, .inv_freq = inv_freq, .api = api, .k = 1 };
