@@ -1517,7 +1517,7 @@ WGML_API const uint32_t *wgml_dataset_example(const wgml_dataset *d, size_t i, c
    - padded (not packed): each sequence is one example, in an order shuffled anew every
      epoch; a longer one is cut, a shorter one padded with ignored targets.
    part_begin .. part_end (fractions of the tokens when packed, of the examples when
-   padded; 0, 0 = all) selects a part, e.g. [0, 0.9) for training and [0.9, 1) for
+   padded, each rounded to the nearest token or example; 0, 0 = all) selects a part, e.g. [0, 0.9) for training and [0.9, 1) for
    validation. sequential (for evaluation) reads the part once, in order: packed, windows
    one after another (the last one's missing targets ignored); padded, the examples in
    file order; once the part is read, state.epoch becomes 1 and further rows have every

@@ -82,12 +82,12 @@ done
 # ---- 3. memory driven by input
 case="--data that never ends"
 run 1 "$wgml" train "${tiny[@]}" --steps 1 --data /dev/zero --out "$work/z"
-said "not a file"
+said "not a regular file"
 absent "$work/z"
 case="--data over the cap"
 truncate -s 1100M "$work/huge.txt"
 run 1 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/huge.txt" --out "$work/z"
-said "more than 1073741824 bytes"
+said "more than the 1073741824"
 rm -f "$work/huge.txt"
 # A model too big for the address-space limit: an error, not a signal.
 case="training under ulimit -v"

@@ -31,6 +31,13 @@ static bool has_range(const cli_flag *fl)
 
 int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about)
 {
+    return cli_parse_given(argc, argv, flags, n, opts, usage, about, NULL);
+}
+
+int cli_parse_given(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about,
+                    bool *given)
+{
+    if (given) memset(given, 0, n * sizeof *given);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: %s\n\n%s\n", usage, about);
@@ -53,6 +60,7 @@ int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts
             return -2;
         }
         char *p = (char *)opts + fl->offset;
+        if (given) given[fl - flags] = true;
         if (fl->type == CLI_BOOL) {
             if (argv[i][len] == '=') {
                 fprintf(stderr, "wgml %s: %s takes no value\n", argv[0], fl->name);

@@ -25,6 +25,9 @@ typedef struct cli_flag {
    after printing an error (exit 2). The defaults are what opts holds on entry; --help
    prints them and the ranges. A flag given twice takes its last value. */
 int cli_parse(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about);
+/* As cli_parse, and given[k] says whether flag k was on the command line. */
+int cli_parse_given(int argc, char **argv, const cli_flag *flags, size_t n, void *opts, const char *usage, const char *about,
+                    bool *given);
 
 /* The whole of the file (or FIFO) at path, malloc'd with a NUL after it; NULL on failure,
    with a message on stderr that starts with who (e.g. "wgml train"). More than max bytes

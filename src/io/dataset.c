@@ -6,6 +6,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,8 +302,9 @@ wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_option
     b->d = d;
     b->o = o;
     size_t total = o.packed ? d->n : d->nex;
-    b->first = (size_t)(o.part_begin * (double)total);
-    size_t end = (size_t)(o.part_end * (double)total);
+    /* to the nearest: a part given as count / total comes out as that count */
+    b->first = (size_t)floor(o.part_begin * (double)total + 0.5);
+    size_t end = (size_t)floor(o.part_end * (double)total + 0.5);
     b->count = end > b->first ? end - b->first : 0;
     wgml_status s = WGML_OK;
     if (o.packed && b->count < (size_t)o.seq_len + 1)
