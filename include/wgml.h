@@ -230,6 +230,9 @@ typedef struct wgml_context_stats {
                               element-wise op counts as one (EXECUTION MODEL) */
     uint64_t submits;      /* command buffers submitted */
     long live_tensors;     /* tensors created and not yet released */
+    uint64_t device_bytes; /* bytes of device memory in live tensors now (engines' scratch
+                              tensors included; not the small uniform, staging and timer
+                              buffers, nor the runtime's own) */
     long live_engines;
 } wgml_context_stats;
 
@@ -1475,8 +1478,9 @@ WGML_API void wgml_chat_free(wgml_chat *c);
      "completion") is encoded with wgml_tokenizer_encode_ordinary (a special token written
      in the data is text), a chat rendering's segments with wgml_tokenizer_encode (the
      template's markers are its special tokens); each segment is encoded alone.
-   With append_eos, eos_id follows every example (learned when the example has a learned
-   token). Files of at most 1 GiB, JSONL lines of at most 16 MiB. */
+   With append_eos, eos_id follows every example of text or prompt and completion
+   (learned when the example has a learned token); a chat rendering ends with the
+   template's own end-of-turn marker instead. Files of at most 1 GiB, JSONL lines of at most 16 MiB. */
 
 typedef enum wgml_data_kind {
     WGML_DATA_TEXT = 1,
@@ -1543,7 +1547,8 @@ typedef struct wgml_batcher wgml_batcher;
 /* The dataset must outlive the batcher.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0, a part outside [0, 1]),
            WGML_ERROR_SHAPE (packed: fewer than seq_len + 1 tokens in the part; padded: no
-           example), WGML_ERROR_OUT_OF_MEMORY. */
+           example; either: no learned target in the part, e.g. every example's learned
+           tokens lie past seq_len + 1), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_options *opts, wgml_batcher **out);
 WGML_API void wgml_batcher_free(wgml_batcher *b);
 /* Fills batch * seq_len ids and targets. Errors: WGML_ERROR_INVALID_ARGUMENT (NULL). */
@@ -1551,8 +1556,16 @@ WGML_API wgml_status wgml_batcher_next(wgml_batcher *b, uint32_t *ids, uint32_t 
 WGML_API wgml_status wgml_batcher_get_state(const wgml_batcher *b, wgml_batcher_state *st);
 /* Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; padded: a position past an epoch). */
 WGML_API wgml_status wgml_batcher_set_state(wgml_batcher *b, const wgml_batcher_state *st);
-/* The part's tokens (packed) or examples (padded). */
-WGML_API size_t wgml_batcher_part_size(const wgml_batcher *b);
+/* What a batcher reads of its part, as its rows hold it. */
+typedef struct wgml_batcher_stats {
+    size_t items;       /* the part's tokens (packed) or examples (padded) */
+    size_t learned;     /* its learned targets (padded: those within each example's first
+                           seq_len + 1 tokens) */
+    size_t cut;         /* padded: examples longer than seq_len + 1 tokens */
+    size_t cut_empty;   /* padded: of those, the ones with every learned target past the cut */
+} wgml_batcher_stats;
+/* Errors: WGML_ERROR_INVALID_ARGUMENT (NULL). */
+WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_stats *st);
 
 /* ------------------------------------------------------------------------------------ */
 /* Models: a Llama-family decoder, trained and run on the GPU (src/model.c)             */
@@ -1593,7 +1606,8 @@ WGML_API size_t wgml_batcher_part_size(const wgml_batcher *b);
      prompt runs in one pass, then one token per call.
    - files: wgml_model_load reads a Hugging Face folder (config.json and one or sharded
      safetensors files of f32, f16 or bf16, or MLX affine-quantised weights, which are
-     dequantised to f32 on the GPU) and wgml_model_save writes the same layout (f32).
+     dequantised to f32 on the GPU) and wgml_model_save writes the same layout (f32, or
+     f16 / bf16 through wgml_model_save_with).
 
    A model, trainer or cache belongs to the engine (and context) it was created with and
    follows the THREADS rules of its context. Destroy caches and trainers before their
@@ -1639,11 +1653,24 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
            wgml_model_create's. */
 WGML_API wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out);
 
-/* Writes dir/model.safetensors (every parameter, F32, the names above) and dir/config.json
-   (model_type "llama", LlamaForCausalLM), creating dir when missing. Reads the parameters
-   back from the GPU (waits for recorded work).
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, device errors. */
+/* Writes dir/model.safetensors (every parameter, the names above) and dir/config.json
+   (model_type "llama", LlamaForCausalLM, torch_dtype of the weights), creating dir when
+   missing; each file is written whole under a temporary name and renamed into place.
+   Reads the parameters back from the GPU (waits for recorded work). wgml_model_save
+   writes F32; wgml_model_save_with writes opts->dtype (NULL: F32), F16 or BF16 rounded to
+   the nearest (ties to even).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL m or dir; a dtype other than those three;
+           F16 and a finite weight beyond its range, +-65504: the message names the
+           tensor, and nothing is written), WGML_ERROR_IO, device errors. */
+typedef struct wgml_model_save_options {
+    wgml_dtype dtype;   /* WGML_F32 (0), WGML_F16 or WGML_BF16 */
+} wgml_model_save_options;
 WGML_API wgml_status wgml_model_save(wgml_model *m, const char *dir);
+WGML_API wgml_status wgml_model_save_with(wgml_model *m, const char *dir, const wgml_model_save_options *opts);
+/* The dtype of the weights in the files the model was loaded from: WGML_F32, WGML_F16 or
+   WGML_BF16 (its embedding's; for quantised weights, their scales'); WGML_F32 for a model
+   made by wgml_model_create or NULL. */
+WGML_API wgml_dtype wgml_model_file_dtype(const wgml_model *m);
 
 /* Frees the parameters. NULL is a no-op. */
 WGML_API void wgml_model_destroy(wgml_model *m);
@@ -1683,10 +1710,13 @@ typedef struct wgml_trainer_desc {
                                   them, one layer's would exceed a storage binding, or the
                                   device cannot allocate them after everything else, the
                                   backward recomputes them as without it. */
+    bool eval_only;            /* the forward pass and the loss alone (wgml_trainer_eval):
+                                  no gradients, optimizer moments or backward scratch are
+                                  allocated; the training and state calls are refused */
 } wgml_trainer_desc;
 
-/* Allocates activations for batch * seq_len tokens, a gradient and two AdamW moments per
-   parameter (zero).
+/* Allocates activations for batch * seq_len tokens and, unless eval_only, a gradient and
+   two AdamW moments per trained parameter (zero).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0; beta1 or beta2 outside
            [0, 1); eps outside [0, 1]; weight_decay or clip_norm not finite; NaN anywhere),
            WGML_ERROR_LIMIT, WGML_ERROR_OUT_OF_MEMORY. */
@@ -1705,7 +1735,7 @@ WGML_API wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, con
 /* wgml_trainer_eval, then the backward pass: adds grad_scale times the gradient of the
    mean loss to every parameter's accumulated gradient (grad_scale 1/n averages n
    micro-batches). The logits then hold their gradient, not the logits.
-   Errors: as wgml_trainer_eval. */
+   Errors: as wgml_trainer_eval; WGML_ERROR_INVALID_ARGUMENT for an eval_only trainer. */
 WGML_API wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets,
                                              float grad_scale, wgml_tensor *mean_loss);
 
@@ -1714,14 +1744,14 @@ WGML_API wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *id
    with learning rate lr and the trainer's step count (1-based), then the gradients are
    cleared for the next accumulation. All on the GPU: nothing is read back.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr negative or not finite, no gradient
-           accumulated since the last step). */
+           accumulated since the last step, an eval_only trainer). */
 WGML_API wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm);
 
 /* The logits [batch * seq_len, vocab] of the last eval or accumulate (their gradient
    after accumulate). Owned by the trainer. */
 WGML_API wgml_tensor *wgml_trainer_logits(const wgml_trainer *t);
 /* The accumulated gradient of parameter i (shape of wgml_model_param(i)); NULL when i is
-   out of range. Owned by the trainer; undefined right after a step. */
+   out of range or the trainer is eval_only. Owned by the trainer; undefined right after a step. */
 WGML_API wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i);
 /* The accumulated gradient of adapter parameter i (wgml_lora_param's order) of a trainer
    created with desc.lora; NULL otherwise or out of range. wgml_trainer_grad is NULL for
@@ -1736,7 +1766,8 @@ WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
    atomically to path. Save after a step (no gradient pending); load into a trainer of the
    same model or adapter: with the weights saved at the same step, training goes on as if
    it had not stopped, bit for bit on the same adapter.
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; save with gradients pending), WGML_ERROR_IO,
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; save with gradients pending; an eval_only
+           trainer), WGML_ERROR_IO,
            WGML_ERROR_FORMAT (load: a tensor missing or of another shape, no step count),
            device errors. */
 WGML_API wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path);
@@ -1815,7 +1846,8 @@ WGML_API wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const c
 WGML_API wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out);
 /* Adds scale * B A into each target's base weight (the adapter's effect kept, without
    its cost), then detaches and frees the adapter.
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), device errors. */
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), device errors (the adapter then stays
+   attached, and some base weights may hold their merge already: load the model again). */
 WGML_API wgml_status wgml_lora_merge(wgml_lora *l);
 
 /* ---- generation with a KV cache ------------------------------------------------------ */

@@ -497,7 +497,8 @@ wgml_status wgml_context_stats_get(const wgml_context *ctx, wgml_context_stats *
     if (!ctx || !stats)
         return wgml__fail((wgml_context *)ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_stats_get: %s is NULL", ctx ? "stats" : "ctx");
     *stats = (wgml_context_stats){ .commands = ctx->commands, .submits = ctx->submits,
-                                   .live_tensors = ctx->live_tensors, .live_engines = ctx->live_engines };
+                                   .live_tensors = ctx->live_tensors, .live_engines = ctx->live_engines,
+                                   .device_bytes = ctx->device_bytes };
     return WGML_OK;
 }
 

@@ -99,6 +99,7 @@ struct wgml_context {
     double timer_host_start;
     long live_tensors;
     long live_engines;
+    uint64_t device_bytes;     /* in tensors' buffers (the engines' scratch included) */
 
     /* Write tracking (wgml_tensor.id / .written): ids of tensors made so far, and a counter of
        recorded writes. */
@@ -373,6 +374,7 @@ wgml_tensor *wgml__lora_base_weight(const wgml_lora *l, uint32_t layer, int kind
 wgml_lora *wgml__model_lora(const wgml_model *m);
 void wgml__model_set_lora(wgml_model *m, wgml_lora *l);
 wgml_engine *wgml__model_engine(const wgml_model *m);
+void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d);
 
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \

@@ -42,6 +42,8 @@ struct wgml_model {
     wgml_tensor **p;
     char **names;
     wgml_lora *lora;              /* the attached adapter, or NULL */
+    uint64_t lora_changes;        /* adapters attached or detached so far */
+    wgml_dtype file_dtype;        /* of the weights in the files it was loaded from */
 };
 
 static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[1 + (size_t)layer * P_PER_LAYER + kind]; }
@@ -240,8 +242,14 @@ void wgml_model_destroy(wgml_model *m)
 
 const wgml_model_config *wgml_model_get_config(const wgml_model *m) { return m ? &m->cfg : NULL; }
 wgml_lora *wgml__model_lora(const wgml_model *m) { return m->lora; }
-void wgml__model_set_lora(wgml_model *m, wgml_lora *l) { m->lora = l; }
+void wgml__model_set_lora(wgml_model *m, wgml_lora *l)
+{
+    m->lora = l;
+    m->lora_changes++;
+}
 wgml_engine *wgml__model_engine(const wgml_model *m) { return m->e; }
+void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d) { m->file_dtype = d; }
+wgml_dtype wgml_model_file_dtype(const wgml_model *m) { return m ? m->file_dtype : WGML_F32; }
 size_t wgml_model_param_count(const wgml_model *m) { return m ? m->nparams : 0; }
 
 uint64_t wgml_model_numel(const wgml_model *m)
@@ -354,6 +362,7 @@ struct wgml_trainer {
     wgml_model *m;
     wgml_trainer_desc d;
     wgml_lora *lora;            /* the adapter trained alone, or NULL: the whole model */
+    uint64_t lora_changes;      /* the model's, when the trainer was made: its activations fit that adapter */
     uint32_t B, T, N;
     layer_acts *la;
     wgml_tensor *ids, *targets, *o, *f, *hf, *xf, *logits, *loss;
@@ -448,6 +457,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     t->m = m;
     t->d = *desc;
     t->lora = desc->lora;
+    t->lora_changes = m->lora_changes;
     if (t->d.beta1 == 0) t->d.beta1 = 0.9f;
     if (t->d.beta2 == 0) t->d.beta2 = 0.95f;
     if (t->d.eps == 0) t->d.eps = 1e-8f;
@@ -456,7 +466,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (t->d.clip_norm == 0) t->d.clip_norm = 1.0f;
     t->B = desc->batch; t->T = desc->seq_len; t->N = t->B * t->T;
     size_t N = t->N;
-    t->nt = t->lora ? t->lora->nparams : m->nparams;
+    t->nt = desc->eval_only ? 0 : t->lora ? t->lora->nparams : m->nparams;
     size_t nt = t->nt;
     wgml_status s = WGML_OK;
     t->la = calloc(m->L, sizeof *t->la);
@@ -473,7 +483,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     /* attention's scores per layer (wgml_attention_options.scores), where the kernels keep
        them and one layer's fit a binding */
     uint64_t blocks = (t->T + 63) / 64, score_floats = (uint64_t)t->B * m->H * blocks * blocks * 4096;
-    bool keep = t->d.keep_attention_scores && wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
+    bool keep = t->d.keep_attention_scores && !desc->eval_only && wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
                 score_floats <= 0xFFFFFFFFu && score_floats * 4 <= ctx->limits.maxStorageBufferBindingSize;
 #define MK(expr) do { if ((s = (expr)) != WGML_OK) goto fail; } while (0)
     for (uint32_t l = 0; l < m->L; l++) {
@@ -489,7 +499,9 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
     MK(mk2(ctx, &t->xf, N, m->D)); MK(mk2(ctx, &t->logits, N, m->V));
-    MK(mk(ctx, &t->loss, WGML_F32, 1, 1, 0, 0, 0)); MK(mk(ctx, &t->norm, WGML_F32, 1, 1, 0, 0, 0));
+    MK(mk(ctx, &t->loss, WGML_F32, 1, 1, 0, 0, 0));
+    if (desc->eval_only) goto scratch_done;
+    MK(mk(ctx, &t->norm, WGML_F32, 1, 1, 0, 0, 0));
     MK(mk2(ctx, &t->dres, N, m->D)); MK(mk2(ctx, &t->dxn, N, m->D));
     MK(mk2(ctx, &t->datt, N, m->QD)); MK(mk2(ctx, &t->dq, N, m->QD));
     MK(mk2(ctx, &t->dk, N, m->KD)); MK(mk2(ctx, &t->dv, N, m->KD));
@@ -508,6 +520,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
             t->m_dec[t->n_dec] = t->m1[i]; t->v_dec[t->n_dec++] = t->m2[i];
         }
     }
+scratch_done:
     /* last, and only where the device can hold them beside the rest: a device that cannot
        gets a trainer that recomputes them instead of an error */
     for (uint32_t l = 0; keep && l < m->L; l++) {
@@ -527,7 +540,7 @@ fail:
 }
 
 wgml_tensor *wgml_trainer_logits(const wgml_trainer *t) { return t ? t->logits : NULL; }
-wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i) { return t && !t->lora && i < t->m->nparams ? t->grad[i] : NULL; }
+wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i) { return t && !t->lora && i < t->nt ? t->grad[i] : NULL; }
 wgml_tensor *wgml_trainer_lora_grad(const wgml_trainer *t, size_t i) { return t && t->lora && i < t->nt ? t->grad[i] : NULL; }
 uint32_t wgml_trainer_steps(const wgml_trainer *t) { return t ? t->steps : 0; }
 
@@ -552,7 +565,7 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     TRY(check_ids(m->ctx, fn, "ids", ids, N, m->V, false));
     TRY(check_ids(m->ctx, fn, "targets", targets, N, m->V, true));
     if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
-    if ((m->lora && (!t->dxa || wgml_tensor_dim(t->dxa, 1) != m->lora->d.rank)) || (t->lora && t->lora != m->lora))
+    if (m->lora_changes != t->lora_changes)
         return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the model's adapter changed after the trainer was "
                           "created; create the trainer again", fn);
     TRY(wgml_tensor_write(t->ids, 0, ids, N * sizeof(uint32_t)));
@@ -589,6 +602,14 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     TRY(wgml_cross_entropy_batched(e, t->logits, t->targets, UINT32_MAX, NULL, t->loss, backward ? t->logits : NULL));
     if (mean_loss) TRY(wgml_copy_tensor(e, t->loss, mean_loss, 0));
     return WGML_OK;
+}
+
+/* An eval_only trainer has nothing to train: the training calls refuse it. */
+static wgml_status refuse_eval_only(const wgml_trainer *t, const char *fn)
+{
+    if (!t->d.eval_only) return WGML_OK;
+    return wgml__fail(t->m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the trainer was created with eval_only: it has no gradients "
+                      "or optimizer state", fn);
 }
 
 wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, wgml_tensor *mean_loss)
@@ -630,6 +651,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
 {
     const char *fn = "wgml_trainer_accumulate";
     if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    TRY(refuse_eval_only(t, fn));
     wgml_model *m = t->m;
     wgml_engine *e = m->e;
     wgml_context *ctx = m->ctx;
@@ -709,6 +731,7 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
 {
     const char *fn = "wgml_trainer_step";
     if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    TRY(refuse_eval_only(t, fn));
     wgml_model *m = t->m;
     wgml_engine *e = m->e;
     if (!(lr >= 0) || !isfinite(lr)) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: lr must be finite and >= 0", fn);
@@ -738,6 +761,7 @@ wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path)
     const char *fn = "wgml_trainer_save_state";
     if (!t || !path) return wgml__fail(t ? t->m->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, t ? "path" : "t");
     wgml_context *ctx = t->m->ctx;
+    TRY(refuse_eval_only(t, fn));
     if (t->micro)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: gradients of %u micro-batches are pending: save after a step", fn,
                           t->micro);
@@ -781,6 +805,7 @@ wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path)
     const char *fn = "wgml_trainer_load_state";
     if (!t || !path) return wgml__fail(t ? t->m->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, t ? "path" : "t");
     wgml_context *ctx = t->m->ctx;
+    TRY(refuse_eval_only(t, fn));
     wgml_safetensors *st = NULL;
     wgml_status s = wgml_safetensors_open(path, &st);
     if (s) return wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));

@@ -1,6 +1,6 @@
 /* Model files: wgml_model_load reads a Hugging Face Llama-family folder (config.json,
    safetensors weights in f32, f16 or bf16, or MLX affine-quantised weights) and
-   wgml_model_save writes one (f32). Parsing is src/io/'s: this file maps tensors to the
+   wgml_model_save writes one (f32, f16 or bf16). Parsing is src/io/'s: this file maps tensors to the
    model's parameters, checks every shape against config.json, and converts: half and
    bfloat16 to f32 on the host while copying to the device, quantised weights on the GPU
    through wgml_affine_dequantize_with. */
@@ -16,30 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
-    if (exp == 31) bits = sign | 0x7F800000u | (man << 13);             /* inf, NaN */
-    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);      /* normal */
-    else if (!man) bits = sign;                                         /* zero */
-    else {                                                              /* subnormal */
-        int e = -1;
-        do { man <<= 1; e++; } while (!(man & 1024));
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 1023) << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* Converts n elements of a float tensor in the file (unaligned, little-endian) to f32. */
 static bool to_f32(wgml_safetensors_dtype dt, const void *src, size_t n, float *dst)
 {
@@ -47,10 +23,10 @@ static bool to_f32(wgml_safetensors_dtype dt, const void *src, size_t n, float *
     switch (dt) {
     case WGML_ST_F32: memcpy(dst, src, n * sizeof(float)); return true;
     case WGML_ST_F16:
-        for (size_t i = 0; i < n; i++) dst[i] = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        for (size_t i = 0; i < n; i++) dst[i] = wgml__half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return true;
     case WGML_ST_BF16:
-        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        for (size_t i = 0; i < n; i++) dst[i] = wgml__bf16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return true;
     default: return false;
     }
@@ -272,6 +248,24 @@ static wgml_status check_no_extra(wgml_context *ctx, const wgml_checkpoint *ck, 
     return s;
 }
 
+/* The dtype of the file's weights: the embedding's, or its scales' when quantised. */
+static wgml_dtype file_dtype(const wgml_checkpoint *ck, const wgml_model *m)
+{
+    const char *name;
+    wgml_model_param(m, 0, &name);
+    char sname[512], bname[512];
+    wgml_file_tensor info;
+    int64_t idx = wgml_checkpoint_find(ck, name);
+    if (idx < 0 || wgml_checkpoint_info(ck, (size_t)idx, &info) != WGML_OK) return WGML_F32;
+    if (info.dtype == WGML_ST_U32) {
+        quant_names(name, sname, bname, sizeof sname);
+        idx = wgml_checkpoint_find(ck, sname);
+        if (idx < 0 || wgml_checkpoint_info(ck, (size_t)idx, &info) != WGML_OK) return WGML_F32;
+    }
+    wgml_dtype d;
+    return wgml_safetensors_dtype_to_wgml(info.dtype, &d) && (d == WGML_F16 || d == WGML_BF16) ? d : WGML_F32;
+}
+
 wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
 {
     const char *fn = "wgml_model_load";
@@ -327,6 +321,7 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
         wgml_tensor *p = wgml_model_param(m, i, &name);
         s = load_param(e, ck, &cfg, name, p);
     }
+    if (s == WGML_OK) wgml__model_set_file_dtype(m, file_dtype(ck, m));
     if (s == WGML_OK) s = wgml_context_flush(ctx);
     wgml_checkpoint_close(ck);
     if (s != WGML_OK) {
@@ -339,7 +334,7 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
 
 /* ---- saving ------------------------------------------------------------------------------ */
 
-static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, const char *path)
+static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, wgml_dtype dtype, const char *path)
 {
     size_t tmp_size = strlen(path) + 32;
     char *tmp = malloc(tmp_size);
@@ -373,7 +368,8 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, c
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
-    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n", c->tie_word_embeddings ? "true" : "false");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n", c->tie_word_embeddings ? "true" : "false",
+            dtype == WGML_F16 ? "float16" : dtype == WGML_BF16 ? "bfloat16" : "float32");
     bool ok = !ferror(f);
     ok = (fflush(f) == 0) && ok;
     ok = (fsync(fileno(f)) == 0) && ok;
@@ -388,29 +384,66 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, c
     return WGML_OK;
 }
 
+/* f32 values to 16-bit ones in place (element i of the output lies within element i / 2
+   of the input, read before it is overwritten); false when F16 cannot hold a finite one
+   (*bad its index). */
+static bool to_16_bits(float *v, size_t n, wgml_dtype dtype, size_t *bad)
+{
+    uint16_t *out = (uint16_t *)(void *)v;
+    for (size_t i = 0; i < n; i++) {
+        float x = v[i];
+        uint16_t h = dtype == WGML_F16 ? wgml__float_to_half(x) : wgml__float_to_bf16(x);
+        if (dtype == WGML_F16 && isfinite(x) && (h & 0x7FFFu) == 0x7C00u) {
+            *bad = i;
+            return false;
+        }
+        out[i] = h;
+    }
+    return true;
+}
+
 wgml_status wgml_model_save(wgml_model *m, const char *dir)
 {
-    const char *fn = "wgml_model_save";
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_save: m is NULL");
+    return wgml_model_save_with(m, dir, NULL);
+}
+
+wgml_status wgml_model_save_with(wgml_model *m, const char *dir, const wgml_model_save_options *opts)
+{
+    const char *fn = opts ? "wgml_model_save_with" : "wgml_model_save";
     if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: m is NULL", fn);
     wgml_tensor *p0 = wgml_model_param(m, 0, NULL);
     wgml_context *ctx = wgml_tensor_context(p0);
     if (!dir) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dir is NULL", fn);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return wgml__fail(ctx, WGML_ERROR_IO, "%s: cannot create %s: %s", fn, dir, strerror(errno));
+    wgml_dtype dtype = opts ? opts->dtype : WGML_F32;
+    if (dtype != WGML_F32 && dtype != WGML_F16 && dtype != WGML_BF16)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: opts dtype %s; a model is saved as F32, F16 or BF16", fn,
+                          wgml_dtype_name(dtype));
+    /* the folder first: a save that cannot write reads nothing back */
+    bool made = mkdir(dir, 0777) == 0;
+    if (!made && errno != EEXIST) return wgml__fail(ctx, WGML_ERROR_IO, "%s: cannot create %s: %s", fn, dir, strerror(errno));
     size_t n = wgml_model_param_count(m);
     wgml_safetensors_entry *entries = calloc(n, sizeof *entries);
-    if (!entries) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (!entries) {
+        if (made) rmdir(dir);
+        return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    }
     wgml_status s = WGML_OK;
     for (size_t i = 0; i < n && s == WGML_OK; i++) {
         const char *name;
         wgml_tensor *t = wgml_model_param(m, i, &name);
         entries[i].name = name;
-        entries[i].dtype = WGML_ST_F32;
+        entries[i].dtype = wgml_safetensors_dtype_from_wgml(dtype);
         entries[i].ndim = wgml_tensor_ndim(t);
         for (uint32_t d = 0; d < entries[i].ndim; d++) entries[i].shape[d] = wgml_tensor_dim(t, d);
         void *buf = malloc(wgml_tensor_nbytes(t));
         if (!buf) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn); break; }
         entries[i].data = buf;
         s = wgml_tensor_read(t, 0, buf, wgml_tensor_nbytes(t));
+        size_t bad;
+        if (s == WGML_OK && dtype != WGML_F32 && !to_16_bits(buf, wgml_tensor_numel(t), dtype, &bad))
+            s = wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] = %g is beyond F16's range (+-65504): save as BF16 or "
+                           "F32", fn, name, bad, ((float *)buf)[bad]);
     }
     char path[PATH_MAX + 32];
     if (s == WGML_OK) {
@@ -420,9 +453,10 @@ wgml_status wgml_model_save(wgml_model *m, const char *dir)
     }
     if (s == WGML_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
-        s = write_config(ctx, wgml_model_get_config(m), path);
+        s = write_config(ctx, wgml_model_get_config(m), dtype, path);
     }
     for (size_t i = 0; i < n; i++) free((void *)entries[i].data);
     free(entries);
+    if (s != WGML_OK && made) rmdir(dir);   /* removed when nothing was written into it */
     return s;
 }

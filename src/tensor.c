@@ -124,6 +124,7 @@ static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype d
     t->ndim = ndim;
     memcpy(t->shape, shape, ndim * sizeof *shape);
     ctx->live_tensors++;
+    ctx->device_bytes += cap;
     *out = t;
     return WGML_OK;
 }
@@ -267,6 +268,7 @@ void wgml_tensor_release(wgml_tensor *t)
     wgml__bind_cache_forget_buffer(t->ctx, t->buffer);
     wgpuBufferRelease(t->buffer);
     t->ctx->live_tensors--;
+    t->ctx->device_bytes -= t->capacity;
     free(t);
 }
 

@@ -1171,7 +1171,18 @@ static void test_tensor_functions(void)
              "maxStorageBufferBindingSize");
 #undef FROM_BAD
     wgml_context_stats_get(th_ctx, &s1);
-    TH_CHECK(s1.live_tensors == s0.live_tensors, "failed creations left %ld tensors", s1.live_tensors - s0.live_tensors);
+    TH_CHECK(s1.live_tensors == s0.live_tensors && s1.device_bytes == s0.device_bytes, "failed creations left %ld tensors, "
+             "%lld bytes", s1.live_tensors - s0.live_tensors, (long long)(s1.device_bytes - s0.device_bytes));
+    /* device_bytes follows what is allocated: at least the tensor's bytes, and back after */
+    wgml_tensor *big_t = NULL;
+    TH_EXPECT(wgml_tensor_create(th_ctx, WGML_F32, 2, (size_t[]){ 1000, 3 }, &big_t), WGML_OK);
+    wgml_context_stats s2;
+    wgml_context_stats_get(th_ctx, &s2);
+    TH_CHECK(s2.device_bytes >= s1.device_bytes + 12000 && s2.device_bytes < s1.device_bytes + 12000 + 4096,
+             "a 12000-byte tensor added %lld device bytes", (long long)(s2.device_bytes - s1.device_bytes));
+    wgml_tensor_release(big_t);
+    wgml_context_stats_get(th_ctx, &s2);
+    TH_CHECK(s2.device_bytes == s1.device_bytes, "releasing it left %lld device bytes", (long long)(s2.device_bytes - s1.device_bytes));
 
     /* write, read, zero, reshape on a 2 x 3 f32 tensor; it must come through unchanged */
     wgml_tensor *x = NULL;
@@ -1681,7 +1692,9 @@ static void test_data_functions(void)
     BAD("wgml_batcher_next", wgml_batcher_next(b, NULL, tg), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
     BAD("wgml_batcher_get_state", wgml_batcher_get_state(b, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "st");
     BAD("wgml_batcher_set_state", wgml_batcher_set_state(NULL, &st), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
-    NOOP("wgml_batcher_part_size", wgml_batcher_part_size(NULL) == 0);
+    wgml_batcher_stats bst;
+    BAD("wgml_batcher_get_stats", wgml_batcher_get_stats(NULL, &bst), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
+    BAD("wgml_batcher_get_stats", wgml_batcher_get_stats(b, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "st");
     wgml_batcher_free(b);
     wgml_batcher_free(NULL);
     NOOP("wgml_batcher_free", true);
@@ -1803,6 +1816,28 @@ static void test_model_functions(void)
         NOOP("wgml_trainer_grad", wgml_trainer_grad(NULL, 0) == NULL);
         NOOP("wgml_trainer_logits", wgml_trainer_logits(NULL) == NULL);
         NOOP("wgml_trainer_steps", wgml_trainer_steps(NULL) == 0);
+        /* eval_only: the same loss as the training trainer's, and every training call refused */
+        wgml_trainer *ev = NULL;
+        wgml_trainer_desc edesc = desc;
+        edesc.eval_only = true;
+        TH_EXPECT(wgml_trainer_create(m, &edesc, &ev), WGML_OK);
+        if (ev) {
+            float l_train = NAN, l_eval = NAN;
+            TH_EXPECT(wgml_trainer_eval(t, ids, targets, loss), WGML_OK);
+            TH_EXPECT(wgml_tensor_read(loss, 0, &l_train, sizeof l_train), WGML_OK);
+            TH_EXPECT(wgml_trainer_eval(ev, ids, targets, loss), WGML_OK);
+            TH_EXPECT(wgml_tensor_read(loss, 0, &l_eval, sizeof l_eval), WGML_OK);
+            TH_CHECK(l_eval == l_train && isfinite(l_eval), "eval_only loss %.9g, the training trainer's %.9g", l_eval, l_train);
+            BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(ev, ids, targets, 1.0f, loss), WGML_ERROR_INVALID_ARGUMENT,
+                th_ctx, "eval_only");
+            BAD("wgml_trainer_step", wgml_trainer_step(ev, 1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "eval_only");
+            BAD("wgml_trainer_save_state", wgml_trainer_save_state(ev, "unused.safetensors"), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+                "eval_only");
+            BAD("wgml_trainer_load_state", wgml_trainer_load_state(ev, "unused.safetensors"), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+                "eval_only");
+            NOOP("wgml_trainer_grad", wgml_trainer_grad(ev, 0) == NULL);
+            wgml_trainer_destroy(ev);
+        }
         wgml_trainer_destroy(t);
     }
     wgml_trainer_destroy(NULL);
@@ -1863,7 +1898,15 @@ static void test_model_functions(void)
     BAD(fn, wgml_model_save(NULL, sub), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
     BAD(fn, wgml_model_save(m, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dir");
     BAD(fn, wgml_model_save(m, "/nonexistent/wgml/model"), WGML_ERROR_IO, th_ctx, "create");
+    fn = "wgml_model_save_with";
+    const wgml_model_save_options as_bf16 = { .dtype = WGML_BF16 }, as_u32 = { .dtype = WGML_U32 };
+    BAD(fn, wgml_model_save_with(NULL, sub, &as_bf16), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+    BAD(fn, wgml_model_save_with(m, NULL, &as_bf16), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dir");
+    BAD(fn, wgml_model_save_with(m, sub, &as_u32), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dtype");
+    BAD(fn, wgml_model_save_with(m, "/nonexistent/wgml/model", &as_bf16), WGML_ERROR_IO, th_ctx, "create");
+    TH_CHECK(access(sub, F_OK) != 0, "%s: a refused save made %s", fn, sub);
     TH_EXPECT(wgml_model_save(m, sub), WGML_OK);
+    NOOP("wgml_model_file_dtype", wgml_model_file_dtype(NULL) == WGML_F32 && wgml_model_file_dtype(m) == WGML_F32);
     fn = "wgml_model_load";
     wgml_model *m2 = (wgml_model *)&m2;
     BAD(fn, wgml_model_load(NULL, sub, &m2), WGML_ERROR_INVALID_ARGUMENT, NULL, "engine");

@@ -121,7 +121,7 @@ static void test_errors(void)
         { "[1, 2]\n", "bad.jsonl:1" },
         { "{\"text\": 5}\n", "\"text\" must be a string" },
         { "{\"prompt\": \"p\"}\n", "must both be strings" },
-        { "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "no chat format" },
+        { "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "chat_format" },
         { "{\"messages\": []}\n", "non-empty array" },
         { "{\"foo\": 1}\n", "\"text\", \"prompt\" and \"completion\", or \"messages\"" },
         { "\n\n  \n", "no records" },
@@ -168,7 +168,10 @@ static void test_packed(void)
     wgml_batcher_options o = { .batch = 3, .seq_len = 16, .packed = true, .seed = 7, .part_begin = 0, .part_end = 0.5 };
     wgml_batcher *b = NULL, *c = NULL;
     TH_EXPECT(wgml_batcher_create(d, &o, &b), WGML_OK);
-    TH_CHECK(wgml_batcher_part_size(b) == 100, "part of %zu tokens (half of 199, to the nearest)", wgml_batcher_part_size(b));
+    wgml_batcher_stats bs = { 0 };
+    TH_EXPECT(wgml_batcher_get_stats(b, &bs), WGML_OK);
+    TH_CHECK(bs.items == 100 && bs.learned == 99 && bs.cut == 0, "part of %zu tokens (half of 199, to the nearest), %zu "
+             "learned targets (99), %zu cut", bs.items, bs.learned, bs.cut);
     uint32_t ids[48], tg[48], ids2[48], tg2[48];
     bool windows = true;
     wgml_batcher_state st;
@@ -197,7 +200,9 @@ static void test_packed(void)
     /* sequential: windows one after another; every target of the part exactly once */
     wgml_batcher_options so = { .batch = 2, .seq_len = 16, .packed = true, .sequential = true, .part_begin = 0.5, .part_end = 1 };
     TH_EXPECT(wgml_batcher_create(d, &so, &b), WGML_OK);
-    size_t part = b ? wgml_batcher_part_size(b) : 0, first = LEN - part, targets = 0, k = 0;
+    wgml_batcher_stats ps = { 0 };
+    TH_EXPECT(wgml_batcher_get_stats(b, &ps), WGML_OK);
+    size_t part = ps.items, first = LEN - part, targets = 0, k = 0;
     bool ordered = true;
     wgml_batcher_state ss = { 0 };
     for (; b && k < 100; k++) {
@@ -265,6 +270,12 @@ static void test_padded(void)
     wgml_batcher_options o = { .batch = 5, .seq_len = 6, .seed = 3 };
     wgml_batcher *b = NULL, *c = NULL;
     TH_EXPECT(wgml_batcher_create(d, &o, &b), WGML_OK);
+    /* example i holds i + 3 tokens ("P", the letters, EOS) and i + 2 learned targets; 7
+       tokens fit: examples 5 - 9 are cut, keeping 6 learned targets each */
+    wgml_batcher_stats bs = { 0 };
+    TH_EXPECT(wgml_batcher_get_stats(b, &bs), WGML_OK);
+    TH_CHECK(bs.items == 10 && bs.learned == 50 && bs.cut == 5 && bs.cut_empty == 0, "padded stats: %zu examples (10), %zu "
+             "learned targets (50), %zu cut (5), %zu of them with nothing learned (0)", bs.items, bs.learned, bs.cut, bs.cut_empty);
     uint32_t ids[30], tg[30];
     int seen[2][10] = { { 0 } }, order[2][10];
     for (int k = 0; k < 4; k++) {   /* 20 rows: two epochs of 10 */
@@ -329,12 +340,25 @@ static void test_padded(void)
     wgml_batcher_free(b);
     wgml_batcher_free(c);
     wgml_dataset_free(d);
+    /* a prompt longer than the window leaves nothing to learn: refused, saying why */
+    write_file("long_prompt.jsonl", "{\"prompt\": \"PPPPPPPPPP\", \"completion\": \"x\"}\n");
+    TH_EXPECT(wgml_dataset_load(in_dir("long_prompt.jsonl"), bytes_tok, &eos, &d), WGML_OK);
+    if (!d) return;
+    o = (wgml_batcher_options){ .batch = 1, .seq_len = 4 };
+    TH_EXPECT_ERR(wgml_batcher_create(d, &o, &b), WGML_ERROR_SHAPE, "seq_len");
+    o.seq_len = 10;   /* 12 tokens (10 of prompt, "x", EOS): 11 fit, the last target "x" */
+    TH_EXPECT(wgml_batcher_create(d, &o, &b), WGML_OK);
+    TH_EXPECT(wgml_batcher_get_stats(b, &bs), WGML_OK);
+    TH_CHECK(bs.learned == 1 && bs.cut == 1 && bs.cut_empty == 0, "a long prompt: %zu learned (1: the completion, not its EOS), "
+             "%zu cut (1)", bs.learned, bs.cut);
+    wgml_batcher_free(b);
+    wgml_dataset_free(d);
 }
 
 static void teardown(void)
 {
     const char *files[] = { "plain.txt", "t.jsonl", "pc.jsonl", "m.jsonl", "bad.jsonl", "latin1.txt", "empty.txt", "fifo.txt",
-                            "long.txt", "ex.jsonl" };
+                            "long.txt", "ex.jsonl", "long_prompt.jsonl" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(in_dir(files[i]));
     TH_CHECK(rmdir(dir) == 0, "rmdir %s", dir);
     wgml_tokenizer_free(bytes_tok);

@@ -449,6 +449,16 @@ static void remove_tmpdir(void)
     TH_CHECK(rmdir(tmpdir) == 0, "rmdir %s: %s", tmpdir, strerror(errno));
 }
 
+/* The file's text (malloc'd), or NULL. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = f ? calloc(1, 1 << 16) : NULL;
+    if (buf) fread(buf, 1, (1 << 16) - 1, f);
+    if (f) fclose(f);
+    return buf;
+}
+
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -598,11 +608,65 @@ static void test_checkpoint_half_precision(void)
             th_compare(what, got, want, numel, 0, 0);   /* exact: the conversion is lossless */
             free(got); free(want);
         }
+        /* saved again in its own dtype: the file it came from, bit for bit */
+        wgml_dtype dt = kind ? WGML_BF16 : WGML_F16;
+        TH_CHECK(!back || wgml_model_file_dtype(back) == dt, "file dtype %s, want %s",
+                 wgml_dtype_name(wgml_model_file_dtype(back)), wgml_dtype_name(dt));
+        if (back) TH_EXPECT(wgml_model_save_with(back, tmpdir, &(wgml_model_save_options){ .dtype = dt }), WGML_OK);
+        wgml_safetensors *st = NULL;
+        TH_EXPECT(wgml_safetensors_open(in_tmp("model.safetensors"), &st), WGML_OK);
+        for (size_t i = 0; st && i < n; i++) {
+            wgml_file_tensor info;
+            const char *name;
+            wgml_model_param(m, i, &name);
+            int64_t k = wgml_safetensors_find(st, name);
+            TH_CHECK(k >= 0 && wgml_safetensors_info(st, (size_t)k, &info) == WGML_OK && info.dtype == e[i].dtype &&
+                     memcmp(wgml_safetensors_data(st, (size_t)k), half[i], info.nbytes) == 0,
+                     "%s saved as %s differs from the file it was loaded from", name, wgml_dtype_name(dt));
+        }
+        wgml_safetensors_close(st);
+        char *cfg = read_text(in_tmp("config.json"));
+        TH_CHECK(cfg && strstr(cfg, kind ? "\"torch_dtype\": \"bfloat16\"" : "\"torch_dtype\": \"float16\""),
+                 "config.json's torch_dtype: %s", cfg ? cfg : "(none)");
+        free(cfg);
         wgml_model_destroy(back);
         for (size_t i = 0; i < n; i++) free(half[i]);
         free(half);
         free(e);
     }
+    /* f32 weights rounded to bf16 and f16 on the way out, to the nearest even */
+    for (int kind = 0; kind < 2; kind++) {
+        wgml_dtype dt = kind ? WGML_BF16 : WGML_F16;
+        TH_EXPECT(wgml_model_save_with(m, tmpdir, &(wgml_model_save_options){ .dtype = dt }), WGML_OK);
+        wgml_safetensors *st = NULL;
+        TH_EXPECT(wgml_safetensors_open(in_tmp("model.safetensors"), &st), WGML_OK);
+        size_t wrong = 0;
+        for (size_t i = 0; st && i < n; i++) {
+            const char *name;
+            wgml_model_param(m, i, &name);
+            int64_t k = wgml_safetensors_find(st, name);
+            const uint8_t *d = k >= 0 ? wgml_safetensors_data(st, (size_t)k) : NULL;
+            for (size_t j = 0; d && j < ref_model_param_numel(s, (int)i); j++) {
+                uint16_t want = kind ? to_bf16(params[i][j]) : to_f16(params[i][j]);
+                wrong += (uint16_t)(d[2 * j] | d[2 * j + 1] << 8) != want;
+            }
+            wrong += !d;
+        }
+        TH_CHECK(wrong == 0, "%zu weights saved as %s are not their f32 values rounded to the nearest", wrong, wgml_dtype_name(dt));
+        wgml_safetensors_close(st);
+    }
+    /* a weight beyond f16's range: refused, naming it; no folder made */
+    const char *embed;
+    wgml_tensor *w0 = wgml_model_param(m, 0, &embed);
+    TH_EXPECT(wgml_tensor_write(w0, 3 * sizeof(float), &(float){ 1e5f }, sizeof(float)), WGML_OK);
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/f16", tmpdir);
+    TH_EXPECT_ERR(wgml_model_save_with(m, sub, &(wgml_model_save_options){ .dtype = WGML_F16 }), WGML_ERROR_INVALID_ARGUMENT,
+                  "[3]");
+    TH_CHECK(access(sub, F_OK) != 0, "a refused save made %s", sub);
+    TH_EXPECT_ERR(wgml_model_save_with(m, sub, &(wgml_model_save_options){ .dtype = WGML_U32 }), WGML_ERROR_INVALID_ARGUMENT,
+                  "dtype");
+    TH_CHECK(wgml_model_file_dtype(m) == WGML_F32 && wgml_model_file_dtype(NULL) == WGML_F32, "a created model's file dtype");
     wgml_model_destroy(m);
     free_params(s, params);
     remove_tmpdir();

@@ -1,4 +1,5 @@
 /* Output folders and checkpoints (see checkpoint.h). */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -57,12 +58,31 @@ static int fsync_dir(const char *dir)
     return r;
 }
 
-int ckpt_prepare_out(const char *who, const char *out, bool overwrite, bool resuming, bool *made)
+/* Whether out names the folder of input (a folder, or a file in it). */
+bool ckpt_same_folder(const char *out, const char *input)
+{
+    char a[PATH_MAX], b[PATH_MAX], dir[PATH_MAX];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s", input);
+    if (stat(input, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, sizeof dir, ".");
+    }
+    return realpath(out, a) && realpath(dir, b) && strcmp(a, b) == 0;
+}
+
+int ckpt_prepare_out(const char *who, const char *out, const out_options *opt, bool *made)
 {
     struct stat st;
+    bool overwrite = opt->overwrite, resuming = opt->resuming;
     *made = false;
     if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "%s: --out %s exists and is not a folder\n", who, out);
+        return -1;
+    }
+    if (opt->input && ckpt_same_folder(out, opt->input)) {
+        fprintf(stderr, "%s: --out %s is the folder of the model it reads (%s): write elsewhere\n", who, out, opt->input);
         return -1;
     }
     if (mkdir(out, 0777) == 0) *made = true;
@@ -106,9 +126,11 @@ int ckpt_prepare_out(const char *who, const char *out, bool overwrite, bool resu
         }
     }
     closedir(d);
-    if (rc == -1)
+    if (rc == -1 && opt->resumable)
         fprintf(stderr, "%s: --out %s already holds a run (%s); give --overwrite to replace it, or --resume %s to go on with "
                 "it\n", who, out, found, out);
+    else if (rc == -1)
+        fprintf(stderr, "%s: --out %s already holds a model or a run (%s); give --overwrite to replace it\n", who, out, found);
     return rc == 0 ? 0 : -1;
 }
 

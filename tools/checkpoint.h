@@ -16,11 +16,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The options of ckpt_prepare_out. */
+typedef struct out_options {
+    bool overwrite;        /* --overwrite was given */
+    bool resuming;         /* a resumed run, writing into its own folder */
+    bool resumable;        /* the command has --resume (its message says so) */
+    const char *input;     /* a model folder (or file) the command reads, or NULL */
+} out_options;
+
 /* --out: a folder this process can write, made when missing (*made). One that already
    holds a run (checkpoint folders, weights, adapter or loss files) is refused unless
    overwrite, which removes those files first so none survives from the old run; a
-   resumed run (resuming) may write into its own folder. 0, or -1 after a message. */
-int ckpt_prepare_out(const char *who, const char *out, bool overwrite, bool resuming, bool *made);
+   resumed run may write into its own folder. The folder of input is refused (writing
+   there would replace what is being read). 0, or -1 after a message. */
+int ckpt_prepare_out(const char *who, const char *out, const out_options *opt, bool *made);
+/* Whether the folder out exists and is the folder of input (a folder, or a file in it). */
+bool ckpt_same_folder(const char *out, const char *input);
 
 /* Writes checkpoint-<step> into out through write(user, dir) on a temporary folder, then
    keeps the newest `keep` checkpoints. 0, or -1 after a message. */

@@ -1,5 +1,6 @@
 /* wgml generate: loads a checkpoint (one wgml train wrote, or a Hugging Face Llama-family
-   folder: config.json, safetensors in f32/f16/bf16 or MLX 4/8-bit, tokenizer.json), runs
+   folder: config.json, safetensors in f32/f16/bf16 or MLX 4/8-bit, tokenizer.json) and
+   optionally a LoRA adapter (merged at load), runs
    the prompt through the model in one pass, then samples one token at a time with a KV
    cache, printing each as it comes, and reports prefill and decode speeds.
 
@@ -10,7 +11,7 @@
    the most recent half of the text is run again as a new prompt and generation goes on. */
 #include "cli.h"
 #include "commands.h"
-#include "model_tokenizer.h"
+#include "model_files.h"
 #include "wgml.h"
 
 #include <math.h>
@@ -20,7 +21,7 @@
 #include <sys/stat.h>
 
 typedef struct gen_opts {
-    const char *model, *prompt;
+    const char *model, *adapter, *prompt;
     int tokens, top_k, context, bos, ignore_eos;
     double temperature;
     uint64_t seed;
@@ -30,6 +31,8 @@ static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 2
 
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
+    { "--adapter", CLI_STRING, offsetof(gen_opts, adapter), "a LoRA adapter folder (PEFT's files, e.g. wgml finetune's --out), "
+      "merged into the model at load" },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
     { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate", 0, 1e9 },
     { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)", 0, 100 },
@@ -149,10 +152,7 @@ int cmd_generate(int argc, char **argv)
     sampler sm = { 0 };
 
     double t0 = cli_now();
-    if (wgml_model_load(eng, o.model, &m) != WGML_OK) {
-        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
-        goto done;
-    }
+    if (model_open("wgml generate", ctx, eng, o.model, o.adapter, true, &m, NULL) != 0) goto done;
     double t_load = cli_now() - t0;
     const wgml_model_config *cfg = wgml_model_get_config(m);
 
@@ -231,8 +231,8 @@ int cmd_generate(int argc, char **argv)
         goto done;
     }
 
-    fprintf(stderr, "model: %s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
-            (unsigned long long)wgml_model_numel(m), cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);
+    fprintf(stderr, "model: %s%s%s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
+            o.adapter ? " with the adapter " : "", o.adapter ? o.adapter : "", (unsigned long long)wgml_model_numel(m), cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);
     fprintf(stderr, "sampling: %s, %d tokens, context %u\n",
             o.temperature > 0 ? cli_fmt("temperature %g", o.temperature) : "greedy", o.tokens, cap);
     fprintf(stderr, "----\n");

@@ -9,7 +9,7 @@
    f32 logits, row by row. */
 #include "cli.h"
 #include "commands.h"
-#include "model_tokenizer.h"
+#include "model_files.h"
 #include "wgml.h"
 
 #include <stdio.h>
@@ -17,10 +17,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct logits_opts { const char *model, *text, *out; } logits_opts;
+typedef struct logits_opts { const char *model, *adapter, *text, *out; } logits_opts;
 
 static const cli_flag logits_flags[] = {
     { "--model", CLI_STRING, offsetof(logits_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json)" },
+    { "--adapter", CLI_STRING, offsetof(logits_opts, adapter), "a LoRA adapter folder (PEFT's files), run unmerged" },
     { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json, else as bytes for a 256-token model)" },
     { "--out", CLI_STRING, offsetof(logits_opts, out), "output file: u32 n, u32 vocab, n u32 ids, n x vocab f32 logits" },
 };
@@ -38,6 +39,7 @@ int cmd_logits(int argc, char **argv)
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     wgml_model *m = NULL;
+    wgml_lora *lora = NULL;
     wgml_tokenizer *tok = NULL;
     wgml_kv_cache *cache = NULL;
     wgml_tensor *logits = NULL;
@@ -53,10 +55,7 @@ int cmd_logits(int argc, char **argv)
         fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
         goto done;
     }
-    if (wgml_model_load(eng, o.model, &m) != WGML_OK) {
-        fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
-        goto done;
-    }
+    if (model_open("wgml logits", ctx, eng, o.model, o.adapter, false, &m, &lora) != 0) goto done;
     if (model_tokenizer("wgml logits", o.model, wgml_model_get_config(m), &tok) != 0) goto done;
     ids = malloc(sizeof *ids * (2 * len + 2));
     if (!ids) {

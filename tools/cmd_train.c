@@ -225,7 +225,8 @@ int cmd_train(int argc, char **argv)
     wgml_batcher *batches = NULL, *val = NULL;
     train_loop L = { .who = "wgml train" };
     train_run run = { .o = &o };
-    if (ckpt_prepare_out("wgml train", o.out, o.overwrite, o.resume != NULL, &made_out) != 0) goto done;
+    out_options oo = { .overwrite = o.overwrite, .resuming = o.resume != NULL, .resumable = true };
+    if (ckpt_prepare_out("wgml train", o.out, &oo, &made_out) != 0) goto done;
 
     /* ---- data: bytes, or the ids of a tokenizer.json ---- */
     wgml_status s = o.tokenizer ? wgml_tokenizer_load(o.tokenizer, &tok) : wgml_tokenizer_bytes(&tok);

@@ -8,5 +8,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_finetune(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

@@ -76,9 +76,10 @@ static wgml_status append_id(wgml_dataset *d, const char *what, uint32_t id, boo
     return WGML_OK;
 }
 
-static wgml_status end_example(wgml_dataset *d, const char *what, size_t start, const wgml_dataset_options *o)
+static wgml_status end_example(wgml_dataset *d, const char *what, size_t start, const wgml_dataset_options *o,
+                               wgml_data_kind k)
 {
-    if (o->append_eos) {
+    if (o->append_eos && k != WGML_DATA_MESSAGES) {
         /* the end of a document is learned where its text was */
         bool any = false;
         for (size_t i = start; i < d->n && !any; i++) any = d->train[i];
@@ -137,8 +138,9 @@ static wgml_status record(wgml_dataset *d, const wgml_tokenizer *tok, const wgml
         if (!cJSON_IsArray(m) || !n) s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: \"messages\" must be a non-empty array", what);
         else if (!msgs) s = wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
         else if (o->chat_format == WGML_CHAT_UNKNOWN)
-            s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a messages record, but no chat format was given (the model folder "
-                           "has no chat template wgml recognises: name one)", what);
+            s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a messages record, but opts chat_format is WGML_CHAT_UNKNOWN: "
+                           "name one of chatml, smollm2, qwen2, llama3, llama3.1, zephyr (wgml finetune: --chat-template; "
+                           "it is recognised from a model's own template when wgml knows it)", what);
         size_t i = 0;
         for (const cJSON *e = !s ? m->child : NULL; e && !s; e = e->next, i++) {
             const cJSON *r = cJSON_GetObjectItemCaseSensitive(e, "role"), *ct = cJSON_GetObjectItemCaseSensitive(e, "content");
@@ -159,7 +161,7 @@ static wgml_status record(wgml_dataset *d, const wgml_tokenizer *tok, const wgml
         wgml_chat_free(chat);
         free(msgs);
     }
-    if (!s) s = end_example(d, what, start, o);
+    if (!s) s = end_example(d, what, start, o, k);
     if (!s) d->kind = k;
     cJSON_Delete(root);
     return s;
@@ -220,7 +222,7 @@ wgml_status wgml_dataset_load(const char *path, const wgml_tokenizer *tok, const
             s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: not UTF-8 text (invalid at byte %zu)", path,
                            wgml__utf8_check((const uint8_t *)text, len));
         if (!s) s = append_text(d, tok, path, text, len, true, true);
-        if (!s) s = end_example(d, path, 0, &o);
+        if (!s) s = end_example(d, path, 0, &o, WGML_DATA_TEXT);
         if (!s) d->kind = WGML_DATA_TEXT;
     }
     free(text);
@@ -258,6 +260,7 @@ struct wgml_batcher {
     wgml_batcher_options o;
     size_t first, count;       /* packed: tokens [first, first + count); padded: those examples */
     size_t *order;             /* padded: this epoch's order of the examples */
+    wgml_batcher_stats stats;
     wgml_batcher_state st;
 };
 
@@ -287,6 +290,30 @@ static void shuffle(wgml_batcher *b)
     }
 }
 
+/* The part's stats: its learned targets as the rows will hold them, and the cuts. */
+static void count_part(wgml_batcher *b)
+{
+    const wgml_dataset *d = b->d;
+    wgml_batcher_stats *st = &b->stats;
+    st->items = b->count;
+    if (b->o.packed) {
+        for (size_t i = b->first + 1; i < b->first + b->count; i++) st->learned += d->train[i];
+        return;
+    }
+    size_t keep = (size_t)b->o.seq_len + 1;
+    for (size_t e = b->first; e < b->first + b->count; e++) {
+        const uint8_t *tr = d->train + d->ex[e].off;
+        size_t len = d->ex[e].len, in = 0, past = 0;
+        for (size_t i = 1; i < len; i++) {
+            if (i < keep) in += tr[i];
+            else past += tr[i];
+        }
+        st->learned += in;
+        st->cut += len > keep;
+        st->cut_empty += len > keep && !in && past;
+    }
+}
+
 wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_options *opts, wgml_batcher **out)
 {
     const char *fn = "wgml_batcher_create";
@@ -311,6 +338,13 @@ wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_option
         s = wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: this part of the data has %zu tokens, fewer than one sequence of seq_len + 1 "
                        "= %u", fn, b->count, o.seq_len + 1);
     if (!o.packed && !b->count) s = wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: this part of the data holds no example", fn);
+    if (!s) {
+        count_part(b);
+        if (!b->stats.learned)
+            s = wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: this part of the data has no learned target%s", fn,
+                           b->stats.cut_empty ? " within seq_len + 1 tokens of an example's start: a longer seq_len "
+                                                "would reach them" : "");
+    }
     if (!s && !o.packed) {
         b->order = malloc(b->count * sizeof *b->order);
         if (!b->order) s = wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
@@ -410,4 +444,9 @@ wgml_status wgml_batcher_set_state(wgml_batcher *b, const wgml_batcher_state *st
     return WGML_OK;
 }
 
-size_t wgml_batcher_part_size(const wgml_batcher *b) { return b ? b->count : 0; }
+wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_stats *st)
+{
+    if (!b || !st) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_batcher_get_stats: b and st must not be NULL");
+    *st = b->stats;
+    return WGML_OK;
+}

@@ -55,6 +55,15 @@ size_t wgml__utf8_check(const uint8_t *s, size_t n);
 const char *wgml__quote(char *buf, size_t size, const char *s, size_t len);
 #define WGML__QUOTE_MAX 352
 
+/* ---- 16-bit floats (src/io/half.c) -------------------------------------------------- */
+
+/* IEEE half and bfloat16 to f32 (exact), and f32 to them rounded to the nearest, ties to
+   even (a finite f32 beyond half's range becomes infinity; NaN stays NaN). */
+float wgml__half_to_float(uint16_t h);
+uint16_t wgml__float_to_half(float f);
+float wgml__bf16_to_float(uint16_t h);
+uint16_t wgml__float_to_bf16(float f);
+
 /* ---- JSON --------------------------------------------------------------------------- */
 
 /* Parses text[0..len) (need not be NUL-terminated) as exactly one JSON value: the text

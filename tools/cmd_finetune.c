@@ -1,0 +1,389 @@
+/* wgml finetune: adapts a pretrained model folder (anything wgml generate loads) to a
+   text or JSONL file, with a LoRA adapter over the frozen base (the default) or every
+   weight (--full), and writes the adapter in PEFT's format (or a whole model folder),
+   the loss curve, and resumable checkpoints.
+
+   Data: a text file (every token learned, packed into windows), or JSONL of {"text"},
+   {"prompt", "completion"} (the completion learned) or {"messages"} (rendered with the
+   model's chat template; the assistant's turns learned), one example per sequence, padded
+   or cut to --context. A part of the data (--val-fraction) or --val-data gives the
+   validation loss. The run shares wgml train's loop: progress at least once a second, a
+   stop on a non-finite loss, checkpoints every --save-every steps and on SIGINT / SIGTERM,
+   --resume. */
+#include "checkpoint.h"
+#include "cli.h"
+#include "commands.h"
+#include "model_files.h"
+#include "plot.h"
+#include "train_loop.h"
+#include "wgml.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct ft_opts {
+    const char *model, *data, *val_data, *out, *resume, *targets, *chat_template;
+    int rank, full, rslora, steps, batch, accum, context, warmup, eval_every, save_every, packing, keep_scores, overwrite;
+    int loss_on_prompt;
+    double alpha, dropout, lr, min_lr_frac, clip, weight_decay, beta1, beta2, eps, val_fraction;
+    uint64_t seed;
+} ft_opts;
+
+static const ft_opts defaults = {
+    .out = "finetune-out", .targets = "q,k,v,o,gate,up,down", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
+    .warmup = -1, .eval_every = 0, .packing = -1, .keep_scores = -1, .lr = -1, .min_lr_frac = 0.1, .clip = 1,
+    .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .val_fraction = 0.05, .seed = 42,
+};
+
+static const cli_flag ft_flags[] = {
+    { "--model", CLI_STRING, offsetof(ft_opts, model), "the base: a model folder (config.json, safetensors, tokenizer.json)" },
+    { "--data", CLI_STRING, offsetof(ft_opts, data), "training data: a text file, or .jsonl of {\"text\"}, {\"prompt\", "
+      "\"completion\"} or {\"messages\"} records" },
+    { "--out", CLI_STRING, offsetof(ft_opts, out), "output folder: the adapter (PEFT's files) or model, loss.csv, loss.svg, "
+      "checkpoint-<step>/" },
+    { "--lora-rank", CLI_INT, offsetof(ft_opts, rank), "LoRA rank r", 1, 4096 },
+    { "--lora-alpha", CLI_DOUBLE, offsetof(ft_opts, alpha), "LoRA alpha (scale alpha / r)", 1e-6, 1e6 },
+    { "--lora-dropout", CLI_DOUBLE, offsetof(ft_opts, dropout), "LoRA dropout (only 0 is supported yet)", 0, 0 },
+    { "--lora-targets", CLI_STRING, offsetof(ft_opts, targets), "projections with an adapter: any of q,k,v,o,gate,up,down" },
+    { "--rslora", CLI_BOOL, offsetof(ft_opts, rslora), "scale alpha / sqrt(r) (rank-stabilised LoRA)" },
+    { "--full", CLI_BOOL, offsetof(ft_opts, full), "train every weight instead of an adapter" },
+    { "--steps", CLI_INT, offsetof(ft_opts, steps), "optimizer steps", 1, 1e9 },
+    { "--batch", CLI_INT, offsetof(ft_opts, batch), "sequences per micro-batch", 1, 1 << 16 },
+    { "--accum", CLI_INT, offsetof(ft_opts, accum), "micro-batches per optimizer step", 1, 1 << 16 },
+    { "--context", CLI_INT, offsetof(ft_opts, context), "tokens per sequence (0: the model's max_position_embeddings, at most "
+      "1024)", 0, 1 << 24 },
+    { "--lr", CLI_DOUBLE, offsetof(ft_opts, lr), "peak learning rate (-1: 2e-4 for an adapter, 2e-5 with --full)", -1, 10 },
+    { "--min-lr", CLI_DOUBLE, offsetof(ft_opts, min_lr_frac), "final learning rate as a fraction of --lr (cosine decay)", 0, 1 },
+    { "--warmup", CLI_INT, offsetof(ft_opts, warmup), "linear warm-up steps, below --steps (-1: a tenth of them)", -1, 1e9 },
+    { "--beta1", CLI_DOUBLE, offsetof(ft_opts, beta1), "AdamW's first-moment decay", 1e-6, 0.999999 },
+    { "--beta2", CLI_DOUBLE, offsetof(ft_opts, beta2), "AdamW's second-moment decay", 1e-6, 0.999999 },
+    { "--eps", CLI_DOUBLE, offsetof(ft_opts, eps), "AdamW's epsilon", 1e-30, 1 },
+    { "--clip", CLI_DOUBLE, offsetof(ft_opts, clip), "global gradient-norm clip (0: none)", 0, 1e6 },
+    { "--weight-decay", CLI_DOUBLE, offsetof(ft_opts, weight_decay), "AdamW weight decay", 0, 10 },
+    { "--seed", CLI_U64, offsetof(ft_opts, seed), "seed of the adapter's initial values and of the batch order", 0, 0 },
+    { "--chat-template", CLI_STRING, offsetof(ft_opts, chat_template), "chat format of messages records: chatml, smollm2, qwen2, "
+      "llama3, llama3.1, zephyr (default: recognised from the model's template)" },
+    { "--loss-on-prompt", CLI_BOOL, offsetof(ft_opts, loss_on_prompt), "learn prompts and every turn, not only completions and "
+      "the assistant's turns" },
+    { "--packing", CLI_INT, offsetof(ft_opts, packing), "1: pack the tokens into windows; 0: one example per sequence, padded; "
+      "-1: 1 for a text file, 0 for JSONL", -1, 1 },
+    { "--val-data", CLI_STRING, offsetof(ft_opts, val_data), "validation data (else the last --val-fraction of --data)" },
+    { "--val-fraction", CLI_DOUBLE, offsetof(ft_opts, val_fraction), "the part of --data held out for validation (0: none)", 0, 0.5 },
+    { "--eval-every", CLI_INT, offsetof(ft_opts, eval_every), "steps between validation losses (0: only at the end)", 0, 1e9 },
+    { "--save-every", CLI_INT, offsetof(ft_opts, save_every), "steps between resumable checkpoints (0: none; SIGINT and SIGTERM "
+      "write one too)", 0, 1e9 },
+    { "--keep-scores", CLI_INT, offsetof(ft_opts, keep_scores), "keep attention's scores for the backward (-1: on a GPU)", -1, 1 },
+    { "--overwrite", CLI_BOOL, offsetof(ft_opts, overwrite), "replace a run already in --out" },
+    { "--resume", CLI_STRING, offsetof(ft_opts, resume), "a checkpoint folder, or an --out holding some, to go on from" },
+};
+#define NFLAGS (sizeof ft_flags / sizeof ft_flags[0])
+static const char *const may_change[] = { "--out", "--overwrite", "--resume", "--save-every", NULL };
+
+typedef struct ft_run {
+    ft_opts *o;
+    const char *model_dir;
+    wgml_model *model;
+    wgml_lora *lora;
+    wgml_trainer *tr;
+    wgml_batcher *batches;
+    uint64_t data_bytes, data_hash;
+} ft_run;
+
+/* The files of a tokenizer that go with a whole model folder. */
+static const char *const tokenizer_files[] = { "tokenizer.json", "tokenizer_config.json", "chat_template.jinja" };
+
+/* The weights (adapter or model, with the base's tokenizer files for a model) into dir. */
+static int write_weights(ft_run *r, wgml_context *ctx, const char *dir)
+{
+    wgml_status s = r->lora ? wgml_lora_save(r->lora, dir, r->model_dir) : wgml_model_save(r->model, dir);
+    if (s != WGML_OK) {
+        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(ctx));
+        return -1;
+    }
+    for (size_t i = 0; !r->lora && i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
+        char from[PATH_MAX], to[PATH_MAX];
+        struct stat st;
+        cli_fmt_path(from, sizeof from, r->model_dir, tokenizer_files[i]);
+        if (stat(from, &st) != 0) continue;
+        if (cli_copy_file("wgml finetune", from, cli_fmt_path(to, sizeof to, dir, tokenizer_files[i])) != 0) return -1;
+    }
+    return 0;
+}
+
+static int write_checkpoint(void *user, const char *dir)
+{
+    train_loop *L = user;
+    ft_run *r = L->user;
+    char path[PATH_MAX];
+    if (write_weights(r, L->ctx, dir) != 0) return -1;
+    if (wgml_trainer_save_state(r->tr, cli_fmt_path(path, sizeof path, dir, "optimizer.safetensors")) != WGML_OK) {
+        fprintf(stderr, "wgml finetune: %s\n", wgml_last_error(L->ctx));
+        return -1;
+    }
+    run_state st = { .command = "finetune", .step = L->step, .data_bytes = r->data_bytes, .data_hash = r->data_hash,
+                     .losses = L->losses, .val_losses = L->val_loss };
+    wgml_batcher_get_state(r->batches, &st.batcher);
+    return ckpt_state_write("wgml finetune", dir, &st, ft_flags, NFLAGS, r->o);
+}
+
+static int save(train_loop *L, int step)
+{
+    ft_run *r = L->user;
+    return ckpt_write("wgml finetune", r->o->out, step, 2, write_checkpoint, L);
+}
+
+/* --lora-targets as wgml_lora_target bits; 0 after a message when a name is unknown. */
+static uint32_t parse_targets(const char *list)
+{
+    static const char *const names[] = { "q", "k", "v", "o", "gate", "up", "down" };
+    uint32_t bits = 0;
+    const char *p = list;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        int found = -1;
+        for (int k = 0; k < 7; k++)
+            if (strlen(names[k]) == n && strncmp(p, names[k], n) == 0) found = k;
+        if (found < 0) {
+            fprintf(stderr, "wgml finetune: --lora-targets: '%.*s' is not one of q, k, v, o, gate, up, down\n", (int)n, p);
+            return 0;
+        }
+        bits |= 1u << found;
+        p += n + (p[n] == ',');
+    }
+    if (!bits) fprintf(stderr, "wgml finetune: --lora-targets names no projection\n");
+    return bits;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* loss.csv and loss.svg, each written atomically; 0, or -1 after a message. */
+static int write_curves(const ft_opts *o, const lr_schedule *sc, const float *losses, const double *val_loss, const char *title)
+{
+    char path[4096], tmp[4200];
+    cli_fmt_path(path, sizeof path, o->out, "loss.csv");
+    FILE *f = cli_atomic_open("wgml finetune", path, tmp, sizeof tmp);
+    if (!f) return -1;
+    fprintf(f, "step,train_loss,val_loss,lr\n");
+    for (int i = 0; i < o->steps; i++) {
+        fprintf(f, "%d,%.6f,", i + 1, losses[i]);
+        if (!isnan(val_loss[i + 1])) fprintf(f, "%.6f", val_loss[i + 1]);
+        fprintf(f, ",%.6g\n", lr_at(sc, i));
+    }
+    if (cli_atomic_commit("wgml finetune", f, tmp, path) != 0) return -1;
+    cli_fmt_path(path, sizeof path, o->out, "loss.svg");
+    f = cli_atomic_open("wgml finetune", path, tmp, sizeof tmp);
+    if (!f) return -1;
+    plot_loss_svg(f, title, losses, val_loss, o->steps, NAN);
+    return cli_atomic_commit("wgml finetune", f, tmp, path);
+}
+
+int cmd_finetune(int argc, char **argv)
+{
+    const char *who = "wgml finetune";
+    ft_opts o = defaults;
+    bool given[NFLAGS];
+    int pr = cli_parse_given(argc, argv, ft_flags, NFLAGS, &o, "wgml finetune --model DIR --data FILE [options]",
+                             "Fine-tunes a pretrained model with a LoRA adapter (or every weight with --full) and writes the "
+                             "adapter in PEFT's format.", given);
+    if (pr <= 0) return -pr;
+    run_state resumed = { 0 };
+    float *losses0 = NULL;
+    double *val0 = NULL;
+    char ckdir[PATH_MAX] = "";
+    if (o.resume) {
+        if (ckpt_find(who, o.resume, ckdir, sizeof ckdir) != 0) return 1;
+        if (ckpt_state_read(who, ckdir, "finetune", &resumed, &losses0, &val0, ft_flags, NFLAGS, &o, given, may_change) != 0)
+            return 2;
+    }
+    int rc = 2;
+    uint32_t targets = o.full ? 0 : parse_targets(o.targets);
+    if (!o.model || !o.data) {
+        fprintf(stderr, "%s: --model and --data are required (see --help)\n", who);
+        goto early;
+    }
+    if (!o.full && !targets) goto early;
+    if (o.lr < 0) o.lr = o.full ? 2e-5 : 2e-4;
+    if (o.warmup < 0) o.warmup = o.steps / 10;
+    else if (o.warmup >= o.steps) {
+        fprintf(stderr, "%s: --warmup %d must be below --steps %d\n", who, o.warmup, o.steps);
+        goto early;
+    }
+    if (o.resume && resumed.step >= o.steps) {
+        fprintf(stderr, "%s: %s is at step %d of %d: nothing left to train\n", who, ckdir, resumed.step, o.steps);
+        goto early;
+    }
+    rc = 1;
+
+    bool made_out = false;
+    wgml_context *ctx = NULL;
+    wgml_engine *eng = NULL;
+    wgml_model *model = NULL;
+    wgml_lora *lora = NULL;
+    wgml_trainer *tr = NULL;
+    wgml_tokenizer *tok = NULL;
+    wgml_tokenizer_config tcfg = { 0 };
+    wgml_dataset *data = NULL, *vdata = NULL;
+    wgml_batcher *batches = NULL, *val = NULL;
+    train_loop L = { .who = who };
+    ft_run run = { .o = &o, .model_dir = o.model };
+    out_options oo = { .overwrite = o.overwrite, .resuming = o.resume != NULL, .resumable = true, .input = o.model };
+    if (ckpt_prepare_out(who, o.out, &oo, &made_out) != 0) goto done;
+
+    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        goto done;
+    }
+    wgml_adapter_info info;
+    wgml_context_info(ctx, &info);
+    /* a resumed --full run goes on from its checkpoint's weights; an adapter's base is --model */
+    wgml_status s = wgml_engine_create(ctx, &eng);
+    if (s == WGML_OK) s = wgml_model_load(eng, o.resume && o.full ? ckdir : o.model, &model);
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
+        goto done;
+    }
+    const wgml_model_config *cfg = wgml_model_get_config(model);
+    if (model_tokenizer(who, o.model, cfg, &tok) != 0) goto done;
+    wgml_dataset_options dopt;
+    if (model_data_options(who, o.model, cfg, tok, o.chat_template, o.loss_on_prompt, &tcfg, &dopt) != 0) goto done;
+    s = wgml_dataset_load(o.data, tok, &dopt, &data);
+    if (s == WGML_OK && o.val_data) s = wgml_dataset_load(o.val_data, tok, &dopt, &vdata);
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        goto done;
+    }
+    if (ckpt_fingerprint(who, o.data, &run.data_bytes, &run.data_hash) != 0) goto done;
+    if (o.resume && (run.data_bytes != resumed.data_bytes || run.data_hash != resumed.data_hash)) {
+        fprintf(stderr, "%s: %s is not the file the checkpoint was trained on (its size or contents differ)\n", who, o.data);
+        goto done;
+    }
+    bool packed = o.packing >= 0 ? o.packing : !ends_with(o.data, ".jsonl");
+    uint32_t T = o.context ? (uint32_t)o.context : (cfg->max_position_embeddings < 1024 ? cfg->max_position_embeddings : 1024);
+    if (T > cfg->max_position_embeddings) {
+        fprintf(stderr, "%s: --context %u is beyond the model's %u positions (max_position_embeddings)\n", who, T,
+                cfg->max_position_embeddings);
+        goto done;
+    }
+    double split = o.val_data ? 1.0 : 1.0 - o.val_fraction;
+    wgml_batcher_options bo = { .batch = (uint32_t)o.batch, .seq_len = T, .packed = packed, .seed = o.seed, .part_end = split };
+    const char *part = o.data;
+    s = wgml_batcher_create(data, &bo, &batches);
+    if (s == WGML_OK && (o.val_data || o.val_fraction > 0)) {
+        wgml_batcher_options vo = { .batch = (uint32_t)o.batch, .seq_len = T, .packed = packed, .sequential = true,
+                                    .part_begin = o.val_data ? 0 : split, .part_end = 1 };
+        part = o.val_data ? o.val_data : "the validation part (--val-fraction)";
+        s = wgml_batcher_create(vdata ? vdata : data, &vo, &val);
+    }
+    if (s == WGML_OK && o.resume) s = wgml_batcher_set_state(batches, &resumed.batcher);
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s: %s\n", who, part, wgml_last_error(NULL));
+        goto done;
+    }
+    wgml_batcher_stats bst;
+    wgml_batcher_get_stats(batches, &bst);
+
+    /* the adapter (new, or the checkpoint's), and the trainer */
+    char path[PATH_MAX];
+    if (!o.full && o.resume) s = wgml_lora_load(model, ckdir, &lora);
+    else if (!o.full)
+        s = wgml_lora_create(model, &(wgml_lora_desc){ .rank = (uint32_t)o.rank, .alpha = (float)o.alpha, .dropout = (float)o.dropout,
+                                                        .targets = targets, .rslora = o.rslora != 0 }, o.seed, &lora);
+    bool gpu = !info.type || strcmp(info.type, "CPU") != 0;
+    wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = T, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2,
+                             .eps = (float)o.eps, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
+                             .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f, .lora = lora,
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0 };
+    if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
+    if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
+        goto done;
+    }
+    run.model = model;
+    run.lora = lora;
+    run.tr = tr;
+    run.batches = batches;
+    wgml_context_stats cs;
+    wgml_context_stats_get(ctx, &cs);
+    uint64_t total = wgml_model_numel(model) + wgml_lora_numel(lora), trained = lora ? wgml_lora_numel(lora) : total;
+
+    static const char *const kinds[] = { "", "text", "prompt and completion", "chat" };
+    printf("adapter:  %s (%s, %s)\n", info.name, info.type, info.backend);
+    printf("model:    %s: %llu parameters, %u layers, vocab %u\n", o.model, (unsigned long long)wgml_model_numel(model),
+           cfg->num_hidden_layers, cfg->vocab_size);
+    char chat[64] = "";
+    if (wgml_dataset_kind(data) == WGML_DATA_MESSAGES)
+        snprintf(chat, sizeof chat, " in the %s chat format", wgml_chat_format_name(dopt.chat_format));
+    printf("data:     %s: %zu %s example%s%s, %zu tokens (%zu learned); %s, %u tokens per sequence%s%s%s\n", o.data,
+           wgml_dataset_examples(data), kinds[wgml_dataset_kind(data)], wgml_dataset_examples(data) == 1 ? "" : "s", chat, wgml_dataset_tokens(data),
+           wgml_dataset_trained_tokens(data), packed ? "packed" : "one example per sequence", T,
+           bst.cut ? cli_fmt(" (%.0f examples cut to fit", (double)bst.cut) : "",
+           bst.cut_empty ? cli_fmt(", %.0f of them with nothing left to learn", (double)bst.cut_empty) : "", bst.cut ? ")" : "");
+    if (val) printf("validation: %s\n", o.val_data ? o.val_data : cli_fmt("the last %.3g of the data", o.val_fraction));
+    if (lora)
+        printf("training: LoRA rank %u, alpha %g (scale %g), on %s: %llu trainable parameters of %llu (%.2f%%)\n",
+               wgml_lora_get_desc(lora)->rank, wgml_lora_get_desc(lora)->alpha, wgml_lora_scale(lora), o.targets,
+               (unsigned long long)trained, (unsigned long long)total, 100.0 * trained / total);
+    else printf("training: every weight: %llu trainable parameters\n", (unsigned long long)trained);
+    printf("          %d steps x %d micro-batch%s x %d sequences, AdamW lr %g (betas %g, %g, eps %g; warm-up %d, cosine to %g), "
+           "clip %g, weight decay %g, seed %llu; %.1f MiB of GPU memory in tensors\n", o.steps, o.accum, o.accum > 1 ? "es" : "",
+           o.batch, o.lr, o.beta1, o.beta2, o.eps, o.warmup, o.lr * o.min_lr_frac, o.clip, o.weight_decay,
+           (unsigned long long)o.seed, cs.device_bytes / 1048576.0);
+    if (o.resume) printf("resuming: %s, at step %d\n", ckdir, resumed.step);
+    fflush(stdout);
+
+    L = (train_loop){ .who = who, .ctx = ctx, .eng = eng, .tr = tr, .train = batches, .val = val, .batch = (uint32_t)o.batch,
+                      .seq_len = T, .sched = { .steps = o.steps, .warmup = o.warmup, .lr = o.lr, .min_lr_frac = o.min_lr_frac },
+                      .accum = o.accum, .eval_every = o.eval_every, .save_every = o.save_every, .save = save, .user = &run,
+                      .out = o.out };
+    if (train_loop_init(&L, resumed.step, losses0, val0) != 0) goto done;
+    int lr_rc = train_loop_run(&L);
+    if (lr_rc != 0) {
+        rc = lr_rc;
+        goto done;
+    }
+    int tail = o.steps < 20 ? o.steps : 20;
+    double train_tail = 0;
+    for (int i = o.steps - tail; i < o.steps; i++) train_tail += L.losses[i];
+    train_tail /= tail;
+    printf("done in %s: %.0f tokens/s. Final loss: train %.4f (mean of the last %d steps)%s\n", cli_duration(L.elapsed),
+           (double)(o.steps - resumed.step) * o.accum * o.batch * T / L.elapsed, train_tail, tail,
+           val ? cli_fmt(", validation %.4f", L.last_val) : "");
+    if (write_weights(&run, ctx, o.out) != 0) goto done;
+    char title[512];
+    snprintf(title, sizeof title, "wgml finetune of %s on %s, %s", o.model, o.data, lora ? "LoRA" : "every weight");
+    if (write_curves(&o, &L.sched, L.losses, L.val_loss, title) != 0) goto done;
+    if (lora) printf("wrote %s/adapter_config.json, %s/adapter_model.safetensors (PEFT), %s/loss.svg, %s/loss.csv\n", o.out, o.out,
+                     o.out, o.out);
+    else printf("wrote %s/config.json, %s/model.safetensors, the tokenizer, %s/loss.svg, %s/loss.csv\n", o.out, o.out, o.out, o.out);
+    rc = 0;
+done:
+    if (rc != 0 && made_out) rmdir(o.out);
+    train_loop_free(&L);
+    wgml_trainer_destroy(tr);
+    wgml_lora_destroy(lora);
+    wgml_model_destroy(model);
+    wgml_engine_destroy(eng);
+    wgml_context_destroy(ctx);
+    wgml_batcher_free(batches);
+    wgml_batcher_free(val);
+    wgml_dataset_free(data);
+    wgml_dataset_free(vdata);
+    wgml_tokenizer_config_clear(&tcfg);
+    wgml_tokenizer_free(tok);
+early:
+    free(losses0);
+    free(val0);
+    ckpt_state_free(&resumed);
+    return rc;
+}

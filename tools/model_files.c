@@ -1,0 +1,90 @@
+/* See model_files.h. */
+#include "model_files.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *model_folder(const char *model, char *dir, size_t size)
+{
+    struct stat st;
+    snprintf(dir, size, "%s", model);
+    if (stat(model, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, size, ".");
+    }
+    return dir;
+}
+
+int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, const char *adapter, bool merge,
+               wgml_model **m, wgml_lora **lora)
+{
+    *m = NULL;
+    if (lora) *lora = NULL;
+    wgml_lora *l = NULL;
+    if (wgml_model_load(eng, model, m) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
+        return -1;
+    }
+    if (!adapter) return 0;
+    wgml_status s = wgml_lora_load(*m, adapter, &l);
+    if (s == WGML_OK && merge) s = wgml_lora_merge(l);
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: --adapter %s: %s\n", who, adapter, wgml_last_error(ctx));
+        wgml_lora_destroy(l);   /* a failed merge leaves it attached */
+        wgml_model_destroy(*m);
+        *m = NULL;
+        return -1;
+    }
+    if (lora) *lora = merge ? NULL : l;
+    return 0;
+}
+
+int model_data_options(const char *who, const char *model, const wgml_model_config *cfg, const wgml_tokenizer *tok,
+                       const char *chat_template, bool loss_on_prompt, wgml_tokenizer_config *tcfg, wgml_dataset_options *dopt)
+{
+    char dir[4096];
+    *dopt = (wgml_dataset_options){ .loss_on_prompt = loss_on_prompt, .allow_bytes = wgml_tokenizer_vocab_size(tok) == 256 };
+    if (wgml_tokenizer_config_load(model_folder(model, dir, sizeof dir), tcfg) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    if (chat_template) {
+        if (wgml_chat_format_from_name(chat_template, &dopt->chat_format) != WGML_OK) {
+            fprintf(stderr, "%s: --chat-template: %s\n", who, wgml_last_error(NULL));
+            return -1;
+        }
+    } else if (tcfg->chat_template && wgml_chat_format_detect(tcfg->chat_template, &dopt->chat_format) != WGML_OK) {
+        dopt->chat_format = WGML_CHAT_UNKNOWN;   /* an error only if the data has messages: the dataset says so */
+    }
+    dopt->chat.bos_token = tcfg->bos_token;
+    dopt->chat.eos_token = tcfg->eos_token;
+    int64_t eos = cfg->num_eos_token_ids ? (int64_t)cfg->eos_token_ids[0]
+                                         : tcfg->eos_token ? wgml_tokenizer_token_id(tok, tcfg->eos_token) : -1;
+    if (eos >= 0) {
+        dopt->append_eos = true;
+        dopt->eos_id = (uint32_t)eos;
+    }
+    return 0;
+}
+
+int model_tokenizer(const char *who, const char *model, const wgml_model_config *cfg, wgml_tokenizer **tok)
+{
+    char dir[4096], path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_folder(model, dir, sizeof dir));
+    wgml_status s;
+    if (lstat(path, &st) == 0) s = wgml_tokenizer_load(path, tok);
+    else if (errno == ENOENT && cfg->vocab_size == 256) s = wgml_tokenizer_bytes(tok);
+    else {
+        fprintf(stderr, "%s: %s has no tokenizer.json and its vocabulary (%u) is not bytes\n", who, dir, cfg->vocab_size);
+        return -1;
+    }
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    return 0;
+}

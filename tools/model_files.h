@@ -1,0 +1,35 @@
+/* The files of a model folder, for the commands that read one: the model with an
+   optional LoRA adapter, and its tokenizer. */
+#ifndef WGML_TOOLS_MODEL_FILES_H
+#define WGML_TOOLS_MODEL_FILES_H
+
+#include "wgml.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The folder of model: model itself when it is a folder, else the folder of the file. */
+const char *model_folder(const char *model, char *dir, size_t size);
+
+/* Loads model (a folder or a .safetensors file) and, when adapter is not NULL, the PEFT
+   adapter in that folder: merged into the weights when merge (*lora then NULL), else
+   attached unmerged (*lora, freed with the model). Returns 0, or -1 after a
+   message on stderr that starts with who. */
+int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, const char *adapter, bool merge,
+               wgml_model **m, wgml_lora **lora);
+
+/* tokenizer.json in the folder of model, else the byte tokenizer when the vocabulary is
+   256 (a checkpoint of wgml train without --tokenizer). Returns 0, or -1 after a message
+   on stderr that starts with who. */
+int model_tokenizer(const char *who, const char *model, const wgml_model_config *cfg, wgml_tokenizer **tok);
+
+/* The options that read training or evaluation data for this model: the chat format
+   (chat_template by name, else recognised from the folder's tokenizer_config.json or
+   chat_template.jinja; unknown is an error only for data with messages), the BOS and EOS
+   texts, EOS after every example (config.json's first eos_token_id, else the tokenizer's
+   eos_token). *tcfg holds the strings dopt points to: clear it after use. 0, or -1 after
+   a message. */
+int model_data_options(const char *who, const char *model, const wgml_model_config *cfg, const wgml_tokenizer *tok,
+                       const char *chat_template, bool loss_on_prompt, wgml_tokenizer_config *tcfg, wgml_dataset_options *dopt);
+
+#endif
