@@ -1546,7 +1546,8 @@ typedef struct wgml_batcher wgml_batcher;
 
 /* The dataset must outlive the batcher.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0, a part outside [0, 1]),
-           WGML_ERROR_SHAPE (packed: fewer than seq_len + 1 tokens in the part; padded: no
+           WGML_ERROR_SHAPE (packed, not sequential: fewer than seq_len + 1 tokens in the
+           part; padded: no
            example; either: no learned target in the part, e.g. every example's learned
            tokens lie past seq_len + 1), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_options *opts, wgml_batcher **out);

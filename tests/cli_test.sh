@@ -230,5 +230,82 @@ lines=$(grep -o 'step *[0-9]*/60' "$work/out" | sort -u | wc -l)
 want=$((secs / 2 > 2 ? secs / 2 : 3))
 check '[ "$lines" -ge "$want" ]' "$lines distinct progress lines in a run of $secs s"
 
+# ---- 8. fine-tuning, evaluation, merging
+case="finetune a LoRA adapter"
+for i in $(seq 1 40); do printf '{"prompt": "%d+%d=", "completion": "%d"}\n' $i $i $((2 * i)); done >"$work/qa.jsonl"
+ft=(finetune --model "$model" --data "$work/qa.jsonl" --context 16 --batch 2 --lr 1e-2)
+run 0 "$wgml" "${ft[@]}" --steps 6 --save-every 3 --out "$work/ft"
+said "prompt and completion"
+for f in adapter_config.json adapter_model.safetensors loss.csv loss.svg checkpoint-3 checkpoint-6; do
+    check '[ -e "$work/ft/$f" ]' "no $f after finetune"
+done
+check 'grep -q "\"peft_type\":[[:space:]]*\"LORA\"" "$work/ft/adapter_config.json"' "adapter_config.json is not PEFT's"
+case="finetune resumed goes on bit for bit"
+cp -r "$work/ft" "$work/ft2"
+rm -r "$work/ft2/checkpoint-6"
+run 0 "$wgml" finetune --resume "$work/ft2" --out "$work/ft2"
+said "resuming"
+check 'cmp -s "$work/ft/adapter_model.safetensors" "$work/ft2/adapter_model.safetensors"' "resumed adapter differs"
+check 'cmp -s "$work/ft/loss.csv" "$work/ft2/loss.csv"' "resumed loss.csv differs"
+run 2 "$wgml" finetune --resume "$work/ft2" --out "$work/ft2" --lora-rank 4
+said "--lora-rank"
+case="finetune refuses what it cannot do well"
+run 1 "$wgml" "${ft[@]}" --steps 2 --out "$work/ft"
+said "--overwrite"
+run 1 "$wgml" "${ft[@]}" --steps 2 --out "$model" --overwrite
+said "folder of the model"
+check '[ -e "$model/model.safetensors" ]' "the base model was removed"
+run 2 "$wgml" "${ft[@]}" --steps 2 --lora-dropout 0.1 --out "$work/r"
+said "--lora-dropout"
+run 2 "$wgml" "${ft[@]}" --steps 2 --lora-targets q,x --out "$work/r"
+said "'x'"
+absent "$work/r"
+printf '{"prompt": "a", "completion": "b"}\n[1, 2]\n' >"$work/bad.jsonl"
+run 1 "$wgml" finetune --model "$model" --data "$work/bad.jsonl" --context 16 --steps 1 --out "$work/r"
+said "bad.jsonl:2"
+absent "$work/r"
+printf '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n' >"$work/chat.jsonl"
+run 1 "$wgml" finetune --model "$model" --data "$work/chat.jsonl" --context 16 --steps 1 --out "$work/r"
+said "--chat-template"
+run 1 "$wgml" finetune --model "$model" --data "$work/chat.jsonl" --chat-template chatml --context 16 --steps 1 --out "$work/r"
+said "no learned target"
+absent "$work/r"
+run 1 "$wgml" "${ft[@]}" --lr 10 --clip 1e6 --beta1 0.999999 --beta2 1e-6 --warmup 0 --min-lr 1 --steps 60 --out "$work/r"
+said "NaN"
+absent "$work/r"
+case="finetune stopped by SIGINT"
+"$wgml" "${ft[@]}" --steps 1000000 --out "$work/int" >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "step " "$work/out" && break; sleep 0.1; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+check '[ "$rc" -eq 130 ]' "exit status $rc after SIGINT, expected 130: $(tail -c 300 "$work/err")"
+ck=$(ls -d "$work"/int/checkpoint-* 2>/dev/null | head -1)
+check '[ -n "$ck" ] && [ -e "$ck/adapter_model.safetensors" ] && [ -e "$ck/optimizer.safetensors" ]' "no whole checkpoint after SIGINT"
+case="eval, merge, generate with the adapter"
+run 0 "$wgml" eval --model "$model" --data "$work/qa.jsonl" --context 16
+said "perplexity"
+base_loss=$(sed -n 's/^eval: *loss \([0-9.]*\).*/\1/p' "$work/out")
+run 0 "$wgml" eval --model "$model" --adapter "$work/ft" --data "$work/qa.jsonl" --context 16
+ft_loss=$(sed -n 's/^eval: *loss \([0-9.]*\).*/\1/p' "$work/out")
+check 'awk "BEGIN { exit !($ft_loss < $base_loss) }"' "the adapter did not lower the loss: $base_loss -> $ft_loss"
+run 0 "$wgml" merge --model "$model" --adapter "$work/ft" --out "$work/merged"
+run 0 "$wgml" eval --model "$work/merged" --data "$work/qa.jsonl" --context 16
+merged_loss=$(sed -n 's/^eval: *loss \([0-9.]*\).*/\1/p' "$work/out")
+check '[ "$merged_loss" = "$ft_loss" ]' "merged model's loss $merged_loss, the adapter's $ft_loss"
+run 1 "$wgml" merge --model "$model" --adapter "$work/ft" --out "$work/merged"
+said "--overwrite"
+run 1 "$wgml" merge --model "$model" --adapter "$work/ft" --out "$work/ft" --overwrite
+said "adapter's folder"
+check '[ -e "$work/ft/adapter_model.safetensors" ]' "the adapter was removed"
+run 1 "$wgml" merge --model "$model" --adapter "$model" --out "$work/r"
+said "adapter_config.json"
+absent "$work/r"
+run 0 "$wgml" merge --model "$model" --adapter "$work/ft" --out "$work/merged" --overwrite --dtype bf16
+check 'grep -q bfloat16 "$work/merged/config.json"' "merged config.json does not say bfloat16"
+run 0 "$wgml" generate --model "$model" --adapter "$work/ft" --prompt "3+3=" --tokens 2 --temperature 0
+said "with the adapter"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

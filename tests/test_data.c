@@ -222,6 +222,12 @@ static void test_packed(void)
     o.part_begin = 0.99;   /* 4 tokens: fewer than a sequence */
     o.part_end = 1;
     TH_EXPECT_ERR(wgml_batcher_create(d, &o, &b), WGML_ERROR_SHAPE, "seq_len");
+    /* read in order, a part shorter than a window is one partial window */
+    so = (wgml_batcher_options){ .batch = 1, .seq_len = 16, .packed = true, .sequential = true, .part_begin = 0.99, .part_end = 1 };
+    TH_EXPECT(wgml_batcher_create(d, &so, &b), WGML_OK);
+    TH_EXPECT(wgml_batcher_get_stats(b, &ps), WGML_OK);
+    TH_CHECK(ps.items == 2 && ps.learned == 1, "a 2-token part read in order: %zu tokens, %zu learned (1)", ps.items, ps.learned);
+    wgml_batcher_free(b);
     o.part_end = 1.5;
     TH_EXPECT_ERR(wgml_batcher_create(d, &o, &b), WGML_ERROR_INVALID_ARGUMENT, "part");
     o = (wgml_batcher_options){ .batch = 0, .seq_len = 4 };

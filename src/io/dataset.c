@@ -334,7 +334,7 @@ wgml_status wgml_batcher_create(const wgml_dataset *d, const wgml_batcher_option
     size_t end = (size_t)floor(o.part_end * (double)total + 0.5);
     b->count = end > b->first ? end - b->first : 0;
     wgml_status s = WGML_OK;
-    if (o.packed && b->count < (size_t)o.seq_len + 1)
+    if (o.packed && !o.sequential && b->count < (size_t)o.seq_len + 1)
         s = wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: this part of the data has %zu tokens, fewer than one sequence of seq_len + 1 "
                        "= %u", fn, b->count, o.seq_len + 1);
     if (!o.packed && !b->count) s = wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: this part of the data holds no example", fn);
