@@ -72,6 +72,24 @@ bool ckpt_same_folder(const char *out, const char *input)
     return realpath(out, a) && realpath(dir, b) && strcmp(a, b) == 0;
 }
 
+/* mkdir -p: the folder and any missing parent. 0 when it was made, else -1 with errno
+   (EEXIST when it was there). */
+static int make_folders(const char *dir)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        *c = '/';
+    }
+    return mkdir(p, 0777);
+}
+
 int ckpt_prepare_out(const char *who, const char *out, const out_options *opt, bool *made)
 {
     struct stat st;
@@ -85,7 +103,7 @@ int ckpt_prepare_out(const char *who, const char *out, const out_options *opt, b
         fprintf(stderr, "%s: --out %s is the folder of the model it reads (%s): write elsewhere\n", who, out, opt->input);
         return -1;
     }
-    if (mkdir(out, 0777) == 0) *made = true;
+    if (make_folders(out) == 0) *made = true;
     else if (errno != EEXIST) {
         fprintf(stderr, "%s: cannot create --out %s: %s\n", who, out, strerror(errno));
         return -1;

@@ -24,7 +24,7 @@ typedef struct out_options {
     const char *input;     /* a model folder (or file) the command reads, or NULL */
 } out_options;
 
-/* --out: a folder this process can write, made when missing (*made). One that already
+/* --out: a folder this process can write, made with its parents when missing (*made). One that already
    holds a run (checkpoint folders, weights, adapter or loss files) is refused unless
    overwrite, which removes those files first so none survives from the old run; a
    resumed run may write into its own folder. The folder of input is refused (writing

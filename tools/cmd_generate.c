@@ -1,6 +1,6 @@
 /* wgml generate: loads a checkpoint (one wgml train wrote, or a Hugging Face Llama-family
    folder: config.json, safetensors in f32/f16/bf16 or MLX 4/8-bit, tokenizer.json) and
-   optionally a LoRA adapter (merged at load), runs
+   optionally a LoRA adapter (run unmerged), runs
    the prompt through the model in one pass, then samples one token at a time with a KV
    cache, printing each as it comes, and reports prefill and decode speeds.
 
@@ -32,7 +32,7 @@ static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 2
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
     { "--adapter", CLI_STRING, offsetof(gen_opts, adapter), "a LoRA adapter folder (PEFT's files, e.g. wgml finetune's --out), "
-      "merged into the model at load" },
+      "run unmerged (wgml merge folds one in)" },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
     { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate", 0, 1e9 },
     { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)", 0, 100 },
@@ -152,7 +152,7 @@ int cmd_generate(int argc, char **argv)
     sampler sm = { 0 };
 
     double t0 = cli_now();
-    if (model_open("wgml generate", ctx, eng, o.model, o.adapter, true, &m, NULL) != 0) goto done;
+    if (model_open("wgml generate", ctx, eng, o.model, o.adapter, false, &m, NULL) != 0) goto done;
     double t_load = cli_now() - t0;
     const wgml_model_config *cfg = wgml_model_get_config(m);
 
