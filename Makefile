@@ -59,7 +59,7 @@ clean:
 # runtime), then runs each target for FUZZ_TIME seconds from its seed corpus, keeping what
 # it finds in build-fuzz/corpus/<target> and crashes in build-fuzz/crash-*.
 FUZZ_TIME ?= 20
-FUZZ_TARGETS = safetensors config index tokenizer encode
+FUZZ_TARGETS = safetensors config index tokenizer encode gguf
 fuzz:
 	@bash scripts/bootstrap.sh --fuzz
 	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

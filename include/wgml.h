@@ -1239,6 +1239,107 @@ WGML_API const void *wgml_checkpoint_data(const wgml_checkpoint *ck, size_t i);
 WGML_API size_t wgml_checkpoint_shard_count(const wgml_checkpoint *ck);
 WGML_API const wgml_safetensors *wgml_checkpoint_shard(const wgml_checkpoint *ck, size_t i);
 
+/* ---- GGUF (src/io/gguf.c) ---------------------------------------------------------------
+
+   llama.cpp's single-file format, versions 2 and 3 (version 1, with 32-bit counts, is
+   WGML_ERROR_UNSUPPORTED), little-endian throughout:
+       u32 magic "GGUF", u32 version, u64 tensor count, u64 metadata count;
+       metadata pairs: a key (a string), a u32 value type, the value;
+       tensor infos: a name (a string), u32 dimension count (1 to 4), u64 dimensions
+         innermost first (shape[0] is the length of a row), u32 ggml type, u64 offset
+         relative to the data section;
+       padding to the alignment (metadata general.alignment, a u32 power of two; 32 when
+         absent), then the data section.
+   A string is a u64 byte count and its bytes (no NUL). A value is one of the types of
+   wgml_gguf_type: an array is a u32 element type, a u64 count and the items. wgml checks
+   what it reads as it does safetensors: every length and count lies within the file; keys
+   and tensor names are valid UTF-8 without NUL, 1 to WGML_GGUF_MAX_NAME bytes and unique;
+   bools are 0 or 1; arrays of arrays are refused; a tensor's type is one of
+   wgml_ggml_type (another is WGML_ERROR_UNSUPPORTED), its rows are whole blocks of that
+   type, its offset a multiple of the alignment, and it lies inside the data section
+   without overlapping another. The file is memory-mapped read-only, as safetensors. */
+
+#define WGML_GGUF_MAX_NAME 65535u
+
+typedef enum wgml_gguf_type {
+    WGML_GGUF_U8 = 0, WGML_GGUF_I8, WGML_GGUF_U16, WGML_GGUF_I16, WGML_GGUF_U32, WGML_GGUF_I32,
+    WGML_GGUF_F32, WGML_GGUF_BOOL, WGML_GGUF_STRING, WGML_GGUF_ARRAY, WGML_GGUF_U64, WGML_GGUF_I64,
+    WGML_GGUF_F64
+} wgml_gguf_type;
+
+/* ggml's tensor types that wgml knows the layout of (the numbers are ggml's). A block of
+   a quantised type holds `elements` consecutive values of a row in `bytes` bytes
+   (wgml_ggml_type_block): Q4_0 32 in 18, Q4_1 32 in 20, Q5_0 32 in 22, Q5_1 32 in 24, Q8_0
+   32 in 34, Q8_1 32 in 36, Q2_K 256 in 84, Q3_K 256 in 110, Q4_K 256 in 144, Q5_K 256 in
+   176, Q6_K 256 in 210, Q8_K 256 in 292; the others one value each. */
+typedef enum wgml_ggml_type {
+    WGML_GGML_F32 = 0, WGML_GGML_F16 = 1, WGML_GGML_Q4_0 = 2, WGML_GGML_Q4_1 = 3, WGML_GGML_Q5_0 = 6,
+    WGML_GGML_Q5_1 = 7, WGML_GGML_Q8_0 = 8, WGML_GGML_Q8_1 = 9, WGML_GGML_Q2_K = 10, WGML_GGML_Q3_K = 11,
+    WGML_GGML_Q4_K = 12, WGML_GGML_Q5_K = 13, WGML_GGML_Q6_K = 14, WGML_GGML_Q8_K = 15, WGML_GGML_I8 = 24,
+    WGML_GGML_I16 = 25, WGML_GGML_I32 = 26, WGML_GGML_I64 = 27, WGML_GGML_F64 = 28, WGML_GGML_BF16 = 30
+} wgml_ggml_type;
+
+/* "Q4_K", ...; "?" for a type wgml does not know. */
+WGML_API const char *wgml_ggml_type_name(wgml_ggml_type t);
+/* Values per block and bytes per block; false (nothing written) for an unknown type. */
+WGML_API bool wgml_ggml_type_block(wgml_ggml_type t, uint32_t *elements, uint32_t *bytes);
+
+/* A metadata value. Unsigned integers and bools in u (and i, f when they fit), signed
+   integers in i (and f; u when not negative), floats in f; a string in str and len (not
+   NUL-terminated, valid until the file is closed); an array's element type and count
+   (its items through wgml_gguf_array_item). */
+typedef struct wgml_gguf_value {
+    wgml_gguf_type type;
+    wgml_gguf_type elem_type;   /* arrays */
+    uint64_t count;             /* arrays */
+    uint64_t u;
+    int64_t i;
+    double f;
+    const char *str;
+    uint64_t len;
+} wgml_gguf_value;
+
+typedef struct wgml_gguf_tensor {
+    const char *name;           /* NUL-terminated; valid until the file is closed */
+    wgml_ggml_type type;
+    uint32_t ndim;              /* 1 to 4 */
+    uint64_t shape[4];          /* innermost first: shape[0] values per row; 0 past ndim */
+    uint64_t numel, nbytes;
+    uint64_t offset;            /* of its data in the file */
+} wgml_gguf_tensor;
+
+typedef struct wgml_gguf wgml_gguf;
+
+/* Opens and validates a GGUF file (or size bytes in memory, which must stay valid and
+   unchanged until close; name is used in messages, NULL: "memory").
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO (as safetensors),
+           WGML_ERROR_FORMAT (the message names the part and its offset),
+           WGML_ERROR_UNSUPPORTED (version 1; a tensor of a type wgml does not know),
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_gguf_open(const char *path, wgml_gguf **out);
+WGML_API wgml_status wgml_gguf_open_memory(const void *data, size_t size, const char *name, wgml_gguf **out);
+/* NULL is a no-op. */
+WGML_API void wgml_gguf_close(wgml_gguf *g);
+/* The version (2 or 3) and the alignment of the data; 0 for NULL. */
+WGML_API uint32_t wgml_gguf_version(const wgml_gguf *g);
+WGML_API uint32_t wgml_gguf_alignment(const wgml_gguf *g);
+/* Metadata: the pairs in the file's order; the index of a key, or -1. */
+WGML_API size_t wgml_gguf_kv_count(const wgml_gguf *g);
+WGML_API int64_t wgml_gguf_kv_find(const wgml_gguf *g, const char *key);
+/* Pair i's key (NUL-terminated, valid until close) and value.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL g or v, i out of range). */
+WGML_API wgml_status wgml_gguf_kv(const wgml_gguf *g, size_t i, const char **key, wgml_gguf_value *v);
+/* Item j of array pair i.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, i out of range or not an array, j >= count). */
+WGML_API wgml_status wgml_gguf_array_item(const wgml_gguf *g, size_t i, uint64_t j, wgml_gguf_value *v);
+/* Tensors in the file's order; the index of a name, or -1; tensor i's info and data
+   (nbytes bytes, NULL when i is out of range).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, i out of range). */
+WGML_API size_t wgml_gguf_tensor_count(const wgml_gguf *g);
+WGML_API int64_t wgml_gguf_tensor_find(const wgml_gguf *g, const char *name);
+WGML_API wgml_status wgml_gguf_tensor_info(const wgml_gguf *g, size_t i, wgml_gguf_tensor *info);
+WGML_API const void *wgml_gguf_tensor_data(const wgml_gguf *g, size_t i);
+
 /* ---- config.json of Llama-family models ----------------------------------------------- */
 
 typedef enum wgml_rope_scaling_type {

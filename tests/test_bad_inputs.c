@@ -1271,6 +1271,57 @@ static int dir_entries(const char *dir)
     return n;
 }
 
+/* GGUF: NULL arguments, out-of-range indices (the hostile files are tests/test_gguf.c's). */
+static void test_gguf_functions(void)
+{
+    /* "GGUF", version 3, 1 tensor, 1 pair {"k": u8 7}, tensor "w" f32 [2] at 0: 71 bytes of
+       header, padding to 32, the data at 96 */
+    static uint8_t g_bytes[104];
+    size_t n = 0;
+#define P(bytes, len) (memcpy(g_bytes + n, bytes, len), n += (len))
+    P("GGUF\3\0\0\0\1\0\0\0\0\0\0\0\1\0\0\0\0\0\0\0", 24);
+    P("\1\0\0\0\0\0\0\0k\0\0\0\0\7", 14);
+    P("\1\0\0\0\0\0\0\0w\1\0\0\0\2\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 33);
+#undef P
+    const char *fn = "wgml_gguf_open_memory";
+    wgml_gguf *g = (wgml_gguf *)&g;
+    BAD(fn, wgml_gguf_open_memory(NULL, 4, "x.gguf", &g), WGML_ERROR_INVALID_ARGUMENT, NULL, "data");
+    BAD(fn, wgml_gguf_open_memory(g_bytes, sizeof g_bytes, "x.gguf", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BADP(fn, "x.gguf", wgml_gguf_open_memory(g_bytes, 71, "x.gguf", &g), WGML_ERROR_FORMAT, "data section");
+    TH_CHECK(g == NULL, "%s: *out not NULL after a failure", fn);
+    BAD("wgml_gguf_open", wgml_gguf_open(NULL, &g), WGML_ERROR_INVALID_ARGUMENT, NULL, "path");
+    BADP("wgml_gguf_open", "/", wgml_gguf_open("/", &g), WGML_ERROR_IO, "file");   /* a folder */
+    TH_EXPECT(wgml_gguf_open_memory(g_bytes, sizeof g_bytes, "x.gguf", &g), WGML_OK);
+    if (!g) return;
+    wgml_gguf_value v;
+    wgml_gguf_tensor t;
+    BAD("wgml_gguf_kv", wgml_gguf_kv(NULL, 0, NULL, &v), WGML_ERROR_INVALID_ARGUMENT, NULL, "g");
+    BAD("wgml_gguf_kv", wgml_gguf_kv(g, 0, NULL, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "v");
+    BAD("wgml_gguf_kv", wgml_gguf_kv(g, 1, NULL, &v), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+    BAD("wgml_gguf_array_item", wgml_gguf_array_item(g, 0, 0, &v), WGML_ERROR_INVALID_ARGUMENT, NULL, "not an array");
+    BAD("wgml_gguf_array_item", wgml_gguf_array_item(NULL, 0, 0, &v), WGML_ERROR_INVALID_ARGUMENT, NULL, "NULL");
+    BAD("wgml_gguf_array_item", wgml_gguf_array_item(g, 5, 0, &v), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+    BAD("wgml_gguf_tensor_info", wgml_gguf_tensor_info(g, 1, &t), WGML_ERROR_INVALID_ARGUMENT, NULL, "i");
+    BAD("wgml_gguf_tensor_info", wgml_gguf_tensor_info(g, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "info");
+    BAD("wgml_gguf_tensor_info", wgml_gguf_tensor_info(NULL, 0, &t), WGML_ERROR_INVALID_ARGUMENT, NULL, "g");
+    TH_CHECK(wgml_gguf_kv(g, 0, NULL, &v) == WGML_OK && v.u == 7 && wgml_gguf_tensor_info(g, 0, &t) == WGML_OK &&
+             t.offset == 96 && t.nbytes == 8, "the valid file reads back wrong");
+    NOOP("wgml_gguf_kv_find", wgml_gguf_kv_find(g, NULL) == -1 && wgml_gguf_kv_find(NULL, "k") == -1);
+    NOOP("wgml_gguf_tensor_find", wgml_gguf_tensor_find(g, NULL) == -1 && wgml_gguf_tensor_find(NULL, "w") == -1);
+    NOOP("wgml_gguf_tensor_data", wgml_gguf_tensor_data(g, 1) == NULL && wgml_gguf_tensor_data(NULL, 0) == NULL);
+    NOOP("wgml_gguf_version", wgml_gguf_version(NULL) == 0 && wgml_gguf_version(g) == 3);
+    NOOP("wgml_gguf_alignment", wgml_gguf_alignment(NULL) == 0 && wgml_gguf_alignment(g) == 32);
+    NOOP("wgml_gguf_kv_count", wgml_gguf_kv_count(NULL) == 0);
+    NOOP("wgml_gguf_tensor_count", wgml_gguf_tensor_count(NULL) == 0);
+    NOOP("wgml_ggml_type_name", !strcmp(wgml_ggml_type_name((wgml_ggml_type)16), "?") &&
+                                !strcmp(wgml_ggml_type_name((wgml_ggml_type)-1), "?"));
+    uint32_t el = 99, by = 99;
+    NOOP("wgml_ggml_type_block", !wgml_ggml_type_block((wgml_ggml_type)31, &el, &by) && el == 99 && by == 99);
+    wgml_gguf_close(g);
+    wgml_gguf_close(NULL);
+    NOOP("wgml_gguf_close", true);
+}
+
 static void test_safetensors_functions(void)
 {
     need_other();
@@ -2041,6 +2092,7 @@ static const th_case cases[] = {
     { "ops", test_ops },
     { "model functions", test_model_functions },
     { "safetensors and checkpoint functions", test_safetensors_functions },
+    { "gguf functions", test_gguf_functions },
     { "config functions", test_config_functions },
     { "tokenizer functions", test_tokenizer_functions },
     { "chat functions", test_chat_functions },

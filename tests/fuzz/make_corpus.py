@@ -159,3 +159,60 @@ put("index", "traversal.json", '{"weight_map":{"a":"../x.safetensors"}}')
 put("index", "absolute.json", '{"weight_map":{"a":"/etc/passwd"}}')
 put("index", "not_string.json", '{"weight_map":{"a":1}}')
 put("index", "empty.json", '{"weight_map":{}}')
+
+# ---- GGUF -------------------------------------------------------------------------------------
+
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
+        "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+
+
+def gs(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+def gkv(key, vtype, payload):
+    return gs(key) + struct.pack("<I", vtype) + payload
+
+
+def gguf(kvs, tensors, version=3, align=32):
+    """kvs: raw pairs; tensors: [(name, type, shape innermost first)]; data filled in order."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs)) + b"".join(kvs)
+    off, sizes = 0, []
+    for name, typ, shape in tensors:
+        code, block, size = GGML[typ]
+        n = 1
+        for d in shape:
+            n *= d
+        sizes.append(n // block * size)
+        out += gs(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape)
+        out += struct.pack("<IQ", code, off)
+        off += (sizes[-1] + align - 1) // align * align
+    out += b"\0" * (-len(out) % align)
+    for i, size in enumerate(sizes):
+        out += bytes((i * 16 + j) & 255 for j in range(size)) + b"\0" * (-size % align)
+    return out
+
+
+META = [gkv("general.architecture", 8, gs("llama")), gkv("llama.block_count", 4, struct.pack("<I", 1)),
+        gkv("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)), gkv("flag", 7, b"\1"),
+        gkv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 3) + gs("a") + gs("") + gs("\u00e9")),
+        gkv("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<ff", -1.0, -2.5)),
+        gkv("i64", 11, struct.pack("<q", -5)), gkv("f64", 12, struct.pack("<d", 0.25))]
+TENSORS = [("token_embd.weight", "F32", [4, 3]), ("blk.0.attn_q.weight", "Q8_0", [32, 2]),
+           ("blk.0.ffn_down.weight", "Q4_K", [256, 1]), ("blk.0.ffn_up.weight", "Q6_K", [256, 1]),
+           ("output_norm.weight", "BF16", [3]), ("x", "Q4_0", [64]), ("h", "F16", [2, 2, 2, 2])]
+put("gguf", "model", gguf(META, TENSORS))
+put("gguf", "aligned64", gguf(META + [gkv("general.alignment", 4, struct.pack("<I", 64))], TENSORS[:3], align=64))
+put("gguf", "version2", gguf(META[:2], TENSORS[:1], version=2))
+put("gguf", "version1", gguf([], [], version=1))
+put("gguf", "empty", gguf([], []))
+put("gguf", "dup_key", gguf([META[0], META[0]], []))
+put("gguf", "dup_tensor", gguf([], [TENSORS[0], TENSORS[0]]))
+put("gguf", "bad_align", gguf([gkv("general.alignment", 4, struct.pack("<I", 48))], TENSORS[:1]))
+put("gguf", "nested", gguf([gkv("a", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 0, 0))], []))
+put("gguf", "bad_bool", gguf([gkv("b", 7, b"\2")], []))
+put("gguf", "bad_utf8", gguf([gkv("k\xff".encode("latin-1"), 0, b"\1")], []))
+put("gguf", "partial_block", gguf([], [("w", "Q4_0", [48])]).replace(struct.pack("<Q", 48), struct.pack("<Q", 40), 1))
+put("gguf", "truncated", gguf(META, TENSORS)[:-40])
+put("gguf", "huge_count", b"GGUF" + struct.pack("<IQQ", 3, 1 << 60, 1 << 60))
