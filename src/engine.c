@@ -90,28 +90,50 @@ static const wgml__wgsl_source *find_wgsl(const char *name, size_t *index)
 
 /* The module of src/kernels/<file>.wgsl, or with subgroups the module of
    `enable subgroups;`, that file and <file>_subgroups.wgsl (whose entry points use the
-   first file's functions and subgroup built-ins, which WGSL allows only after the enable). */
+   first file's functions and subgroup built-ins, which WGSL allows only after the enable).
+
+   Preludes: a family of kernel files named <family>_<job>.wgsl (attention_forward,
+   attention_backward, ...) shares its declarations (parameter struct, bindings, helpers)
+   through <family>_prelude.wgsl when that file exists: the module of each job file is
+   then compiled from the prelude followed by the file, so that every job compiles only
+   its own entry points and each file reads on its own. <family> is the file name up to
+   its first '_'; a file without a prelude is compiled alone. */
 static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, WGPUShaderModule *out)
 {
     static const char enable[] = "enable subgroups;\n";
-    size_t i, j;
-    char part[96];
+    size_t i, j, k;
+    char part[96], pre[96];
     snprintf(part, sizeof part, "%s_subgroups", file);
+    const char *us = strchr(file, '_');
+    snprintf(pre, sizeof pre, "%.*s_prelude", us ? (int)(us - file) : 0, file);
     const wgml__wgsl_source *src = find_wgsl(file, &i), *sub = subgroups ? find_wgsl(part, &j) : NULL;
+    const wgml__wgsl_source *prelude = us && strcmp(file, pre) ? find_wgsl(pre, &k) : NULL;
     if (!src || (subgroups && !sub))
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", src ? part : file);
     WGPUShaderModule *slot = &e->modules[i + (subgroups ? wgml__wgsl_count : 0)];
     if (!*slot) {
+        /* the parts in order: the enable line, then the files with a newline between two */
+        wgml__wgsl_source parts[3];
+        size_t nparts = 0, n = subgroups ? sizeof enable - 1 : 0;
+        if (prelude) parts[nparts++] = *prelude;
+        parts[nparts++] = *src;
+        if (subgroups) parts[nparts++] = *sub;
         char *joined = NULL;
         WGPUStringView code = { src->code, src->size };
-        if (subgroups) {
-            size_t n = sizeof enable - 1 + src->size + 1 + sub->size;
+        if (nparts > 1) {   /* with subgroups always */
+            for (size_t x = 0; x < nparts; x++) n += parts[x].size + (x > 0);
             joined = malloc(n);
             if (!joined) return wgml__fail(e->ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory");
-            memcpy(joined, enable, sizeof enable - 1);
-            memcpy(joined + sizeof enable - 1, src->code, src->size);
-            joined[sizeof enable - 1 + src->size] = '\n';
-            memcpy(joined + sizeof enable + src->size, sub->code, sub->size);
+            n = 0;
+            if (subgroups) {
+                memcpy(joined, enable, sizeof enable - 1);
+                n = sizeof enable - 1;
+            }
+            for (size_t x = 0; x < nparts; x++) {
+                if (x > 0) joined[n++] = '\n';
+                memcpy(joined + n, parts[x].code, parts[x].size);
+                n += parts[x].size;
+            }
             code = (WGPUStringView){ joined, n };
         }
         WGPUShaderSourceWGSL wgsl = { .chain = { .sType = WGPUSType_ShaderSourceWGSL }, .code = code };
@@ -119,9 +141,10 @@ static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, 
         WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
             .nextInChain = &wgsl.chain, .label = { subgroups ? part : file, WGPU_STRLEN } });
         free(joined);
-        char what[200];
-        snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl%s%s%s", file, subgroups ? " with " : "",
-                 subgroups ? part : "", subgroups ? ".wgsl" : "");
+        char what[300];
+        snprintf(what, sizeof what, "compiling %s%s%ssrc/kernels/%s.wgsl%s%s%s", prelude ? "src/kernels/" : "",
+                 prelude ? pre : "", prelude ? ".wgsl + " : "", file, subgroups ? " with " : "", subgroups ? part : "",
+                 subgroups ? ".wgsl" : "");
         wgml_status s = pop_scope(e->ctx, what);
         if (s != WGML_OK) {
             if (m) wgpuShaderModuleRelease(m);
