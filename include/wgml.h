@@ -1340,6 +1340,7 @@ WGML_API int64_t wgml_gguf_tensor_find(const wgml_gguf *g, const char *name);
 WGML_API wgml_status wgml_gguf_tensor_info(const wgml_gguf *g, size_t i, wgml_gguf_tensor *info);
 WGML_API const void *wgml_gguf_tensor_data(const wgml_gguf *g, size_t i);
 
+
 /* ---- config.json of Llama-family models ----------------------------------------------- */
 
 typedef enum wgml_rope_scaling_type {
@@ -1406,6 +1407,21 @@ WGML_API wgml_status wgml_model_config_load(const char *path, wgml_model_config 
    a model that could be created can be saved and loaded again.
    Errors: WGML_ERROR_INVALID_ARGUMENT (the message names the field and its range). */
 WGML_API wgml_status wgml_model_config_check(const wgml_model_config *cfg);
+/* The configuration of a llama-architecture GGUF model (general.architecture "llama"):
+   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads from
+   llama.embedding_length, feed_forward_length, block_count, attention.head_count (all
+   required); num_key_value_heads (attention.head_count_kv), head_dim
+   (attention.key_length, which must equal value_length and rope.dimension_count),
+   max_position_embeddings (context_length, default 2048), rope_theta (rope.freq_base,
+   default 10000), rms_norm_eps (attention.layer_norm_rms_epsilon, default 1e-5), linear
+   RoPE scaling (rope.scaling.type / factor); vocab_size from llama.vocab_size, else the
+   rows of token_embd.weight; tie_word_embeddings when there is no output.weight; BOS and
+   EOS (and end-of-turn) ids from tokenizer.ggml.*. what names the file in messages.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT (a key missing, of the
+           wrong type or out of range; whatever wgml_model_config_check refuses),
+           WGML_ERROR_UNSUPPORTED (another architecture, partial rotary heads, a RoPE
+           scaling other than linear). */
+WGML_API wgml_status wgml_model_config_from_gguf(const wgml_gguf *g, const char *what, wgml_model_config *out);
 
 /* ---- tokenizer.json: byte-level BPE (GPT-2, SmolLM2, Llama 3) -------------------------
 
@@ -1431,6 +1447,15 @@ typedef struct wgml_tokenizer wgml_tokenizer;
            message names the field: "tokenizer.json: merges[17] 'a b': 'ab' is not in the
            vocab"), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out);
+/* The tokenizer of a GGUF file: tokenizer.ggml.model "gpt2" (byte-level BPE:
+   tokenizer.ggml.tokens, merges, token_type, whose control and user-defined tokens become
+   added tokens) with the pre-tokenizer tokenizer.ggml.pre names: default / gpt2 (the GPT-2
+   split), smollm (single digits, then the GPT-2 split), llama-bpe (Llama 3's), qwen2.
+   Validated as wgml_tokenizer_load validates tokenizer.json. what names the file.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT, WGML_ERROR_UNSUPPORTED
+           (SentencePiece "llama" vocabularies and other pre-tokenizers),
+           WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer **out);
 /* As wgml_tokenizer_load on len bytes of JSON text (at most 64 MiB); name is used in
    messages. */
 WGML_API wgml_status wgml_tokenizer_parse(const char *json, size_t len, const char *name,

@@ -375,6 +375,11 @@ wgml_lora *wgml__model_lora(const wgml_model *m);
 void wgml__model_set_lora(wgml_model *m, wgml_lora *l);
 wgml_engine *wgml__model_engine(const wgml_model *m);
 void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d);
+/* RoPE frequencies divided by per-pair factors (head_dim / 2 positive values), as GGUF's
+   rope_freqs.weight gives them. */
+wgml_status wgml__model_set_rope_factors(wgml_model *m, const float *factors);
+/* wgml_model_load of a .gguf file (src/model_gguf.c). */
+wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_model **out);
 
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \

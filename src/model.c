@@ -249,6 +249,20 @@ void wgml__model_set_lora(wgml_model *m, wgml_lora *l)
 }
 wgml_engine *wgml__model_engine(const wgml_model *m) { return m->e; }
 void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d) { m->file_dtype = d; }
+
+wgml_status wgml__model_set_rope_factors(wgml_model *m, const float *factors)
+{
+    uint32_t half = m->hd / 2;
+    float *f = malloc(sizeof(float) * half);
+    if (!f) return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
+    scaled_inv_freq(&m->cfg, m->hd, m->theta, f);
+    for (uint32_t i = 0; i < half; i++) f[i] /= factors[i];
+    wgml_tensor_release(m->inv_freq);
+    m->inv_freq = NULL;
+    wgml_status s = wgml_tensor_from_data(m->ctx, WGML_F32, 1, (size_t[]){ half }, f, &m->inv_freq);
+    free(f);
+    return s;
+}
 wgml_dtype wgml_model_file_dtype(const wgml_model *m) { return m ? m->file_dtype : WGML_F32; }
 size_t wgml_model_param_count(const wgml_model *m) { return m ? m->nparams : 0; }
 

@@ -273,6 +273,8 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
     WGML_CHECK(wgml__check_engine(e, fn));
     wgml_context *ctx = e->ctx;
     if (!path || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, path ? "out" : "path");
+    size_t plen = strlen(path);
+    if (plen > 5 && strcmp(path + plen - 5, ".gguf") == 0) return wgml__model_load_gguf(e, path, out);
 
     /* config.json sits in the folder, or beside the file given */
     char dir[PATH_MAX], cfg_path[PATH_MAX + 16];

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The wgml program against the inputs a new user or an attacker gives it: each case runs
 # the real binary and checks its exit status, its message and what it left on disk.
-#   bash tests/cli_test.sh <path to the wgml program>
+#   bash tests/cli_test.sh <path to the wgml program> <path to tests/make_gguf>
 # Prints "N passed, M failed" last and exits non-zero on any failure, as the C tests do.
 set -u
 wgml=$1
+make_gguf=${2:-}
 [ -x "$wgml" ] || { echo "cli_test.sh: $wgml is not a program"; exit 2; }
+[ -x "$make_gguf" ] || { echo "cli_test.sh: make_gguf (the second argument) is not a program"; exit 2; }
 work=$(mktemp -d /tmp/wgml_cli_test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 passed=0
@@ -321,6 +323,17 @@ run 0 "$wgml" merge --model "$model" --adapter "$work/ft" --out "$work/merged" -
 check 'grep -q bfloat16 "$work/merged/config.json"' "merged config.json does not say bfloat16"
 run 0 "$wgml" generate --model "$model" --adapter "$work/ft" --prompt "3+3=" --tokens 2 --temperature 0
 said "with the adapter"
+
+# ---- 9. GGUF files
+case="generate and eval from a GGUF file"
+check '"$make_gguf" "$model" "$work/m.gguf"' "make_gguf failed"
+run 0 "$wgml" generate --model "$work/m.gguf" --prompt "This" --tokens 4 --temperature 0
+said "MiB of weights"
+run 0 "$wgml" eval --model "$work/m.gguf" --data "$work/qa.jsonl" --context 16
+said "perplexity"
+printf 'GGUF\3\0\0\0' >"$work/cut.gguf"
+run 1 "$wgml" generate --model "$work/cut.gguf" --tokens 1
+said "truncated"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -151,9 +151,12 @@ int cmd_generate(int argc, char **argv)
     uint32_t *ids = NULL, *hist = NULL;
     sampler sm = { 0 };
 
+    wgml_context_stats st0, st1, st2;
+    wgml_context_stats_get(ctx, &st0);
     double t0 = cli_now();
     if (model_open("wgml generate", ctx, eng, o.model, o.adapter, false, &m, NULL) != 0) goto done;
     double t_load = cli_now() - t0;
+    wgml_context_stats_get(ctx, &st1);
     const wgml_model_config *cfg = wgml_model_get_config(m);
 
     if (model_tokenizer("wgml generate", o.model, cfg, &tok) != 0) goto done;
@@ -216,6 +219,7 @@ int cmd_generate(int argc, char **argv)
     uint32_t k = (uint32_t)o.top_k < cfg->vocab_size ? (uint32_t)o.top_k : cfg->vocab_size;
     if (k > 1024) k = 1024;   /* wgml_top_k's limit */
     s = wgml_kv_cache_create(m, cap, &cache);
+    wgml_context_stats_get(ctx, &st2);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ cfg->vocab_size }, &logits);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_U32, 1, (size_t[]){ k }, &idx);
     if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_U32, 1, (size_t[]){ (size_t)k + cfg->vocab_size }, &readback);
@@ -232,7 +236,11 @@ int cmd_generate(int argc, char **argv)
     }
 
     fprintf(stderr, "model: %s%s%s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
-            o.adapter ? " with the adapter " : "", o.adapter ? o.adapter : "", (unsigned long long)wgml_model_numel(m), cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);
+            o.adapter ? " with the adapter " : "", o.adapter ? o.adapter : "", (unsigned long long)wgml_model_numel(m),
+            cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);
+    fprintf(stderr, "memory: %.1f MiB of weights%s (f32) and %.1f MiB of KV cache on the GPU\n",
+            (double)(st1.device_bytes - st0.device_bytes) / 1048576.0, o.adapter ? " and adapter" : "",
+            (double)(st2.device_bytes - st1.device_bytes) / 1048576.0);
     fprintf(stderr, "sampling: %s, %d tokens, context %u\n",
             o.temperature > 0 ? cli_fmt("temperature %g", o.temperature) : "greedy", o.tokens, cap);
     fprintf(stderr, "----\n");

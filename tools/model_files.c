@@ -76,7 +76,13 @@ int model_tokenizer(const char *who, const char *model, const wgml_model_config 
     struct stat st;
     snprintf(path, sizeof path, "%s/tokenizer.json", model_folder(model, dir, sizeof dir));
     wgml_status s;
-    if (lstat(path, &st) == 0) s = wgml_tokenizer_load(path, tok);
+    size_t n = strlen(model);
+    if (n > 5 && !strcmp(model + n - 5, ".gguf")) {   /* the file holds its tokenizer */
+        wgml_gguf *g = NULL;
+        s = wgml_gguf_open(model, &g);
+        if (s == WGML_OK) s = wgml_tokenizer_from_gguf(g, model, tok);
+        wgml_gguf_close(g);
+    } else if (lstat(path, &st) == 0) s = wgml_tokenizer_load(path, tok);
     else if (errno == ENOENT && cfg->vocab_size == 256) s = wgml_tokenizer_bytes(tok);
     else {
         fprintf(stderr, "%s: %s has no tokenizer.json and its vocabulary (%u) is not bytes\n", who, dir, cfg->vocab_size);

@@ -18,8 +18,9 @@ const char *model_folder(const char *model, char *dir, size_t size);
 int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, const char *adapter, bool merge,
                wgml_model **m, wgml_lora **lora);
 
-/* tokenizer.json in the folder of model, else the byte tokenizer when the vocabulary is
-   256 (a checkpoint of wgml train without --tokenizer). Returns 0, or -1 after a message
+/* The tokenizer of a .gguf file; else tokenizer.json in the folder of model, else the
+   byte tokenizer when the vocabulary is 256 (a checkpoint of wgml train without
+   --tokenizer). Returns 0, or -1 after a message
    on stderr that starts with who. */
 int model_tokenizer(const char *who, const char *model, const wgml_model_config *cfg, wgml_tokenizer **tok);
 

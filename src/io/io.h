@@ -64,6 +64,16 @@ uint16_t wgml__float_to_half(float f);
 float wgml__bf16_to_float(uint16_t h);
 uint16_t wgml__float_to_bf16(float f);
 
+/* ---- ggml's block formats (src/io/ggml_dequant.c) ----------------------------------- */
+
+/* n values (a whole number of blocks) of type t at src to f32; false for a type that is
+   not a float or block format (integers, F64, Q8_K). */
+bool wgml__ggml_to_f32(wgml_ggml_type t, const void *src, uint64_t n, float *dst);
+
+/* The GGUF name of a model parameter named as Hugging Face names it ("model.layers.3.
+   self_attn.q_proj.weight" -> "blk.3.attn_q.weight"); false for another name. */
+bool wgml__gguf_tensor_name(const char *name, char *out, size_t size);
+
 /* ---- JSON --------------------------------------------------------------------------- */
 
 /* Parses text[0..len) (need not be NUL-terminated) as exactly one JSON value: the text

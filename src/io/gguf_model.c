@@ -1,0 +1,309 @@
+/* What a GGUF file of a llama-architecture model says about the model and its tokenizer:
+   the configuration from its llama.* and tokenizer.ggml.* metadata, and a byte-level BPE
+   tokenizer (tokenizer.ggml.model "gpt2") built from its token, merge and token-type
+   arrays, with the pre-tokenizer its tokenizer.ggml.pre names. */
+#include "io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The pair named key: its index and value; false when absent. */
+static bool kv(const wgml_gguf *g, const char *key, wgml_gguf_value *v, int64_t *index)
+{
+    int64_t i = wgml_gguf_kv_find(g, key);
+    if (index) *index = i;
+    return i >= 0 && wgml_gguf_kv(g, (size_t)i, NULL, v) == WGML_OK;
+}
+
+static bool is_int(wgml_gguf_type t)
+{
+    return t == WGML_GGUF_U8 || t == WGML_GGUF_I8 || t == WGML_GGUF_U16 || t == WGML_GGUF_I16 || t == WGML_GGUF_U32 ||
+           t == WGML_GGUF_I32 || t == WGML_GGUF_U64 || t == WGML_GGUF_I64;
+}
+
+/* An integer pair in [lo, hi]; absent: *out = dflt, or an error when required. */
+static wgml_status get_uint(const wgml_gguf *g, const char *what, const char *key, bool required, uint64_t dflt, uint64_t lo,
+                            uint64_t hi, uint64_t *out)
+{
+    wgml_gguf_value v;
+    if (!kv(g, key, &v, NULL)) {
+        if (required) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata %s is missing", what, key);
+        *out = dflt;
+        return WGML_OK;
+    }
+    bool is_signed = v.type == WGML_GGUF_I8 || v.type == WGML_GGUF_I16 || v.type == WGML_GGUF_I32 || v.type == WGML_GGUF_I64;
+    if (!is_int(v.type) || (is_signed && v.i < 0))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata %s must be a non-negative integer", what, key);
+    if (v.u < lo || v.u > hi)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata %s is %llu, outside [%llu, %llu]", what, key,
+                          (unsigned long long)v.u, (unsigned long long)lo, (unsigned long long)hi);
+    *out = v.u;
+    return WGML_OK;
+}
+
+static wgml_status get_float(const wgml_gguf *g, const char *what, const char *key, double dflt, double *out)
+{
+    wgml_gguf_value v;
+    if (!kv(g, key, &v, NULL)) {
+        *out = dflt;
+        return WGML_OK;
+    }
+    if (v.type != WGML_GGUF_F32 && v.type != WGML_GGUF_F64 && !is_int(v.type))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata %s must be a number", what, key);
+    if (!isfinite(v.f)) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata %s is not finite", what, key);
+    *out = v.f;
+    return WGML_OK;
+}
+
+/* A string pair, quoted into buf for messages; "" when absent. */
+static const char *get_string(const wgml_gguf *g, const char *key, char *buf, size_t size, bool *present)
+{
+    wgml_gguf_value v;
+    *present = kv(g, key, &v, NULL) && v.type == WGML_GGUF_STRING;
+    buf[0] = 0;
+    if (*present && v.len < size && !memchr(v.str, 0, (size_t)v.len)) {
+        memcpy(buf, v.str, (size_t)v.len);
+        buf[v.len] = 0;
+    } else if (*present) {
+        wgml__quote(buf, size, v.str, (size_t)(v.len < 4096 ? v.len : 4096));
+    }
+    return buf;
+}
+
+wgml_status wgml_model_config_from_gguf(const wgml_gguf *g, const char *what, wgml_model_config *out)
+{
+    if (out) memset(out, 0, sizeof *out);
+    if (!g || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_from_gguf: g and out must not be NULL");
+    if (!what) what = "gguf";
+    char arch[64], q[WGML__QUOTE_MAX];
+    bool present;
+    get_string(g, "general.architecture", arch, sizeof arch, &present);
+    if (!present) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata general.architecture is missing", what);
+    if (strcmp(arch, "llama") != 0)
+        return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: general.architecture is '%s'; wgml reads llama-architecture GGUF "
+                          "files", what, wgml__quote(q, sizeof q, arch, strlen(arch)));
+    wgml_model_config c = { .bos_token_id = -1 };
+    snprintf(c.model_type, sizeof c.model_type, "llama");
+    snprintf(c.architecture, sizeof c.architecture, "LlamaForCausalLM");
+    uint64_t D, F, L, H, Hk, ctx, vocab = 0, key_len, rope_dims;
+    wgml_status s;
+    if ((s = get_uint(g, what, "llama.embedding_length", true, 0, 1, 65536, &D)) ||
+        (s = get_uint(g, what, "llama.feed_forward_length", true, 0, 1, 1u << 20, &F)) ||
+        (s = get_uint(g, what, "llama.block_count", true, 0, 1, 1024, &L)) ||
+        (s = get_uint(g, what, "llama.attention.head_count", true, 0, 1, 1024, &H)) ||
+        (s = get_uint(g, what, "llama.attention.head_count_kv", false, H, 1, 1024, &Hk)) ||
+        (s = get_uint(g, what, "llama.context_length", false, 2048, 1, 1u << 24, &ctx)) ||
+        (s = get_uint(g, what, "llama.attention.key_length", false, H ? D / H : 0, 2, 1024, &key_len)) ||
+        (s = get_uint(g, what, "llama.rope.dimension_count", false, key_len, 2, 1024, &rope_dims)))
+        return s;
+    uint64_t value_len;
+    if ((s = get_uint(g, what, "llama.attention.value_length", false, key_len, 2, 1024, &value_len))) return s;
+    if (value_len != key_len || rope_dims != key_len)
+        return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: heads of %llu key, %llu value and %llu rotary dimensions; wgml "
+                          "runs heads whose keys and values have one size, rotated whole", what, (unsigned long long)key_len,
+                          (unsigned long long)value_len, (unsigned long long)rope_dims);
+    /* the vocabulary: llama.vocab_size, else the embedding's rows, else the token list */
+    int64_t emb = wgml_gguf_tensor_find(g, "token_embd.weight");
+    wgml_gguf_tensor et;
+    if (emb >= 0 && wgml_gguf_tensor_info(g, (size_t)emb, &et) == WGML_OK && et.ndim == 2) vocab = et.shape[1];
+    if ((s = get_uint(g, what, "llama.vocab_size", false, vocab, 1, 1u << 24, &vocab))) return s;
+    wgml_gguf_value v;
+    if (!vocab && kv(g, "tokenizer.ggml.tokens", &v, NULL) && v.type == WGML_GGUF_ARRAY) vocab = v.count;
+    c.vocab_size = (uint32_t)vocab;
+    c.hidden_size = (uint32_t)D;
+    c.intermediate_size = (uint32_t)F;
+    c.num_hidden_layers = (uint32_t)L;
+    c.num_attention_heads = (uint32_t)H;
+    c.num_key_value_heads = (uint32_t)Hk;
+    c.head_dim = (uint32_t)key_len;
+    c.max_position_embeddings = (uint32_t)ctx;
+    if ((s = get_float(g, what, "llama.rope.freq_base", 10000, &c.rope_theta)) ||
+        (s = get_float(g, what, "llama.attention.layer_norm_rms_epsilon", 1e-5, &c.rms_norm_eps)))
+        return s;
+    char scaling[32];
+    get_string(g, "llama.rope.scaling.type", scaling, sizeof scaling, &present);
+    if (present && strcmp(scaling, "none") != 0) {
+        if (strcmp(scaling, "linear") != 0)
+            return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: llama.rope.scaling.type '%s' (wgml: none, linear, and "
+                              "rope_freqs.weight factors)", what, wgml__quote(q, sizeof q, scaling, strlen(scaling)));
+        c.rope_scaling.type = WGML_ROPE_SCALING_LINEAR;
+        if ((s = get_float(g, what, "llama.rope.scaling.factor", 1, &c.rope_scaling.factor))) return s;
+    }
+    c.tie_word_embeddings = wgml_gguf_tensor_find(g, "output.weight") < 0;
+    uint64_t id;
+    if ((s = get_uint(g, what, "tokenizer.ggml.bos_token_id", false, UINT64_MAX, 0, UINT64_MAX, &id))) return s;
+    if (id != UINT64_MAX) c.bos_token_id = (int64_t)(id < vocab ? id : UINT32_MAX);
+    const char *eos_keys[] = { "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id" };
+    for (int k = 0; k < 2; k++) {
+        if ((s = get_uint(g, what, eos_keys[k], false, UINT64_MAX, 0, UINT64_MAX, &id))) return s;
+        if (id == UINT64_MAX || (c.num_eos_token_ids && c.eos_token_ids[0] == id)) continue;
+        c.eos_token_ids[c.num_eos_token_ids++] = id < vocab ? (uint32_t)id : UINT32_MAX;
+    }
+    s = wgml_model_config_check(&c);
+    if (s) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s", what, wgml_last_error(NULL));
+    *out = c;
+    return WGML_OK;
+}
+
+bool wgml__gguf_tensor_name(const char *name, char *out, size_t size)
+{
+    static const char *const pairs[][2] = {
+        { "input_layernorm.weight", "attn_norm.weight" },   { "self_attn.q_proj.weight", "attn_q.weight" },
+        { "self_attn.k_proj.weight", "attn_k.weight" },     { "self_attn.v_proj.weight", "attn_v.weight" },
+        { "self_attn.o_proj.weight", "attn_output.weight" }, { "post_attention_layernorm.weight", "ffn_norm.weight" },
+        { "mlp.gate_proj.weight", "ffn_gate.weight" },      { "mlp.up_proj.weight", "ffn_up.weight" },
+        { "mlp.down_proj.weight", "ffn_down.weight" },
+    };
+    if (!strcmp(name, "model.embed_tokens.weight")) return snprintf(out, size, "token_embd.weight") < (int)size;
+    if (!strcmp(name, "model.norm.weight")) return snprintf(out, size, "output_norm.weight") < (int)size;
+    if (!strcmp(name, "lm_head.weight")) return snprintf(out, size, "output.weight") < (int)size;
+    unsigned layer;
+    int used = 0;
+    if (sscanf(name, "model.layers.%u.%n", &layer, &used) != 1 || !used) return false;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (!strcmp(name + used, pairs[i][0])) return snprintf(out, size, "blk.%u.%s", layer, pairs[i][1]) < (int)size;
+    return false;
+}
+
+/* ---- the tokenizer ------------------------------------------------------------------------ */
+
+/* tokenizer.ggml.pre names (llama.cpp's) of the pre-tokenizers wgml implements, as the
+   tokenizer.json steps that reproduce them. */
+static const char *const gpt2_bytelevel = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}";
+#define SPLIT(rx) "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"" rx "\"},\"behavior\":" \
+                  "\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true," \
+                  "\"use_regex\":false}]}"
+static const struct { const char *name, *json; bool ignore_merges; } pre_types[] = {
+    { "default", NULL, false },
+    { "gpt2", NULL, false },
+    { "gpt-2", NULL, false },
+    { "smollm", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+                "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}]}", false },
+    { "llama-bpe", SPLIT("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}"
+                         "\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"), true },
+    { "qwen2", SPLIT("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}"
+                     "\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+"), false },
+};
+
+/* Appends s[0..n) to the JSON text as a string literal. */
+static bool json_str(char **p, size_t *n, size_t *cap, const char *s, size_t len)
+{
+    if (*cap - *n < 6 * len + 3) {
+        size_t c = (*cap + 6 * len + 3) * 2;
+        char *q = realloc(*p, c);
+        if (!q) return false;
+        *p = q;
+        *cap = c;
+    }
+    char *o = *p + *n;
+    *o++ = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch < 0x20) {
+            o += snprintf(o, 7, "\\u%04x", ch);
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    *n = (size_t)(o - *p);
+    return true;
+}
+
+static bool json_raw(char **p, size_t *n, size_t *cap, const char *s)
+{
+    size_t len = strlen(s);
+    if (*cap - *n < len + 1) {
+        size_t c = (*cap + len + 1) * 2;
+        char *q = realloc(*p, c);
+        if (!q) return false;
+        *p = q;
+        *cap = c;
+    }
+    memcpy(*p + *n, s, len + 1);
+    *n += len;
+    return true;
+}
+
+wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer **out)
+{
+    if (out) *out = NULL;
+    if (!g || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tokenizer_from_gguf: g and out must not be NULL");
+    if (!what) what = "gguf";
+    char model[32], pre[64], q[WGML__QUOTE_MAX];
+    bool present;
+    get_string(g, "tokenizer.ggml.model", model, sizeof model, &present);
+    if (!present) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata tokenizer.ggml.model is missing: no tokenizer", what);
+    if (strcmp(model, "gpt2") != 0)
+        return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: tokenizer.ggml.model '%s'; wgml reads byte-level BPE (\"gpt2\") "
+                          "tokenizers", what, wgml__quote(q, sizeof q, model, strlen(model)));
+    get_string(g, "tokenizer.ggml.pre", pre, sizeof pre, &present);
+    int kind = -1;
+    for (size_t i = 0; i < sizeof pre_types / sizeof pre_types[0]; i++)
+        if (!strcmp(present ? pre : "default", pre_types[i].name)) kind = (int)i;
+    if (kind < 0)
+        return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s' (wgml: default, gpt2, smollm, llama-bpe, "
+                          "qwen2)", what, wgml__quote(q, sizeof q, pre, strlen(pre)));
+    wgml_gguf_value tv, mv, ty;
+    int64_t ti, mi, yi;
+    if (!kv(g, "tokenizer.ggml.tokens", &tv, &ti) || tv.type != WGML_GGUF_ARRAY || tv.elem_type != WGML_GGUF_STRING)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", what);
+    if (!kv(g, "tokenizer.ggml.merges", &mv, &mi) || mv.type != WGML_GGUF_ARRAY || mv.elem_type != WGML_GGUF_STRING)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.merges must be an array of strings", what);
+    bool types = kv(g, "tokenizer.ggml.token_type", &ty, &yi);
+    if (types && (ty.type != WGML_GGUF_ARRAY || !is_int(ty.elem_type) || ty.count != tv.count))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.token_type must be an array of integers, one per token",
+                          what);
+    /* tokenizer.json text: control and user-defined tokens (types 3, 4) are added tokens,
+       the rest the BPE vocab; the parser validates the whole of it */
+    size_t n = 0, cap = 1 << 16;
+    char *j = malloc(cap);
+    bool ok = j && json_raw(&j, &n, &cap, "{\"added_tokens\":[");
+    bool first = true;
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        if (pass == 1) ok = json_raw(&j, &n, &cap, "],\"model\":{\"type\":\"BPE\",\"vocab\":{");
+        first = true;
+        for (uint64_t i = 0; i < tv.count && ok; i++) {
+            wgml_gguf_value t, y = { 0 };
+            wgml_gguf_array_item(g, (size_t)ti, i, &t);
+            if (types) wgml_gguf_array_item(g, (size_t)yi, i, &y);
+            bool added = y.i == 3 || y.i == 4;
+            if (added != (pass == 0)) continue;
+            char num[64];
+            if (!first) ok = json_raw(&j, &n, &cap, ",");
+            first = false;
+            if (pass == 0) {
+                snprintf(num, sizeof num, "{\"id\":%llu,\"content\":", (unsigned long long)i);
+                ok = ok && json_raw(&j, &n, &cap, num) && json_str(&j, &n, &cap, t.str, (size_t)t.len) &&
+                     json_raw(&j, &n, &cap, y.i == 3 ? ",\"special\":true}" : ",\"special\":false}");
+            } else {
+                snprintf(num, sizeof num, ":%llu", (unsigned long long)i);
+                ok = ok && json_str(&j, &n, &cap, t.str, (size_t)t.len) && json_raw(&j, &n, &cap, num);
+            }
+        }
+    }
+    ok = ok && json_raw(&j, &n, &cap, "},\"merges\":[");
+    for (uint64_t i = 0; i < mv.count && ok; i++) {
+        wgml_gguf_value m;
+        wgml_gguf_array_item(g, (size_t)mi, i, &m);
+        ok = (i == 0 || json_raw(&j, &n, &cap, ",")) && json_str(&j, &n, &cap, m.str, (size_t)m.len);
+    }
+    ok = ok && json_raw(&j, &n, &cap, pre_types[kind].ignore_merges ? "],\"ignore_merges\":true},\"pre_tokenizer\":"
+                                                                    : "]},\"pre_tokenizer\":") &&
+         json_raw(&j, &n, &cap, pre_types[kind].json ? pre_types[kind].json : gpt2_bytelevel) &&
+         json_raw(&j, &n, &cap, ",\"decoder\":{\"type\":\"ByteLevel\"}}");
+    if (!ok) {
+        free(j);
+        return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%s (tokenizer.ggml.*)", what);
+    wgml_status s = wgml_tokenizer_parse(j, n, name, out);
+    free(j);
+    return s;
+}
