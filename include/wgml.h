@@ -1536,6 +1536,11 @@ typedef struct wgml_tokenizer_config {
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_IO, WGML_ERROR_FORMAT,
            WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_config_load(const char *folder, wgml_tokenizer_config *out);
+/* The same fields from a GGUF file: tokenizer.chat_template, and the texts of the tokens
+   tokenizer.ggml.bos_token_id and eos_token_id name. what names the file in messages.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT (a NUL byte in one of
+           them), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_tokenizer_config_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer_config *out);
 WGML_API void wgml_tokenizer_config_clear(wgml_tokenizer_config *c);
 
 typedef enum wgml_chat_format {

@@ -1317,6 +1317,21 @@ static void test_gguf_functions(void)
                                 !strcmp(wgml_ggml_type_name((wgml_ggml_type)-1), "?"));
     uint32_t el = 99, by = 99;
     NOOP("wgml_ggml_type_block", !wgml_ggml_type_block((wgml_ggml_type)31, &el, &by) && el == 99 && by == 99);
+    wgml_model_config mc;
+    wgml_tokenizer *tk = (wgml_tokenizer *)&tk;
+    wgml_tokenizer_config tc;
+    BAD("wgml_model_config_from_gguf", wgml_model_config_from_gguf(NULL, "x", &mc), WGML_ERROR_INVALID_ARGUMENT, NULL, "g");
+    BAD("wgml_model_config_from_gguf", wgml_model_config_from_gguf(g, "x", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BADP("wgml_model_config_from_gguf", "x.gguf", wgml_model_config_from_gguf(g, "x.gguf", &mc), WGML_ERROR_FORMAT,
+         "general.architecture");
+    BAD("wgml_tokenizer_from_gguf", wgml_tokenizer_from_gguf(NULL, "x", &tk), WGML_ERROR_INVALID_ARGUMENT, NULL, "g");
+    BADP("wgml_tokenizer_from_gguf", "x.gguf", wgml_tokenizer_from_gguf(g, "x.gguf", &tk), WGML_ERROR_FORMAT,
+         "tokenizer.ggml.model");
+    TH_CHECK(tk == NULL, "wgml_tokenizer_from_gguf: *out not NULL after a failure");
+    BAD("wgml_tokenizer_config_from_gguf", wgml_tokenizer_config_from_gguf(NULL, "x", &tc), WGML_ERROR_INVALID_ARGUMENT, NULL,
+        "g");
+    BAD("wgml_tokenizer_config_from_gguf", wgml_tokenizer_config_from_gguf(g, "x", NULL), WGML_ERROR_INVALID_ARGUMENT, NULL,
+        "out");
     wgml_gguf_close(g);
     wgml_gguf_close(NULL);
     NOOP("wgml_gguf_close", true);

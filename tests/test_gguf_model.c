@@ -363,6 +363,9 @@ static void tokens_gguf(const char *path, const char *model, const char *pre)
     gw_str_array(w, "tokenizer.ggml.tokens", tokens, N);
     gw_i32_array(w, "tokenizer.ggml.token_type", types, N);
     gw_str_array(w, "tokenizer.ggml.merges", merges, 7);
+    gw_u32(w, "tokenizer.ggml.bos_token_id", 'h');
+    gw_u32(w, "tokenizer.ggml.eos_token_id", N - 1);
+    gw_str(w, "tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}");
     TH_CHECK(gw_write(w, path, 32), "write %s", path);
     gw_free(w);
 }
@@ -403,6 +406,12 @@ static void test_tokenizers(void)
             TH_EXPECT(wgml_tokenizer_decode(tok, ids, n, back, sizeof back, &bl), WGML_OK);
             TH_CHECK(bl == strlen(text) && !memcmp(back, text, bl), "decode(encode(text)) != text");
         }
+        wgml_tokenizer_config tc;
+        TH_EXPECT(wgml_tokenizer_config_from_gguf(g, "t.gguf", &tc), WGML_OK);
+        TH_CHECK(tc.chat_template && !strcmp(tc.chat_template, "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}") &&
+                 tc.bos_token && !strcmp(tc.bos_token, "h") && tc.eos_token && !strcmp(tc.eos_token, "<|end|>"),
+                 "tokenizer_config fields from the GGUF metadata");
+        wgml_tokenizer_config_clear(&tc);
         wgml_tokenizer_free(tok);
         wgml_gguf_close(g);
     }

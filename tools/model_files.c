@@ -47,7 +47,17 @@ int model_data_options(const char *who, const char *model, const wgml_model_conf
 {
     char dir[4096];
     *dopt = (wgml_dataset_options){ .loss_on_prompt = loss_on_prompt, .allow_bytes = wgml_tokenizer_vocab_size(tok) == 256 };
-    if (wgml_tokenizer_config_load(model_folder(model, dir, sizeof dir), tcfg) != WGML_OK) {
+    size_t n = strlen(model);
+    wgml_status s;
+    if (n > 5 && !strcmp(model + n - 5, ".gguf")) {   /* the file's own chat template and special tokens */
+        wgml_gguf *g = NULL;
+        s = wgml_gguf_open(model, &g);
+        if (s == WGML_OK) s = wgml_tokenizer_config_from_gguf(g, model, tcfg);
+        wgml_gguf_close(g);
+    } else {
+        s = wgml_tokenizer_config_load(model_folder(model, dir, sizeof dir), tcfg);
+    }
+    if (s != WGML_OK) {
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
         return -1;
     }

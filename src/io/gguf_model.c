@@ -307,3 +307,46 @@ wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_
     free(j);
     return s;
 }
+
+/* ---- tokenizer_config.json's fields -------------------------------------------------------- */
+
+/* A copy of a string value, NUL-terminated; NULL when absent. false when out of memory or
+   when the text holds a NUL. */
+static bool dup_value(const wgml_gguf_value *v, char **out)
+{
+    *out = NULL;
+    if (memchr(v->str, 0, (size_t)v->len)) return false;
+    *out = malloc((size_t)v->len + 1);
+    if (!*out) return false;
+    memcpy(*out, v->str, (size_t)v->len);
+    (*out)[v->len] = 0;
+    return true;
+}
+
+wgml_status wgml_tokenizer_config_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer_config *out)
+{
+    if (out) memset(out, 0, sizeof *out);
+    if (!g || !out)
+        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tokenizer_config_from_gguf: g and out must not be NULL");
+    if (!what) what = "gguf";
+    wgml_gguf_value v, tokens;
+    int64_t ti;
+    bool ok = true;
+    if (kv(g, "tokenizer.chat_template", &v, NULL) && v.type == WGML_GGUF_STRING) ok = dup_value(&v, &out->chat_template);
+    bool have_tokens = kv(g, "tokenizer.ggml.tokens", &tokens, &ti) && tokens.type == WGML_GGUF_ARRAY &&
+                       tokens.elem_type == WGML_GGUF_STRING;
+    const char *ids[2] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id" };
+    char **texts[2] = { &out->bos_token, &out->eos_token };
+    for (int k = 0; k < 2 && ok && have_tokens; k++) {
+        wgml_gguf_value id, t;
+        if (!kv(g, ids[k], &id, NULL) || !is_int(id.type) || id.u >= tokens.count) continue;
+        wgml_gguf_array_item(g, (size_t)ti, id.u, &t);
+        ok = dup_value(&t, texts[k]);
+    }
+    if (!ok) {
+        wgml_tokenizer_config_clear(out);
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a chat template or special token holds a NUL byte (or the host is out "
+                          "of memory)", what);
+    }
+    return WGML_OK;
+}
