@@ -261,6 +261,11 @@ check 'cmp -s "$work/ft/adapter_model.safetensors" "$work/ft2/adapter_model.safe
 absent "$work/ft2/.checkpoint-6.tmp-99999"
 run 2 "$wgml" finetune --resume "$work/ft2" --out "$work/ft2" --lora-rank 4
 said "--lora-rank"
+case="finetune from an existing adapter"
+run 0 "$wgml" "${ft[@]}" --steps 2 --init-adapter "$work/ft" --out "$work/ft3"
+said "(from --init-adapter)"
+run 2 "$wgml" "${ft[@]}" --steps 2 --init-adapter "$work/ft" --lora-rank 4 --out "$work/r"
+said "--init-adapter"
 case="finetune refuses what it cannot do well"
 run 1 "$wgml" "${ft[@]}" --steps 2 --out "$work/ft"
 said "--overwrite"

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 typedef struct ft_opts {
-    const char *model, *data, *val_data, *out, *resume, *targets, *chat_template;
+    const char *model, *data, *val_data, *out, *resume, *targets, *chat_template, *init_adapter;
     int rank, full, rslora, steps, batch, accum, context, warmup, eval_every, save_every, packing, keep_scores, overwrite;
     int loss_on_prompt;
     double alpha, dropout, lr, min_lr_frac, clip, weight_decay, beta1, beta2, eps, val_fraction;
@@ -51,6 +51,8 @@ static const cli_flag ft_flags[] = {
     { "--lora-alpha", CLI_DOUBLE, offsetof(ft_opts, alpha), "LoRA alpha (scale alpha / r)", 1e-6, 1e6 },
     { "--lora-dropout", CLI_DOUBLE, offsetof(ft_opts, dropout), "LoRA dropout (only 0 is supported yet)", 0, 0 },
     { "--lora-targets", CLI_STRING, offsetof(ft_opts, targets), "projections with an adapter: any of q,k,v,o,gate,up,down" },
+    { "--init-adapter", CLI_STRING, offsetof(ft_opts, init_adapter), "start from this LoRA adapter (PEFT's files: its rank, "
+      "alpha and targets) instead of a new one" },
     { "--rslora", CLI_BOOL, offsetof(ft_opts, rslora), "scale alpha / sqrt(r) (rank-stabilised LoRA)" },
     { "--full", CLI_BOOL, offsetof(ft_opts, full), "train every weight instead of an adapter" },
     { "--steps", CLI_INT, offsetof(ft_opts, steps), "optimizer steps", 1, 1e9 },
@@ -84,6 +86,15 @@ static const cli_flag ft_flags[] = {
 };
 #define NFLAGS (sizeof ft_flags / sizeof ft_flags[0])
 static const char *const may_change[] = { "--out", "--overwrite", "--resume", "--save-every", NULL };
+
+/* Whether one of the flags in names (NULL-terminated) was on the command line. */
+static bool given_any(const bool *given, const char *const *names)
+{
+    for (size_t k = 0; k < NFLAGS; k++)
+        for (const char *const *n = names; given[k] && *n; n++)
+            if (!strcmp(ft_flags[k].name, *n)) return true;
+    return false;
+}
 
 typedef struct ft_run {
     ft_opts *o;
@@ -212,6 +223,10 @@ int cmd_finetune(int argc, char **argv)
         goto early;
     }
     if (!o.full && !targets) goto early;
+    if (o.init_adapter && (o.full || given_any(given, (const char *const[]){ "--lora-rank", "--lora-alpha", "--lora-targets", "--rslora", NULL }))) {
+        fprintf(stderr, "%s: --init-adapter brings its own rank, alpha and targets (and is not for --full)\n", who);
+        goto early;
+    }
     if (o.lr < 0) o.lr = o.full ? 2e-5 : 2e-4;
     if (o.warmup < 0) o.warmup = o.steps / 10;
     else if (o.warmup >= o.steps) {
@@ -294,7 +309,7 @@ int cmd_finetune(int argc, char **argv)
 
     /* the adapter (new, or the checkpoint's), and the trainer */
     char path[PATH_MAX];
-    if (!o.full && o.resume) s = wgml_lora_load(model, ckdir, &lora);
+    if (!o.full && (o.resume || o.init_adapter)) s = wgml_lora_load(model, o.resume ? ckdir : o.init_adapter, &lora);
     else if (!o.full)
         s = wgml_lora_create(model, &(wgml_lora_desc){ .rank = (uint32_t)o.rank, .alpha = (float)o.alpha, .dropout = (float)o.dropout,
                                                         .targets = targets, .rslora = o.rslora != 0 }, o.seed, &lora);
@@ -330,9 +345,15 @@ int cmd_finetune(int argc, char **argv)
            bst.cut ? cli_fmt(" (%.0f examples cut to fit", (double)bst.cut) : "",
            bst.cut_empty ? cli_fmt(", %.0f of them with nothing left to learn", (double)bst.cut_empty) : "", bst.cut ? ")" : "");
     if (val) printf("validation: %s\n", o.val_data ? o.val_data : cli_fmt("the last %.3g of the data", o.val_fraction));
+    char on[64] = "";
+    static const char *const names[] = { "q", "k", "v", "o", "gate", "up", "down" };
+    for (int k = 0; lora && k < 7; k++)
+        if (wgml_lora_get_desc(lora)->targets & (1u << k))
+            snprintf(on + strlen(on), sizeof on - strlen(on), "%s%s", on[0] ? "," : "", names[k]);
     if (lora)
-        printf("training: LoRA rank %u, alpha %g (scale %g), on %s: %llu trainable parameters of %llu (%.2f%%)\n",
-               wgml_lora_get_desc(lora)->rank, wgml_lora_get_desc(lora)->alpha, wgml_lora_scale(lora), o.targets,
+        printf("training: LoRA rank %u, alpha %g (scale %g), on %s%s: %llu trainable parameters of %llu (%.2f%%)\n",
+               wgml_lora_get_desc(lora)->rank, wgml_lora_get_desc(lora)->alpha, wgml_lora_scale(lora), on,
+               o.init_adapter ? " (from --init-adapter)" : "",
                (unsigned long long)trained, (unsigned long long)total, 100.0 * trained / total);
     else printf("training: every weight: %llu trainable parameters\n", (unsigned long long)trained);
     printf("          %d steps x %d micro-batch%s x %d sequences, AdamW lr %g (betas %g, %g, eps %g; warm-up %d, cosine to %g), "
