@@ -237,7 +237,7 @@ static void test_hostile(void)
     b = one_kv("aa", WGML_GGUF_ARRAY, (uint8_t[]){ WGML_GGUF_ARRAY, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, 12);
     refused("an array of arrays", build(3, &b, 1, NULL, 0, 32), WGML_ERROR_FORMAT, "arrays of arrays");
     free(b.p);
-    b = one_kv("big", WGML_GGUF_ARRAY, (uint8_t[]){ WGML_GGUF_U64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10 }, 16);
+    b = one_kv("big", WGML_GGUF_ARRAY, (uint8_t[]){ WGML_GGUF_U64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10 }, 12);
     refused("an array longer than the file", build(3, &b, 1, NULL, 0, 32), WGML_ERROR_FORMAT, "truncated");
     free(b.p);
     b = one_kv("s", WGML_GGUF_STRING, (uint8_t[]){ 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF }, 8);
