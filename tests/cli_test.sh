@@ -91,7 +91,12 @@ truncate -s 1100M "$work/huge.txt"
 run 1 "$wgml" train "${tiny[@]}" --steps 1 --data "$work/huge.txt" --out "$work/z"
 said "more than the 1073741824"
 rm -f "$work/huge.txt"
-# A model too big for the address-space limit: an error, not a signal.
+# A model too big for the address-space limit: an error, not a signal. (Not under
+# AddressSanitizer, whose shadow memory alone takes terabytes of address space: the build
+# with WGML_SANITIZE sets WGML_CLI_UNDER_ASAN.)
+if [ -n "${WGML_CLI_UNDER_ASAN:-}" ]; then
+echo "cli_test.sh: the ulimit -v cases are skipped under AddressSanitizer"
+else
 case="training under ulimit -v"
 (ulimit -v 2500000 && exec "$wgml" train --dim 2048 --layers 8 --heads 16 --kv-heads 16 --ffn 8192 --context 16 --batch 1 \
     --steps 1 --out "$work/big") >"$work/out" 2>"$work/err"
@@ -136,6 +141,7 @@ rc=$?
 check '[ "$rc" -eq 1 ]' "exit status $rc, expected 1: $(tail -c 300 "$work/err")"
 check 'grep -qE "address-space limit|cannot map" "$work/err"' "no memory message: $(tail -c 300 "$work/err")"
 rm -rf "$work/bigm"
+fi
 
 # ---- 4. parameters that would pass and then break
 case="flags out of range"
@@ -227,9 +233,10 @@ start=$(date +%s)
 run 0 "$wgml" train "${tiny[@]}" --steps 60 --out "$work/p"
 secs=$(($(date +%s) - start))
 lines=$(grep -o 'step *[0-9]*/60' "$work/out" | sort -u | wc -l)
-# a line at least every second: at least one per two seconds of the run, and more than
-# the first and the last
-want=$((secs / 2 > 2 ? secs / 2 : 3))
+# a line at least every second: at least one per four seconds of the run (a loaded or
+# sanitized machine prints late; a silent run prints none), and more than the first and
+# the last
+want=$((secs / 4 > 2 ? secs / 4 : 3))
 check '[ "$lines" -ge "$want" ]' "$lines distinct progress lines in a run of $secs s"
 
 # ---- 8. fine-tuning, evaluation, merging
