@@ -34,6 +34,37 @@ typedef struct wgml__profile {
     /* How long a wait may take before WGML_ERROR_TIMEOUT (a CPU adapter compiles kernels
        inside its waits). */
     uint32_t timeout_ms;
+    /* The matrix products' rules (src/ops/matmul.c; bench/notes/matmul.md has the
+       measurements behind each value). */
+    struct wgml__matmul_profile {
+        /* the 128-tile for outputs of at least large_min_tiles such tiles (about one per
+           unit), else the 64-tile; the tiles without a split-K model split K until
+           fill_threads threads run */
+        uint32_t large_min_tiles, fill_threads;
+        /* the models of split-K and of the last round (compute_units units of two workgroup
+           slots each): what one byte of workspace traffic costs in multiply-adds (the FMA rate
+           over the memory bandwidth), the rate of a workgroup alone on a unit over its rate
+           beside another, and what a K-slice of a last-round tile costs beyond its length, in
+           values of K */
+        uint32_t fma_per_byte;
+        double alone_rate;
+        uint32_t slice_overhead_k;
+        /* K not whole tile steps: the last K % BK values of k in a second pass from K of */
+        uint32_t krem_min_k;
+        /* copies of operands into an engine's scratch, each at most copy_max_bytes (0: no
+           copies): matmul_bt's b transposed from M of copy_b_min_m; a transposed from M of
+           copy_a_min_m and N of copy_a_min_n; rows padded to whole vec4 from the other side
+           of out of pad_min_other */
+        uint64_t copy_max_bytes;
+        uint32_t copy_b_min_m, copy_a_min_m, copy_a_min_n, pad_min_other;
+        /* gemv_rows: rows per workgroup for rows longer than 1024, of at most 1024 and of at
+           most 512; the latter two only where they leave gemv_rows_min_workgroups workgroups */
+        uint32_t gemv_rows, gemv_rows_k1024, gemv_rows_k512, gemv_rows_min_workgroups;
+        /* gemv_cols4: from gemv_wide_cols_min up to (not including) gemv_wide_cols_end
+           columns, workgroups of gemv_wide_threads threads with gemv_wide_quads k-quads in
+           flight each (an empty range: never) */
+        uint32_t gemv_wide_cols_min, gemv_wide_cols_end, gemv_wide_threads, gemv_wide_quads;
+    } matmul;
 } wgml__profile;
 
 /* The profile for an adapter (name as it reports it, vendor id, CPU or not). Never NULL. */

@@ -88,11 +88,12 @@ static void test_out_of_memory(void)
     TH_CHECK(strstr(wgml_last_error(th_ctx), "maxStorageBufferBindingSize") != NULL, "message: %s", wgml_last_error(th_ctx));
 }
 
-/* The split-K model's choices on the products it was fitted on (H200, rounds 21 - 22 of
-   bench/notes/matmul.md): the 384-tile outputs of the training step unsplit, the 768 x 768
+/* The split-K model's choices with the H200's profile, on the products it was fitted on
+   (bench/notes/matmul.md): the 384-tile outputs of the training step unsplit, the 768 x 768
    weight gradient in 7 slices, the larger ones in 4; the LLM shape 2048 x 11008 x 4096
-   unsplit (round 28: its last round split instead, which the model gives more). */
-static void test_matmul_split_model(void)
+   unsplit (its last round split instead, which the model gives more). A GPU whose profile
+   does not know its compute units gets the same plans. */
+static void check_split_model(const char *profile)
 {
     uint64_t binding = th_ctx->limits.maxStorageBufferBindingSize;
     static const struct { uint32_t M, N, K, slices; } products[] = {
@@ -104,16 +105,16 @@ static void test_matmul_split_model(void)
         uint64_t ws = 4ull * products[i].slices * products[i].M * products[i].N;
         uint32_t want = ws <= binding ? products[i].slices : 1;
         uint32_t got = wgml__matmul_model_slices(th_ctx, products[i].M, products[i].N, products[i].K);
-        TH_CHECK(got == want, "%u x %u x %u: %u K-slices, want %u", products[i].M, products[i].N, products[i].K, got, want);
+        TH_CHECK(got == want, "%s: %u x %u x %u: %u K-slices, want %u", profile, products[i].M, products[i].N, products[i].K,
+                 got, want);
     }
-    /* the last round (rounds 27 - 28): 8192^3's 4,096 tiles leave 4 for a 32nd round on 132
-       SMs, split in 32 slices (slices of at least 256); 8192 x 8192 x 1024 the same tiles in
-       4; 4096^3's 100 tiles of an 8th round in 5 (the slot model's best, measured -1.3%);
-       2048 x 11008 x 4096's 56 in 7, 3072^3's 48 in 8, 2048 x 5632 x 4096's 44 in 6 (in 3
-       if a workgroup alone on an SM ran no faster); none where the model gains under
-       0.5% (4096 x 11008 x 2048: 112 tiles of a 21st round; 8192 x 2048 x 768: K too short
-       for slices to pay), the last round is empty (7936 x 8448: 31 x 132) or there are
-       fewer than 4 rounds */
+    /* the last round: 8192^3's 4,096 tiles leave 4 for a 32nd round on 132 SMs, split in 32
+       slices (slices of at least 256); 8192 x 8192 x 1024 the same tiles in 4; 4096^3's 100
+       tiles of an 8th round in 5 (the slot model's best); 2048 x 11008 x 4096's 56 in 7,
+       3072^3's 48 in 8, 2048 x 5632 x 4096's 44 in 6 (in 3 if a workgroup alone on an SM ran
+       no faster); none where the model's gain is too small (4096 x 11008 x 2048: 112 tiles
+       of a 21st round; 8192 x 2048 x 768: K too short for slices to pay), the last round is
+       empty (7936 x 8448: 31 x 132) or there are fewer than 4 rounds */
     static const struct { uint32_t M, N, K, tail, slices; } tails[] = {
         { 8192, 8192, 8192, 4, 32 }, { 8192, 8192, 1024, 4, 4 }, { 4096, 4096, 4096, 100, 5 }, { 2048, 11008, 4096, 56, 7 },
         { 3072, 3072, 3072, 48, 8 }, { 2048, 5632, 4096, 44, 6 }, { 4096, 11008, 2048, 0, 0 }, { 8192, 2048, 768, 0, 0 }, { 7936, 8448, 8192, 0, 0 },
@@ -121,9 +122,22 @@ static void test_matmul_split_model(void)
     };
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
         uint32_t slices, tail = wgml__matmul_model_tail(th_ctx, tails[i].M, tails[i].N, tails[i].K, &slices);
-        TH_CHECK(tail == tails[i].tail && (!tail || slices == tails[i].slices), "%u x %u x %u: last round of %u tiles in %u "
-                 "slices, want %u in %u", tails[i].M, tails[i].N, tails[i].K, tail, slices, tails[i].tail, tails[i].slices);
+        TH_CHECK(tail == tails[i].tail && (!tail || slices == tails[i].slices), "%s: %u x %u x %u: last round of %u tiles in "
+                 "%u slices, want %u in %u", profile, tails[i].M, tails[i].N, tails[i].K, tail, slices, tails[i].tail,
+                 tails[i].slices);
     }
+}
+
+static void test_matmul_split_model(void)
+{
+    const wgml__profile *own = th_ctx->profile;
+    th_ctx->profile = wgml__profile_of("NVIDIA H200", 0x10de, false);
+    TH_CHECK(th_ctx->profile->compute_units == 132, "the H200's profile has %u compute units", th_ctx->profile->compute_units);
+    check_split_model("H200");
+    th_ctx->profile = wgml__profile_of("a GPU of unknown size", 0x1234, false);
+    TH_CHECK(th_ctx->profile->compute_units == 0, "the generic GPU profile has %u compute units", th_ctx->profile->compute_units);
+    check_split_model("generic GPU");
+    th_ctx->profile = own;
 }
 
 /* Which calls join the pending element-wise group and when it becomes a dispatch: up to

@@ -1,6 +1,15 @@
 /* wgml_matmul, wgml_matmul_bt and wgml_matmul_at against the double reference
    (tests/ref/ref_matmul.c): awkward and tile-filling shapes, matrix-vector products, long K
-   (split-K), leading dimensions, every kernel variant, exact integer products, bad inputs.
+   (split-K), leading dimensions, exact integer products, bad inputs, and every path a rule
+   of src/ops/matmul.c takes on some adapter, forced through the engine's tuning
+   (src/ops/matmul_tuning.h) so that any adapter runs it; a GPU's rules also run on the H200's
+   profile.
+
+   Each numeric test is a table of op cases (tests/harness.h) generated in loops over shapes
+   and forced choices: random inputs, a poisoned output (an element never written fails), the
+   call, the reference, the tolerance below, inputs unchanged; a case may also require the
+   number of commands (dispatches) the call records, which shows that a forced copy, split
+   or last round did run.
 
    Tolerance. Each output is a sum of K products accumulated in f32. Whatever the order of
    the additions (one thread's running sum, a tree reduction in workgroup memory, split-K
@@ -10,9 +19,10 @@
    (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., section 3.1). The test
    allows (K + 2) u * sum_k |a_k b_k| per element, computed by the reference, plus 1e-30
    against denormal flushing. Because that bound grows like K^2 relative to one term, at
-   large K it could hide a missing term; the exact tests therefore use small integers, whose
+   large K it could hide a missing term; the exact cases therefore use small integers, whose
    products and partial sums are exact in f32 (|sum| < 2^24), and demand bit-exact results. */
 #include "harness.h"
+#include "internal.h"
 #include "ref_matmul.h"
 
 #include <stdlib.h>
@@ -35,18 +45,19 @@ static const struct {
 
 #define U32_EPS (1.0 / 16777216.0)   /* u = 2^-24, the unit roundoff of f32 */
 
-/* got vs ref within factor * (K + 2) u * bound[i] + 1e-30 for every element (factor 0:
-   bit-exact). Prints the first mismatches and the worst one. */
-static bool check_product(const char *what, const float *got, const double *ref, const double *bound, size_t n, size_t K,
-                          double factor)
+typedef wgml__matmul_tuning tuning;
+
+/* got vs ref within (K + 2) u * bound[i] + 1e-30 for every element, for the tests that are
+   sequences of calls rather than one case. */
+static bool check_product(const char *what, const float *got, const double *ref, const double *bound, size_t n, size_t K)
 {
     size_t bad = 0, worst = 0;
     double worst_ratio = -1;
     for (size_t i = 0; i < n; i++) {
-        double tol = factor * (double)(K + 2) * U32_EPS * bound[i] + (factor > 0 ? 1e-30 : 0);
+        double tol = (double)(K + 2) * U32_EPS * bound[i] + 1e-30;
         double d = fabs((double)got[i] - ref[i]);
         bool ok = d <= tol;   /* false for NaN */
-        double ratio = ok ? d / (tol > 0 ? tol : 1) : INFINITY;
+        double ratio = ok ? d / tol : INFINITY;
         if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
         if (!ok) {
             if (bad < 10) fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g (tol %.3g)\n", what, i, (double)got[i], ref[i], tol);
@@ -58,49 +69,187 @@ static bool check_product(const char *what, const float *got, const double *ref,
     return bad == 0;
 }
 
-/* Small integers in [-3, 3]: every product and partial sum is exact in f32. */
-static float *random_ints(size_t n)
+/* ---- the op case of a product ------------------------------------------------------------ */
+
+/* One product: op o on an M x N x K product, a [M, K] (matmul_at: [K, M]), b [K, N]
+   (matmul_bt: [N, K]) and out [M, N] unless shapes are given (each 0-terminated, with the
+   same numbers of elements). ints: integer inputs in [-3, 3] and an exact comparison; acc:
+   through the _with form with accumulate, out starting from random values c (integers with
+   ints), want c + A @ B within one rounding more, (K + 3) u (bound + |c|); same: a and b are
+   one tensor (a square product). commands: the dispatches the call must record (0: any). */
+typedef struct mm_case {
+    int op;
+    size_t M, N, K;
+    bool ints, acc, same;
+    tuning forced;
+    uint64_t commands;
+    size_t a_shape[5], b_shape[5], out_shape[5];
+} mm_case;
+
+/* The reference's sum of |products| of each element of the case being run (cases run one
+   at a time), which its tolerance scales. */
+static double *case_bound;
+
+/* Input i of a case as the op sees it (malloc'd): the harness's f32 values, or for integer
+   cases its u32 draws in [0, 6] as the integers -3 .. 3. */
+static float *operand(const th_run *r, int i)
 {
-    float *p = th_alloc_f(n);
-    for (size_t i = 0; i < n; i++) p[i] = (float)((int)(th_rand_u32() % 7) - 3);
-    return p;
+    float *v = th_alloc_f(r->n_in[i]);
+    for (size_t j = 0; j < r->n_in[i]; j++)
+        v[j] = r->c->in[i].dtype == WGML_U32 ? (float)TH_IN_U32(r, i)[j] - 3.0f : TH_IN(r, i)[j];
+    return v;
 }
 
-/* Runs op o on an M x N x K product with the natural shapes (a [M, K] or [K, M], b [K, N]
-   or [N, K], out [M, N]) and checks it. ints: integer inputs and an exact comparison.
-   acc: through the _with form with accumulate, out starting from random values c (small
-   integers with ints): want c + A @ B, within one rounding more, (K + 3) u (bound + |c|). */
-static void run_case_acc(int o, size_t M, size_t N, size_t K, bool ints, const char *variant, bool acc)
+static void mm_reference(const th_run *r)
 {
-    float *a = ints ? random_ints(M * K) : th_random(M * K, -1, 1);
-    float *b = ints ? random_ints(K * N) : th_random(K * N, -1, 1);
-    float *c = acc ? (ints ? random_ints(M * N) : th_random(M * N, -4, 4)) : NULL;
-    double *ref = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
-    ref_matmul(ops[o].layout, a, b, M, N, K, ref, bound);
-    for (size_t i = 0; c && i < M * N; i++) {
-        ref[i] += c[i];
-        bound[i] += fabs(c[i]);
+    const mm_case *mc = r->c->params;
+    size_t n = mc->M * mc->N;
+    float *a = operand(r, 0), *b = mc->same ? a : operand(r, 1);
+    free(case_bound);
+    case_bound = th_alloc_d(n);
+    ref_matmul(ops[mc->op].layout, a, b, mc->M, mc->N, mc->K, r->ref[0], case_bound);
+    if (mc->acc) {
+        float *c = operand(r, 2);
+        for (size_t i = 0; i < n; i++) {
+            r->ref[0][i] += c[i];
+            case_bound[i] += fabs(c[i]);
+        }
+        free(c);
     }
-    wgml_tensor *ta = ops[o].layout == REF_MM_TN ? th_tensor(WGML_F32, a, TH_SHAPE(K, M)) : th_tensor(WGML_F32, a, TH_SHAPE(M, K));
-    wgml_tensor *tb = ops[o].layout == REF_MM_NT ? th_tensor(WGML_F32, b, TH_SHAPE(N, K)) : th_tensor(WGML_F32, b, TH_SHAPE(K, N));
-    wgml_tensor *to = acc ? th_tensor(WGML_F32, c, TH_SHAPE(M, N)) : th_poisoned(WGML_F32, TH_SHAPE(M, N));
-    if (acc) TH_EXPECT(ops[o].with(th_eng, ta, tb, to, &(wgml_matmul_options){ .accumulate = true }), WGML_OK);
-    else TH_EXPECT(ops[o].fn(th_eng, ta, tb, to), WGML_OK);
-    float *got = th_read(to);
-    char what[128];
-    snprintf(what, sizeof what, "%s %zux%zux%zu%s%s%s%s", ops[o].name, M, N, K, ints ? " ints" : "", acc ? " accumulate" : "",
-             variant ? " variant " : "", variant ? variant : "");
-    check_product(what, got, ref, bound, M * N, acc ? K + 1 : K, ints ? 0.0 : 1.0);
-    free(a); free(b); free(c); free(ref); free(bound); free(got);
-    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(to);
+    if (b != a) free(b);
+    free(a);
 }
 
-static void run_case(int o, size_t M, size_t N, size_t K, bool ints, const char *variant)
+static double mm_tol(const th_run *r, int o, size_t i)
 {
-    run_case_acc(o, M, N, K, ints, variant, false);
+    const mm_case *mc = r->c->params;
+    (void)o;
+    if (mc->ints) return 0.0;
+    return (double)((mc->acc ? mc->K + 1 : mc->K) + 2) * U32_EPS * case_bound[i] + 1e-30;
+}
+
+/* The harness's input i, or for integer cases an f32 tensor of its values (*made set). */
+static wgml_tensor *input_tensor(const th_run *r, int i, bool *made)
+{
+    *made = r->c->in[i].dtype == WGML_U32;
+    if (!*made) return r->t_in[i];
+    float *v = operand(r, i);
+    wgml_tensor *t = th_tensor(WGML_F32, v, r->c->in[i].shape);
+    free(v);
+    return t;
+}
+
+/* Runs the product with the case's tuning on the test's engine (reset after), out first
+   set to c for accumulate, and checks the commands it recorded. */
+static wgml_status mm_call(const th_run *r)
+{
+    const mm_case *mc = r->c->params;
+    int nin = r->c->nin;
+    wgml_tensor *t[3];
+    bool made[3];
+    for (int i = 0; i < nin; i++) t[i] = input_tensor(r, i, &made[i]);
+    if (mc->acc) {
+        float *c = operand(r, nin - 1);
+        TH_EXPECT(wgml_tensor_write(r->t_out[0], 0, c, r->n_out[0] * sizeof *c), WGML_OK);
+        free(c);
+    }
+    th_eng->tuning.matmul = mc->forced;
+    uint64_t before = th_commands();
+    wgml_tensor *b = t[mc->same ? 0 : 1];
+    wgml_status s = mc->acc ? ops[mc->op].with(th_eng, t[0], b, r->t_out[0], &(wgml_matmul_options){ .accumulate = true })
+                            : ops[mc->op].fn(th_eng, t[0], b, r->t_out[0]);
+    uint64_t n = th_commands() - before;
+    th_eng->tuning.matmul = (tuning){ 0 };
+    if (s == WGML_OK && mc->commands)
+        TH_CHECK(n == mc->commands, "%s: %llu commands, want %llu", r->c->name, (unsigned long long)n,
+                 (unsigned long long)mc->commands);
+    for (int i = 0; i < nin; i++)
+        if (made[i]) wgml_tensor_release(t[i]);
+    return s;
+}
+
+/* The forced fields of a tuning, for case names. */
+static void describe(const tuning *t, char *buf, size_t size)
+{
+    const struct { const char *name; uint32_t v; } f[] = {
+        { "tile", t->tile }, { "splitk", t->splitk }, { "tail_tiles", t->tail_tiles }, { "tail_slices", t->tail_slices },
+        { "copy_b", t->copy_b }, { "copy_a", t->copy_a }, { "pad", t->pad }, { "krem", t->krem },
+        { "gemv_rows", t->gemv_rows }, { "gemv_wide", t->gemv_wide }, { "gemv_subgroups", t->gemv_subgroups },
+    };
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0] && used < size; i++)
+        if (f[i].v) used += (size_t)snprintf(buf + used, size - used, " %s=%u", f[i].name, f[i].v);
+}
+
+static void copy_shape(size_t *dst, const size_t *given, size_t d0, size_t d1)
+{
+    if (given[0]) {
+        memcpy(dst, given, 5 * sizeof *dst);
+        return;
+    }
+    dst[0] = d0;
+    dst[1] = d1;
+    dst[2] = 0;
+}
+
+/* Runs one product as an op case. */
+static void run_mm(mm_case mc)
+{
+    th_op_case c = { .nin = (mc.same ? 1 : 2) + mc.acc, .nout = 1, .call = mm_call, .reference = mm_reference,
+                     .tol = mm_tol, .params = &mc };
+    wgml_dtype dt = mc.ints ? WGML_U32 : WGML_F32;
+    double lo = mc.ints ? 0 : -1, hi = mc.ints ? 6 : 1;
+    bool at = mc.op == 2, bt = mc.op == 1;
+    c.in[0] = (th_io){ .dtype = dt, .lo = lo, .hi = hi };
+    copy_shape(c.in[0].shape, mc.a_shape, at ? mc.K : mc.M, at ? mc.M : mc.K);
+    if (!mc.same) {
+        c.in[1] = (th_io){ .dtype = dt, .lo = lo, .hi = hi };
+        copy_shape(c.in[1].shape, mc.b_shape, bt ? mc.N : mc.K, bt ? mc.K : mc.N);
+    }
+    if (mc.acc) c.in[c.nin - 1] = (th_io){ .dtype = dt, .lo = mc.ints ? 0 : -4, .hi = mc.ints ? 6 : 4 };
+    c.out[0] = (th_io){ .dtype = WGML_F32 };
+    copy_shape(c.out[0].shape, mc.out_shape, mc.M, mc.N);
+    if (mc.acc) memcpy(c.in[c.nin - 1].shape, c.out[0].shape, sizeof c.out[0].shape);
+    char forced[200];
+    describe(&mc.forced, forced, sizeof forced);
+    snprintf(c.name, sizeof c.name, "%s %zux%zux%zu%s%s%s%s", ops[mc.op].name, mc.M, mc.N, mc.K, mc.ints ? " ints" : "",
+             mc.acc ? " accumulate" : "", mc.same ? " a = b" : "", forced);
+    th_run_case(&c);
+}
+
+/* Op o on an M x N x K product with forced choices t (NULL: the rules). */
+static void product(int o, size_t M, size_t N, size_t K, bool ints, const tuning *t)
+{
+    run_mm((mm_case){ .op = o, .M = M, .N = N, .K = K, .ints = ints, .forced = t ? *t : (tuning){ 0 } });
 }
 
 typedef struct shape { size_t M, N, K; } shape;
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A call with tuning t on zero inputs (a [M, K] or [K, M], b [K, N] or [N, K]) is refused
+   with status and a message naming needle, records nothing and leaves out as it was. */
+static void expect_refused(const tuning *t, int o, size_t M, size_t N, size_t K, wgml_status status, const char *needle)
+{
+    float *z = th_alloc_f(M * K > K * N ? M * K : K * N);
+    memset(z, 0, (M * K > K * N ? M * K : K * N) * sizeof *z);
+    wgml_tensor *a = th_tensor(WGML_F32, z, o == 2 ? TH_SHAPE(K, M) : TH_SHAPE(M, K));
+    wgml_tensor *b = th_tensor(WGML_F32, z, o == 1 ? TH_SHAPE(N, K) : TH_SHAPE(K, N));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(M, N));
+    th_eng->tuning.matmul = *t;
+    uint64_t before = th_commands();
+    TH_EXPECT_ERR(ops[o].with(th_eng, a, b, out, NULL), status, needle);
+    TH_CHECK(th_commands() == before, "%s: a refused tuning recorded commands", ops[o].name);
+    th_eng->tuning.matmul = (tuning){ 0 };
+    uint32_t *got = (uint32_t *)th_read(out);
+    size_t written = 0;
+    for (size_t i = 0; i < M * N; i++) written += got[i] != 0xFFFFFFFFu;
+    TH_CHECK(written == 0, "%s: a refused call wrote %zu elements of out", ops[o].name, written);
+    free(got); free(z);
+    wgml_tensor_release(a); wgml_tensor_release(b); wgml_tensor_release(out);
+}
+
+/* ---- the rules' own choices ------------------------------------------------------------- */
 
 /* Awkward sizes, M = 1 and N = 1 (the matrix-vector kernels, vec4 and scalar), K = 1,
    full 64- and 128-tiles, long K (split-K), in all three layouts. */
@@ -116,7 +265,7 @@ static void test_shapes(void)
         { 64, 68, 128 }, { 256, 256, 256 }, { 512, 384, 640 },
     };
     for (int o = 0; o < 3; o++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
+        for (size_t s = 0; s < COUNT(shapes); s++) product(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
 }
 
 /* K much larger than M * N: split-K with the gemm and with both matrix-vector kernels. */
@@ -126,7 +275,7 @@ static void test_long_k(void)
         { 5, 7, 8192 }, { 64, 64, 8192 }, { 1, 64, 8192 }, { 48, 1, 8192 }, { 1, 1, 32771 }, { 3, 5, 40000 },
     };
     for (int o = 0; o < 3; o++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
+        for (size_t s = 0; s < COUNT(shapes); s++) product(o, shapes[s].M, shapes[s].N, shapes[s].K, false, NULL);
 }
 
 /* Integer inputs: the result is exact in any summation order, so any lost, repeated or
@@ -135,360 +284,341 @@ static void test_exact_integers(void)
 {
     static const shape shapes[] = {
         { 1, 1, 32771 }, { 1, 257, 8195 }, { 259, 1, 8192 }, { 9, 11, 8197 }, { 130, 131, 200 }, { 64, 96, 4100 },
-        /* M = 1 with K - g = 3 * G for some group g: the four-row loop of gemv_cols ends exactly */
         { 1, 77, 400 }, { 1, 2053, 200 },
     };
     for (int o = 0; o < 3; o++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, true, NULL);
+        for (size_t s = 0; s < COUNT(shapes); s++) product(o, shapes[s].M, shapes[s].N, shapes[s].K, true, NULL);
 }
 
 static void test_random_shapes(void)
 {
     for (int i = 0; i < 18; i++) {
         size_t M = 1 + th_rand_u32() % 150, N = 1 + th_rand_u32() % 150, K = 1 + th_rand_u32() % 300;
-        run_case(i % 3, M, N, K, false, NULL);
+        product(i % 3, M, N, K, false, NULL);
     }
 }
 
-/* Every tile configuration that WGML_MATMUL_VARIANT can force (each is also a choice or a
-   fallback of pick_tile), so each is correct when a benchmark picks it. A configuration the
-   adapter cannot hold is refused (WGML_ERROR_LIMIT), as is an unknown token, with nothing
-   recorded. `all`: tested in every layout; t128sb in one, rotating: it differs from t128
-   only in its buffering, which no layout changes. */
-static const struct { const char *name; unsigned smem_bytes, threads; bool all; } forced_tiles[] = {
-    { "t128", 32768, 256, true }, { "t128sb", 16384, 256 }, { "t64", 16384, 64, true }, { "t64k8", 8192, 64, true },
-    /* gemm2 (the 8 k of a step written out, vec4 stores of out), each with its scalar and
-       vec4 pipelines and split-K (see test_variants): they take lavapipe's LLVM 3 - 6 s per
-       pipeline */
-    { "t64x128k8xp", 12288, 128, true },   /* the first fallback */
-    { "t128k8xupi", 16384, 256, true },    /* the default */
-};
-#define FIRST_G2 4   /* index of t64x128k8xp */
-
-static bool tile_refused(wgml_adapter_info *info, size_t v)
+/* A GPU's rules, on the H200's profile (the rules read nothing else of the adapter but its
+   limits and subgroups): b's transposed copy from M = 1024 (both copy paths: N or K not a
+   multiple of 4, and both), a's too from N = 512, padded rows of b where M is 512 or more;
+   gemv_rows with 8 rows per workgroup for K <= 512 and 4 for K <= 1024 where that leaves
+   512 workgroups, else 1; gemv_cols4 in the wide workgroups for 4096 - 8191 columns. The
+   commands show the copies. */
+static void test_gpu_rules(void)
 {
-    return forced_tiles[v].smem_bytes > info->max_workgroup_storage_size ||
-           forced_tiles[v].threads > info->max_invocations_per_workgroup || forced_tiles[v].threads > info->max_workgroup_size_x;
+    const wgml__profile *own = th_ctx->profile;
+    th_ctx->profile = wgml__profile_of("NVIDIA H200", 0x10de, false);
+    TH_CHECK(th_ctx->profile->compute_units == 132, "the H200's profile: %u compute units", th_ctx->profile->compute_units);
+    static const struct { int op; shape s; bool ints; uint64_t commands; } cases[] = {
+        { 1, { 1031, 67, 45 }, false, 2 }, { 1, { 1024, 132, 36 }, true, 2 },   /* b's copy, gemm */
+        { 0, { 1030, 515, 37 }, false, 3 },                                     /* a's copy, b padded, gemm */
+        { 1, { 1030, 515, 37 }, false, 3 },                                     /* b's and a's copies, gemm */
+        { 0, { 600, 515, 40 }, false, 2 },                                      /* b padded, gemm */
+        { 0, { 300, 515, 40 }, false, 1 }, { 1, { 1000, 132, 36 }, false, 1 },  /* below the thresholds */
+        { 1, { 1, 4099, 510 }, false, 1 }, { 1, { 1, 2050, 768 }, false, 1 },   /* gemv_rows: 8 and 4 rows */
+        { 1, { 1, 2040, 1024 }, false, 1 }, { 0, { 4101, 1, 333 }, false, 1 },  /* 1 row (2040 / 4 < 512), 8 rows */
+        { 0, { 1, 4099, 2100 }, true, 1 }, { 2, { 1, 8191, 96 }, false, 1 },    /* wide gemv_cols4 */
+        { 0, { 1, 8192, 96 }, false, 1 },                                       /* past the wide range */
+    };
+    for (size_t i = 0; i < COUNT(cases); i++)
+        run_mm((mm_case){ .op = cases[i].op, .M = cases[i].s.M, .N = cases[i].s.N, .K = cases[i].s.K, .ints = cases[i].ints,
+                          .commands = cases[i].commands });
+    th_ctx->profile = own;
 }
 
-static void test_variants(void)
+/* ---- forced tiles ----------------------------------------------------------------------- */
+
+/* Every tile configuration (each is a choice or a fallback of pick_tile), so that each is
+   correct wherever an adapter's limits or a shape make it the choice. A tile the adapter
+   cannot hold is refused (WGML_ERROR_LIMIT) with nothing recorded. */
+static const struct { uint32_t tile; unsigned smem_bytes, threads; bool g2; } forced_tiles[] = {
+    { WGML__MM_TILE_128, 16384, 256, true },   /* the large outputs' tile */
+    { WGML__MM_TILE_64X128, 12288, 128, true }, /* its fallback */
+    { WGML__MM_TILE_64, 16384, 64, false },    /* the small outputs' tile */
+    { WGML__MM_TILE_64K8, 8192, 64, false },   /* the fallback of both */
+};
+
+static bool tile_refused(size_t v)
 {
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
-    const shape sh = { 130, 67, 45 };   /* N odd, K not a multiple of 4: scalar loads and stores */
-    /* one shape (scalar loads) per layout */
-    for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
-        if (tile_refused(&info, v)) {
-            float z[4] = { 0 };
-            wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
-            uint64_t before = th_commands();
-            for (int op = 0; op < 3; op++)
-                TH_EXPECT_ERR(ops[op].fn(th_eng, a, a, o), WGML_ERROR_LIMIT, "WGML_MATMUL_VARIANT asks for");
-            TH_CHECK(th_commands() == before, "a refused variant recorded commands");
-            wgml_tensor_release(a); wgml_tensor_release(o);
+    return forced_tiles[v].smem_bytes > info.max_workgroup_storage_size ||
+           forced_tiles[v].threads > info.max_invocations_per_workgroup || forced_tiles[v].threads > info.max_workgroup_size_x;
+}
+
+/* Each tile with scalar loads and stores (N odd, K not a multiple of 4): the gemm entry's
+   tiles in every layout; the gemm2 tiles in matmul_bt (scalar loads of both operands, N odd:
+   gemm2's scalar stores; their other layouts with scalar loads are in test_fast_tiles),
+   also exact and in split-K slices of 32 and 13. */
+static void test_variants_scalar(void)
+{
+    const shape sh = { 130, 67, 45 };
+    for (size_t v = 0; v < COUNT(forced_tiles); v++) {
+        tuning t = { .tile = forced_tiles[v].tile };
+        if (tile_refused(v)) {
+            for (int o = 0; o < 3; o++) expect_refused(&t, o, 2, 2, 2, WGML_ERROR_LIMIT, "the engine's tuning forces the");
             continue;
         }
-        /* every layout for the gemm tiles marked all; the gemm2 tiles here in matmul_bt (scalar
-           loads of both operands, N odd: gemm2's scalar stores), in the other layouts with
-           scalar loads in test_fast_tiles (pipelines compile slowly on lavapipe) */
-        bool all = v < FIRST_G2 && forced_tiles[v].all;
-        int o0 = all ? 0 : v >= FIRST_G2 ? 1 : (int)(v % 3);
-        for (int o = o0; o < (all ? 3 : o0 + 1); o++)
-            run_case(o, sh.M, sh.N, sh.K, false, forced_tiles[v].name);
-        if (v >= FIRST_G2) {   /* the same pipeline: exact, split-K slices of 24 and 21 */
-            run_case(1, sh.M, sh.N, sh.K, true, forced_tiles[v].name);
-            char name[64];
-            snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
-            setenv("WGML_MATMUL_VARIANT", name, 1);
-            run_case(1, sh.M, sh.N, sh.K, false, name);
-        }
+        bool g2 = forced_tiles[v].g2;
+        for (int o = g2 ? 1 : 0; o < (g2 ? 2 : 3); o++) product(o, sh.M, sh.N, sh.K, false, &t);
+        if (!g2) continue;
+        product(1, sh.M, sh.N, sh.K, true, &t);
+        t.splitk = 2;
+        run_mm((mm_case){ .op = 1, .M = sh.M, .N = sh.N, .K = sh.K, .forced = t, .commands = 2 });
     }
-    unsetenv("WGML_MATMUL_VARIANT");
 }
 
-/* Every tile configuration with vec4 loads, edge tiles on both sides; K = 96 (a multiple
-   of every BK) gives the interior tiles of the fast variants their unclamped path, and
-   split-K slices of 48 give it to BK 16 but not to BK 32. (Apart from test_variants: the
-   two together came close to the per-test timeout on lavapipe with an empty shader cache.) */
+/* Each tile with vec4 loads, edge tiles on both sides: K = 96 (a multiple of every BK) gives
+   the interior tiles of the gemm2 tiles their unclamped path, split-K slices of 48 too. The
+   gemm entry's tiles in one layout each (rotating: their loads are gemm2's without the
+   unclamped path); the gemm2 tiles in every layout, where K = 76 ends on a half step of BK 8
+   and N = 260 takes gemm2's vec4 stores (N % 4 == 0) with an edge tile of 4 columns. */
 static void test_variants_vec4(void)
 {
-    wgml_adapter_info info;
-    wgml_context_info(th_ctx, &info);
-    for (size_t v = 0; v < sizeof forced_tiles / sizeof forced_tiles[0]; v++) {
-        if (tile_refused(&info, v)) continue;
-        char name[64];
-        snprintf(name, sizeof name, "%s", forced_tiles[v].name);
-        setenv("WGML_MATMUL_VARIANT", name, 1);
-        /* the vec4 pipeline of one layout, rotating, for the gemm tiles; every layout for the
-           gemm2 tiles, where K = 76 ends on a half step of BK 8 and N = 260 takes gemm2's vec4
-           stores (N % 4 == 0) with an edge tile of 4 columns */
-        bool r3 = v >= FIRST_G2, all = r3 && forced_tiles[v].all;
+    for (size_t v = 0; v < COUNT(forced_tiles); v++) {
+        if (tile_refused(v)) continue;
+        tuning t = { .tile = forced_tiles[v].tile }, split = { .tile = forced_tiles[v].tile, .splitk = 2 };
+        bool g2 = forced_tiles[v].g2;
         int o0 = (int)((v + 1) % 3);
-        for (int o = all ? 0 : o0; o < (all ? 3 : o0 + 1); o++) {
-            setenv("WGML_MATMUL_VARIANT", forced_tiles[v].name, 1);
-            run_case(o, 200, 260, r3 ? 76 : 72, false, name);
-            run_case(o, 200, 260, 96, true, name);
-            snprintf(name, sizeof name, "%s,splitk=2", forced_tiles[v].name);
-            setenv("WGML_MATMUL_VARIANT", name, 1);
-            run_case(o, 136, 132, 96, false, name);
-            snprintf(name, sizeof name, "%s", forced_tiles[v].name);
+        for (int o = g2 ? 0 : o0; o < (g2 ? 3 : o0 + 1); o++) {
+            product(o, 200, 260, g2 ? 76 : 72, false, &t);
+            product(o, 200, 260, 96, true, &t);
+            run_mm((mm_case){ .op = o, .M = 136, .N = 132, .K = 96, .forced = split, .commands = 2 });
         }
     }
-    unsetenv("WGML_MATMUL_VARIANT");
 }
 
 /* Interior tiles (in range along M and N) of operands whose rows are not whole vec4 load
    without clamps through scalar quads, and every full step of K does so while a partial last
    step takes the clamped loads: M, N odd with K a multiple of 8 (all three layouts: scalar
    quads of one or both operands, vec4 of the other), K = 203 and 100 (a partial last step,
-   with scalar and with vec4 loads), split-K, on the default tile (indices computed once per
-   tile, an unconditional prefetch), the 64 x 128 tile (without either) and the gemm entry;
-   exact on integers where the rounding bound would hide a repeated or lost k. Then
-   with the copies that pad the rows (pad, att: every layout runs as matmul_at on vec4
-   rows), where tiles past M and N load without clamps too (EDGE) and the copies carry zero
-   rows up to whole steps of K (K = 203, 5), or with nokpad keep K rows while the default
-   tile does a partial step (KPART). Last, the last K % BK values of k in a pass of their own
-   that adds into out (krem): alone, after split-K, after the last round's slices, after the
-   padded copies (nokpad), on the 64-tile (BK 16), with accumulate, nokrem. */
+   with scalar and with vec4 loads), split-K, on the 128-tile (indices computed once per
+   tile, an unconditional prefetch), the 64 x 128 tile (without either) and the 64-tile (the
+   gemm entry); exact on integers where the rounding bound would hide a repeated or lost k.
+   Then with the copies that pad the rows (pad, copy_a: every layout runs as matmul_at on
+   vec4 rows), where tiles past M and N load without clamps too (EDGE) and the copies carry
+   zero rows up to whole steps of K (K = 203 and 5: no KPART). Last, the last K % BK values
+   of k in a pass of their own that adds into out (krem): alone, after split-K, after the
+   last round's slices, after a padded copy of b, on the 64-tile (BK 16), with accumulate,
+   and forced off. */
 static void test_fast_tiles(void)
 {
     static const shape shapes[] = { { 261, 259, 136 }, { 260, 259, 136 }, { 260, 264, 203 }, { 260, 264, 100 } };
-    static const char *tiles[] = { "t128k8xupi", "t128k8xupi,splitk=2", "t64x128k8xp", "t128" };
-    for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", tiles[v], 1);
+    static const tuning tiles[] = { { .tile = WGML__MM_TILE_128 }, { .tile = WGML__MM_TILE_128, .splitk = 2 },
+                                    { .tile = WGML__MM_TILE_64X128 }, { .tile = WGML__MM_TILE_64 } };
+    for (size_t v = 0; v < COUNT(tiles); v++)
         for (int o = 0; o < 3; o++)
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (size_t s = 0; s < COUNT(shapes); s++) {
                 /* the other tiles: one shape per layout, a partial last step where A is
                    contiguous along K (a load past the step's end reads the next row) */
                 if (v > 1 && s != (size_t)(o + 2) % 4) continue;
-                run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, tiles[v]);
+                product(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, &tiles[v]);
             }
-    }
     static const shape padded[] = { { 261, 259, 203 }, { 263, 390, 136 }, { 261, 259, 5 } };
-    static const char *pads[] = { "t128k8xupi,pad,att", "t128k8xupi,pad,att,splitk=2", "t128k8xupi,pad,att,nokpad",
-                                  "t64x128k8xp,pad,att", "t128,pad,att" };
-    for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", pads[v], 1);
+    static const tuning pads[] = {
+        { .tile = WGML__MM_TILE_128, .pad = WGML__MM_ON, .copy_a = WGML__MM_ON },
+        { .tile = WGML__MM_TILE_128, .pad = WGML__MM_ON, .copy_a = WGML__MM_ON, .splitk = 2 },
+        { .tile = WGML__MM_TILE_64X128, .pad = WGML__MM_ON, .copy_a = WGML__MM_ON },
+        { .tile = WGML__MM_TILE_64, .pad = WGML__MM_ON, .copy_a = WGML__MM_ON },
+    };
+    for (size_t v = 0; v < COUNT(pads); v++)
         for (int o = 0; o < 3; o++)
-            for (size_t s = 0; s < sizeof padded / sizeof padded[0]; s++) {
-                /* the other variants: one shape per layout (nokpad: K = 203 in each) */
-                if (v > 1 && s != (v == 2 ? 0 : (size_t)o)) continue;
-                run_case(o, padded[s].M, padded[s].N, padded[s].K, s != 1, pads[v]);
+            for (size_t s = 0; s < COUNT(padded); s++) {
+                if (v > 1 && s != (size_t)o) continue;   /* the other tiles: one shape per layout */
+                product(o, padded[s].M, padded[s].N, padded[s].K, s != 1, &pads[v]);
             }
-    }
     static const shape rems[] = { { 261, 259, 203 }, { 263, 390, 1030 } };
-    static const char *krems[] = { "t128k8xupi,krem", "t128k8xupi,krem,splitk=3", "t128k8xupi,krem,tail=2,tailk=3",
-                                   "t128k8xupi,krem,pad,att,nokpad", "t64,krem", "t128k8xupi,nokrem" };
-    for (size_t v = 0; v < sizeof krems / sizeof krems[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", krems[v], 1);
+    static const tuning krems[] = {   /* unsplit unless split here (the rules split K = 1030) */
+        { .tile = WGML__MM_TILE_128, .krem = WGML__MM_ON, .splitk = 1 },
+        { .tile = WGML__MM_TILE_128, .krem = WGML__MM_ON, .splitk = 3 },
+        { .tile = WGML__MM_TILE_128, .krem = WGML__MM_ON, .tail_tiles = 2, .tail_slices = 3 },
+        { .tile = WGML__MM_TILE_128, .krem = WGML__MM_ON, .pad = WGML__MM_ON, .splitk = 1 },
+        { .tile = WGML__MM_TILE_64, .krem = WGML__MM_ON, .splitk = 1 },
+        { .tile = WGML__MM_TILE_128, .krem = WGML__MM_OFF, .splitk = 1 },
+    };
+    /* commands: the gemm, its split-K sum or last round (2), a copy of b for matmul, the pass */
+    static const uint64_t krem_commands[] = { 2, 3, 4, 2, 2, 1 };
+    for (size_t v = 0; v < COUNT(krems); v++)
         for (int o = 0; o < 3; o++) {
             size_t s = (v + (size_t)o) % 2;
-            run_case_acc(o, rems[s].M, rems[s].N, rems[s].K, s == 0, krems[v], o == 1);
+            /* matmul's b (N not a multiple of 4) copied, matmul_at's a and b copied with zero
+               rows to whole steps instead of the pass */
+            uint64_t n = krem_commands[v] + (v == 3 && o == 0) + (v == 3 && o == 2 ? 1 : 0);
+            run_mm((mm_case){ .op = o, .M = rems[s].M, .N = rems[s].N, .K = rems[s].K, .ints = s == 0, .acc = o == 1,
+                              .forced = krems[v], .commands = n });
         }
-    }
-    unsetenv("WGML_MATMUL_VARIANT");
 }
 
-static wgml_tensor *random_matrix(size_t rows, size_t cols);
+/* ---- forced choices of split-K and the matrix-vector kernels ------------------------------- */
 
-/* The other choices WGML_MATMUL_VARIANT can force: matrix-vector kernels, split-K, the
-   transposed copy of matmul_bt; unknown tokens. (Its own case: with test_variants in one
-   ctest entry, the pipelines lavapipe compiles came close to the per-test timeout.) */
+/* Split-K and the matrix-vector kernels' choices, forced, on products and on vectors; the
+   tile of the split-K products forced too (the 64-tiles: the fill rule's kernels). */
 static void test_forced_choices(void)
 {
     static const shape shapes[] = { { 130, 67, 45 }, { 96, 132, 76 } };
     static const shape vectors[] = { { 1, 77, 50 }, { 65, 1, 36 } };
-    /* forced matrix-vector and split-K choices, on products and on vectors */
-    static const char *choices[] = { "nogemv", "splitk=3", "nogemv,splitk=5", "t128,splitk=2", "t64,nogemv", "splitk=1",
-                                     "gemvrows=1,gemvcols=1", "gemvc1", "gemvc1,gemvcols=64,splitk=2", "gemvrows=8,gemvcols=64,splitk=2", "gemvc4",
-                                     "gemvc4,gemvcols=1,splitk=2", "gemvc4,gemvcols=16", "gemvq=1", "gemvq=4,gemvcols=8",
-                                     "gemvwg=1024,gemvq=2", "gemvwg=64,gemvcols=64", "gemvwg=512,gemvc1,splitk=2",
-                                     "groupm=1", "groupm=3,splitk=2", "groupm=2,t64", "groupm=64,t64" };
-    for (size_t v = 0; v < sizeof choices / sizeof choices[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", choices[v], 1);
+    static const tuning choices[] = {
+        { .splitk = 3 }, { .splitk = 1 }, { .tile = WGML__MM_TILE_64, .splitk = 2 }, { .tile = WGML__MM_TILE_64K8, .splitk = 5 },
+        { .gemv_rows = 1 }, { .gemv_rows = 8, .splitk = 2 }, { .gemv_wide = WGML__MM_ON },
+        { .gemv_wide = WGML__MM_ON, .splitk = 2 }, { .gemv_subgroups = WGML__MM_OFF },
+        { .gemv_subgroups = WGML__MM_OFF, .gemv_wide = WGML__MM_ON, .splitk = 3 },
+    };
+    for (size_t v = 0; v < COUNT(choices); v++)
         for (int o = 0; o < 3; o++) {
-            for (size_t s = 0; s < 2; s++) run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, false, choices[v]);
-            for (size_t s = 0; s < 2; s++) run_case(o, vectors[s].M, vectors[s].N, vectors[s].K, false, choices[v]);
+            for (size_t s = 0; s < 2; s++) product(o, shapes[s].M, shapes[s].N, shapes[s].K, false, &choices[v]);
+            for (size_t s = 0; s < 2; s++) product(o, vectors[s].M, vectors[s].N, vectors[s].K, false, &choices[v]);
         }
+    /* gemv_cols4 (matmul and matmul_at with M = 1): the slices of 400 and of 416 and 371
+       must end the loops exactly at the slice's end (reading past it would add the next
+       slice's first rows twice); K = 1203 and 1202 end on a partial quad */
+    tuning split3 = { .splitk = 3 };
+    for (int o = 0; o < 3; o += 2) {
+        run_mm((mm_case){ .op = o, .M = 1, .N = 77, .K = 1200, .ints = true, .forced = split3, .commands = 2 });
+        run_mm((mm_case){ .op = o, .M = 1, .N = 77, .K = 1203, .ints = true, .forced = split3, .commands = 2 });
+        product(o, 1, 1000, 1202, false, &split3);
     }
-    /* slices of 400 = 3 * 128 + 16 rows: the four-row loop of gemv_cols must stop exactly at the
-       end of a slice (reading past it would add the next slice's first row twice) */
-    setenv("WGML_MATMUL_VARIANT", "splitk=3", 1);
-    for (int op = 0; op < 3; op++) run_case(op, 1, 77, 1200, true, "splitk=3");
-    /* the same for gemv_cols4's loop of GQ quads; K = 1203 (slices of 404 and 395) and 1202 end
-       on a partial quad */
-    static const char *c4[] = { "gemvc4,splitk=3", "gemvc4", "gemvc4,gemvcols=2,splitk=2",
-                                /* 16 groups of k: GQ quads per step run several steps, then
-                                   the single quads and the partial quad */
-                                "gemvq=4,gemvcols=16", "gemvq=1,gemvcols=16,splitk=3", "gemvq=4,gemvcols=32,splitk=2",
-                                "gemvq=4,gemvwg=64,gemvcols=4", "gemvq=2,gemvwg=1024,gemvcols=64",
-                                "gemvq=8,gemvcols=16", "gemvq=8,gemvwg=64,gemvcols=4,splitk=2", "gemvq=16,gemvcols=16",
-                                "gemvq=3,gemvcols=16", "gemvq=12,gemvwg=512,gemvcols=8",
-                                "gemvwg=512,gemvcols=8,gemvq=8" /* a GPU's default for 4096 - 8191 columns */,
-                                /* the sum over the k-groups by subgroup shuffles (where the
-                                   subgroups hold the columns: above by default) and by the tree */
-                                "nogemvsg", "nogemvsg,gemvwg=1024,gemvcols=8", "nogemvsg,gemvcols=2,splitk=3" };
-    for (size_t v = 0; v < sizeof c4 / sizeof c4[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", c4[v], 1);
-        for (int op = 0; op < 3; op += 2) {
-            run_case(op, 1, 77, 1200, true, c4[v]);
-            run_case(op, 1, 77, 1203, true, c4[v]);
-            run_case(op, 1, 1000, 1202, false, c4[v]);
+    run_mm((mm_case){ .op = 1, .M = 1, .N = 77, .K = 1200, .ints = true, .forced = split3, .commands = 2 });   /* gemv_rows */
+    /* gemv_cols4's configurations, each with whole rounds of GQ quads per group, then single
+       quads, then a partial quad: 2 vec4 columns per workgroup (rounds of 2048 values of k),
+       4 (1024), 8 (512), the wide workgroups (2048), each with the tree sum and with subgroup
+       shuffles (where the adapter's subgroups hold the columns: the rule's choice) */
+    static const struct { size_t N, K; } widths[] = { { 77, 6163 }, { 2050, 2071 }, { 8195, 1203 } };
+    static const tuning sums[] = { { 0 }, { .gemv_subgroups = WGML__MM_OFF }, { .gemv_wide = WGML__MM_ON },
+                                   { .gemv_wide = WGML__MM_ON, .gemv_subgroups = WGML__MM_OFF } };
+    for (size_t v = 0; v < COUNT(sums); v++)
+        for (size_t w = 0; w < COUNT(widths); w++) {
+            if (sums[v].gemv_wide && w > 0) continue;   /* the wide workgroups: the same for any width */
+            for (int o = 0; o < 3; o += 2) product(o, 1, widths[w].N, widths[w].K, true, &sums[v]);
         }
+    /* subgroup sums forced: where the adapter's subgroups hold the columns, or refused with
+       nothing recorded; refused on an adapter without subgroups (the test hides them) */
+    wgml_adapter_info info;
+    wgml_context_info(th_ctx, &info);
+    tuning sg = { .gemv_subgroups = WGML__MM_ON }, sg_wide = { .gemv_subgroups = WGML__MM_ON, .gemv_wide = WGML__MM_ON };
+    bool fits = info.subgroups && info.subgroup_min_size >= 8 && info.subgroup_max_size && 256 % info.subgroup_max_size == 0;
+    if (fits) {
+        for (int o = 0; o < 3; o += 2) product(o, 1, 8195, 1203, true, &sg);
+        for (int o = 0; o < 3; o += 2) product(o, 1, 77, 1203, true, &sg_wide);
+    } else {
+        expect_refused(&sg, 0, 1, 8195, 8, WGML_ERROR_LIMIT, "forces gemv_subgroups");
     }
-    /* a GPU's default for 4096 - 8191 columns runs whole rounds of 8 x 64 quads only from
-       K = 2048: three rounds, then single quads and a partial one */
-    setenv("WGML_MATMUL_VARIANT", "gemvwg=512,gemvcols=8,gemvq=8", 1);
-    for (int op = 0; op < 3; op += 2) run_case(op, 1, 77, 6163, true, "gemvwg=512,gemvcols=8,gemvq=8");
-    /* gemvsg where the adapter's subgroups hold the columns (or refused with nothing recorded):
-       the smallest and largest workgroups, 1 and 2 vec4 columns, split-K; gemv_cols (gemvc1)
-       has no subgroup form: refused everywhere */
-    {
-        wgml_adapter_info info;
-        wgml_context_info(th_ctx, &info);
-        static const struct { const char *name; unsigned c4, wg; } sgs[] = {
-            { "gemvsg,gemvwg=64,gemvcols=1", 1, 64 }, { "gemvsg,gemvwg=1024,gemvcols=2,splitk=2", 2, 1024 },
-            { "gemvsg,gemvcols=16", 16, 256 }, { "gemvsg,gemvc1", 0, 256 } };
-        for (size_t v = 0; v < sizeof sgs / sizeof sgs[0]; v++) {
-            setenv("WGML_MATMUL_VARIANT", sgs[v].name, 1);
-            bool fits = sgs[v].c4 && info.subgroups && info.subgroup_min_size >= sgs[v].c4 &&
-                        sgs[v].wg % info.subgroup_max_size == 0 && sgs[v].wg <= info.max_invocations_per_workgroup;
-            if (fits) {
-                for (int op = 0; op < 3; op += 2) run_case(op, 1, 77, 1203, true, sgs[v].name);
-                continue;
-            }
-            wgml_tensor *a = random_matrix(5, 8), *x = random_matrix(1, 5), *o = th_poisoned(WGML_F32, TH_SHAPE(1, 8));
-            uint64_t before = th_commands();
-            TH_EXPECT_ERR(wgml_matmul(th_eng, x, a, o), WGML_ERROR_LIMIT, "asks for gemvsg");
-            TH_CHECK(th_commands() == before, "a refused gemvsg recorded commands");
-            wgml_tensor_release(a); wgml_tensor_release(x); wgml_tensor_release(o);
-        }
-    }
-    /* matmul_bt through a transposed copy of b (btt): the copy's scalar path (N or K not a multiple of 4) and its vec4 path with partial 64 x 64
-       blocks, with split-K and the 64-tile, exact on integers; M = 1 keeps the
-       matrix-vector kernel; nobtt */
-    static const char *btts[] = { "btt", "btt,splitk=2", "btt,t64", "nobtt" };
-    static const shape bshapes[] = { { 130, 67, 45 }, { 200, 260, 76 }, { 96, 132, 300 }, { 70, 129, 132 }, { 1, 96, 40 } };
-    for (size_t v = 0; v < sizeof btts / sizeof btts[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", btts[v], 1);
-        for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
-            run_case(1, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, btts[v]);
-    }
-    /* matmul and matmul_bt through a transposed copy of a run as matmul_at (att), alone and
-       after b's copy: the same shapes (a's copy takes its scalar path where M or K is not a
-       multiple of 4), with split-K and the 64-tile; M = 1 keeps the matrix-vector kernel; noatt */
-    static const char *atts[] = { "att", "att,btt", "att,splitk=2", "att,t64", "noatt", "noatt,btt" };
-    for (size_t v = 0; v < sizeof atts / sizeof atts[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", atts[v], 1);
-        for (int op = 0; op < 2; op++)
-            for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
-                run_case(op, bshapes[s].M, bshapes[s].N, bshapes[s].K, s == 1, atts[v]);
-    }
-    /* att with nobtt cannot run matmul_bt (its kernel needs b as [K, N]): refused, nothing recorded */
-    {
-        float z[4] = { 0 };
-        wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
-        uint64_t before = th_commands();
-        setenv("WGML_MATMUL_VARIANT", "att,nobtt", 1);
-        TH_EXPECT_ERR(wgml_matmul_bt(th_eng, a, a, o), WGML_ERROR_INVALID_ARGUMENT, "asks for att and nobtt");
-        TH_CHECK(th_commands() == before, "a refused att,nobtt recorded commands");
-        TH_EXPECT(wgml_matmul(th_eng, a, a, o), WGML_OK);   /* matmul needs no copy of b */
-        wgml_tensor_release(a); wgml_tensor_release(o);
-    }
-    /* the default rules: M >= 1024 takes b's copy on a GPU (both copy paths), and with
-       N >= 512 a's copy too; the direct kernels on a CPU adapter */
-    unsetenv("WGML_MATMUL_VARIANT");
-    run_case(1, 1031, 67, 45, false, "default, M >= 1024");
-    run_case(1, 1024, 132, 36, true, "default, M >= 1024");
-    for (int op = 0; op < 2; op++) run_case(op, 1030, 515, 37, false, "default, M >= 1024, N >= 512");
-    /* gemv_rows' rule: on a GPU 8 rows per workgroup for K <= 512 and 4 for K <= 1024 where
-       that leaves 512 workgroups, else 1 (on a CPU adapter 4 everywhere): rows not a multiple
-       of 8, K not of 4, and a [M, K] . b with N = 1 */
-    run_case(1, 1, 4099, 510, false, "default, short rows");
-    run_case(1, 1, 2050, 768, false, "default, short rows");
-    run_case(1, 1, 2040, 1024, false, "default, short rows");   /* 2040 / 4 < 512 workgroups: 1 row each */
-    run_case(0, 4101, 1, 333, false, "default, short rows");
-    /* unknown tokens */
-    static const char *bad[] = { "t129", "splitk=", "splitk=0", "splitk=x", "t128,fast", "t128pad", "gemvrows=3",
-                                 "gemvcols=128", "splitk=3x", "=4", "bttx", "btt=1", "attx", "noat", "groupm=0", "groupm=65",
-                                 "gemvq=17", "gemvq=32", "gemvq=0", "gemvacc=1", "gemvlast",
-                                 "gemvwg=32", "gemvwg=2048", "gemvwg=384", "freshx", "fresh=1", "gemvsgx", "nogemvsg=1" };
-    float z[4] = { 0 };
-    wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 2)), *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
-    uint64_t before = th_commands();
-    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", bad[v], 1);
-        TH_EXPECT_ERR(wgml_matmul(th_eng, a, a, o), WGML_ERROR_INVALID_ARGUMENT, "WGML_MATMUL_VARIANT has an unknown token");
-    }
-    TH_CHECK(th_commands() == before, "a refused variant recorded commands");
-    wgml_tensor_release(a); wgml_tensor_release(o);
-    unsetenv("WGML_MATMUL_VARIANT");
+    bool had = th_ctx->info.subgroups;
+    th_ctx->info.subgroups = false;
+    expect_refused(&sg, 0, 1, 77, 8, WGML_ERROR_LIMIT, "forces gemv_subgroups; the adapter's subgroups (none");
+    th_ctx->info.subgroups = had;
+    /* the wide workgroups where the adapter holds fewer invocations (the test lowers its limit) */
+    uint32_t limit = th_ctx->limits.maxComputeInvocationsPerWorkgroup;
+    th_ctx->limits.maxComputeInvocationsPerWorkgroup = 256;
+    expect_refused(&(tuning){ .gemv_wide = WGML__MM_ON }, 0, 1, 77, 8, WGML_ERROR_LIMIT, "forces gemv_wide");
+    th_ctx->limits.maxComputeInvocationsPerWorkgroup = limit;
 }
 
-/* The last round split along K (round 27 of bench/notes/matmul.md), forced on small
-   products: the last n tiles in launch order (edge tiles among them) computed in s slices
-   into blocks of a workspace and added into out by splitk_reduce_tiles, for all three
-   layouts, N a multiple of 4 (vec4 stores) and not, with accumulate, exact on integers; the
-   64-tiles (not gemm2) ignore it; impossible requests are refused with nothing recorded. */
+/* matmul_bt through a transposed copy of b (copy_b): the copy's scalar path (N or K not a
+   multiple of 4) and its vec4 path with partial 64 x 64 blocks, with split-K and the 64-tile,
+   exact on integers; M = 1 keeps the matrix-vector kernel; forced off. Then matmul and
+   matmul_bt through a transposed copy of a run as matmul_at (copy_a), alone and after b's
+   copy, on the same shapes (a's copy takes its scalar path where M or K is not a multiple
+   of 4); forced off; copy_a with copy_b off refused for matmul_bt. The commands show the
+   copies. */
+static void test_forced_copies(void)
+{
+    static const shape shapes[] = { { 130, 67, 45 }, { 200, 260, 76 }, { 96, 132, 300 }, { 70, 129, 132 }, { 1, 96, 40 } };
+    static const struct { tuning t; bool bt_only; int copies_bt, copies_mm; } forced[] = {
+        { { .copy_b = WGML__MM_ON }, true, 1, 0 },
+        { { .copy_b = WGML__MM_ON, .splitk = 2 }, true, 1, 0 },
+        { { .copy_b = WGML__MM_ON, .tile = WGML__MM_TILE_64 }, true, 1, 0 },
+        { { .copy_b = WGML__MM_OFF }, true, 0, 0 },
+        { { .copy_a = WGML__MM_ON }, false, 2, 1 },
+        { { .copy_a = WGML__MM_ON, .copy_b = WGML__MM_ON }, false, 2, 1 },
+        { { .copy_a = WGML__MM_ON, .splitk = 2 }, false, 2, 1 },
+        { { .copy_a = WGML__MM_ON, .tile = WGML__MM_TILE_64 }, false, 2, 1 },
+        { { .copy_a = WGML__MM_OFF }, false, 0, 0 },
+        { { .copy_a = WGML__MM_OFF, .copy_b = WGML__MM_ON }, false, 1, 0 },
+    };
+    for (size_t v = 0; v < COUNT(forced); v++)
+        for (int o = forced[v].bt_only ? 1 : 0; o < 2; o++)
+            for (size_t s = 0; s < COUNT(shapes); s++) {
+                bool vector = shapes[s].M == 1;
+                uint64_t n = 1 + (uint64_t)(vector ? 0 : o == 1 ? forced[v].copies_bt : forced[v].copies_mm) +
+                             (forced[v].t.splitk > 1);
+                run_mm((mm_case){ .op = o, .M = shapes[s].M, .N = shapes[s].N, .K = shapes[s].K, .ints = s == 1,
+                                  .forced = forced[v].t, .commands = n });
+            }
+    tuning bad = { .copy_a = WGML__MM_ON, .copy_b = WGML__MM_OFF };
+    expect_refused(&bad, 1, 2, 2, 2, WGML_ERROR_INVALID_ARGUMENT, "forces copy_a on and copy_b off");
+    product(0, 2, 2, 2, false, &bad);   /* matmul needs no copy of b */
+}
+
+/* Tunings no product can take: refused with WGML_ERROR_INVALID_ARGUMENT, nothing recorded. */
+static void test_bad_tuning(void)
+{
+    static const tuning bad[] = {
+        { .tile = 5 }, { .splitk = 65 }, { .tail_tiles = 2 }, { .tail_slices = 3 }, { .tail_tiles = 1, .tail_slices = 1 },
+        { .tail_tiles = 1, .tail_slices = 65 }, { .tail_tiles = 2, .tail_slices = 3, .splitk = 2 }, { .copy_b = 3 },
+        { .copy_a = 3 }, { .pad = 3 }, { .krem = 7 }, { .gemv_rows = 2 }, { .gemv_rows = 3 }, { .gemv_rows = 16 },
+        { .gemv_wide = 3 }, { .gemv_subgroups = 3 },
+    };
+    for (size_t v = 0; v < COUNT(bad); v++) expect_refused(&bad[v], (int)(v % 3), 2, 2, 2, WGML_ERROR_INVALID_ARGUMENT,
+                                                            "which no product can take");
+}
+
+/* ---- the last round ------------------------------------------------------------------------ */
+
+/* The last round split along K, forced on small products: the last n tiles in launch order
+   (edge tiles among them) computed in s slices into blocks of a workspace and added into out
+   by splitk_reduce_tiles (three commands), for all three layouts, N a multiple of 4 (vec4
+   stores) and not, with accumulate, exact on integers; impossible requests are refused with
+   nothing recorded. */
 static void test_last_round(void)
 {
     static const shape shapes[] = { { 300, 260, 517 }, { 300, 261, 203 }, { 129, 385, 64 }, { 257, 131, 1000 } };
-    static const char *forced[] = { "t128k8xupi,tail=3,tailk=4", "t128k8xupi,tail=1,tailk=7", "t128k8xupi,tail=2",
-                                    "t128k8xupi,tailk=2", "t128k8xupi,tail=5,tailk=3,groupm=2", "t64,tail=2,tailk=3",
-                                    "t128k8xupi,notail" };
-    for (size_t v = 0; v < sizeof forced / sizeof forced[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", forced[v], 1);
+    static const tuning forced[] = {
+        { .tile = WGML__MM_TILE_128, .tail_tiles = 3, .tail_slices = 4 },
+        { .tile = WGML__MM_TILE_128, .tail_tiles = 1, .tail_slices = 7 },
+        { .tile = WGML__MM_TILE_128, .tail_tiles = 2, .tail_slices = 2 },
+        { .tile = WGML__MM_TILE_128, .tail_tiles = 5, .tail_slices = 3, .splitk = 1 },
+    };
+    for (size_t v = 0; v < COUNT(forced); v++)
         for (int o = 0; o < 3; o++)
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                run_case_acc(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 1, forced[v], false);
-                if (s < 2) run_case_acc(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 1, forced[v], true);
-            }
-    }
-    /* as many tail tiles as the product has, or none left to split: refused */
-    float z[32] = { 0 };
-    wgml_tensor *a = th_tensor(WGML_F32, z, TH_SHAPE(2, 16)), *b = th_tensor(WGML_F32, z, TH_SHAPE(16, 2));
-    wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(2, 2));
-    uint64_t before = th_commands();
-    setenv("WGML_MATMUL_VARIANT", "t128k8xupi,tail=1,tailk=2", 1);
-    TH_EXPECT_ERR(wgml_matmul(th_eng, a, b, o), WGML_ERROR_INVALID_ARGUMENT, "last round of 1 tiles; the product has 1");
-    static const char *bad[] = { "tail=0", "tailk=1", "tail=x", "notail=1", "tailk=5000" };
-    for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", bad[v], 1);
-        TH_EXPECT_ERR(wgml_matmul(th_eng, a, b, o), WGML_ERROR_INVALID_ARGUMENT, "unknown token");
-    }
-    TH_CHECK(th_commands() == before, "refused last-round variants recorded commands");
-    wgml_tensor_release(a); wgml_tensor_release(b); wgml_tensor_release(o);
-    unsetenv("WGML_MATMUL_VARIANT");
+            for (size_t s = 0; s < COUNT(shapes); s++)
+                for (int acc = 0; acc < (s < 2 ? 2 : 1); acc++)
+                    run_mm((mm_case){ .op = o, .M = shapes[s].M, .N = shapes[s].N, .K = shapes[s].K, .ints = s % 2 == 1,
+                                      .acc = acc, .forced = forced[v], .commands = 3 });
+    /* as many tail tiles as the product has, or K too short for two slices: refused */
+    tuning one = { .tile = WGML__MM_TILE_128, .tail_tiles = 1, .tail_slices = 2 };
+    expect_refused(&one, 0, 2, 2, 16, WGML_ERROR_INVALID_ARGUMENT, "last round of 1 tiles in 2 slices; the product has 1");
+    expect_refused(&one, 0, 200, 2, 8, WGML_ERROR_INVALID_ARGUMENT, "last round of 1 tiles in 1 slices");
 }
+
+/* ---- accumulate ---------------------------------------------------------------------------- */
 
 /* out += A @ B (wgml_matmul_options.accumulate) through every kernel that writes out: the
    gemm's scalar stores (64-tiles) and vec4 stores, both matrix-vector kernels, the split-K
    reduction (the slices themselves stay plain), the transposed copies; exact on integers.
-   The _with forms with NULL or zeroed options equal the plain functions (poisoned out). */
+   (The last round and the second pass: test_last_round, test_fast_tiles.) The _with forms
+   with NULL or zeroed options equal the plain functions (poisoned out). */
 static void test_accumulate(void)
 {
-    /* the matrix-vector kernels in every layout (gemv_cols4, gemv_rows) */
     static const shape vectors[] = { { 1, 300, 517 }, { 1, 1000, 1024 }, { 300, 1, 517 }, { 1, 1, 7 } };
     for (int o = 0; o < 3; o++)
-        for (size_t s = 0; s < sizeof vectors / sizeof vectors[0]; s++)
-            run_case_acc(o, vectors[s].M, vectors[s].N, vectors[s].K, false, NULL, true);
-    /* the store is the same code in every layout from here on (one layout each: lavapipe
-       compiles each pipeline for seconds) */
-    run_case_acc(0, 61, 67, 71, false, NULL, true);      /* gemm, small tile, scalar stores */
-    run_case_acc(2, 64, 64, 8192, true, NULL, true);     /* split-K: splitk_reduce adds to out */
-    run_case_acc(0, 1, 257, 8195, true, NULL, true);     /* split-K of gemv_cols4 */
-    /* the large tile unsplit (gemm2 with N odd, gemm2_v4), the one-column gemv, the copies */
-    static const struct { const char *variant; int op; shape s; bool ints; } forced[] = {
-        { "splitk=1", 2, { 130, 67, 2053 }, false }, { "splitk=1", 0, { 96, 132, 2048 }, true },
-        { "gemvc1", 0, { 1, 77, 50 }, false }, { "gemvc1", 2, { 65, 1, 36 }, false },
-        { "att,btt", 1, { 200, 260, 76 }, true }, { "att", 0, { 130, 67, 45 }, false },
+        for (size_t s = 0; s < COUNT(vectors); s++)
+            run_mm((mm_case){ .op = o, .M = vectors[s].M, .N = vectors[s].N, .K = vectors[s].K, .acc = true });
+    /* the store is the same code in every layout from here on (one layout each) */
+    static const struct { int op; shape s; bool ints; tuning t; } forced[] = {
+        { 0, { 61, 67, 71 }, false, { 0 } },                                     /* gemm, small tile, scalar stores */
+        { 2, { 64, 64, 8192 }, true, { 0 } },                                    /* split-K: splitk_reduce adds */
+        { 0, { 1, 257, 8195 }, true, { 0 } },                                    /* split-K of gemv_cols4 */
+        { 2, { 130, 67, 2053 }, false, { .splitk = 1 } },                        /* the 128-tile unsplit, N odd */
+        { 0, { 96, 132, 2048 }, true, { .splitk = 1 } },                         /* and gemm2_v4 */
+        { 0, { 65, 1, 36 }, false, { .gemv_rows = 1 } },                         /* gemv_rows, one row */
+        { 0, { 1, 77, 50 }, false, { .gemv_wide = WGML__MM_ON } },                /* gemv_cols4, wide */
+        { 2, { 1, 77, 50 }, false, { .gemv_subgroups = WGML__MM_OFF } },          /* gemv_cols4, tree sum */
+        { 1, { 200, 260, 76 }, true, { .copy_a = WGML__MM_ON, .copy_b = WGML__MM_ON } },
+        { 0, { 130, 67, 45 }, false, { .copy_a = WGML__MM_ON } },
     };
-    for (size_t v = 0; v < sizeof forced / sizeof forced[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", forced[v].variant, 1);
-        run_case_acc(forced[v].op, forced[v].s.M, forced[v].s.N, forced[v].s.K, forced[v].ints, forced[v].variant, true);
-    }
-    unsetenv("WGML_MATMUL_VARIANT");
+    for (size_t v = 0; v < COUNT(forced); v++)
+        run_mm((mm_case){ .op = forced[v].op, .M = forced[v].s.M, .N = forced[v].s.N, .K = forced[v].s.K,
+                          .ints = forced[v].ints, .acc = true, .forced = forced[v].t });
     /* NULL and zeroed options: the plain product, out written in full */
     size_t M = 33, N = 20, K = 45;
     float *a = th_random(M * K, -1, 1), *b = th_random(K * N, -1, 1);
@@ -499,7 +629,7 @@ static void test_accumulate(void)
         wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(M, N));
         TH_EXPECT(wgml_matmul_with(th_eng, ta, tb, to, z ? &(wgml_matmul_options){ 0 } : NULL), WGML_OK);
         float *got = th_read(to);
-        check_product(z ? "matmul_with zeroed options" : "matmul_with NULL options", got, ref, bound, M * N, K, 1.0);
+        check_product(z ? "matmul_with zeroed options" : "matmul_with NULL options", got, ref, bound, M * N, K);
         free(got);
         wgml_tensor_release(to);
     }
@@ -520,6 +650,8 @@ static void test_accumulate(void)
     wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(bad);
 }
 
+/* ---- copies kept between calls ------------------------------------------------------------- */
+
 static wgml_tensor *random_matrix(size_t rows, size_t cols)
 {
     float *v = th_random(rows * cols, -1, 1);
@@ -528,8 +660,8 @@ static wgml_tensor *random_matrix(size_t rows, size_t cols)
     return t;
 }
 
-/* matmul_bt(x, w, o) with the transposed copies forced (att,btt): checked against the
-   reference on x's and w's current contents; returns the commands it recorded. */
+/* matmul_bt(x, w, o) with the tuning the caller set: checked against the reference on x's
+   and w's current contents; returns the commands it recorded. */
 static uint64_t bt_checked(const char *what, wgml_engine *e, wgml_tensor *x, wgml_tensor *w, size_t M, size_t N, size_t K)
 {
     float *a = th_read(x), *b = th_read(w);
@@ -540,7 +672,7 @@ static uint64_t bt_checked(const char *what, wgml_engine *e, wgml_tensor *x, wgm
     TH_EXPECT(wgml_matmul_bt(e, x, w, o), WGML_OK);
     uint64_t n = th_commands() - before;
     float *got = th_read(o);
-    check_product(what, got, ref, bound, M * N, K, 1.0);
+    check_product(what, got, ref, bound, M * N, K);
     free(a); free(b); free(ref); free(bound); free(got);
     wgml_tensor_release(o);
     return n;
@@ -552,7 +684,7 @@ static uint64_t bt_checked(const char *what, wgml_engine *e, wgml_tensor *x, wgm
    place, a reshape to another K. */
 static void test_copy_reuse(void)
 {
-    setenv("WGML_MATMUL_VARIANT", "att,btt", 1);
+    th_eng->tuning.matmul = (tuning){ .copy_a = WGML__MM_ON, .copy_b = WGML__MM_ON };
     size_t M = 70, N = 36, K = 44;
     float *xs = th_random(M * K, -1, 1);
     wgml_tensor *x = th_tensor(WGML_F32, xs, TH_SHAPE(M, K));
@@ -583,51 +715,49 @@ static void test_copy_reuse(void)
         x = random_matrix(M, K);
         bt_checked("a new x in a released one's place", th_eng, x, w1, M, N, K);
     }
-    setenv("WGML_MATMUL_VARIANT", "att,btt,fresh", 1);   /* the benchmarks' switch: no reuse */
-    TH_CHECK(bt_checked("fresh copies", th_eng, x, w1, M, N, K) == 3 && bt_checked("fresh copies again", th_eng, x, w1, M, N, K) == 3,
-             "fresh: both copies made at every call");
-    setenv("WGML_MATMUL_VARIANT", "att,btt", 1);
     TH_EXPECT(wgml_tensor_reshape(x, 2, (size_t[]){ M * K / 22, 22 }), WGML_OK);   /* same bytes, K 22 */
     wgml_tensor *w3 = random_matrix(N, 22);
     bt_checked("x reshaped to K 22", th_eng, x, w3, M * K / 22, N, 22);
-    unsetenv("WGML_MATMUL_VARIANT");
+    th_eng->tuning.matmul = (tuning){ 0 };
     free(xs);
     wgml_tensor_release(x); wgml_tensor_release(w1); wgml_tensor_release(w2); wgml_tensor_release(w3);
 }
 
 /* Operands read along M or N whose rows are not whole vec4, through copies with padded
    rows (pad): a of matmul_at (M odd), b of matmul and matmul_at (N odd), each alone and both,
-   with a's transposed copy (matmul), split-K, the 64-tile and the gemm entry (full tiles
-   and edges); matmul_bt, whose operands are not read along M or N, unchanged; nopad. Then
-   a square x [n, n] with n odd, first padded (matmul_at's a), then transposed (matmul's a)
-   into the same scratch: the second must not reuse the first's copy. */
+   with a's transposed copy (matmul), split-K, the 64-tiles (full tiles and edges); matmul_bt,
+   whose operands are not read along M or N, unchanged; forced off. Then a square x [n, n]
+   with n odd, first padded (matmul_at's a), then transposed (matmul's a) into the same
+   scratch: the second must not reuse the first's copy. */
 static void test_pad_copies(void)
 {
     static const shape shapes[] = { { 261, 264, 40 }, { 260, 259, 36 }, { 263, 131, 203 }, { 70, 129, 45 } };
-    static const char *pads[] = { "pad", "pad,att", "pad,splitk=2", "pad,t64", "pad,t128", "nopad" };
-    for (size_t v = 0; v < sizeof pads / sizeof pads[0]; v++) {
-        setenv("WGML_MATMUL_VARIANT", pads[v], 1);
+    static const tuning pads[] = {
+        { .pad = WGML__MM_ON }, { .pad = WGML__MM_ON, .copy_a = WGML__MM_ON }, { .pad = WGML__MM_ON, .splitk = 2 },
+        { .pad = WGML__MM_ON, .tile = WGML__MM_TILE_64 }, { .pad = WGML__MM_ON, .tile = WGML__MM_TILE_64K8 },
+        { .pad = WGML__MM_OFF },
+    };
+    for (size_t v = 0; v < COUNT(pads); v++)
         for (int o = 0; o < 3; o++)
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                if (v > 1 && v < 5 && s != (size_t)o) continue;   /* the other variants: one shape per layout */
-                run_case(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, pads[v]);
+            for (size_t s = 0; s < COUNT(shapes); s++) {
+                if (v > 1 && v < 5 && s != (size_t)o) continue;   /* the other tunings: one shape per layout */
+                product(o, shapes[s].M, shapes[s].N, shapes[s].K, s % 2 == 0, &pads[v]);
             }
-    }
     size_t n = 67, N = 68;
     wgml_tensor *x = random_matrix(n, n), *w = random_matrix(n, N);
     float *xs = th_read(x), *ws = th_read(w);
     for (int o = 2; o >= 0; o -= 2) {   /* matmul_at (a padded), then matmul (a transposed) */
-        setenv("WGML_MATMUL_VARIANT", o == 2 ? "pad" : "att", 1);
+        th_eng->tuning.matmul = o == 2 ? (tuning){ .pad = WGML__MM_ON } : (tuning){ .copy_a = WGML__MM_ON };
         double *ref = th_alloc_d(n * N), *bound = th_alloc_d(n * N);
         ref_matmul(ops[o].layout, xs, ws, n, N, n, ref, bound);
         wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(n, N));
         uint64_t before = th_commands();
-        TH_EXPECT(ops[o].fn(th_eng, x, w, out), WGML_OK);
+        TH_EXPECT(ops[o].with(th_eng, x, w, out, NULL), WGML_OK);
         TH_CHECK(th_commands() - before == 2, "%s of x: %llu commands, want a's copy and the gemm", ops[o].name,
                  (unsigned long long)(th_commands() - before));
         float *got = th_read(out);
         check_product(o == 2 ? "matmul_at of a square x, x padded" : "matmul of the same x, x transposed", got, ref, bound,
-                      n * N, n, 1.0);
+                      n * N, n);
         free(got); free(ref); free(bound);
         wgml_tensor_release(out);
     }
@@ -638,7 +768,7 @@ static void test_pad_copies(void)
        where both operands are copied, whose copies carry zero rows up to whole tile steps of
        K: the second must not take the first copy as current, or it reads the rows past K from
        whatever the scratch held, NaN here (a copy of a poisoned tensor made before). */
-    setenv("WGML_MATMUL_VARIANT", "pad", 1);
+    th_eng->tuning.matmul = (tuning){ .pad = WGML__MM_ON };
     size_t K = 45, M = 70;
     wgml_tensor *nan_a = th_poisoned(WGML_F32, TH_SHAPE(300, 301)), *nan_b = random_matrix(300, 299);
     wgml_tensor *nan_o = th_poisoned(WGML_F32, TH_SHAPE(301, 299));
@@ -653,97 +783,40 @@ static void test_pad_copies(void)
         TH_EXPECT(wgml_matmul_at(th_eng, a, b, o), WGML_OK);
         float *got = th_read(o);
         check_product(cols == 68 ? "matmul_at, a padded" : "matmul_at, the same a and b padded, zero rows past K", got, ref,
-                      bound, M * cols, K, 1.0);
+                      bound, M * cols, K);
         free(got); free(bs); free(ref); free(bound);
         wgml_tensor_release(b); wgml_tensor_release(o);
     }
-    unsetenv("WGML_MATMUL_VARIANT");
+    th_eng->tuning.matmul = (tuning){ 0 };
     free(as);
     wgml_tensor_release(a); wgml_tensor_release(nan_a); wgml_tensor_release(nan_b); wgml_tensor_release(nan_o);
 }
+
+/* ---- shapes of the tensors ------------------------------------------------------------------ */
 
 /* a's leading dimensions flatten into M (matmul, matmul_bt) or K (matmul_at); out may have
    any shape with M*N elements and last dimension N; 1-D vectors work. */
 static void test_leading_dims(void)
 {
-    size_t B = 2, T = 3, K = 37, N = 29;
-    float *a = th_random(B * T * K, -1, 1), *b = th_random(K * N, -1, 1), *bt = th_random(N * K, -1, 1);
-    double *ref = th_alloc_d(B * T * N), *bound = th_alloc_d(B * T * N);
-    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(B, T, K));
-    wgml_tensor *tb = th_tensor(WGML_F32, b, TH_SHAPE(K, N)), *tbt = th_tensor(WGML_F32, bt, TH_SHAPE(N, K));
-    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(B, T, N));
-    TH_EXPECT(wgml_matmul(th_eng, ta, tb, to), WGML_OK);
-    ref_matmul(REF_MM_NN, a, b, B * T, N, K, ref, bound);
-    float *got = th_read(to);
-    check_product("matmul [2,3,37] @ [37,29]", got, ref, bound, B * T * N, K, 1);
-    free(got);
-    wgml_tensor *to2 = th_poisoned(WGML_F32, TH_SHAPE(B * T * N / N, N));
-    TH_EXPECT(wgml_matmul_bt(th_eng, ta, tbt, to2), WGML_OK);
-    ref_matmul(REF_MM_NT, a, bt, B * T, N, K, ref, bound);
-    got = th_read(to2);
-    check_product("matmul_bt [2,3,37] @ [29,37]^T", got, ref, bound, B * T * N, K, 1);
-    free(got);
-
-    /* weight gradient: x [2, 3, 37] (K = 6, M = 37), dy [6, 29] -> [37, 29] */
-    float *dy = th_random(B * T * N, -1, 1);
-    double *refw = th_alloc_d(K * N), *boundw = th_alloc_d(K * N);
-    wgml_tensor *tdy = th_tensor(WGML_F32, dy, TH_SHAPE(B, T, N));
-    wgml_tensor *tw = th_poisoned(WGML_F32, TH_SHAPE(K, N));
-    TH_EXPECT(wgml_matmul_at(th_eng, ta, tdy, tw), WGML_OK);
-    ref_matmul(REF_MM_TN, a, dy, K, N, B * T, refw, boundw);
-    got = th_read(tw);
-    check_product("matmul_at [2,3,37]^T @ [2,3,29]", got, refw, boundw, K * N, B * T, 1);
-    free(got);
-
-    /* decode: x [K] @ W^T [N, K] -> [N] */
-    wgml_tensor *tx = th_tensor(WGML_F32, a, TH_SHAPE(K)), *ty = th_poisoned(WGML_F32, TH_SHAPE(N));
-    TH_EXPECT(wgml_matmul_bt(th_eng, tx, tbt, ty), WGML_OK);
-    ref_matmul(REF_MM_NT, a, bt, 1, N, K, ref, bound);
-    got = th_read(ty);
-    check_product("matmul_bt [37] @ [29,37]^T", got, ref, bound, N, K, 1);
-    free(got);
-
-    free(a); free(b); free(bt); free(dy); free(ref); free(bound); free(refw); free(boundw);
-    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(tbt); wgml_tensor_release(to);
-    wgml_tensor_release(to2); wgml_tensor_release(tdy); wgml_tensor_release(tw); wgml_tensor_release(tx);
-    wgml_tensor_release(ty);
+    /* x [2, 3, 37] @ [37, 29] -> [2, 3, 29]; @ [29, 37]^T -> [6, 29]; the weight gradient
+       x [2, 3, 37]^T @ dy [2, 3, 29] -> [37, 29]; decode x [37] @ W^T [29, 37] -> [29] */
+    run_mm((mm_case){ .op = 0, .M = 6, .N = 29, .K = 37, .a_shape = { 2, 3, 37 }, .out_shape = { 2, 3, 29 } });
+    run_mm((mm_case){ .op = 1, .M = 6, .N = 29, .K = 37, .a_shape = { 2, 3, 37 } });
+    run_mm((mm_case){ .op = 2, .M = 37, .N = 29, .K = 6, .a_shape = { 2, 3, 37 }, .b_shape = { 2, 3, 29 } });
+    run_mm((mm_case){ .op = 1, .M = 1, .N = 29, .K = 37, .a_shape = { 37 }, .out_shape = { 29 } });
 }
 
 /* a and b may be the same tensor: the Gram matrix x x^T, x^T x, and x x for a square x. */
 static void test_shared_input(void)
 {
-    size_t M = 70, K = 70;
-    float *x = th_random(M * K, -1, 1);
-    double *ref = th_alloc_d(M * M), *bound = th_alloc_d(M * M);
-    wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(M, K)), *to = th_poisoned(WGML_F32, TH_SHAPE(M, M));
-    for (int o = 0; o < 3; o++) {
-        TH_EXPECT(ops[o].fn(th_eng, tx, tx, to), WGML_OK);
-        ref_matmul(ops[o].layout, x, x, M, M, K, ref, bound);
-        float *got = th_read(to);
-        char what[64];
-        snprintf(what, sizeof what, "%s(x, x)", ops[o].name);
-        check_product(what, got, ref, bound, M * M, K, 1);
-        free(got);
-    }
-    free(x); free(ref); free(bound);
-    wgml_tensor_release(tx); wgml_tensor_release(to);
+    for (int o = 0; o < 3; o++) run_mm((mm_case){ .op = o, .M = 70, .N = 70, .K = 70, .same = true });
 }
 
 /* More workgroups than one grid dimension holds: a matrix-vector product over 2.2 million
    columns (68750 workgroups of 32 columns). */
 static void test_large_grid(void)
 {
-    size_t K = 2, N = 2200000;
-    float *a = th_random(K, -1, 1), *b = th_random(K * N, -1, 1);
-    double *ref = th_alloc_d(N), *bound = th_alloc_d(N);
-    ref_matmul(REF_MM_NN, a, b, 1, N, K, ref, bound);
-    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(1, K)), *tb = th_tensor(WGML_F32, b, TH_SHAPE(K, N));
-    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(1, N));
-    TH_EXPECT(wgml_matmul(th_eng, ta, tb, to), WGML_OK);
-    float *got = th_read(to);
-    check_product("matmul 1x2200000x2", got, ref, bound, N, K, 1);
-    free(a); free(b); free(ref); free(bound); free(got);
-    wgml_tensor_release(ta); wgml_tensor_release(tb); wgml_tensor_release(to);
+    product(0, 1, 2200000, 2, false, NULL);
 }
 
 /* Products issued back to back see each other's results (chained layers). */
@@ -758,10 +831,10 @@ static void test_chain(void)
     TH_EXPECT(wgml_matmul_bt(th_eng, t1, tw, t2), WGML_OK);
     float *g1 = th_read(t1), *g2 = th_read(t2);
     ref_matmul(REF_MM_NN, x, w, n, n, n, h, bound);
-    check_product("chain step 1", g1, h, bound, n * n, n, 1);
+    check_product("chain step 1", g1, h, bound, n * n, n);
     /* step 2 from the GPU's own step-1 values: its inputs are what the kernel read */
     ref_matmul(REF_MM_NT, g1, w, n, n, n, h2, bound);
-    check_product("chain step 2", g2, h2, bound, n * n, n, 1);
+    check_product("chain step 2", g2, h2, bound, n * n, n);
     free(x); free(w); free(h); free(h2); free(bound); free(g1); free(g2);
     wgml_tensor_release(tx); wgml_tensor_release(tw); wgml_tensor_release(t1); wgml_tensor_release(t2);
 }
@@ -835,10 +908,13 @@ static const th_case cases[] = {
     { "long_k", test_long_k },
     { "exact_integers", test_exact_integers },
     { "random_shapes", test_random_shapes },
-    { "variants_scalar", test_variants },
+    { "gpu_rules", test_gpu_rules },
+    { "variants_scalar", test_variants_scalar },
     { "variants_vec4", test_variants_vec4 },
     { "fast_tiles", test_fast_tiles },
     { "forced_choices", test_forced_choices },
+    { "forced_copies", test_forced_copies },
+    { "bad_tuning", test_bad_tuning },
     { "accumulate", test_accumulate },
     { "last_round", test_last_round },
     { "copy_reuse", test_copy_reuse },

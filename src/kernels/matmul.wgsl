@@ -2,12 +2,13 @@
 //   LAYOUT 0  matmul     A [M, K]  B [K, N]
 //   LAYOUT 1  matmul_bt  A [M, K]  B [N, K]   (B transposed: the usual weight layout)
 //   LAYOUT 2  matmul_at  A [K, M]  B [K, N]   (A transposed: the weight gradient)
-// All matrices are dense and row-major. Host: src/ops/matmul.c (shapes, variants, split-K).
+// All matrices are dense and row-major. Host: src/ops/matmul.c (shapes, plans, split-K);
+// bench/notes/matmul.md has the measurements behind the choices below.
 //
 // gemm: the register-tiled kernel for everything that is not a matrix-vector product.
 //   * A workgroup of WG_M x WG_N threads owns a BM x BN tile of out (BM = TM * WG_M, BN =
-//     8 * WG_N: the host's default for large outputs is 128 x 128 with 256 threads, then
-//     64 x 128 with 128); each thread owns an 8 x 8 micro-tile (TM 8: 16 vec4 registers), so
+//     8 * WG_N: the host's tiles are 128 x 128 with 256 threads, 64 x 128 with 128 and
+//     64 x 64 with 64); each thread owns an 8 x 8 micro-tile (TM 8: 16 vec4 registers), so
 //     every k step costs 4 vec4 loads from workgroup memory for 64 FMAs.
 //   * The micro-tile is split in 4-row by 4-column quads BM/2 (BN/2) apart (rows ty*4.. and
 //     BM/2 + ty*4.., same for columns), so a warp's vec4 reads of one k-row are contiguous.
@@ -26,10 +27,9 @@
 //     consecutive vec4 of one k-row: no bank conflicts, no padding. Whole warps load A,
 //     others B (the branch never diverges); with BK 8 a step has fewer blocks than threads
 //     and the last warps load none.
-//   * Double buffering (DB 1) with register prefetch: the next tile is loaded from
-//     global memory into registers before the current one is multiplied, then stored into
-//     the other buffer: one barrier per BK step. DB 0 uses one buffer and two barriers (half
-//     the workgroup memory).
+//   * Double buffering with register prefetch: the next tile is loaded from global memory
+//     into registers before the current one is multiplied, then stored into the other
+//     buffer: one barrier per BK step.
 //   * FAST: a workgroup whose tile is in range along M and N, and whose K range is whole BK
 //     steps, loads without clamps: plain vec4 where the operand's rows are whole vec4 (VEC,
 //     VECB), else quads of scalars (a_quad, b_quad); the choice is uniform, one branch per
@@ -37,14 +37,13 @@
 //     a tile also loads its full steps without clamps and clamps only the partial last one;
 //     with EDGE a tile past M or N counts as in range for an operand read along that side in
 //     vec4 (its index held inside the row: see EDGE below).
-//   * Variants (FLAGS packs DB, FAST and gemm2's options; src/ops/matmul.c names them, and
-//     bench/notes/matmul.md gives the hypothesis each one tested on the H200).
+//   * FLAGS packs FAST and gemm2's options; src/ops/matmul.c's TILES sets them per tile.
 //   * Edges: every global load is a clamped, selected load (the index is replaced by 0 when
 //     out of range, the value by 0), so no access leaves a buffer even with robustness off,
 //     and interior tiles pay a select, not a branch. With VEC / VECB (the operand's row
 //     stride lda / ldb is a multiple of 4) loads are vec4; otherwise 4 scalars with their own
 //     bounds, so any M, N, K works. Stores to out are bounds-checked scalars. (On a GPU the
-//     host gives the gemm copies with padded rows where it can: round 30.)
+//     host gives the gemm copies with padded rows where it can.)
 //   * Launch order: tiles are numbered in groups of group_m tile rows (column-major inside a
 //     group) so concurrently running workgroups share A and B panels in L2.
 //   * Split-K: workgroup_id.z selects a K range of kchunk; slice z writes its partial tile
@@ -52,8 +51,7 @@
 //   * The last round (gemm2, gemm2_v4): where the tiles leave the GPU's last round nearly
 //     empty, the host dispatches all but the last tiles as usual, then those (from tile
 //     tile_base on) in K-slices with COMPACT, each slice's tile as a BM x BN block of a
-//     workspace, and splitk_reduce_tiles adds the slices into out (round 27 of
-//     bench/notes/matmul.md).
+//     workspace, and splitk_reduce_tiles adds the slices into out.
 // gemm2, gemm2_v4: gemm with BK 8 and the 8 k of a step written out with fragment
 //   double-buffering, vec4 stores of out (see the comment above gemm2), and INC: the loads
 //   and stores of interior tiles at indices computed once per tile.
@@ -62,16 +60,14 @@
 //   matmul with N = 1): GR rows per workgroup, every thread strides over K with vec4 loads
 //   (a warp reads 512 contiguous bytes of each row), GR independent loads in flight, then a
 //   tree reduction in workgroup memory. Memory bound: reads each weight once.
-// gemv_cols: out[c] = sum_k B[k] * A[k, c] for a matrix contiguous along its columns (matmul
-//   with M = 1: threads over N, coalesced): C4 vec4 columns per workgroup and WGV / C4 groups
-//   of k rows, four rows per iteration in flight, a tree reduction over the groups.
-// gemv_cols4: the same product with k in quads: one vec4 of B gives the coefficients of 4
-//   consecutive rows, GQ quads (GQ 4: 16 rows, 256 bytes per thread) in flight, GQ
-//   accumulators (the driver keeps loads in flight only as far as there are independent
-//   accumulators to take them: with one, the H200's driver compiled every form to 32
-//   registers and ran 10 - 30% slower); WGV threads per workgroup (the host: 256 x GQ 4, or
-//   512 x GQ 8 on a GPU for 4096 - 8191 columns, rounds 21 - 24 and 39 of
-//   bench/notes/matmul.md).
+// gemv_cols4: out[c] = sum_k B[k] * A[k, c] for a matrix contiguous along its columns
+//   (matmul with M = 1: threads over N, coalesced): C4 vec4 columns per workgroup and WGV /
+//   C4 groups of k, k in quads: one vec4 of B gives the coefficients of 4 consecutive rows,
+//   GQ quads (GQ 4: 16 rows, 256 bytes per thread) in flight with GQ accumulators (a driver
+//   keeps loads in flight only as far as there are independent accumulators to take them);
+//   then a tree reduction over the groups, or subgroup shuffles (gemv_cols4_sg). WGV threads
+//   per workgroup: 256 with GQ 4, or the wide workgroups of the host's profile (on the H200
+//   512 with GQ 8).
 // splitk_reduce: out[i] = sum over z of ws[z * out_slice + i], vec4 at a time.
 // splitk_reduce_tiles: the same for the last round's tiles (COMPACT blocks) into out.
 // ACC (every kernel above): the element is added to out instead of written over it
@@ -85,8 +81,8 @@
 // to 16 bytes.
 
 struct Params {
-    M: u32,          // gemm: rows of out; gemv: rows (gemv_rows) or columns (gemv_cols) of A
-    N: u32,          // gemm: columns of out; gemv_cols: vec4 columns per workgroup (C4)
+    M: u32,          // gemm: rows of out; gemv: rows (gemv_rows) or columns (gemv_cols4) of A
+    N: u32,          // gemm: columns of out; gemv_cols4: vec4 columns per workgroup (C4)
     K: u32,          // reduction length; splitk_reduce: number of slices
     kchunk: u32,     // K range of one split-K slice (workgroup_id.z); >= K when not split
     tiles_n: u32,    // gemm: column tiles
@@ -110,8 +106,8 @@ struct Params {
 override LAYOUT: u32 = 0u;   // 0 matmul, 1 matmul_bt, 2 matmul_at
 override WG_M: u32 = 16u;    // gemm: threads along M (a multiple of 4)
 override WG_N: u32 = 16u;    // gemm: threads along N (a multiple of 8)
-override BK: u32 = 16u;      // gemm: k per tile step (8, 16 or 32)
-override FLAGS: u32 = 1u;    // gemm: bit 0 DB, bit 1 FAST, bits 2 - 4 UFETCH (gemm2), PAIR, INC
+override BK: u32 = 16u;      // gemm: k per tile step (8 or 16)
+override FLAGS: u32 = 0u;    // gemm: bit 0 FAST, bits 1 - 3 UFETCH (gemm2), PAIR, INC
 override VEC: bool = true;   // the rows of A as stored are whole vec4 (gemm: lda % 4 == 0, so
                              // K for matmul and matmul_bt, M or its padding for matmul_at;
                              // gemv: the row length of A): vec4 loads
@@ -128,15 +124,14 @@ override EDGE: bool = false; // gemm: tiles past M (N) still load without clamps
                              // never stored (the host sets it only for shapes with such tiles)
 override WGV: u32 = 256u;    // gemv, splitk_reduce: threads per workgroup
 override GR: u32 = 1u;       // gemv_rows: rows per workgroup (<= 8)
-override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (1 .. 16)
+override GQ: u32 = 4u;       // gemv_cols4: k-quads in flight per thread (at most 16)
 override COMPACT: bool = false;  // gemm2: slice z of the dispatch's tile j goes to out as a BM x BN
                                  // block at (z * tiles of the dispatch + j) * BM * BN
 override ACC: bool = false;  // out += the product (out read first) instead of out = the product;
                              // the host sets it only on the kernel that writes out (with split-K:
                              // splitk_reduce, the slices go to the workspace as they are)
 
-override DB: u32 = FLAGS & 1u;                  // 1: two tile buffers, one barrier per step
-override FAST: bool = ((FLAGS >> 1u) & 1u) == 1u;  // interior tiles load without clamps
+override FAST: bool = (FLAGS & 1u) == 1u;  // interior tiles load without clamps
 const TM: u32 = 8u;                      // micro-tile rows (two quads)
 override NT: u32 = WG_M * WG_N;          // threads
 override BM: u32 = WG_M * TM;            // tile rows
@@ -150,8 +145,8 @@ override BPT: u32 = (NBA + NBB) / NT;    // blocks each thread moves per step (1
                                          // 0: only threads lid < NBA + NBB move one)
 override BUFA: u32 = BK * T4A;           // vec4 per buffer of A
 override BUFB: u32 = BK * T4B;
-override SZA: u32 = (DB + 1u) * BUFA;
-override SZB: u32 = (DB + 1u) * BUFB;
+override SZA: u32 = 2u * BUFA;           // two buffers
+override SZB: u32 = 2u * BUFB;
 override RED_N: u32 = GR * WGV;
 
 var<workgroup> As: array<vec4f, SZA>;
@@ -426,7 +421,7 @@ fn tile_at(id: u32, wz: u32) -> TileAt {
 // bits 0, 2, 3 and y from bits 1, 4. A 16-byte workgroup read returns 128 bytes per
 // cycle, so a warp's read costs 4 cycles, but 2 where such lane pairs share its addresses
 // (NVIDIA); without PAIR (x from bits 0 - 2) only the A reads qualify.
-override PAIR: bool = ((FLAGS >> 3u) & 1u) == 1u;
+override PAIR: bool = ((FLAGS >> 2u) & 1u) == 1u;
 fn lane_xy(lid: u32) -> vec2u {
     let lane = lid % 32u;
     let w = lid / 32u;
@@ -443,7 +438,7 @@ fn lane_xy(lid: u32) -> vec2u {
 // The tile loop of gemm and gemm2, around their products:
 // tile_head before the first step (step 0's blocks into buffer 0); step_head before the
 // products of step t (step t + 1's blocks into registers r); step_tail after them (r into
-// the other buffer, or with DB 0 into the one buffer once every warp is done with it).
+// the other buffer).
 fn tile_head(lid: u32, at: TileAt, r: ptr<function, Blocks>) {
     *r = fetch(lid, at.m0, at.n0, at.kbeg, at.kend, at.fast);
     stash(0u, lid, *r);
@@ -459,11 +454,8 @@ fn step_head(t: u32, lid: u32, at: TileAt, r: ptr<function, Blocks>) {
 }
 
 fn step_tail(t: u32, lid: u32, at: TileAt, r: Blocks) {
-    if (DB == 0u) {
-        workgroupBarrier();
-    }
     if (t + 1u < at.nsteps) {
-        stash((t + 1u) & DB, lid, r);
+        stash((t + 1u) & 1u, lid, r);
     }
     workgroupBarrier();
 }
@@ -490,8 +482,8 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 
     for (var t = 0u; t < at.nsteps; t++) {
         step_head(t, lid, at, &r);
-        let ca = (t & DB) * BUFA;
-        let cbb = (t & DB) * BUFB;
+        let ca = (t & 1u) * BUFA;
+        let cbb = (t & 1u) * BUFB;
         for (var k = 0u; k < BK; k++) {
             let ra = ca + k * T4A;
             let rb = cbb + k * T4B;
@@ -526,8 +518,8 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     put(ob, rr1 + 3u, q0, c70); put(ob, rr1 + 3u, q1, c71);
 }
 
-// ---- gemm2: gemm with the options of rounds 3 - 18 (bench/notes/matmul.md) ----------
-// The same tile, thread layout, tile movement (DB, FAST as in gemm) and edges, BK 8 only,
+// ---- gemm2: gemm with the options that won on the H200 (bench/notes/matmul.md) -------
+// The same tile, thread layout, tile movement and edges as gemm, BK 8 only, FAST,
 // with 16 accumulators in an array, plus:
 //   The 8 k of a step written out with fragment double-buffering (mac8): the fragments of
 //     k-row k + 1 are read from workgroup memory before the 64 FMAs of k-row k (4 more vec4
@@ -536,10 +528,10 @@ fn gemm(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
 //   gemm2_v4: out bound as array<vec4f> (N % 4 == 0, chosen by the host): each row quad of
 //     the micro-tile is one vec4 store; the 8 lanes along N of a warp write 128 contiguous
 //     bytes of one row per store (4 full rows per instruction) instead of 4 scalar stores.
-//   UFETCH (FLAGS bit 2): step t + 1's prefetch is unconditional (the last step fetches its
+//   UFETCH (FLAGS bit 1): step t + 1's prefetch is unconditional (the last step fetches its
 //     own tile again, never stored), so the prefetch registers are not merged with their
 //     old values at a branch (the driver copied them at every step).
-override UFETCH: bool = ((FLAGS >> 2u) & 1u) == 1u;
+override UFETCH: bool = ((FLAGS >> 1u) & 1u) == 1u;
 
 @group(0) @binding(3) var<storage, read_write> out4: array<vec4f>;   // gemm2_v4
 
@@ -589,12 +581,12 @@ fn mac8(c: ptr<function, array<vec4f, 16>>, ra: u32, rb: u32) {
     mac(c, f7);
 }
 
-// INC (FLAGS bit 4; DB 1, at most one block per thread): interior tiles (at.fast) load
-// the next step's block from a vec4 index computed once per tile and advanced by a constant
-// per step, and store it at a place computed once, instead of deriving both from the block's
-// row and k at every step (in the driver's code that took about 45 instructions per step of
-// every loading warp: round 18 of bench/notes/matmul.md).
-override INC: bool = ((FLAGS >> 4u) & 1u) == 1u && DB == 1u && BPT <= 1u;
+// INC (FLAGS bit 3; at most one block per thread): interior tiles (at.fast) load the next
+// step's block from a vec4 index computed once per tile and advanced by a constant per step,
+// and store it at a place computed once, instead of deriving both from the block's row and
+// k at every step (tens of instructions per step of every loading warp in the driver's
+// code).
+override INC: bool = ((FLAGS >> 3u) & 1u) == 1u && BPT <= 1u;
 // The thread's block: its first vec4 at step 0 (i), row stride (s) and step (d) in the
 // operand (in elements for an operand whose rows are not whole vec4), and its place in buffer
 // 0 of the operand's tile (w).
@@ -701,7 +693,7 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
     }
     let by_feed = INC && at.fast;   // uniform across the workgroup
     // KPART: the steps with all BK values of k in range load by the feed, a partial last one
-    // clamped (measured: a partial step after the loop instead cost more, round 30)
+    // clamped (a partial step after the loop instead was measured slower)
     let nfull = (at.kend - at.kbeg) / BK;
     for (var t = 0u; t < at.nsteps; t++) {
         if (by_feed && KPART) {
@@ -720,12 +712,12 @@ fn gemm2_tile(wid: vec3u, nwg: vec3u, lid: u32, c: ptr<function, array<vec4f, 16
         } else {
             step_head(t, lid, at, &r);
         }
-        let ra = (t & DB) * BUFA + ty;
-        let rb = (t & DB) * BUFB + tx;
+        let ra = (t & 1u) * BUFA + ty;
+        let rb = (t & 1u) * BUFB + tx;
         mac8(c, ra, rb);
         if (by_feed) {
             if (t + 1u < at.nsteps) {
-                stash_inc((t + 1u) & DB, lid, feed, r);
+                stash_inc((t + 1u) & 1u, lid, feed, r);
             }
             workgroupBarrier();
         } else {
@@ -850,72 +842,13 @@ fn gemv_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: ve
     }
 }
 
-// out[c] = sum_k B[k] * A[k, c] over k in [kbeg, kend) for 4 * C4 columns c per workgroup;
-// A is [K, M] (M columns).
-@compute @workgroup_size(WGV)
-fn gemv_cols(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-             @builtin(local_invocation_index) lid: u32) {
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= p.tiles) {
-        return;
-    }
-    let kbeg = wid.z * p.kchunk;
-    let kend = min(p.K, kbeg + p.kchunk);
-    let C4 = p.N;                          // vec4 columns per workgroup, a power of 2
-    let G = WGV / C4;                      // groups of k rows
-    let c = lid % C4;
-    let g = lid / C4;
-    let col = (wg * C4 + c) * 4u;          // first of this thread's 4 columns
-    let ok = col < p.M;
-    let n = p.M - min(col, p.M);
-    var acc = vec4f(0.0);
-    var k = kbeg + g;
-    loop {                                 // four rows in flight
-        if (k + 3u * G >= kend) {
-            break;
-        }
-        let x0 = a_vec(k * p.M + col, ok, n);
-        let x1 = a_vec((k + G) * p.M + col, ok, n);
-        let x2 = a_vec((k + 2u * G) * p.M + col, ok, n);
-        let x3 = a_vec((k + 3u * G) * p.M + col, ok, n);
-        acc = fma(vec4f(B[k >> 2u][k & 3u]), x0, acc);
-        let k1 = k + G;
-        acc = fma(vec4f(B[k1 >> 2u][k1 & 3u]), x1, acc);
-        let k2 = k + 2u * G;
-        acc = fma(vec4f(B[k2 >> 2u][k2 & 3u]), x2, acc);
-        let k3 = k + 3u * G;
-        acc = fma(vec4f(B[k3 >> 2u][k3 & 3u]), x3, acc);
-        k += 4u * G;
-    }
-    for (; k < kend; k += G) {
-        acc = fma(vec4f(B[k >> 2u][k & 3u]), a_vec(k * p.M + col, ok, n), acc);
-    }
-    redv[lid] = acc;
-    workgroupBarrier();
-    for (var s = G / 2u; s > 0u; s >>= 1u) {
-        if (g < s) {
-            redv[lid] += redv[lid + s * C4];
-        }
-        workgroupBarrier();
-    }
-    if (g == 0u && ok) {
-        let v = redv[c];
-        let e = wid.z * p.out_slice + col;
-        put1(e, v.x);
-        if (n > 1u) { put1(e + 1u, v.y); }
-        if (n > 2u) { put1(e + 2u, v.z); }
-        if (n > 3u) { put1(e + 3u, v.w); }
-    }
-}
-
-// gemv_cols with k in quads: the range runs in rounds of GQ G quads, in which group g takes
-// the GQ consecutive quads from r0 + g GQ (all of them in flight, one accumulator each); the
-// quads after the last whole round one by one (group g: r0 + g, r0 + g + G, ...). A quad's 4
-// coefficients are one vec4 of B, its rows 4 rows of A. So the groups numbered first read a
-// round's first rows: on the H200 that order ran 0.5 - 1% faster than quads G apart at the
-// 224 MiB decode rows, and made gemv_cols4's tree as fast as gemv_cols4_sg's shuffles (round
-// 38 of bench/notes/matmul.md). kbeg is a multiple of 4 (split-K chunks are); a last partial
-// quad of the range is done row by row. The sum over the G groups: a tree in
+// out[c] = sum_k B[k] * A[k, c] over k in [kbeg, kend) for 4 * C4 columns c per workgroup,
+// A [K, M] (M columns), k in quads: the range runs in rounds of GQ G quads, in which group g
+// takes the GQ consecutive quads from r0 + g GQ (all of them in flight, one accumulator
+// each); the quads after the last whole round one by one (group g: r0 + g, r0 + g + G, ...).
+// A quad's 4 coefficients are one vec4 of B, its rows 4 rows of A. So the groups numbered
+// first read a round's first rows (faster on the H200 than quads G apart). kbeg is a
+// multiple of 4 (split-K chunks are); a last partial quad of the range is done row by row. The sum over the G groups: a tree in
 // workgroup memory here, or subgroup shuffles and one barrier in gemv_cols4_sg
 // (matmul_subgroups.wgsl), which shares cols4_partial and cols4_put.
 @compute @workgroup_size(WGV)
@@ -1030,8 +963,9 @@ fn splitk_reduce(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
 }
 
 // The last round's tiles: vec4 i of the COMPACT blocks (p.out_slice tiles from p.tile_base,
-// p.K slices) = the sum of its slices in order, into out at the tile's place. The tile and
-// launch-order constants are the gemm's. N need not be a multiple of 4: scalar stores.
+// p.K slices) = the sum of its slices in order, into out at the tile's place (tile_at with
+// the gemm's WG_M and WG_N: only the tile's shape and the launch order place it). N need not
+// be a multiple of 4: scalar stores.
 @group(0) @binding(2) var<storage, read_write> tile_out: array<f32>;
 fn tile_put(e: u32, x: f32) {
     if (ACC) { tile_out[e] += x; } else { tile_out[e] = x; }
@@ -1065,7 +999,7 @@ fn splitk_reduce_tiles(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroup
 // ---- matmul_bt through a transposed copy of B ----------------------------------------
 
 // t_out [K, N] = A [N, K] transposed (p.M = N rows of A, p.K = K), so that matmul_bt can run
-// as matmul, whose loads of B are contiguous along N (bench/notes/matmul.md, round 12).
+// as matmul, whose loads of B are contiguous along N.
 // N and K multiples of 4 (the host picks transpose_pad otherwise): a workgroup moves a 64 x 64
 // block as 16 x 16 blocks of 4 x 4, one per thread: 4 vec4 loads along K, transposed in
 // registers, 4 vec4 stores along N; a warp takes 8 k-quads x 4 row-quads, so its loads cover
@@ -1101,7 +1035,7 @@ fn transpose_nk(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg:
 // Any N and K: t_out [p.N, ldb] = A [N, K] transposed, each row of the copy padded with zeros
 // from N to p.ldb (a multiple of 4), so that the product reads the copy in vec4 (a padded
 // column only reaches rows of out that are never stored), and rows K .. p.N - 1 zero (p.N >=
-// K: the host rounds K up to whole tile steps when both operands are copies, round 33). A
+// K: the host rounds K up to whole tile steps when both operands are copies). A
 // workgroup moves a 32 x 32 block through workgroup memory: coalesced scalar reads along K,
 // coalesced writes along N.
 var<workgroup> blk: array<f32, 1056>;   // 32 x 33: a column of the block spans all banks
@@ -1139,8 +1073,7 @@ fn transpose_pad(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
 // multiple of 4) and rows rows .. p.N - 1 zero (as transpose_pad's): an operand of
 // matmul_at's kernel whose rows are not whole vec4 (p.M = rows, p.K = cols). One vec4 of the
 // copy per invocation, written through sum_out (the same binding), its four elements read as
-// coalesced scalars: a quarter of the invocations and index divisions of one element each
-// (round 32 of bench/notes/matmul.md).
+// coalesced scalars: a quarter of the invocations and index divisions of one element each.
 @compute @workgroup_size(256)
 fn pad_rows(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32) {

@@ -4,8 +4,7 @@
 //
 // gemv_cols4_sg: gemv_cols4 (the column matrix-vector product: out[c] = sum_k B[k] A[k, c])
 //   with its sum over the G = WGV / C4 groups of k in two steps instead of a tree of
-//   log2(G) workgroup barriers (7 at 1024 threads; H200: 0.9 us of a 20 us product, round 35
-//   of bench/notes/matmul.md):
+//   log2(G) workgroup barriers:
 //   1. inside each subgroup, the lanes that hold one column (lane ^ C4, lane ^ 2 C4, ...)
 //      add their sums by shuffles, and the subgroup's first C4 lanes store them;
 //   2. after one barrier, the first subgroup adds the WGV / size stored sums of each column
@@ -13,12 +12,12 @@
 //   Thread t = sid * size + lane takes the place that gemv_cols4 gives thread lid, where sid
 //   numbers the subgroups of the workgroup (below), so lanes of one subgroup are consecutive
 //   groups whatever order the device gives local invocations. The numbering follows the
-//   order in which subgroups reach a workgroup atomic, which is also the faster one: on the
-//   H200, sid = lid / size (where subgroups hold consecutive local indices) ran 0.3 - 0.8 us
-//   slower, since the subgroups that run first then no longer take the first rows (round 37
-//   of bench/notes/matmul.md). Needs full subgroups of one size, at least C4 lanes, with WGV
-//   a multiple of the size (the host checks the adapter's subgroup sizes); the sums are added
-//   in a fixed order, so the result is deterministic.
+//   order in which subgroups reach a workgroup atomic, which is also the faster one: with
+//   sid = lid / size (where subgroups hold consecutive local indices) the subgroups that run
+//   first no longer take the first rows, and the H200 ran slower. Needs full subgroups of
+//   one size, at least C4 lanes, with WGV a multiple of the size (the host checks the
+//   adapter's subgroup sizes); the sums are added in a fixed order, so the result is
+//   deterministic.
 
 var<workgroup> sg_count: atomic<u32>;
 

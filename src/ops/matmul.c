@@ -1,94 +1,38 @@
 /* Matrix products: wgml_matmul (a @ b), wgml_matmul_bt (a @ b^T), wgml_matmul_at (a^T @ b).
-   Kernels: src/kernels/matmul.wgsl (its top comment explains the kernels' design).
+   Kernels: src/kernels/matmul.wgsl, whose top comment explains them. bench/notes/matmul.md
+   holds the measurements behind the rules below and what else was tried.
 
-   Every call is planned in four steps:
-     1. validate the shapes (M, N, K come from the tensors' shapes, see wgml.h);
-     2. pick a kernel: a matrix-vector kernel when M == 1 or N == 1 (decode), else the
-        register-tiled gemm with a tile configuration that fits the adapter's limits
-        (for large outputs t128k8xupi: 128 x 128 tiles of 256 threads, 8 x 8 outputs per
-        thread, BK 8 in two buffers with the 8 k of a step written out, the lanes paired
-        for workgroup-memory reads and the loads of interior tiles at indices computed once
-        per tile: fastest in the H200 sweeps, round 18 of bench/notes/matmul.md; then the
-        64 x 128 tiles of round 16; 64x64 when 128-tiles would leave the GPU half empty
-        and K is too short for split-K to fill it);
-     3. for matmul_bt on a GPU with M >= BTT_MIN_M, copy b transposed into the engine's
-        scratch and run the product as matmul (round 12 of bench/notes/matmul.md: +5 - 10% with
-        the 128-tiles, +14 - 21% with the 64 x 128 tiles of round 16, +6 - 10% with round 18's);
-        then, on a GPU, for matmul and matmul_bt with M >= ATT_MIN_M and N >= ATT_MIN_N, copy a
-        transposed too and run the product as matmul_at, whose kernel loads neither operand
-        along K (round 19); the copies' rows are padded to whole vec4, and so, on a GPU, are
-        those of an operand the gemm still reads along M or N when M (N) is not a multiple of
-        4 (a padded copy, PAD_MIN_OTHER; round 30), so that the gemm loads them in vec4, in
-        tiles past M and N too (EDGE); with K of KREM_MIN or more not whole tile steps and
-        N % 4 == 0, the gemm runs K - K % BK and a second pass adds the rest into out;
-     4. split K across workgroups (split-K) when the output alone leaves a large GPU idle
-        (too few workgroups, or an SM with a workgroup more than most, see split_cost) and
-        K is long: slice z writes a partial result into a workspace (the engine's matmul
-        scratch) and splitk_reduce adds the slices in a fixed order (deterministic);
-        unsplit, when the last round of tiles would leave SMs idle (8192^3: 4 tiles of a
-        32nd round on 132 SMs; 4096^3: 100 of an 8th), split only those tiles (plan_tail,
-        rounds 27 - 28), also instead of split-K where the model gives that more.
+   A call is validated (M, N, K come from the tensors' shapes, see wgml.h), planned, then
+   recorded; a call that fails records nothing. The rules read the adapter's limits and its
+   profile (src/profile.c: compute units, and the thresholds and model constants the rules
+   were fitted with), and an engine's tuning (src/ops/matmul_tuning.h) may force any choice
+   a rule makes on some adapter, so that tests reach every path on any adapter.
 
-   WGML_MATMUL_VARIANT (private, for benchmarks and tests; read at every call) forces
-   choices, as comma-separated tokens:
-     t128 t128sb t64 t64k8 t64x128k8xp t128k8xupi
-                                             the gemm tile configuration (see TILES below;
-                                             bench/notes/matmul.md has the hypothesis of each
-                                             and of those removed)
-     nogemv                                  use gemm even when M == 1 or N == 1
-     btt, nobtt                              matmul_bt through a transposed copy of b whenever
-                                             the gemm runs; never (the default: BTT_MIN_M)
-     att, noatt                              matmul and matmul_bt through a transposed copy of a
-                                             (run as matmul_at) whenever the gemm runs; never
-                                             (the default: ATT_MIN_M, ATT_MIN_N)
-     pad, nopad                              the operands the gemm reads along M or N (a of
-                                             matmul_at, b of matmul and matmul_at) through
-                                             copies with rows padded to whole vec4 whenever
-                                             M (N) is not a multiple of 4; never (the default:
-                                             PAD_MIN_OTHER, PAD_MAX_BYTES, not on a CPU adapter)
-     nokpad                                  when both operands are copied, their copies keep
-                                             K rows (by default: zero rows up to whole tile
-                                             steps of K, so the gemm needs neither KPART nor
-                                             the krem pass)
-     krem, nokrem                            the last K % BK values of k in a second pass that
-                                             adds them into out whenever K is not whole steps
-                                             (and K > BK); never (the default: KREM_MIN and
-                                             N % 4 == 0)
-     gemvc4                                  gemv_cols4 (k in quads, 8 rows in flight) for
-                                             the column matrix-vector products (the default)
-     gemvc1                                  the one-column gemv_cols kernel instead
-     gemvsg, nogemvsg                        gemv_cols4's sum over its k-groups by subgroup
-                                             shuffles (gemv_cols4_sg) whenever the adapter's
-                                             subgroups allow (else WGML_ERROR_LIMIT); never
-                                             (the default: where they allow)
-     splitk=<n>                              n K-slices, 1..4096 (1: never split)
-     gemvrows=<n>                            rows per gemv_rows workgroup: 1, 2, 4 or 8 (default
-                                             on a GPU 1, 4 for K <= 1024 and 8 for K <= 512
-                                             where rows / that >= GEMV_ROWS_MIN_WG; 4 on a
-                                             CPU adapter)
-     gemvcols=<n>                            vec4 columns per gemv_cols workgroup: 1..64, a
-                                             power of 2
-     gemvq=<n>                               k-quads in flight per gemv_cols4 thread: 1..16
-                                             (default GEMV_QUADS, and
-                                             GEMV_QUADS_WIDE for the columns that take
-                                             GEMV_WG_WIDE by default)
-     gemvwg=<n>                              threads per gemv_cols workgroup: 64..1024, a power
-                                             of 2 the adapter allows (default GEMV_WG, and
-                                             GEMV_WG_WIDE on a GPU for 4096 - 8191 columns)
-     groupm=<n>                              tile rows per launch group of the gemm: 1..64
-                                             (default GROUP_M)
-     fresh                                   make the transposed copies at every call (by
-                                             default a copy of an unchanged tensor is reused)
-     tail=<n>, tailk=<s>, notail             the last round: its last n tiles (launch order)
-                                             in s K-slices, whole 8-steps of K (tail alone:
-                                             132 / n slices; tailk alone: the tiles past the
-                                             last multiple of 132); never
-   An unknown token is WGML_ERROR_INVALID_ARGUMENT, a configuration the adapter cannot hold
-   WGML_ERROR_LIMIT (nothing is recorded), so a benchmark never times another kernel than it
-   asked for. */
+   Decode products (M == 1 or N == 1) run a matrix-vector kernel that reads each weight
+   once: gemv_rows for a matrix stored along K, its rows per workgroup chosen by K;
+   gemv_cols4 for a matrix stored along its columns, its vec4 columns per workgroup chosen by
+   width, in wider workgroups on a GPU for mid-sized widths, its sum over k-groups by
+   subgroup shuffles where the adapter's subgroups allow.
+
+   Every other product runs the register-tiled gemm: the 128 x 128 tile for large outputs
+   or long K, else the 64 x 64 tile, each falling back to a tile with fewer invocations or
+   less workgroup memory where the adapter cannot hold it. On a GPU, operands are first
+   copied into the engine's scratch where that pays: matmul_bt's b transposed (the product
+   then runs as matmul), a transposed (it then runs as matmul_at, whose kernel loads neither
+   operand along K), an operand read along M or N whose rows are not whole vec4 with its
+   rows padded (the gemm then loads vec4 everywhere). A copy is reused while its source is
+   unwritten. When K is not whole tile steps, copies of both operands get zero rows up to
+   the next step; otherwise, for long K and N a multiple of 4, a second pass adds the last
+   K % BK values of k into out; else the kernel clamps a partial last step (KPART).
+
+   Last, the grid. Where the output leaves the GPU's compute units idle and K is long, K is
+   split into slices whose partial products splitk_reduce adds in a fixed order (split-K);
+   unsplit, where the last round of tiles would occupy only part of the units, those tiles
+   alone run in K-slices after the others (the last round). Both follow a model of how the
+   units run workgroups (split_cost, tail_gain). The order of every sum depends only on the
+   plan, so the same call on the same adapter gives the same bits. */
 #include "internal.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 enum { LAYOUT_NN = 0, LAYOUT_NT = 1, LAYOUT_TN = 2 };
@@ -100,139 +44,99 @@ typedef struct mm_params {
     uint32_t tile_base, lda, ldb, kbase;
 } mm_params;
 
-/* gemm tile configurations: WG_M x WG_N threads, an 8 x 8 micro-tile each, a (8 WG_M) x
-   (8 WG_N) tile, BK values of k per step, the next step's blocks prefetched into registers
-   during the products ((blocks of A + blocks of B) = 1 or 2 per thread, or fewer blocks than
-   threads: one each for the first ones); db: two tile buffers (one barrier per step); fast:
-   interior tiles load without clamps. g2: the gemm2 entry points (BK 8, the 8 k of a step
-   written out with the next k's fragments read before this k's products, accumulators in an
-   array, vec4 stores of out when N % 4 == 0), with ufetch: an unconditional prefetch; pair:
-   the lanes placed so that every fragment read is shared by lane pairs (round 15); inc: the
-   loads and stores of interior tiles at indices computed once per tile (round 18). */
+/* gemm tile configurations: WG_M x WG_N threads with 8 x 8 outputs each, a (8 WG_M) x
+   (8 WG_N) tile, BK values of k per step in two workgroup-memory buffers (one barrier per
+   step), the next step's blocks prefetched into registers during the products. g2: the gemm2
+   entry points (BK 8, the 8 k of a step written out with the next k's fragments read first,
+   vec4 stores of out when N % 4 == 0), whose interior tiles load without clamps (fast);
+   ufetch: the prefetch is unconditional; pair: lane pairs share every fragment read; inc:
+   interior tiles load and store at indices computed once per tile. */
 typedef struct tile_cfg {
     const char *name;
-    uint32_t wg_m, wg_n, bk, db, fast;
-    uint32_t g2, ufetch, pair, inc;
+    uint32_t wg_m, wg_n, bk;
+    bool g2, fast, ufetch, pair, inc;
 } tile_cfg;
 
-enum { T128 = 0, T128SB, T64, T64K8, T64X128K8XP, T128K8XUPI, NTILES };
+/* Indexed by WGML__MM_TILE_* - 1. */
+enum { T128 = 0, T64X128, T64, T64K8, NTILES };
 
-/* The defaults and their fallbacks (pick_tile); every other configuration measured in
-   bench/notes/matmul.md (rounds 1 - 18) lost to these and was removed with its code. */
+/* The large outputs' tile and its fallback, the small outputs' tile and its fallback
+   (pick_tile). Every other configuration measured lost to these (bench/notes/matmul.md). */
 static const tile_cfg TILES[NTILES] = {
-    [T128] = { "t128", 16, 16, 16, 1, 0 },        /* 256 threads, 32 KiB, two buffers           */
-    [T128SB] = { "t128sb", 16, 16, 16, 0, 0 },    /* one buffer, two barriers per step, 16 KiB  */
-    [T64] = { "t64", 8, 8, 16, 1, 0 },            /* 64 threads: 4x the workgroups, 16 KiB      */
-    [T64K8] = { "t64k8", 8, 8, 8, 1, 0 },         /* 8 KiB: adapters with little workgroup memory */
-    /* gemm2, BK 8, the 8 k of a step written out (round 14), lanes paired for workgroup-memory
-       reads (round 15): round 16's half tile of 128 threads (four workgroups per SM where two
-       128-tiles fit, barriers across 4 warps instead of 8, finer waves), the default until
-       round 18 and the first fallback since */
-    [T64X128K8XP] = { "t64x128k8xp", 8, 16, 8, 1, 1, 1, 0, 1, 0 },
-    /* the 128-tile with an unconditional prefetch (round 14) and the loads and stores of
-       interior tiles at indices computed once per tile (inc, round 18): the default */
-    [T128K8XUPI] = { "t128k8xupi", 16, 16, 8, 1, 1, 1, 1, 1, 1 },
+    /* 256 threads, 16 KiB: the fastest */
+    [T128] = { "128 x 128", 16, 16, 8, true, true, true, true, true },
+    /* 128 threads, 12 KiB: the 128-tile's fallback */
+    [T64X128] = { "64 x 128", 8, 16, 8, true, true, false, true, false },
+    /* 64 threads, 16 KiB: outputs too small to fill a GPU with 128-tiles */
+    [T64] = { "64 x 64", 8, 8, 16, false, false, false, false, false },
+    /* 64 threads, 8 KiB: the fallback of the others */
+    [T64K8] = { "64 x 64 in steps of 8", 8, 8, 8, false, false, false, false, false },
 };
 
-/* The FLAGS override of matmul.wgsl: DB, FAST, UFETCH, PAIR, INC. */
-#define TILE_FLAGS(db, fast, ufetch, pair, inc) \
-    ((uint32_t)(db) | (uint32_t)(fast) << 1 | (uint32_t)(ufetch) << 2 | (uint32_t)(pair) << 3 | (uint32_t)(inc) << 4)
+/* The FLAGS override of matmul.wgsl: FAST, UFETCH, PAIR, INC. */
+#define TILE_FLAGS(fast, ufetch, pair, inc) \
+    ((uint32_t)(fast) | (uint32_t)(ufetch) << 1 | (uint32_t)(pair) << 2 | (uint32_t)(inc) << 3)
 
-#define GROUP_M 8            /* tile rows per launch group (L2 reuse) */
-#define GEMV_WG 256          /* threads of the matrix-vector and reduce kernels */
-#define GEMV_WG_WIDE 512     /* threads of a gemv_cols workgroup on a GPU for 4096 - 8191 columns ... */
-#define GEMV_QUADS_WIDE 8    /* ... with 8 k-quads in flight per thread (H200, round 39: 1x4096x4096 19.8 -> 19.3 us
-                                against 1024 x 4; 1024 x 8 is held to 64 registers a thread and spills) */
-#define GEMV_ROWS 1          /* rows per workgroup of gemv_rows (H200: 1x4096x4096 20.2 -> 18.7 us against 4) ... */
-#define GEMV_ROWS_SHORT 4    /* ... but for rows of K <= 1024 (one vec4 or less per thread) */
-#define GEMV_ROWS_SHORTER 8  /* ... and K <= 512, where that leaves GEMV_ROWS_MIN_WG workgroups (H200, round 41:
-                                1x4096x1024 9.3 -> 8.3 us, 1x4096x512 7.5 -> 5.4, 1x2048x768 5.4 -> 4.8) */
-#define GEMV_ROWS_MIN_WG 512 /* fewer workgroups lost: 1x768x768 3.8 -> 4.2 us with 4 rows (192 workgroups) */
-#define GEMV_ROWS_CPU 4      /* rows per gemv_rows workgroup on a CPU adapter (lavapipe: the end-to-end decode 7.2 -> 18
-                                tokens/s against 1) */
-#define GEMV_QUADS 4         /* k-quads in flight per gemv_cols4 thread (16 rows; H200, round 21: matmul
-                                1x4096x4096 20.2 us with 4 or 1, 26.1 with 2) */
-/* matmul_bt through a transposed copy of b (round 12): the copy moves 8 N K bytes, about
-   44 / M of the product's time on the H200 (3.3 TB/s against 36 TFLOP/s), so against the
-   measured gain of 5 - 10% (128-tiles) it pays from M of about 550; BTT_MIN_M keeps a margin
-   (with the 64 x 128 tiles of round 16 the gain was 14 - 21%, with round 18's 128-tiles
-   6 - 10%, measured at M = 2048 - 8192). CPU
-   adapters keep the direct kernel (lavapipe: no gain), and so does a b above BTT_MAX_BYTES
-   (the copy stays allocated in the engine). */
-#define BTT_MIN_M 1024
-#define BTT_MAX_BYTES (256ull << 20)
-/* matmul and matmul_bt (after b's copy) through a transposed copy of a, run as matmul_at
-   (round 19): the matmul_at kernel loads neither operand along K, and on the H200 ran
-   12% faster than the matmul kernel (4096^3: 2960 against 3353 us). The copy moves 8 M K
-   bytes, about 50 / N of the product's time there, so it pays from N of about 400;
-   ATT_MIN_N keeps a margin, ATT_MIN_M the one of BTT_MIN_M. CPU adapters and an a above
-   ATT_MAX_BYTES keep the direct kernel. */
-#define ATT_MIN_M 1024
-#define ATT_MIN_N 512
-#define ATT_MAX_BYTES (256ull << 20)
-/* An operand the gemm reads along M or N (a of matmul_at, b of matmul and matmul_at) whose
-   rows are not whole vec4 (M or N not a multiple of 4) is read in scalars; a copy with its
-   rows padded (pad_rows) lets the gemm read it in vec4 (round 30: matmul_at 4095^3 ran at
-   0.60 of PyTorch against 0.91 at 4096^3). The copy moves 8 bytes per element, about 50 / n
-   of the product's time on the H200 for the other side n of the output, so PAD_MIN_OTHER
-   keeps a margin as ATT_MIN_N does; the same byte cap as the transposed copies. */
-#define PAD_MIN_OTHER 512
-#define PAD_MAX_BYTES (256ull << 20)
-/* K not a multiple of the tile's step BK: the gemm runs the first K - K % BK values of k
-   without a partial step, then a second pass over all tiles adds the last K % BK into out
-   (round 30: on the H200 the partial step inside the loop made matmul_at 4096 x 4096 x 4095
-   8% slower than 4096^3, after the loop 18%; the pass costs about a read and a write of out,
-   8 M N bytes, against 2 M N K multiply-adds: below 3% from K of about KREM_MIN). Only with
-   N % 4 == 0, where the pass adds vec4 at a time: at 4095^3 its scalar additions cost 240 us,
-   more than the partial step they replace. */
-#define KREM_MIN 1024
-#define FILL_THREADS 65536   /* below this many threads, long-K problems split K */
-#define MAX_SPLIT 64
-/* The split-K cost model of the tiles with 8 x 8 outputs per thread (plan_split): the SMs
-   of the GPU it was fitted on (H200: 132), and what one byte of workspace traffic costs in
-   multiply-adds there (about 15 T FMA/s against 3 TB/s). A GPU with other numbers gets a
-   split that is still sound, only tuned less closely. */
-#define MODEL_SMS 132
-#define FMA_PER_BYTE 5
-/* The last round's model (plan_tail, round 28): a workgroup alone on an SM runs at ALONE_RATE
-   of the rate the SM gives two (round 22); a K-slice of a last-round tile costs PIECE_OVH_K
-   values of K more than its length (its start, its block of the workspace written and read
-   back); a split is made for a predicted gain of TAIL_MIN_GAIN. Fitted on the H200's 4096^3
-   forced splits (3 - 16 slices: within 0.5% on all eight) and 8192^3. */
-#define ALONE_RATE 0.94
-#define PIECE_OVH_K 41
+#define GROUP_M 8          /* tile rows per launch group: tiles running together share operand panels in L2 */
+#define GEMV_WG 256        /* threads of the matrix-vector and reduction kernels */
+#define GEMV_QUADS 4       /* k-quads in flight per gemv_cols4 thread (16 rows) */
+#define LONG_K 2048        /* K from which the 128-tile runs on any output: split-K fills the GPU */
+#define MAX_SPLIT 64       /* K-slices at most */
+/* split-K is taken where the model predicts at most SPLIT_MAX_COST of the unsplit cost, in
+   the fewest slices that cost at most SPLIT_NEAR_BEST times the best; the last round is
+   split for a predicted gain of TAIL_MIN_GAIN */
+#define SPLIT_MAX_COST 0.98
+#define SPLIT_NEAR_BEST 1.03
 #define TAIL_MIN_GAIN 0.005
+/* The compute units the models assume where the profile does not know them: the H200's,
+   on which they were fitted, so that such an adapter gets the plans it always got (a wrong
+   count only tunes them less closely). */
+#define MODEL_UNITS 132
 
-typedef struct variant {
-    int tile;          /* index into TILES, or -1: automatic */
-    bool nogemv;
-    bool gemv_c4;      /* gemv_cols4 instead of gemv_cols */
-    uint32_t splitk;   /* 0: automatic */
-    uint32_t gemv_rows; /* 0: automatic */
-    uint32_t gemv_cols; /* 0: automatic */
-    uint32_t gemv_q;    /* 0: GEMV_QUADS */
-    uint32_t gemv_wg;   /* 0: GEMV_WG */
-    int gemv_sg;        /* gemv_cols4's sum over its k-groups by subgroup shuffles: 0 by rule, 1 always, -1 never */
-    uint32_t group_m;   /* 0: GROUP_M */
-    int btt;           /* matmul_bt as matmul on a transposed copy of b: 0 by rule, 1 always, -1 never */
-    int att;           /* matmul and matmul_bt as matmul_at on a transposed copy of a: the same */
-    int pad;           /* operands read along M or N whose rows are not whole vec4, through copies
-                          with padded rows: the same */
-    int kpad;          /* both operands copied: zero rows up to whole tile steps of K (0 by rule, -1 never) */
-    int krem;          /* the last K % BK values of k in a second pass: the same */
-    bool fresh;        /* never reuse a transposed copy */
-    uint32_t tail;     /* last-round tiles split along K: 0 by rule */
-    uint32_t tailk;    /* their slices: 0 by rule */
-    bool notail;
-} variant;
+static uint32_t units_of(const wgml_context *ctx)
+{
+    return ctx->profile->compute_units ? ctx->profile->compute_units : MODEL_UNITS;
+}
+
+/* A yes-or-no choice: forced by the tuning, else the rule's. */
+static bool decide(uint32_t forced, bool rule)
+{
+    return forced == WGML__MM_RULE ? rule : forced == WGML__MM_ON;
+}
+
+/* Refuses a tuning that no product can take (src/ops/matmul_tuning.h). */
+static wgml_status check_tuning(wgml_context *ctx, const char *fn, const wgml__matmul_tuning *t)
+{
+    const struct { const char *name; uint32_t value; bool ok; } fields[] = {
+        { "tile", t->tile, t->tile <= WGML__MM_TILE_64K8 },
+        { "splitk", t->splitk, t->splitk <= MAX_SPLIT },
+        { "tail_tiles", t->tail_tiles, !t->tail_tiles == !t->tail_slices && (!t->tail_tiles || t->splitk <= 1) },
+        { "tail_slices", t->tail_slices, t->tail_slices != 1 && t->tail_slices <= MAX_SPLIT },
+        { "copy_b", t->copy_b, t->copy_b <= WGML__MM_OFF },
+        { "copy_a", t->copy_a, t->copy_a <= WGML__MM_OFF },
+        { "pad", t->pad, t->pad <= WGML__MM_OFF },
+        { "krem", t->krem, t->krem <= WGML__MM_OFF },
+        { "gemv_rows", t->gemv_rows, t->gemv_rows == 0 || t->gemv_rows == 1 || t->gemv_rows == 4 || t->gemv_rows == 8 },
+        { "gemv_wide", t->gemv_wide, t->gemv_wide <= WGML__MM_OFF },
+        { "gemv_subgroups", t->gemv_subgroups, t->gemv_subgroups <= WGML__MM_OFF },
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!fields[i].ok)
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
+                              "%s: the engine's matmul tuning forces %s = %u (with tail_tiles %u, tail_slices %u, splitk "
+                              "%u), which no product can take",
+                              fn, fields[i].name, fields[i].value, t->tail_tiles, t->tail_slices, t->splitk);
+    return WGML_OK;
+}
 
 static uint32_t tile_m(const tile_cfg *c) { return c->wg_m * 8; }
 static uint32_t tile_n(const tile_cfg *c) { return c->wg_n * 8; }
 static uint32_t threads_of(const tile_cfg *c) { return c->wg_m * c->wg_n; }
 
+/* Two buffers of BK k-rows of both operands' tiles. */
 static uint32_t smem_bytes(const tile_cfg *c)
 {
-    return (c->db + 1) * c->bk * (tile_m(c) + tile_n(c)) * 4;
+    return 2 * c->bk * (tile_m(c) + tile_n(c)) * 4;
 }
 
 static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
@@ -242,131 +146,38 @@ static bool tile_fits(const wgml_context *ctx, const tile_cfg *c)
            nt <= ctx->limits.maxComputeWorkgroupSizeX;
 }
 
-/* Parses $WGML_MATMUL_VARIANT. A token it does not know, or a tile configuration the adapter
-   cannot hold, is an error: a benchmark must never time another kernel than it asked for. */
-static wgml_status read_variant(wgml_context *ctx, const char *fn, variant *v)
-{
-    *v = (variant){ .tile = -1, .gemv_c4 = true };   /* gemv_cols4: measured faster on the H200 */
-    const char *s = getenv("WGML_MATMUL_VARIANT");
-    while (s && *s) {
-        size_t n = strcspn(s, ",");
-        bool known = false;
-        for (int i = 0; i < NTILES; i++)
-            if (strlen(TILES[i].name) == n && strncmp(s, TILES[i].name, n) == 0) {
-                if (!tile_fits(ctx, &TILES[i]))
-                    return wgml__fail(ctx, WGML_ERROR_LIMIT,
-                                      "%s: WGML_MATMUL_VARIANT asks for %s, which needs %u bytes of workgroup memory and %u "
-                                      "invocations; the adapter has %u and %u",
-                                      fn, TILES[i].name, smem_bytes(&TILES[i]), threads_of(&TILES[i]),
-                                      ctx->limits.maxComputeWorkgroupStorageSize, ctx->limits.maxComputeInvocationsPerWorkgroup);
-                v->tile = i;
-                known = true;
-            }
-        if (n == 6 && strncmp(s, "nogemv", 6) == 0) {
-            v->nogemv = true;
-            known = true;
-        }
-        if (n == 6 && strncmp(s, "gemvc4", 6) == 0) {
-            v->gemv_c4 = true;
-            known = true;
-        }
-        if ((n == 6 && strncmp(s, "gemvsg", 6) == 0) || (n == 8 && strncmp(s, "nogemvsg", 8) == 0)) {
-            v->gemv_sg = n == 6 ? 1 : -1;
-            known = true;
-        }
-        if (n == 6 && strncmp(s, "gemvc1", 6) == 0) {   /* the one-column gemv_cols kernel */
-            v->gemv_c4 = false;
-            known = true;
-        }
-        if ((n == 3 && strncmp(s, "btt", 3) == 0) || (n == 5 && strncmp(s, "nobtt", 5) == 0)) {
-            v->btt = n == 3 ? 1 : -1;
-            known = true;
-        }
-        if (n == 5 && strncmp(s, "fresh", 5) == 0) {
-            v->fresh = true;
-            known = true;
-        }
-        if (n == 6 && strncmp(s, "notail", 6) == 0) {
-            v->notail = true;
-            known = true;
-        }
-        if ((n == 3 && strncmp(s, "att", 3) == 0) || (n == 5 && strncmp(s, "noatt", 5) == 0)) {
-            v->att = n == 3 ? 1 : -1;
-            known = true;
-        }
-        if ((n == 3 && strncmp(s, "pad", 3) == 0) || (n == 5 && strncmp(s, "nopad", 5) == 0)) {
-            v->pad = n == 3 ? 1 : -1;
-            known = true;
-        }
-        if (n == 6 && strncmp(s, "nokpad", 6) == 0) {
-            v->kpad = -1;
-            known = true;
-        }
-        if ((n == 4 && strncmp(s, "krem", 4) == 0) || (n == 6 && strncmp(s, "nokrem", 6) == 0)) {
-            v->krem = n == 4 ? 1 : -1;
-            known = true;
-        }
-        /* name=value tokens */
-        const struct { const char *name; uint32_t lo, hi; bool pow2; uint32_t *dst; } nums[] = {
-            { "splitk", 1, 4096, false, &v->splitk },
-            { "gemvrows", 1, 8, true, &v->gemv_rows },
-            { "gemvcols", 1, 64, true, &v->gemv_cols },
-            { "gemvq", 1, 16, false, &v->gemv_q },
-            { "gemvwg", 64, 1024, true, &v->gemv_wg },
-            { "groupm", 1, 64, false, &v->group_m },
-            { "tail", 1, 4096, false, &v->tail },
-            { "tailk", 2, 4096, false, &v->tailk },
-        };
-        const char *eq = memchr(s, '=', n);
-        for (size_t i = 0; eq && i < sizeof nums / sizeof nums[0]; i++) {
-            size_t len = (size_t)(eq - s), vlen = n - len - 1;
-            if (len != strlen(nums[i].name) || strncmp(s, nums[i].name, len) != 0 || vlen == 0 || vlen > 8) continue;
-            char num[16];
-            memcpy(num, eq + 1, vlen);
-            num[vlen] = 0;
-            char *end;
-            unsigned long x = strtoul(num, &end, 10);
-            if (*end == 0 && x >= nums[i].lo && x <= nums[i].hi && (!nums[i].pow2 || (x & (x - 1)) == 0)) {
-                *nums[i].dst = (uint32_t)x;
-                known = true;
-            }
-        }
-        if (!known && n > 0)
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT has an unknown token \"%.*s\"", fn,
-                              (int)n, s);
-        s += n;
-        if (*s == ',') s++;
-    }
-    if (v->gemv_wg && (v->gemv_wg > ctx->limits.maxComputeInvocationsPerWorkgroup || v->gemv_wg > ctx->limits.maxComputeWorkgroupSizeX))
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for gemv_cols workgroups of %u invocations; the adapter has %u",
-                          fn, v->gemv_wg, ctx->limits.maxComputeInvocationsPerWorkgroup);
-    return WGML_OK;
-}
-
 static uint64_t tiles_of(uint32_t M, uint32_t N, uint32_t side)
 {
     return (uint64_t)wgml__ceil_div(M, side) * wgml__ceil_div(N, side);
 }
 
-/* The tile configuration for an M x N output with K-long products: 128-tiles when they
-   give at least 128 workgroups (about one per SM of a large GPU) or when K is long enough
-   for split-K to fill the GPU anyway (H200, weight gradients 768 x 768 x 8192: 384 us
-   against 513 us with 64-tiles), else 64-tiles; each falls back to the configurations
-   with less workgroup memory when the adapter cannot hold it. */
-#define LONG_K 2048
-static const tile_cfg *pick_tile(const wgml_context *ctx, const variant *v, uint32_t M, uint32_t N, uint32_t K)
+/* The tile for an M x N output with K-long products: the 128-tile where its tiles about
+   fill the GPU's units (the profile's large_min_tiles) or K is long enough for split-K to
+   fill them anyway, else the 64-tile; each falls back to the tiles with fewer invocations
+   and less workgroup memory where the adapter cannot hold it. Forced by the tuning, a tile
+   the adapter cannot hold is WGML_ERROR_LIMIT. */
+static wgml_status pick_tile(wgml_context *ctx, const char *fn, const wgml__matmul_tuning *t, uint32_t M, uint32_t N,
+                             uint32_t K, const tile_cfg **out)
 {
-    if (v->tile >= 0) return &TILES[v->tile];   /* checked by read_variant */
-    /* t128k8xupi first: measured fastest of the tile variants on the H200 (round 18 of
-       bench/notes/matmul.md), then round 16's 64 x 128 tile (12 KiB), then t128sb (round 2's winner) */
-    static const int big[] = { T128K8XUPI, T64X128K8XP, T128SB, T128, T64, T64K8 };
-    static const int small[] = { T64, T64K8, T128, T128SB };
-    bool large = tiles_of(M, N, 128) >= 128 || K >= LONG_K;
+    const tile_cfg *c = t->tile ? &TILES[t->tile - 1] : NULL;
+    if (c && !tile_fits(ctx, c))
+        return wgml__fail(ctx, WGML_ERROR_LIMIT,
+                          "%s: the engine's tuning forces the %s tile, which needs %u bytes of workgroup memory and %u "
+                          "invocations; the adapter has %u and %u",
+                          fn, c->name, smem_bytes(c), threads_of(c), ctx->limits.maxComputeWorkgroupStorageSize,
+                          ctx->limits.maxComputeInvocationsPerWorkgroup);
+    static const int big[] = { T128, T64X128, T64, T64K8 };
+    static const int small[] = { T64, T64K8 };
+    bool large = tiles_of(M, N, 128) >= ctx->profile->matmul.large_min_tiles || K >= LONG_K;
     const int *order = large ? big : small;
     size_t n = large ? sizeof big / sizeof big[0] : sizeof small / sizeof small[0];
-    for (size_t i = 0; i < n; i++)
-        if (tile_fits(ctx, &TILES[order[i]])) return &TILES[order[i]];
-    return NULL;
+    for (size_t i = 0; !c && i < n; i++)
+        if (tile_fits(ctx, &TILES[order[i]])) c = &TILES[order[i]];
+    if (!c)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
+                          ctx->limits.maxComputeWorkgroupStorageSize);
+    *out = c;
+    return WGML_OK;
 }
 
 /* One planned product. */
@@ -380,6 +191,8 @@ typedef struct mm_plan {
     uint32_t tile_fmas;         /* multiply-adds per unit of K of one workgroup's tile; 0: no wave model */
     uint32_t tile_elems;        /* gemm: outputs of one tile (BM x BN) */
     uint32_t bk;                /* gemm: k per tile step (0: another kernel) */
+    bool g2;                    /* gemm: a gemm2 tile (the last round can be split) */
+    uint32_t tile_wg_m, tile_wg_n;   /* gemm: the tile's threads along M and N */
 } mm_plan;
 
 /* Elements between stored rows of A and of B in a layout (no padding). */
@@ -388,46 +201,50 @@ static uint32_t natural_ldb(int layout, uint32_t N, uint32_t K) { return layout 
 
 /* The gemm of a tile configuration on operands stored with rows lda and ldb elements apart
    (natural_lda / natural_ldb, or a padded copy's); the caller binds them (pl->x, pl->y). */
-static void plan_gemm(mm_plan *pl, const tile_cfg *c, const variant *v, int layout, uint32_t M, uint32_t N, uint32_t K,
-                      uint32_t lda, uint32_t ldb)
+static void plan_gemm(mm_plan *pl, const tile_cfg *c, int layout, uint32_t M, uint32_t N, uint32_t K, uint32_t lda,
+                      uint32_t ldb)
 {
     /* vec4 loads of an operand whose stored rows are whole vec4; scalar loads of the other
        (VECB is set only where it differs from VEC: the usual pipelines keep their keys) */
     bool vec = lda % 4 == 0, vecb = ldb % 4 == 0;
-    uint32_t flags = TILE_FLAGS(c->db, c->fast, c->ufetch, c->pair, c->inc);
+    uint32_t flags = TILE_FLAGS(c->fast, c->ufetch, c->pair, c->inc);
     /* gemm2_v4 binds out as vec4: every row of out starts on a vec4 when N % 4 == 0 (and the
        split-K workspace slices are multiples of 4 elements apart) */
     const char *entry = !c->g2 ? "gemm" : N % 4 == 0 ? "gemm2_v4" : "gemm2";
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = entry, .layout = "urrw", .nconst = 6,
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = entry, .layout = "urrw", .nconst = 5,
                                  .constants = { { "LAYOUT", layout }, { "VEC", vec }, { "WG_M", c->wg_m }, { "WG_N", c->wg_n },
-                                                { "BK", c->bk }, { "FLAGS", flags } } };
+                                                { "BK", c->bk } } };
+    wgml__add_constant(&pl->kernel, "FLAGS", flags);
     if (vecb != vec) wgml__add_constant(&pl->kernel, "VECB", vecb);
     uint32_t tn = wgml__ceil_div(N, tile_n(c));
     pl->prm = (mm_params){ .M = M, .N = N, .K = K, .kchunk = K, .tiles_n = tn,
-                           .tiles = wgml__ceil_div(M, tile_m(c)) * tn,
-                           .group_m = v->group_m ? v->group_m : GROUP_M, .lda = lda, .ldb = ldb };
+                           .tiles = wgml__ceil_div(M, tile_m(c)) * tn, .group_m = GROUP_M, .lda = lda, .ldb = ldb };
     pl->workgroups = pl->prm.tiles;
     pl->threads = threads_of(c);
     pl->min_chunk = 256;
     /* the wave model knows the tiles with 8 x 8 outputs per thread and at least 128 threads
-       (about 128 registers: 512 threads per SM of the H200) */
+       (about 128 registers each: two 256-thread workgroups per unit) */
     bool modelled = pl->threads >= 128;
     pl->tile_fmas = modelled ? tile_m(c) * tile_n(c) : 0;
     pl->tile_elems = tile_m(c) * tile_n(c);
     pl->bk = c->bk;
+    pl->g2 = c->g2;
+    pl->tile_wg_m = c->wg_m;
+    pl->tile_wg_n = c->wg_n;
 }
 
 /* out[r] = dot(x[r, :], y) for `rows` rows of length K, x rows contiguous. */
-static void plan_gemv_rows(const wgml_context *ctx, mm_plan *pl, const variant *v, uint32_t rows, uint32_t K,
+static void plan_gemv_rows(const wgml_context *ctx, mm_plan *pl, const wgml__matmul_tuning *t, uint32_t rows, uint32_t K,
                            const wgml_tensor *x, const wgml_tensor *y)
 {
-    /* rows per workgroup: on a GPU one, so that each row's reads stream through its own
-       workgroup, except for short rows, where a workgroup of one row has too little to read
-       beside its reduction, as long as the workgroups still fill the GPU */
-    uint32_t gr = v->gemv_rows;
+    /* rows per workgroup (the profile's): on a GPU one, so that each row's reads stream
+       through its own workgroup, except for short rows, where a workgroup of one row has
+       too little to read beside its reduction, as long as the workgroups still fill the GPU */
+    const struct wgml__matmul_profile *pm = &ctx->profile->matmul;
+    uint32_t gr = t->gemv_rows;
     if (!gr) {
-        gr = ctx->cpu_adapter ? GEMV_ROWS_CPU : K <= 512 ? GEMV_ROWS_SHORTER : K <= 1024 ? GEMV_ROWS_SHORT : GEMV_ROWS;
-        if (!ctx->cpu_adapter && rows / gr < GEMV_ROWS_MIN_WG) gr = GEMV_ROWS;
+        gr = K <= 512 ? pm->gemv_rows_k512 : K <= 1024 ? pm->gemv_rows_k1024 : pm->gemv_rows;
+        if (rows / gr < pm->gemv_rows_min_workgroups) gr = pm->gemv_rows;
     }
     pl->kernel = (wgml__kernel){ .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
                                  .constants = { { "VEC", K % 4 == 0 }, { "WGV", GEMV_WG }, { "GR", gr } } };
@@ -440,33 +257,36 @@ static void plan_gemv_rows(const wgml_context *ctx, mm_plan *pl, const variant *
 }
 
 /* out[c] = sum_k y[k] * x[k, c] for `cols` columns, x [K, cols] contiguous along columns. */
-static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl, const variant *v, uint32_t cols, uint32_t K,
-                                  const wgml_tensor *x, const wgml_tensor *y)
+static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl, const wgml__matmul_tuning *t, uint32_t cols,
+                                  uint32_t K, const wgml_tensor *x, const wgml_tensor *y)
 {
-    /* vec4 columns per workgroup: enough workgroups (N / 16 >= 256 from N = 4096) while each
-       warp still reads 64-byte row segments; on a GPU from N = 4096 to 8191, workgroups of 8
-       (128 - 255 of them, one per SM by registers) in 512 threads of 8 quads each (H200,
-       rounds 22 and 39 of bench/notes/matmul.md: 1x4096x4096 20.2 -> 19.7 us with 1024
-       threads of 4 quads, -> 19.3 with 512 of 8) */
-    bool wide = !ctx->cpu_adapter && cols >= 4096 && cols < 8192 && ctx->limits.maxComputeInvocationsPerWorkgroup >= GEMV_WG_WIDE &&
-                ctx->limits.maxComputeWorkgroupSizeX >= GEMV_WG_WIDE;
-    uint32_t c4 = v->gemv_cols ? v->gemv_cols : cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
-    uint32_t wg = v->gemv_wg ? v->gemv_wg : wide ? GEMV_WG_WIDE : GEMV_WG;
-    /* the sum over the k-groups by subgroup shuffles and one barrier (H200, round 35 of
-       bench/notes/matmul.md: a tree of 7 barriers cost 0.9 us at 1 x 4096 x 4096): where every
-       subgroup size the adapter may use is full in a workgroup and holds C4 columns */
+    /* vec4 columns per workgroup: enough workgroups to fill the GPU while each warp still
+       reads 64-byte row segments; for the profile's wide range of columns, 8 in the
+       profile's wide workgroups (fewer, larger workgroups with more k-quads in flight) */
+    const struct wgml__matmul_profile *pm = &ctx->profile->matmul;
+    uint32_t wide_wg = pm->gemv_wide_threads;
+    bool wide_fits = wide_wg && ctx->limits.maxComputeInvocationsPerWorkgroup >= wide_wg &&
+                     ctx->limits.maxComputeWorkgroupSizeX >= wide_wg;
+    if (t->gemv_wide == WGML__MM_ON && !wide_fits)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the engine's tuning forces gemv_wide, workgroups of %u invocations; the "
+                          "adapter has %u", fn, wide_wg, ctx->limits.maxComputeInvocationsPerWorkgroup);
+    bool wide = decide(t->gemv_wide, wide_fits && cols >= pm->gemv_wide_cols_min && cols < pm->gemv_wide_cols_end);
+    uint32_t c4 = cols >= 8192 || wide ? 8 : cols >= 2048 ? 4 : 2;
+    uint32_t wg = wide ? wide_wg : GEMV_WG;
+    /* the sum over the k-groups by subgroup shuffles and one barrier instead of a tree of
+       barriers: where every subgroup size the adapter may use is full in a workgroup and
+       holds C4 columns */
     const wgml_adapter_info *in = &ctx->info;
     bool sg_fits = in->subgroups && in->subgroup_min_size >= c4 && in->subgroup_max_size && wg % in->subgroup_max_size == 0;
-    if (v->gemv_sg > 0 && (!v->gemv_c4 || !sg_fits))
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for gemvsg; the adapter's subgroups (%s, %u..%u "
-                          "invocations) do not hold %u vec4 columns in workgroups of %u", fn, in->subgroups ? "offered" : "none",
-                          in->subgroup_min_size, in->subgroup_max_size, c4, wg);
-    bool sg = v->gemv_c4 && sg_fits && v->gemv_sg >= 0;
-    uint32_t gq = v->gemv_q ? v->gemv_q : wide ? GEMV_QUADS_WIDE : GEMV_QUADS;
-    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : v->gemv_c4 ? "gemv_cols4" : "gemv_cols",
-                                 .layout = "urrw", .nconst = v->gemv_c4 ? 3 : 2, .subgroups = sg,
-                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg },
-                                                { "GQ", gq } } };
+    if (t->gemv_subgroups == WGML__MM_ON && !sg_fits)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the engine's tuning forces gemv_subgroups; the adapter's subgroups (%s, "
+                          "%u..%u invocations) do not hold %u vec4 columns in workgroups of %u", fn,
+                          in->subgroups ? "offered" : "none", in->subgroup_min_size, in->subgroup_max_size, c4, wg);
+    bool sg = decide(t->gemv_subgroups, sg_fits);
+    uint32_t gq = wide ? pm->gemv_wide_quads : GEMV_QUADS;
+    pl->kernel = (wgml__kernel){ .file = "matmul", .entry = sg ? "gemv_cols4_sg" : "gemv_cols4", .layout = "urrw", .nconst = 3,
+                                 .subgroups = sg,
+                                 .constants = { { "VEC", cols % 4 == 0 }, { "WGV", wg }, { "GQ", gq } } };
     pl->prm = (mm_params){ .M = cols, .N = c4, .K = K, .kchunk = K, .tiles = wgml__ceil_div(cols, 4 * c4) };
     pl->x = wgml__t(x);
     pl->y = wgml__t(y);
@@ -476,20 +296,22 @@ static wgml_status plan_gemv_cols(wgml_context *ctx, const char *fn, mm_plan *pl
     return WGML_OK;
 }
 
-/* matmul_bt as matmul on b transposed (round 12 of bench/notes/matmul.md: on the H200
-   matmul_bt 4096^3 ran 9% slower than matmul; through the copy it runs at matmul's speed,
-   4171 -> 3820 us, and the training step's bt products gain 5 - 8%). The copy's kernel:
-   4 x 4 blocks of vec4 when N and K are multiples of 4, else 32 x 32 blocks of scalars
-   through workgroup memory (transpose_pad: any sizes, rows padded, and zero rows after the
-   K of b's when the copy has kc > K rows). */
-static wgml__kernel transpose_kernel(uint32_t N, uint32_t K, uint32_t kc)
-{
-    return (wgml__kernel){ .file = "matmul", .entry = N % 4 == 0 && K % 4 == 0 && kc == K ? "transpose_nk" : "transpose_pad",
-                           .layout = "urw" };
-}
+/* ---- copies of the operands ----------------------------------------------------------- */
 
-/* The row length of a transposed copy of an operand with n rows: padded to whole vec4, so
-   that the product reads the copy in vec4 whatever n is. */
+/* A copy of an operand into an engine scratch, [kc, copy_ld(rows)]: of src [rows, K]
+   transposed, or of src [K, rows] with its rows padded (kc >= K: rows past K zero). */
+typedef struct copy_plan {
+    bool on;
+    bool transpose;
+    const char *field, *what;   /* the tuning field that can force it, and the operand, for messages */
+    const wgml_tensor *src;
+    uint32_t rows;
+    uint32_t slot;
+    wgml__arg copy;
+} copy_plan;
+
+/* The row length of a copy of an operand with n rows (transposed) or n columns (padded):
+   whole vec4, so that the product reads the copy in vec4 whatever n is. */
 static uint32_t copy_ld(uint32_t n) { return (uint32_t)(((uint64_t)n + 3) / 4 * 4); }
 
 /* A copy of 4 * copy_ld(rows) * k bytes fits one storage binding and u32 indices. */
@@ -497,6 +319,80 @@ static bool copy_fits(const wgml_context *ctx, uint32_t rows, uint32_t k)
 {
     uint64_t bytes = 4ull * copy_ld(rows) * k;
     return bytes <= ctx->limits.maxStorageBufferBindingSize && bytes / 4 <= UINT32_MAX;
+}
+
+/* Which operands the gemm reads through copies (copies[0]: b, copies[1]: a) and the layout
+   its kernel then runs (*kl), by the profile's thresholds (none on a CPU adapter): matmul_bt
+   as matmul on b transposed, where M makes the copy (8 N K bytes moved) cheap beside the
+   product; matmul (and matmul_bt with b's copy) as matmul_at on a transposed, the same
+   with M and N; then the operands the kernel reads along M or N with rows not whole vec4
+   (a of matmul_at, b of matmul and matmul_at), padded where the other side of out makes it
+   cheap. */
+static wgml_status plan_copies(wgml_context *ctx, const char *fn, const wgml__matmul_tuning *t, int layout, uint32_t M,
+                               uint32_t N, uint32_t K, const wgml_tensor *a, const wgml_tensor *b, copy_plan copies[2], int *kl)
+{
+    const struct wgml__matmul_profile *pm = &ctx->profile->matmul;
+    uint64_t bind = ctx->limits.maxStorageBufferBindingSize;
+    uint64_t bbytes = 4ull * copy_ld(N) * K, abytes = 4ull * copy_ld(M) * K;
+    bool bcheap = bbytes <= pm->copy_max_bytes && bbytes <= bind, acheap = abytes <= pm->copy_max_bytes && abytes <= bind;
+    bool btt = layout == LAYOUT_NT && decide(t->copy_b, M >= pm->copy_b_min_m && bcheap);
+    /* a's copy needs b as [K, N]: matmul's b, or matmul_bt's b copied */
+    bool att = layout != LAYOUT_TN &&
+               decide(t->copy_a, (layout == LAYOUT_NN || btt) && M >= pm->copy_a_min_m && N >= pm->copy_a_min_n && acheap);
+    if (att && layout == LAYOUT_NT && !btt) {
+        if (t->copy_b == WGML__MM_OFF)
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the engine's tuning forces copy_a on and copy_b off; "
+                              "matmul_bt runs through a's copy only with b's", fn);
+        btt = true;
+    }
+    *kl = att ? LAYOUT_TN : btt ? LAYOUT_NN : layout;
+    bool pada = *kl == LAYOUT_TN && !att && M % 4 && decide(t->pad, N >= pm->pad_min_other && acheap);
+    bool padb = *kl != LAYOUT_NT && !btt && N % 4 && decide(t->pad, M >= pm->pad_min_other && bcheap);
+    copies[0] = (copy_plan){ btt || padb, btt, btt ? "copy_b" : "pad", "b", b, N, WGML__SCRATCH_MATMUL_T };
+    copies[1] = (copy_plan){ att || pada, att, att ? "copy_a" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
+    return WGML_OK;
+}
+
+/* The rows of the copies (*kc: K, or where both operands are copied and K is not whole
+   tile steps, K rounded up to the next step: zero rows let the gemm run whole steps, with
+   neither KPART nor the second pass) and their scratch. A forced copy over one storage
+   binding is WGML_ERROR_LIMIT. */
+static wgml_status place_copies(wgml_engine *e, const char *fn, copy_plan copies[2], uint32_t K, uint32_t bk, uint32_t *kc)
+{
+    wgml_context *ctx = e->ctx;
+    *kc = K;
+    if (copies[0].on && copies[1].on && K % bk) {
+        uint32_t ks = K + (bk - K % bk);
+        if (copy_fits(ctx, copies[0].rows, ks) && copy_fits(ctx, copies[1].rows, ks)) *kc = ks;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!copies[i].on) continue;
+        uint64_t cb = 4ull * copy_ld(copies[i].rows) * *kc;
+        if (!copy_fits(ctx, copies[i].rows, *kc))
+            return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the engine's tuning forces %s; the copy of %s (%llu bytes) exceeds the "
+                              "adapter's storage binding of %llu bytes or 2^32 elements", fn, copies[i].field, copies[i].what,
+                              (unsigned long long)cb, (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+        WGML_CHECK(wgml__scratch(e, copies[i].slot, cb, &copies[i].copy));
+    }
+    return WGML_OK;
+}
+
+/* The copy of src is in its slot already: the products of one input with several weights
+   (q, k and v of x) copy it once. */
+static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t kc)
+{
+    const wgml__derived *d = &e->derived[c->slot];
+    return d->src == c->src->id && d->written == c->src->written && d->slot_id == c->copy.tensor->id && d->rows == c->rows &&
+           d->cols == kc && d->transposed == c->transpose;
+}
+
+/* The transposed copy's kernel: 4 x 4 blocks of vec4 when N and K are multiples of 4 and
+   the copy has no rows past K, else 32 x 32 blocks of scalars through workgroup memory
+   (transpose_pad: any sizes, rows padded, zero rows after b's K when kc > K). */
+static wgml__kernel transpose_kernel(uint32_t N, uint32_t K, uint32_t kc)
+{
+    return (wgml__kernel){ .file = "matmul", .entry = N % 4 == 0 && K % 4 == 0 && kc == K ? "transpose_nk" : "transpose_pad",
+                           .layout = "urw" };
 }
 
 /* Records t [kc, copy_ld(N)] = b [N, K] transposed into the engine's copy scratch (padding
@@ -528,37 +424,85 @@ static wgml_status record_pad(wgml_engine *e, const wgml_tensor *b, uint32_t N, 
     return wgml__dispatch(e, &pad_kernel, &prm, sizeof prm, args, 2, gx, gy, 1);
 }
 
-static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
-                                            .constants = { { "WGV", GEMV_WG } } };
-
-/* Time, in tile times of one SM, of n workgroups of w tile times each started in launch order
-   on MODEL_SMS SMs of two workgroup slots (round 28 of bench/notes/matmul.md): waves of two per
-   SM take 2 w; a last wave of at most one per SM takes w / ALONE_RATE, a fuller one 2 w. */
-static double slot_time(uint64_t n, double w)
+/* Records the copies not current in their slots, and marks them current. */
+static wgml_status record_copies(wgml_engine *e, const copy_plan copies[2], uint32_t K, uint32_t kc)
 {
-    uint64_t q = n / (2 * MODEL_SMS), rem = n % (2 * MODEL_SMS);
+    for (int i = 0; i < 2; i++) {
+        const copy_plan *c = &copies[i];
+        if (!c->on || copy_current(e, c, kc)) continue;
+        if (c->transpose)
+            WGML_CHECK(record_transpose(e, c->src, c->rows, K, kc, c->copy));
+        else
+            WGML_CHECK(record_pad(e, c->src, c->rows, K, kc, c->copy));
+        e->derived[c->slot] = (wgml__derived){ c->src->id, c->src->written, c->copy.tensor->id, c->rows, kc, c->transpose };
+    }
+    return WGML_OK;
+}
+
+/* ---- the gemm's plan ------------------------------------------------------------------- */
+
+/* The gemm of an M x N x K product: its tile, the copies of its operands (placed in the
+   engine's scratch, *kc rows) and the kernel's layout on them, EDGE, and the values of k
+   left to the second pass (*krem: the last K % BK where K is long and N a multiple of 4). */
+static wgml_status plan_tiled(wgml_engine *e, const char *fn, const wgml__matmul_tuning *t, int layout, uint32_t M, uint32_t N,
+                              uint32_t K, const wgml_tensor *a, const wgml_tensor *b, mm_plan *pl, copy_plan copies[2],
+                              uint32_t *kc, uint32_t *krem)
+{
+    wgml_context *ctx = e->ctx;
+    const tile_cfg *c = NULL;
+    int kl = layout;
+    WGML_CHECK(pick_tile(ctx, fn, t, M, N, K, &c));
+    WGML_CHECK(plan_copies(ctx, fn, t, layout, M, N, K, a, b, copies, &kl));
+    WGML_CHECK(place_copies(e, fn, copies, K, c->bk, kc));
+    uint32_t lda = copies[1].on ? copy_ld(M) : natural_lda(kl, M, K), ldb = copies[0].on ? copy_ld(N) : natural_ldb(kl, N, K);
+    plan_gemm(pl, c, kl, M, N, *kc, lda, ldb);
+    /* tiles past M (N) load an operand read along M (N) in vec4 without clamps (EDGE in
+       matmul.wgsl): only where there are such tiles, so other pipelines keep their code */
+    bool edge_m = M % tile_m(c) && kl == LAYOUT_TN && lda % 4 == 0;
+    bool edge_n = N % tile_n(c) && kl != LAYOUT_NT && ldb % 4 == 0;
+    if (c->fast && (edge_m || edge_n)) wgml__add_constant(&pl->kernel, "EDGE", 1);
+    /* the second pass adds its vec4 at a time: only for N % 4 == 0, and from K where it
+       costs little beside the product (the profile's krem_min_k) */
+    if (*kc % c->bk && K > c->bk && decide(t->krem, K >= ctx->profile->matmul.krem_min_k && N % 4 == 0)) {
+        *krem = K % c->bk;
+        pl->prm.K = pl->prm.kchunk = K - *krem;
+    }
+    pl->x = copies[1].on ? copies[1].copy : wgml__t(a);
+    pl->y = copies[0].on ? copies[0].copy : wgml__t(b);
+    return WGML_OK;
+}
+
+/* ---- split-K and the last round ----------------------------------------------------------- */
+
+/* Time, in tile times of one unit, of n workgroups of w tile times each started in launch
+   order on `units` units of two workgroup slots: waves of two per unit take 2 w; a last
+   wave of at most one per unit takes w / alone_rate, a fuller one 2 w. */
+static double slot_time(const wgml_context *ctx, uint64_t n, double w)
+{
+    uint64_t units = units_of(ctx), q = n / (2 * units), rem = n % (2 * units);
     double t = 2.0 * w * (double)q;
-    if (rem) t += rem <= MODEL_SMS ? w / ALONE_RATE : 2.0 * w;
+    if (rem) t += rem <= units ? w / ctx->profile->matmul.alone_rate : 2.0 * w;
     return t;
 }
 
-/* The rule's split of the last round: the r = T mod MODEL_SMS tiles after T - r whole ones, in
+/* The rule's split of the last round: the r = T mod units tiles after T - r whole ones, in
    the number of K-slices (at least min_chunk long, whole multiples of 16) that the slot model
-   times fastest, the slices after the whole tiles (a second dispatch: Dawn's barrier before it
+   times fastest, the slices after the whole tiles (a second dispatch: the barrier before it
    lets no slice start before the last whole tile ends). Returns the predicted gain over the
    unsplit product (0: below TAIL_MIN_GAIN) and sets the tiles, slices and chunk; only for the
    modelled tiles with at least 4 full rounds (where the model was fitted), and slices whose
    workspace fits one binding of the adapter. */
 static double tail_gain(const wgml_context *ctx, const mm_plan *pl, uint32_t *tail, uint32_t *slices, uint32_t *chunk)
 {
-    uint32_t T = pl->prm.tiles, K = pl->prm.K, r = T % MODEL_SMS;
+    uint32_t T = pl->prm.tiles, K = pl->prm.K, units = units_of(ctx), r = T % units;
     double best = 0.0;
-    if (!pl->tile_fmas || T < 4 * MODEL_SMS || r == 0) return 0.0;
-    double whole = slot_time(T, 1.0), rest = slot_time(T - r, 1.0);
+    if (!pl->tile_fmas || T < 4 * units || r == 0) return 0.0;
+    double whole = slot_time(ctx, T, 1.0), rest = slot_time(ctx, T - r, 1.0);
     for (uint32_t S = 2; S <= K / pl->min_chunk && S <= MAX_SPLIT; S++) {
         uint32_t c = (wgml__ceil_div(K, S) + 15) / 16 * 16, s = wgml__ceil_div(K, c);
         if (s < 2 || 4ull * r * s * pl->tile_elems > ctx->limits.maxStorageBufferBindingSize) continue;
-        double gain = 1.0 - (rest + slot_time((uint64_t)r * s, (double)(c + PIECE_OVH_K) / K)) / whole;
+        double over = ctx->profile->matmul.slice_overhead_k;
+        double gain = 1.0 - (rest + slot_time(ctx, (uint64_t)r * s, ((double)c + over) / K)) / whole;
         if (gain > best) {
             best = gain;
             *tail = r;
@@ -569,58 +513,63 @@ static double tail_gain(const wgml_context *ctx, const mm_plan *pl, uint32_t *ta
     return best >= TAIL_MIN_GAIN ? best : 0.0;
 }
 
-/* Modelled cost of S K-slices of a tiled product, in multiply-add slots: the SM with the most
-   workgroups sets the time, each workgroup as long as its slice, plus the workspace written
-   and read back by splitk_reduce. Quantized per SM, not per workgroup slot: a workgroup alone
-   on an SM runs nearly as fast as the SM does with its two (H200, round 21 of
-   bench/notes/matmul.md: 768 x 768 x 8192 unsplit, 36 workgroups, 0.33 TFLOP/s each against
-   0.35 per SM at full load), so a 384-tile output takes 3 workgroup times unsplit and 6 half
-   ones in 2 slices: no gain (measured 242 against 260 us at 8192 x 768 x 768). */
-static double split_cost(const mm_plan *pl, uint64_t mn, uint32_t S)
+/* Modelled cost of S K-slices of a tiled product, in multiply-add slots: the unit with the
+   most workgroups sets the time, each workgroup as long as its slice, plus the workspace
+   written and read back by splitk_reduce. Quantized per unit, not per workgroup slot: a
+   workgroup alone on a unit runs nearly as fast as the unit does with two, so an output of
+   about three units' tiles takes 3 workgroup times unsplit and 6 half ones in 2 slices: no
+   gain. */
+static double split_cost(const wgml_context *ctx, const mm_plan *pl, uint64_t mn, uint32_t S)
 {
-    uint64_t w = MODEL_SMS;
+    uint64_t w = units_of(ctx);
     uint64_t waves = (pl->workgroups * S + w - 1) / w;
     double compute = (double)waves * w * pl->tile_fmas * wgml__ceil_div(pl->prm.K, S);
-    return compute + (S > 1 ? (double)FMA_PER_BYTE * 8.0 * S * mn : 0.0);
+    return compute + (S > 1 ? (double)ctx->profile->matmul.fma_per_byte * 8.0 * S * mn : 0.0);
 }
 
-/* Number of K-slices: forced by the variant; for the modelled tiles the cheapest by split_cost
-   (H200, round 21 of bench/notes/matmul.md: 768 x 768 x 8192 takes 7 slices, 820 -> 225 us
-   measured; 8192 x 768 x 768 none); otherwise enough to reach FILL_THREADS when the output gives
-   fewer. Every slice is at least min_chunk long; S is limited by the largest workspace the
-   adapter can bind. Sets kchunk. */
-static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *v, uint64_t mn)
+/* The split_cost model's slices: where some split costs at most SPLIT_MAX_COST of the
+   whole, the fewest within SPLIT_NEAR_BEST of the best; none where splitting the last round
+   instead is predicted to gain more. */
+static uint32_t model_split(const wgml_context *ctx, const mm_plan *pl, uint64_t mn)
 {
-    uint32_t K = pl->prm.K, S = 1, gran = 16;
-    if (v->splitk) {
-        S = v->splitk;
-        gran = 4;
-    } else if (pl->tile_fmas) {
-        /* split for a predicted gain of 2% or more (round 22: 2048 x 11008 x 4096 in 2 slices,
-           predicted 2.7%, measured 2.9%), into the fewest slices within 3% of the best that
-           still gain 2% */
-        uint32_t most = K / pl->min_chunk;
-        if (most > MAX_SPLIT) most = MAX_SPLIT;
-        double whole = split_cost(pl, mn, 1), best = whole;
-        for (uint32_t n = 2; n <= most; n++) {
-            double c = split_cost(pl, mn, n);
-            if (c < best) best = c;
-        }
-        if (best <= 0.98 * whole)
-            for (S = 2; S < most; S++) {
-                double c = split_cost(pl, mn, S);
-                if (c <= 1.03 * best && c <= 0.98 * whole) break;
-            }
-        /* the last round split instead, where that is predicted to gain more (round 28:
-           2048 x 11008 x 4096) */
-        uint32_t t, ts, tc;
-        if (S > 1 && !v->notail && tail_gain(ctx, pl, &t, &ts, &tc) > 1.0 - split_cost(pl, mn, S) / whole) S = 1;
-    } else if (pl->workgroups * pl->threads < FILL_THREADS && K >= 2 * pl->min_chunk) {
-        uint64_t want = (FILL_THREADS + pl->workgroups * pl->threads - 1) / (pl->workgroups * pl->threads);
-        uint64_t most = K / pl->min_chunk;
-        S = (uint32_t)(want < most ? want : most);
-        if (S > MAX_SPLIT) S = MAX_SPLIT;
+    uint32_t most = pl->prm.K / pl->min_chunk, S = 1;
+    if (most > MAX_SPLIT) most = MAX_SPLIT;
+    double whole = split_cost(ctx, pl, mn, 1), best = whole;
+    for (uint32_t n = 2; n <= most; n++) {
+        double c = split_cost(ctx, pl, mn, n);
+        if (c < best) best = c;
     }
+    if (best <= SPLIT_MAX_COST * whole)
+        for (S = 2; S < most; S++) {
+            double c = split_cost(ctx, pl, mn, S);
+            if (c <= SPLIT_NEAR_BEST * best && c <= SPLIT_MAX_COST * whole) break;
+        }
+    uint32_t t, ts, tc;
+    if (S > 1 && tail_gain(ctx, pl, &t, &ts, &tc) > 1.0 - split_cost(ctx, pl, mn, S) / whole) S = 1;
+    return S;
+}
+
+/* Slices for the kernels without a model (the 64-tiles, the matrix-vector kernels): enough
+   to reach the profile's fill_threads when the output gives fewer, each at least min_chunk
+   long. */
+static uint32_t fill_split(const wgml_context *ctx, const mm_plan *pl)
+{
+    uint64_t have = pl->workgroups * pl->threads, fill = ctx->profile->matmul.fill_threads;
+    if (have >= fill || pl->prm.K < 2 * pl->min_chunk) return 1;
+    uint64_t want = (fill + have - 1) / have, most = pl->prm.K / pl->min_chunk;
+    uint64_t S = want < most ? want : most;
+    return (uint32_t)(S > MAX_SPLIT ? MAX_SPLIT : S);
+}
+
+/* Number of K-slices (forced, none where the tuning forces a last round, else by
+   model_split or fill_split), at most what the largest workspace the adapter binds holds;
+   sets kchunk (whole multiples of 16). */
+static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const wgml__matmul_tuning *t, uint64_t mn)
+{
+    uint32_t K = pl->prm.K, S;
+    if (t->splitk) S = t->splitk;
+    else if (t->tail_tiles && pl->g2) S = 1;
+    else S = pl->tile_fmas ? model_split(ctx, pl, mn) : fill_split(ctx, pl);
     uint64_t mnp = (mn + 3) & ~(uint64_t)3;
     uint64_t room = ctx->limits.maxStorageBufferBindingSize / (mnp * 4);
     if (room > 0xFFFFFFF0u / mnp) room = 0xFFFFFFF0u / mnp;   /* 32-bit indexing of the workspace */
@@ -629,268 +578,209 @@ static uint32_t plan_split(const wgml_context *ctx, mm_plan *pl, const variant *
         pl->prm.kchunk = K;
         return 1;
     }
-    uint32_t chunk = (wgml__ceil_div(K, S) + gran - 1) / gran * gran;
+    uint32_t chunk = (wgml__ceil_div(K, S) + 15) / 16 * 16;
     pl->prm.kchunk = chunk;
     return wgml__ceil_div(K, chunk);
 }
 
-/* The last round (rounds 27 - 28 of bench/notes/matmul.md). Unsplit, T tiles run in rounds of
-   one tile per SM; where the last round is only partly full (8192^3: 4 tiles on 132 SMs;
-   4096^3: 100) the other SMs wait for it. Those tiles run instead after the others, in
-   K-slices over the whole GPU, and splitk_reduce_tiles adds the slices into out (H200: 8192^3
-   -2.8%, 4096^3 -1.3%). For the gemm2 kernels: by tail_gain's rule, or as the variant forces.
-   Returns the number of tail tiles (0: none) and their slices and K range per slice. */
-static uint32_t plan_tail(const wgml_context *ctx, const mm_plan *pl, const variant *v, uint32_t *slices, uint32_t *chunk)
+/* The last round. Unsplit, T tiles run in rounds of one tile per unit; where the last round
+   is only partly full, the other units wait for it. Those tiles run instead after the
+   others, in K-slices over the whole GPU, and splitk_reduce_tiles adds the slices into out.
+   For the gemm2 tiles: by tail_gain's rule, or as the tuning forces (slices of whole 8-steps
+   of K, the tile's unclamped path). Returns the number of tail tiles (0: none) and sets
+   their slices and K range per slice. */
+static uint32_t plan_tail(const wgml_context *ctx, const mm_plan *pl, const wgml__matmul_tuning *t, uint32_t *slices,
+                          uint32_t *chunk)
 {
-    uint32_t T = pl->prm.tiles, K = pl->prm.K, tail = v->tail;
-    if (v->notail || strncmp(pl->kernel.entry, "gemm2", 5) != 0) return 0;
-    if (!tail && !v->tailk) {
-        uint32_t t = 0;
-        return tail_gain(ctx, pl, &t, slices, chunk) > 0.0 ? t : 0;
+    if (!pl->g2) return 0;
+    if (!t->tail_tiles) {
+        uint32_t n = 0;
+        return tail_gain(ctx, pl, &n, slices, chunk) > 0.0 ? n : 0;
     }
-    if (!tail) {   /* tailk alone: the last round's tiles, or the last tile */
-        uint32_t r = T % MODEL_SMS;
-        tail = r && r < T ? r : 1;
-    }
-    uint32_t S = v->tailk ? v->tailk : MODEL_SMS / tail;
-    if (!v->tailk && S > K / pl->min_chunk) S = K / pl->min_chunk;
-    if (S < 2) return 0;
-    uint32_t c = (wgml__ceil_div(K, S) + 7) / 8 * 8;   /* whole 8-steps of the tile: its fast path */
-    *chunk = c;
-    *slices = wgml__ceil_div(K, c);
-    return *slices >= 2 ? tail : 0;
+    *chunk = (wgml__ceil_div(pl->prm.K, t->tail_slices) + 7) / 8 * 8;
+    *slices = wgml__ceil_div(pl->prm.K, *chunk);
+    return t->tail_tiles;
 }
 
-/* K-slices of an M x N x K product on the default large tile (t128k8xupi) with no variant:
-   the split-K model's choice, for test_internal (the model's documented choices). */
+/* K-slices of an M x N x K product on the default large tile, as the rules choose them
+   (for test_internal). */
 uint32_t wgml__matmul_model_slices(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K)
 {
-    variant v = { .tile = -1 };
+    const wgml__matmul_tuning t = { 0 };
     mm_plan pl = { 0 };
-    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K, M, N);
-    return plan_split(ctx, &pl, &v, (uint64_t)M * N);
+    plan_gemm(&pl, &TILES[T128], LAYOUT_TN, M, N, K, M, N);
+    return plan_split(ctx, &pl, &t, (uint64_t)M * N);
 }
 
 /* The last round's tiles and their slices (plan_tail) for the same, for test_internal. */
 uint32_t wgml__matmul_model_tail(const wgml_context *ctx, uint32_t M, uint32_t N, uint32_t K, uint32_t *slices)
 {
-    variant v = { .tile = -1 };
+    const wgml__matmul_tuning t = { 0 };
     mm_plan pl = { 0 };
     uint32_t chunk = 0;
     *slices = 0;
-    plan_gemm(&pl, &TILES[T128K8XUPI], &v, LAYOUT_TN, M, N, K, M, N);
-    if (plan_split(ctx, &pl, &v, (uint64_t)M * N) > 1) return 0;
-    return plan_tail(ctx, &pl, &v, slices, &chunk);
+    plan_gemm(&pl, &TILES[T128], LAYOUT_TN, M, N, K, M, N);
+    if (plan_split(ctx, &pl, &t, (uint64_t)M * N) > 1) return 0;
+    return plan_tail(ctx, &pl, &t, slices, &chunk);
 }
 
-/* A copy of an operand into an engine scratch, [kc, copy_ld(rows)]: of src [rows, K]
-   transposed, or of src [K, rows] with its rows padded (kc >= K: rows past K zero). */
-typedef struct copy_plan {
-    bool on;
-    bool transpose;
-    const char *token, *what;   /* its WGML_MATMUL_VARIANT token and operand, for messages */
-    const wgml_tensor *src;
-    uint32_t rows;
-    uint32_t slot;
-    wgml__arg copy;
-} copy_plan;
-
-/* The copy of src is in its slot already: the products of one input with several weights
-   (q, k and v of x) copy it once. */
-static bool copy_current(const wgml_engine *e, const copy_plan *c, uint32_t kc)
+/* A forced last round the product cannot take: as many tiles as it has or more, K too short
+   for two slices, or slices whose workspace exceeds one binding. */
+static wgml_status check_tail(wgml_context *ctx, const char *fn, const mm_plan *pl, uint32_t tail, uint32_t slices)
 {
-    const wgml__derived *d = &e->derived[c->slot];
-    return d->src == c->src->id && d->written == c->src->written && d->slot_id == c->copy.tensor->id && d->rows == c->rows &&
-           d->cols == kc && d->transposed == c->transpose;
+    uint64_t bytes = 4ull * tail * pl->tile_elems * slices;
+    if (tail >= pl->workgroups || slices < 2)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the engine's tuning forces a last round of %u tiles in %u "
+                          "slices; the product has %llu tiles and K = %u", fn, tail, slices,
+                          (unsigned long long)pl->workgroups, pl->prm.K);
+    if (bytes > ctx->limits.maxStorageBufferBindingSize)
+        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the engine's tuning forces a last round whose slices need %llu bytes; "
+                          "the adapter binds %llu", fn, (unsigned long long)bytes,
+                          (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
+    return WGML_OK;
 }
 
+/* ---- recording ----------------------------------------------------------------------- */
+
+/* A planned call: the product, the copies it reads, K-slices (split), the last round's
+   tiles and slices, the values of k left to the second pass, and whether out accumulates. */
+typedef struct mm_call {
+    mm_plan pl;
+    copy_plan copies[2];
+    uint64_t mn;                /* M * N */
+    uint32_t K, kc, krem;
+    uint32_t split;
+    uint32_t tail, tail_slices, tail_chunk;
+    bool acc;
+} mm_call;
+
+static const wgml__kernel reduce_kernel = { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1,
+                                            .constants = { { "WGV", GEMV_WG } } };
+
+/* The kernels of a call besides the copies: the product (main), the last round's slices and
+   their sum (tail, tail_red), the split-K sum (reduce) and the second pass (rem). ACC goes
+   on the kernel that writes out; KPART where a K range ends inside a tile step (only those
+   pipelines carry its per-step check). */
+typedef struct mm_kernels { wgml__kernel main, tail, tail_red, reduce, rem; } mm_kernels;
+
+static void call_kernels(const mm_call *c, mm_kernels *k)
+{
+    const mm_plan *pl = &c->pl;
+    k->main = pl->kernel;
+    k->rem = pl->kernel;   /* adds the product over the last krem values of k to out */
+    wgml__add_constant(&k->rem, "ACC", 1);
+    bool kpart = pl->bk && (pl->prm.K % pl->bk || pl->prm.kchunk % pl->bk);
+    if (kpart) wgml__add_constant(&k->main, "KPART", 1);
+    k->reduce = reduce_kernel;
+    k->tail = k->main;
+    k->tail_red = (wgml__kernel){ 0 };
+    if (c->tail) {
+        /* the tail's slices as plain partial sums in blocks; their sum goes to out */
+        if (!kpart && c->tail_chunk % pl->bk) wgml__add_constant(&k->tail, "KPART", 1);
+        wgml__add_constant(&k->tail, "COMPACT", 1);
+        /* the sum places the tiles as the gemm's launch order does, which depends on the
+           tile's shape only */
+        k->tail_red = (wgml__kernel){ .file = "matmul", .entry = "splitk_reduce_tiles", .layout = "urw", .nconst = 3,
+                                      .constants = { { "WG_M", pl->tile_wg_m }, { "WG_N", pl->tile_wg_n }, { "WGV", GEMV_WG } } };
+        if (c->acc) wgml__add_constant(&k->tail_red, "ACC", 1);
+    }
+    /* split-K: the slices stay plain partial sums, their sum adds to out */
+    if (c->acc) wgml__add_constant(c->split > 1 ? &k->reduce : &k->main, "ACC", 1);
+}
+
+/* Records a planned call. Everything that can fail (pipelines, scratch, grids) comes first,
+   so that a failure records nothing; the copies, recorded first, write only the engine's
+   scratch. */
+static wgml_status record_call(wgml_engine *e, mm_call *c, wgml_tensor *out)
+{
+    wgml_context *ctx = e->ctx;
+    mm_plan *pl = &c->pl;
+    mm_kernels k;
+    call_kernels(c, &k);
+    WGPUComputePipeline pipe;
+    WGPUBindGroupLayout bgl;
+    uint32_t gx, gy, kx = 0, ky = 0, rx = 0, ry = 0;
+    WGML_CHECK(wgml__grid(ctx, pl->workgroups - c->tail, &gx, &gy));
+    if (c->krem) {
+        WGML_CHECK(wgml__grid(ctx, pl->workgroups, &kx, &ky));
+        WGML_CHECK(wgml__pipeline_get(e, &k.rem, &pipe, &bgl));
+    }
+    WGML_CHECK(wgml__pipeline_get(e, &k.main, &pipe, &bgl));
+    for (int i = 0; i < 2; i++) {
+        if (!c->copies[i].on) continue;
+        wgml__kernel tk = c->copies[i].transpose ? transpose_kernel(c->copies[i].rows, c->K, c->kc) : pad_kernel;
+        WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
+    }
+    uint64_t mnp = (c->mn + 3) & ~(uint64_t)3;
+    wgml__arg ws = wgml__t(out);   /* split-K and the last round: the slices' workspace */
+    if (c->split > 1) {
+        WGML_CHECK(wgml__pipeline_get(e, &k.reduce, &pipe, &bgl));
+        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
+        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * c->split * mnp, &ws));
+        pl->prm.out_slice = (uint32_t)mnp;
+    }
+    uint64_t tail_vec4 = (uint64_t)c->tail * pl->tile_elems / 4;
+    if (c->tail) {
+        WGML_CHECK(wgml__pipeline_get(e, &k.tail, &pipe, &bgl));
+        WGML_CHECK(wgml__pipeline_get(e, &k.tail_red, &pipe, &bgl));
+        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(tail_vec4, GEMV_WG), &rx, &ry));
+        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 16 * tail_vec4 * c->tail_slices, &ws));
+    }
+    WGML_CHECK(record_copies(e, c->copies, c->K, c->kc));
+    wgml__arg args[3] = { pl->x, pl->y, c->split > 1 ? ws : wgml__t(out) };
+    WGML_CHECK(wgml__dispatch(e, &k.main, &pl->prm, sizeof pl->prm, args, 3, gx, gy, c->split));
+    if (c->tail) {
+        mm_params tp = pl->prm;
+        tp.tile_base = (uint32_t)(pl->workgroups - c->tail);
+        tp.kchunk = c->tail_chunk;
+        wgml__arg targs[3] = { pl->x, pl->y, ws };
+        WGML_CHECK(wgml__dispatch(e, &k.tail, &tp, sizeof tp, targs, 3, c->tail, 1, c->tail_slices));
+        tp.K = c->tail_slices;
+        tp.out_slice = c->tail;
+        wgml__arg rargs[2] = { ws, wgml__t(out) };
+        WGML_CHECK(wgml__dispatch(e, &k.tail_red, &tp, sizeof tp, rargs, 2, rx, ry, 1));
+    } else if (c->split > 1) {
+        mm_params rp = { .K = c->split, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
+        wgml__arg rargs[2] = { ws, wgml__t(out) };
+        WGML_CHECK(wgml__dispatch(e, &k.reduce, &rp, sizeof rp, rargs, 2, rx, ry, 1));
+    }
+    if (!c->krem) return WGML_OK;
+    /* out += the product over the last krem values of k: every tile, one partial step */
+    mm_params kp = pl->prm;
+    kp.K = c->K;
+    kp.kbase = c->K - c->krem;
+    kp.kchunk = c->krem;
+    kp.out_slice = 0;
+    kp.tile_base = 0;
+    wgml__arg kargs[3] = { pl->x, pl->y, wgml__t(out) };
+    return wgml__dispatch(e, &k.rem, &kp, sizeof kp, kargs, 3, kx, ky, 1);
+}
+
+/* Plans and records an M x N x K product of a layout (validated by the caller). */
 static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
                        const wgml_tensor *b, wgml_tensor *out, bool acc)
 {
     wgml_context *ctx = e->ctx;
-    variant v;
-    WGML_CHECK(read_variant(ctx, fn, &v));
-    bool btt = false, att = false;
-    copy_plan copies[2] = { 0 };   /* b's and a's transposed copies */
-    mm_plan pl = { 0 };
-    uint32_t krem = 0;   /* values of k left to the second pass */
-    uint32_t kc = K;     /* rows of the copies */
-    if (!v.nogemv && M == 1 && N == 1) {
-        plan_gemv_rows(ctx, &pl, &v, 1, K, a, b);                 /* a dot product in every layout */
-    } else if (!v.nogemv && N == 1 && layout != LAYOUT_TN) {
-        plan_gemv_rows(ctx, &pl, &v, M, K, a, b);                 /* a [M, K] . b */
-    } else if (!v.nogemv && M == 1 && layout == LAYOUT_NT) {
-        plan_gemv_rows(ctx, &pl, &v, N, K, b, a);                 /* b [N, K] . a */
-    } else if (!v.nogemv && M == 1) {
-        WGML_CHECK(plan_gemv_cols(ctx, fn, &pl, &v, N, K, b, a));   /* a . b [K, N] */
-    } else if (!v.nogemv && N == 1) {
-        WGML_CHECK(plan_gemv_cols(ctx, fn, &pl, &v, M, K, a, b));   /* b . a [K, M] */
-    } else {
-        const tile_cfg *c = pick_tile(ctx, &v, M, N, K);
-        if (!c)
-            return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the adapter's %u bytes of workgroup memory hold no matmul tile", fn,
-                              ctx->limits.maxComputeWorkgroupStorageSize);
-        uint64_t bytes = 4ull * copy_ld(N) * K, abytes = 4ull * copy_ld(M) * K;   /* the copies of b and a */
-        if (layout == LAYOUT_NT && v.btt == 0)
-            btt = !ctx->cpu_adapter && M >= BTT_MIN_M && bytes <= BTT_MAX_BYTES &&
-                  bytes <= ctx->limits.maxStorageBufferBindingSize;
-        else
-            btt = layout == LAYOUT_NT && v.btt > 0;
-        /* a's copy needs b as [K, N]: matmul's b, or matmul_bt's b copied */
-        if (layout != LAYOUT_TN && v.att == 0)
-            att = (layout == LAYOUT_NN || btt) && !ctx->cpu_adapter && M >= ATT_MIN_M && N >= ATT_MIN_N &&
-                  abytes <= ATT_MAX_BYTES && abytes <= ctx->limits.maxStorageBufferBindingSize;
-        else
-            att = layout != LAYOUT_TN && v.att > 0;
-        if (att && layout == LAYOUT_NT && !btt) {
-            if (v.btt < 0)
-                return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for att and nobtt; "
-                                  "matmul_bt runs through a's copy only with b's", fn);
-            btt = true;
-        }
-        /* a copied: matmul_at's kernel (b [K, N] as given to matmul, or b's copy) */
-        int kl = att ? LAYOUT_TN : btt ? LAYOUT_NN : layout;
-        /* then the operands read along M or N with rows not whole vec4, padded */
-        bool rule = v.pad == 0 && !ctx->cpu_adapter;   /* forced: v.pad > 0; never: v.pad < 0 */
-        uint64_t bind = ctx->limits.maxStorageBufferBindingSize;
-        bool pada = kl == LAYOUT_TN && !att && M % 4 &&
-                    (v.pad > 0 || (rule && N >= PAD_MIN_OTHER && abytes <= PAD_MAX_BYTES && abytes <= bind));
-        bool padb = kl != LAYOUT_NT && !btt && N % 4 &&
-                    (v.pad > 0 || (rule && M >= PAD_MIN_OTHER && bytes <= PAD_MAX_BYTES && bytes <= bind));
-        copies[0] = (copy_plan){ btt || padb, btt, btt ? "btt" : "pad", "b", b, N, WGML__SCRATCH_MATMUL_T };
-        copies[1] = (copy_plan){ att || pada, att, att ? "att" : "pad", "a", a, M, WGML__SCRATCH_MATMUL_A };
-        /* both operands copied and K not whole tile steps: the copies carry zero rows up to the
-           next step, and the gemm runs whole steps (round 33: no KPART, no second pass) */
-        if (copies[0].on && copies[1].on && K % c->bk && v.kpad >= 0) {
-            uint32_t ks = K + (c->bk - K % c->bk);
-            if (copy_fits(ctx, M, ks) && copy_fits(ctx, N, ks)) kc = ks;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (!copies[i].on) continue;
-            uint64_t cb = 4ull * copy_ld(copies[i].rows) * kc;
-            if (!copy_fits(ctx, copies[i].rows, kc))
-                return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for %s; the copy of %s (%llu bytes) "
-                                  "exceeds the adapter's storage binding of %llu bytes or 2^32 elements", fn, copies[i].token,
-                                  copies[i].what, (unsigned long long)cb,
-                                  (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-            WGML_CHECK(wgml__scratch(e, copies[i].slot, cb, &copies[i].copy));
-        }
-        /* the copies' rows are padded to whole vec4 */
-        uint32_t lda = copies[1].on ? copy_ld(M) : natural_lda(kl, M, K), ldb = copies[0].on ? copy_ld(N) : natural_ldb(kl, N, K);
-        plan_gemm(&pl, c, &v, kl, M, N, kc, lda, ldb);
-        /* tiles past M (N) load an operand read along M (N) in vec4 without clamps (EDGE in
-           matmul.wgsl): only where there are such tiles, so other pipelines stay as measured */
-        bool edge_m = M % tile_m(c) && kl == LAYOUT_TN && lda % 4 == 0;
-        bool edge_n = N % tile_n(c) && kl != LAYOUT_NT && ldb % 4 == 0;
-        if (c->fast && (edge_m || edge_n)) wgml__add_constant(&pl.kernel, "EDGE", 1);
-        /* the last K % BK values of k in a pass of their own (KREM_MIN) */
-        if (kc % c->bk && K > c->bk && (v.krem > 0 || (v.krem == 0 && K >= KREM_MIN && N % 4 == 0))) {
-            krem = K % c->bk;
-            pl.prm.K = pl.prm.kchunk = K - krem;
-        }
-        pl.x = copies[1].on ? copies[1].copy : wgml__t(a);
-        pl.y = copies[0].on ? copies[0].copy : wgml__t(b);
-    }
-    uint64_t mn = (uint64_t)M * N;
-    uint32_t S = plan_split(ctx, &pl, &v, mn);
-    uint32_t tail_slices = 0, tail_chunk = 0;
-    uint32_t tail = S == 1 ? plan_tail(ctx, &pl, &v, &tail_slices, &tail_chunk) : 0;
-    if (tail && tail >= pl.workgroups)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_MATMUL_VARIANT asks for a last round of %u tiles; the "
-                          "product has %llu", fn, tail, (unsigned long long)pl.workgroups);
-    wgml__kernel rem_k = pl.kernel;   /* the pass over the last krem values of k: adds to out */
-    wgml__add_constant(&rem_k, "ACC", 1);
-    /* KPART where a K range (the whole, a slice, a last-round piece) ends inside a tile step:
-       only those pipelines carry the per-step check (see matmul.wgsl) */
-    bool kpart = pl.bk && (pl.prm.K % pl.bk || pl.prm.kchunk % pl.bk);
-    if (kpart) wgml__add_constant(&pl.kernel, "KPART", 1);
-    wgml__kernel reduce = reduce_kernel, tail_k = pl.kernel, tail_red = { 0 };
-    if (tail && !kpart && tail_chunk % pl.bk) wgml__add_constant(&tail_k, "KPART", 1);
-    if (tail) {
-        /* the tail's slices as plain partial sums in blocks; their sum goes to out (with ACC) */
-        wgml__add_constant(&tail_k, "COMPACT", 1);
-        tail_red = (wgml__kernel){ .file = "matmul", .entry = "splitk_reduce_tiles", .layout = "urw" };
-        for (uint32_t i = 0; i < pl.kernel.nconst; i++)
-            wgml__add_constant(&tail_red, pl.kernel.constants[i].name, pl.kernel.constants[i].value);
-        wgml__add_constant(&tail_red, "WGV", GEMV_WG);
-        if (acc) wgml__add_constant(&tail_red, "ACC", 1);
-    }
-    /* ACC: out += the product, on the kernel that writes out (split-K: the slices stay plain partial sums) */
-    if (acc) wgml__add_constant(S > 1 ? &reduce : &pl.kernel, "ACC", 1);
-    WGPUComputePipeline pipe;
-    WGPUBindGroupLayout bgl;
-    uint32_t gx, gy, kx = 0, ky = 0;
-    WGML_CHECK(wgml__grid(ctx, pl.workgroups - tail, &gx, &gy));
-    if (krem) {
-        WGML_CHECK(wgml__grid(ctx, pl.workgroups, &kx, &ky));
-        WGML_CHECK(wgml__pipeline_get(e, &rem_k, &pipe, &bgl));
-    }
-
-    /* Compile and allocate what will be recorded first, so a failure records nothing (the
-       transposed copies of b and a, recorded first, only write the engine's scratch). */
-    WGML_CHECK(wgml__pipeline_get(e, &pl.kernel, &pipe, &bgl));
-    for (int i = 0; i < 2; i++) {
-        if (!copies[i].on) continue;
-        wgml__kernel tk = copies[i].transpose ? transpose_kernel(copies[i].rows, K, kc) : pad_kernel;
-        WGML_CHECK(wgml__pipeline_get(e, &tk, &pipe, &bgl));
-    }
-    uint64_t mnp = (mn + 3) & ~(uint64_t)3;
-    uint32_t rx = 0, ry = 0;
-    wgml__arg ws = wgml__t(out);   /* split-K: the slices' workspace */
-    if (S > 1) {
-        WGML_CHECK(wgml__pipeline_get(e, &reduce, &pipe, &bgl));
-        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(mnp / 4, GEMV_WG), &rx, &ry));
-        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, 4 * S * mnp, &ws));
-        pl.prm.out_slice = (uint32_t)mnp;
-    }
-    uint64_t tail_vec4 = (uint64_t)tail * pl.tile_elems / 4;
-    if (tail) {
-        uint64_t bytes = 16 * tail_vec4 * tail_slices;
-        if (bytes > ctx->limits.maxStorageBufferBindingSize)
-            return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: WGML_MATMUL_VARIANT asks for a last round whose slices need %llu "
-                              "bytes; the adapter binds %llu", fn, (unsigned long long)bytes,
-                              (unsigned long long)ctx->limits.maxStorageBufferBindingSize);
-        WGML_CHECK(wgml__pipeline_get(e, &tail_k, &pipe, &bgl));
-        WGML_CHECK(wgml__pipeline_get(e, &tail_red, &pipe, &bgl));
-        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div(tail_vec4, GEMV_WG), &rx, &ry));
-        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, bytes, &ws));
-    }
-    for (int i = 0; i < 2; i++) {
-        if (!copies[i].on || (!v.fresh && copy_current(e, &copies[i], kc))) continue;
-        if (copies[i].transpose)
-            WGML_CHECK(record_transpose(e, copies[i].src, copies[i].rows, K, kc, copies[i].copy));
-        else
-            WGML_CHECK(record_pad(e, copies[i].src, copies[i].rows, K, kc, copies[i].copy));
-        e->derived[copies[i].slot] = (wgml__derived){ copies[i].src->id, copies[i].src->written, copies[i].copy.tensor->id,
-                                                      copies[i].rows, kc, copies[i].transpose };
-    }
-    wgml__arg args[3] = { pl.x, pl.y, S > 1 ? ws : wgml__t(out) };
-    WGML_CHECK(wgml__dispatch(e, &pl.kernel, &pl.prm, sizeof pl.prm, args, 3, gx, gy, S));
-    if (tail) {
-        mm_params tp = pl.prm;
-        tp.tile_base = (uint32_t)(pl.workgroups - tail);
-        tp.kchunk = tail_chunk;
-        wgml__arg targs[3] = { pl.x, pl.y, ws };
-        WGML_CHECK(wgml__dispatch(e, &tail_k, &tp, sizeof tp, targs, 3, tail, 1, tail_slices));
-        tp.K = tail_slices;
-        tp.out_slice = tail;
-        wgml__arg rargs[2] = { ws, wgml__t(out) };
-        WGML_CHECK(wgml__dispatch(e, &tail_red, &tp, sizeof tp, rargs, 2, rx, ry, 1));
-    } else if (S > 1) {
-        mm_params rp = { .K = S, .tiles = (uint32_t)(mnp / 4), .out_slice = (uint32_t)mnp };
-        wgml__arg rargs[2] = { ws, wgml__t(out) };
-        WGML_CHECK(wgml__dispatch(e, &reduce, &rp, sizeof rp, rargs, 2, rx, ry, 1));
-    }
-    if (!krem) return WGML_OK;
-    /* out += the product over the last krem values of k: every tile, one partial step */
-    mm_params kp = pl.prm;
-    kp.K = K;
-    kp.kbase = K - krem;
-    kp.kchunk = krem;
-    kp.out_slice = 0;
-    kp.tile_base = 0;
-    wgml__arg kargs[3] = { pl.x, pl.y, wgml__t(out) };
-    return wgml__dispatch(e, &rem_k, &kp, sizeof kp, kargs, 3, kx, ky, 1);
+    const wgml__matmul_tuning *t = &e->tuning.matmul;
+    WGML_CHECK(check_tuning(ctx, fn, t));
+    mm_call c = { .mn = (uint64_t)M * N, .K = K, .kc = K, .acc = acc };
+    mm_plan *pl = &c.pl;
+    if (M == 1 && N == 1)
+        plan_gemv_rows(ctx, pl, t, 1, K, a, b);                      /* a dot product in every layout */
+    else if (N == 1 && layout != LAYOUT_TN)
+        plan_gemv_rows(ctx, pl, t, M, K, a, b);                      /* a [M, K] . b */
+    else if (M == 1 && layout == LAYOUT_NT)
+        plan_gemv_rows(ctx, pl, t, N, K, b, a);                      /* b [N, K] . a */
+    else if (M == 1)
+        WGML_CHECK(plan_gemv_cols(ctx, fn, pl, t, N, K, b, a));      /* a . b [K, N] */
+    else if (N == 1)
+        WGML_CHECK(plan_gemv_cols(ctx, fn, pl, t, M, K, a, b));      /* b . a [K, M] */
+    else
+        WGML_CHECK(plan_tiled(e, fn, t, layout, M, N, K, a, b, pl, c.copies, &c.kc, &c.krem));
+    c.split = plan_split(ctx, pl, t, c.mn);
+    c.tail = c.split == 1 ? plan_tail(ctx, pl, t, &c.tail_slices, &c.tail_chunk) : 0;
+    if (t->tail_tiles && c.tail) WGML_CHECK(check_tail(ctx, fn, pl, c.tail, c.tail_slices));
+    return record_call(e, &c, out);
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
@@ -999,28 +889,29 @@ wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml
     return tn_product(e, "wgml_matmul_at_with", a, b, out, opts && opts->accumulate);
 }
 
-/* The default variants, compiled by wgml_engine_warmup: the large-output gemm (t128k8xupi,
-   see TILES) of each layout for sizes that are multiples of 4, the matrix-vector kernels of
-   decode (gemv_cols4_sg only where the device has subgroups), the split-K reduction and the
-   transposed copy. (gemv_cols4 in GEMV_WG_WIDE threads
-   compiles at its first use: an adapter with fewer invocations per workgroup never builds it.) */
+/* The default kernels, compiled by wgml_engine_warmup: the 128-tile's gemm of each layout
+   for sizes that are multiples of 4, gemv_rows with 1 row per workgroup (a GPU's long rows)
+   and 4 (a CPU adapter's rows, a GPU's of at most 1024), gemv_cols4 with its tree sum and
+   with subgroup shuffles (only where the device has subgroups), the split-K reduction and
+   the transposed copy. (gemv_cols4 in the profile's wide workgroups compiles at its first
+   use: an adapter with fewer invocations per workgroup never builds it.) */
 #define GEMM_DEFAULT(lay)                                                                                            \
     { .file = "matmul", .entry = "gemm2_v4", .layout = "urrw", .nconst = 6,                                             \
       .constants = { { "LAYOUT", lay }, { "VEC", 1 }, { "WG_M", 16 }, { "WG_N", 16 }, { "BK", 8 },                      \
-                     { "FLAGS", TILE_FLAGS(1, 1, 1, 1, 1) } } }
+                     { "FLAGS", TILE_FLAGS(1, 1, 1, 1) } } }
 const wgml__kernel wgml__matmul_kernels[] = {
     GEMM_DEFAULT(LAYOUT_NN),
     GEMM_DEFAULT(LAYOUT_NT),
     GEMM_DEFAULT(LAYOUT_TN),
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
-      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS } } },
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", 1 } } },
     { .file = "matmul", .entry = "gemv_rows", .layout = "urrw", .nconst = 3,
-      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", GEMV_ROWS_CPU } } },
+      .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GR", 4 } } },
     { .file = "matmul", .entry = "gemv_cols4", .layout = "urrw", .nconst = 3,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
     { .file = "matmul", .entry = "gemv_cols4_sg", .layout = "urrw", .nconst = 3, .subgroups = true,
       .constants = { { "VEC", 1 }, { "WGV", GEMV_WG }, { "GQ", GEMV_QUADS } } },
     { .file = "matmul", .entry = "splitk_reduce", .layout = "urw", .nconst = 1, .constants = { { "WGV", GEMV_WG } } },
-    { .file = "matmul", .entry = "transpose_nk", .layout = "urw", .nconst = 1, .constants = { { "VEC", 1 } } },
+    { .file = "matmul", .entry = "transpose_nk", .layout = "urw" },
 };
 const size_t wgml__matmul_kernel_count = sizeof wgml__matmul_kernels / sizeof wgml__matmul_kernels[0];
