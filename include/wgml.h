@@ -353,6 +353,20 @@ WGML_API wgml_status wgml_mul(wgml_engine *e, const wgml_tensor *a, const wgml_t
 WGML_API wgml_status wgml_sub(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out);
 
+/* ---- biases (src/ops/bias.c) -------------------------------------------------------- */
+
+/* out[r, c] = x[r, c] + bias[c]: x (any shape whose last dimension is numel(bias)) read as
+   rows of numel(bias) values; out has x's element count and may be x (in place), not bias.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (not
+           f32), WGML_ERROR_ALIAS (out is bias), WGML_ERROR_SHAPE (x's last dimension is
+           not numel(bias); out's element count is not x's), WGML_ERROR_LIMIT. */
+WGML_API wgml_status wgml_bias_add(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *bias, wgml_tensor *out);
+/* The gradient of a bias: grad_bias[c] = sum over rows r of grad_out[r, c] (written, or
+   added with accumulate), the rows summed in order (the same result on every run).
+   Errors: as wgml_bias_add (grad_out for x, grad_bias for bias; grad_bias must not be
+           grad_out). */
+WGML_API wgml_status wgml_bias_grad(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_bias, bool accumulate);
+
 /* ---- copies (src/ops/copy.c) -------------------------------------------------------- */
 
 /* Copies all of src (any dtype) into dst (any dtype) starting at byte offset dst_offset:

@@ -192,6 +192,10 @@ static wgml_status c_silu_gate_backward(wgml_engine *e, wgml_tensor *const *t, c
 { (void)s; return wgml_silu_gate_backward(e, t[0], t[1], t[2], t[3], t[4]); }
 static wgml_status c_top_k(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_top_k(e, t[0], t[1], s->u[0]); }
+static wgml_status c_bias_add(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ (void)s; return wgml_bias_add(e, t[0], t[1], t[2]); }
+static wgml_status c_bias_grad(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return wgml_bias_grad(e, t[0], t[1], s->u[0] != 0); }
 static wgml_status c_conv1d(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_conv1d(e, t[0], t[1], t[2], t[3]); }
 static wgml_status c_affine_dequantize(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -349,6 +353,15 @@ static const oprow rows[] = {
     { .fn = "wgml_top_k", .call = c_top_k, .scalars_only = true,   /* k over the kernel's limit */
       .a = { F32A("input", 0, 1100), { .name = "out_idx", .dtype = WGML_U32, .shape = SH(1100), .flags = OUT } },
       .s = { .u = { 1024 } }, .sm = { RULE(SU, 0, 1025, WGML_ERROR_LIMIT, "k") } },
+    { .fn = "wgml_bias_add", .call = c_bias_add,
+      .a = { { .name = "x", .shape = SH(4, 3), .bad = { { SH(4, 4) }, { SH(13) } } },
+             { .name = "bias", .shape = SH(3), .bad = { { SH(4) }, { SH(2) } } },
+             { .name = "out", .shape = SH(4, 3), .flags = OUT, .bad = { { SH(11) }, { SH(13) } } } },
+      .refused = { { 2, 1 } }, .allowed = { { 2, 0 } } },
+    { .fn = "wgml_bias_grad", .call = c_bias_grad,
+      .a = { { .name = "grad_out", .shape = SH(4, 3), .bad = { { SH(4, 4) }, { SH(13) } } },
+             { .name = "grad_bias", .shape = SH(3), .flags = OUT, .bad = { { SH(4) }, { SH(2) } } } },
+      .refused = { { 1, 0 } }, .s = { .u = { 1 } } },
     { .fn = "wgml_conv1d", .call = c_conv1d,
       .a = { { .name = "input", .shape = SH(2, 3), .bad = { { SH(6) }, { SH(3, 3) }, { SH(1, 2, 3) } } },
              { .name = "weight", .shape = SH(2, 3), .bad = { { SH(7) }, { SH(3, 3) } } },
