@@ -521,7 +521,8 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    tiles would leave a last round of work for only part of the GPU's cores (8192^3, 4096^3),
    those last tiles alone are split along K when a model of the GPU's schedule predicts a
    gain (a scratch of their outputs once per slice, within one storage binding). On a GPU
-   (not a CPU adapter), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b
+   (the thresholds are the adapter profile's; a GPU wgml does not know gets the H200's, a
+   CPU adapter makes no copies), wgml_matmul_bt with M >= 1024 and b of at most 256 MiB copies b
    transposed into another engine scratch of K * N4 floats (N4: N rounded up to a multiple of
    4) and runs as wgml_matmul (6 - 10% faster on the H200), and wgml_matmul (or
    wgml_matmul_bt after that copy) with M >= 1024, N >= 512 and a of at most 256 MiB copies a
@@ -539,10 +540,7 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
    of one x). Sizes that are multiples of 4 (and K of 8) take the fastest path; with these
    copies 4095^3 runs within 3% of 4096^3 on the H200, but an operand too large for its
    padded copy is read in scalars (a vocabulary of 50,257: about 15% slower in the weight
-   gradient; pad such a dimension to a multiple of 4). WGML_MATMUL_VARIANT (src/ops/matmul.c
-   lists its tokens) forces a kernel variant, for measuring; an unknown token is refused with
-   WGML_ERROR_INVALID_ARGUMENT, a variant the adapter cannot hold (workgroup memory,
-   invocations) with WGML_ERROR_LIMIT.
+   gradient; pad such a dimension to a multiple of 4).
 
    Aliasing: out must not be the same tensor as a or b (WGML_ERROR_ALIAS); a and b may be
    the same tensor (e.g. wgml_matmul_bt(x, x, gram)).
@@ -558,8 +556,8 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
                                   elements with last dimension N
      WGML_ERROR_LIMIT             a tensor over 2^32 elements (32-bit indexing); a matrix
                                   larger than one storage binding cannot exist as a tensor
-                                  (wgml_tensor_create refuses it); a WGML_MATMUL_VARIANT the
-                                  adapter cannot hold
+                                  (wgml_tensor_create refuses it); the adapter's workgroup
+                                  memory holds no tile of the tiled kernel
      WGML_ERROR_OUT_OF_MEMORY     the split-K buffer or a copy could not be allocated */
 
 /* out[M, N] = a[M, K] @ b[K, N]. */
@@ -804,41 +802,20 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * Aliasing: no output may share memory with an input or with another output
  * (WGML_ERROR_ALIAS); inputs may alias each other (k == v, q == k, ...).
  *
- * Tuning (for measuring; the defaults are what measured fastest): the forward with
- * seq_q > 1 runs the `prefill` kernel (64 x 64 blocks, head_dim in chunks of 16 floats)
- * and the backward `bwd_dq64` / `bwd_dkdv64` (64 x 64 blocks, head_dim in chunks of 8
- * floats up to head_dim 64, of 32 above where the device holds them (consumed 8 at a
- * time), else 16) with dq from the stored dS blocks (above), on GPUs each built for the
- * call's mask and dropout options, with
- * statistics from `prefill_stats` (or from options.lse), each where it fits the device,
- * else older tiled kernels. WGML_ATTN_PREFILL: "auto" (or unset), "old" (the tiled
- * forward), "bk64" / "bk32" / "bk16" (a chunk). WGML_ATTN_DQ, WGML_ATTN_DKDV: "old",
- * "new", "new,8" / "new,16" / "new,32" (a chunk; ",s4" / ",s8" / ",s16" after it: consumed
- * that many steps at a time), or
- * "BR,TC,KPT,SHARED" (a tiled kernel with rows per workgroup, lanes per row group, columns
- * per lane, one staging region); WGML_ATTN_FWD ("BR,TC,KPT,SHARED") selects the tiled
- * forward and its tiles; WGML_ATTN_DECODE ("THREADS,CK,HG,TARGET_WORKGROUPS") the
- * decoding split; WGML_ATTN_FEAT="all" builds the mask and dropout code into the 64 x 64
- * kernels even for calls without them, "call" (the GPU default) only what the call uses,
- * also on CPU adapters. WGML_ATTN_DS: "0" recomputes dS for dq (bwd_dq64, no dS
- * scratch), "1" stores it whatever its size (where the 64 x 64 kernels run and the blocks
- * of one batch and kv head fit one storage binding), "1,N" in ranges of at most N (batch,
- * kv head) pairs (the default takes ranges whose blocks fit 1 GiB). WGML_ATTN_DQMM="0"
- * multiplies dS in 64 x 64 blocks whatever head_dim ("1" or unset: the dense product
- * where head_dim % 4 == 0). WGML_ATTN_FWDMM="0" runs the forward that keeps its scores
- * as `prefill` does, with the online softmax ("1" or unset: as two products, see
- * options.scores); WGML_ATTN_PVMU="0" holds the second product's row maxima in registers
- * instead of workgroup memory (for measuring). WGML_ATTN_PAIR="0"
- * places the threads of the 64 x 64 kernels as before their lanes were paired for
- * workgroup-memory reads (for measuring). Any other value of the first five or of
- * WGML_ATTN_DS, WGML_ATTN_DQMM, WGML_ATTN_FWDMM or WGML_ATTN_PVMU, or a shape or
- * chunk that does not fit the device, is refused with WGML_ERROR_INVALID_ARGUMENT.
+ * Kernels: the forward with seq_q > 1 runs blocks of 64 queries x 64 keys (head_dim in
+ * chunks of 16 floats) and the backward 64 x 64 blocks (head_dim in chunks of 8 floats up
+ * to head_dim 64, above of 32 where the device holds them, else 16, else 8) with dq from
+ * the stored dS (above); on GPUs each is built for the call's mask and dropout options.
+ * They need 256 invocations per workgroup and 24 KiB of workgroup storage (the backward's
+ * dk, dv also 10 storage buffers per stage); where the device has less, older tiled
+ * kernels shaped by its workgroup storage run instead, with the same results to
+ * rounding. The choice follows the device's limits alone: no environment variable
+ * changes it.
  *
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or
- *                                NaN; scale not finite; causal_offset over 2^28; a tuning
- *                                variable that does not fit; options.scores without
- *                                options.lse or with a window
+ *                                NaN; scale not finite; causal_offset over 2^28;
+ *                                options.scores without options.lse or with a window
  *   WGML_ERROR_CONTEXT           a tensor of another context than the engine
  *   WGML_ERROR_DTYPE             a tensor that is not f32 (options.lse and .scores included)
  *   WGML_ERROR_SHAPE             q/k not 4-D (2-D for the single-head calls); batch of k
@@ -880,8 +857,9 @@ typedef struct wgml_attention_options {
        20% faster), so both must get the same tensor for the same inputs and options
        (other values give wrong gradients, unchecked). Needs lse set and window 0; the 64 x
        64 kernels must be the ones the call runs (seq_q > 1, head_dim <= 128, an adapter
-       with 10 storage buffers per stage, no WGML_ATTN_* overrides), else
-       WGML_ERROR_LIMIT. Costs 16 KiB per block pair (402 MB at B8 H12 S1024). Without a
+       with 24 KiB of workgroup storage, 256 invocations per workgroup and 10 storage
+       buffers per stage), else WGML_ERROR_LIMIT. Costs 16 KiB per block pair (402 MB at
+       B8 H12 S1024). Without a
        mask or dropout and with head_dim % 4 == 0 the forward that keeps them runs as two
        matrix products instead of an online softmax: the scores, stored with each row's
        max, then out = softmax(scores) v from the stored scores (the same results to

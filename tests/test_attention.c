@@ -1,8 +1,16 @@
 /* Flash attention (forward, backward, decode) against the double reference of
-   tests/ref/ref_attention.c, against central finite differences, and its bad inputs. */
+   tests/ref/ref_attention.c and against central finite differences, on the kernels the
+   rules of src/ops/attention.c pick on this adapter and, through the engine's tuning
+   (src/ops/attention_tuning.h), on the kernels they pick on others; and its bad inputs.
+
+   Most tests are tables of attention problems run as the harness's op cases (random
+   inputs, poisoned outputs, one call, comparison against the double reference with the
+   tolerances derived below). */
 #include "harness.h"
+#include "internal.h"
 #include "ref_attention.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,117 +27,19 @@ typedef struct acase {
     double neg_inf;
 } acase;
 
-typedef struct problem {
-    acase c;
-    size_t nq, nk, nmask;
-    float *q, *k, *v, *mask, *dout;
-    double *qd, *kd, *vd, *maskd, *doutd;
-    wgml_tensor *tq, *tk, *tv, *tmask, *tdout;
-    uint64_t seed;
-    ref_attn ref;
-    wgml_attention_options opts;
-} problem;
+#define M4(a, b, c, d) 4, { a, b, c, d }
+#define M2(c, d) 2, { 1, 1, c, d }
+#define NOMASK 0, { 0, 0, 0, 0 }
 
-static void describe(const acase *c, char *buf, size_t n)
-{
-    snprintf(buf, n, "b%zu sq%zu sk%zu h%zu/%zu d%zu%s off%u win%u p%.2g mask%d[%zu,%zu,%zu,%zu]%s", c->b, c->sq, c->sk, c->h,
-             c->kvh, c->d, c->causal ? " causal" : "", c->offset, c->window, (double)c->p, c->mask_ndim, c->mshape[0],
-             c->mshape[1], c->mshape[2], c->mshape[3], c->neg_inf > 0 ? " -inf" : "");
-}
-
-static double *to_d(const float *x, size_t n)
-{
-    double *d = th_alloc_d(n);
-    th_to_double(x, d, n);
-    return d;
-}
-
-/* Random inputs in [-range, range] (q and k), [-1, 1] (v, dout) and [-2, 2] (mask). */
-static void problem_init(problem *P, const acase *c, double range)
-{
-    memset(P, 0, sizeof *P);
-    P->c = *c;
-    P->nq = c->b * c->sq * c->h * c->d;
-    P->nk = c->b * c->sk * c->kvh * c->d;
-    P->q = th_random(P->nq, -range, range);
-    P->k = th_random(P->nk, -range, range);
-    P->v = th_random(P->nk, -1, 1);
-    P->dout = th_random(P->nq, -1, 1);
-    P->qd = to_d(P->q, P->nq);
-    P->kd = to_d(P->k, P->nk);
-    P->vd = to_d(P->v, P->nk);
-    P->doutd = to_d(P->dout, P->nq);
-    P->tq = th_tensor(WGML_F32, P->q, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    P->tk = th_tensor(WGML_F32, P->k, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    P->tv = th_tensor(WGML_F32, P->v, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    P->tdout = th_tensor(WGML_F32, P->dout, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    P->seed = ((uint64_t)th_rand_u32() << 32) | th_rand_u32();
-    if (c->mask_ndim) {
-        const size_t *m = c->mshape;
-        P->nmask = m[0] * m[1] * m[2] * m[3];
-        P->mask = th_random(P->nmask, -2, 2);
-        for (size_t i = 0; i < P->nmask; i++)
-            if (th_uniform(0, 1) < c->neg_inf) P->mask[i] = -INFINITY;
-        P->maskd = to_d(P->mask, P->nmask);
-        P->tmask = c->mask_ndim == 4 ? th_tensor(WGML_F32, P->mask, TH_SHAPE(m[0], m[1], m[2], m[3]))
-                                     : th_tensor(WGML_F32, P->mask, TH_SHAPE(m[2], m[3]));
-    }
-    P->opts = (wgml_attention_options){ .causal = c->causal, .causal_offset = c->offset, .window = c->window,
-                                        .dropout_prob = c->p, .seed = P->seed, .scale = c->scale };
-    P->ref = (ref_attn){ .batch = c->b, .seq_q = c->sq, .seq_k = c->sk, .heads = c->h, .kv_heads = c->kvh, .dim = c->d,
-                         .causal = c->causal, .offset = c->offset, .window = c->window, .dropout = c->p, .seed = P->seed,
-                         .scale = c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->d), .mask = P->maskd };
-    memcpy(P->ref.mask_shape, c->mshape, sizeof c->mshape);
-}
-
-static void problem_free(problem *P)
-{
-    free(P->q); free(P->k); free(P->v); free(P->dout); free(P->mask);
-    free(P->qd); free(P->kd); free(P->vd); free(P->doutd); free(P->maskd);
-    wgml_tensor_release(P->tq); wgml_tensor_release(P->tk); wgml_tensor_release(P->tv);
-    wgml_tensor_release(P->tdout); wgml_tensor_release(P->tmask);
-}
-
-static double max_abs(const double *x, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(x[i]) > m) m = fabs(x[i]);
-    return m;
-}
+/* ---- tolerances ----------------------------------------------------------------------- */
 
 /* Forward tolerance. The output is a (dropout-scaled) convex combination of v rows with
    |v| <= 1. Its f32 error comes from the scores (a dot product of length d: relative error
    <= d * 2^-24, times |s| <= a few units), exp2 (a few ulp), and the sum over seq_k keys
-   (<= seq_k * 2^-24 relative); in practice it stays far below 1e-5. */
+   (<= seq_k * 2^-24 relative); in practice it stays far below 1e-5. The absolute part
+   scales with the dropout factor 1 / (1 - p). */
 #define FWD_ATOL 2e-5
 #define FWD_RTOL 1e-4
-
-/* Runs the forward on the GPU into a fresh poisoned tensor; returns it. */
-static wgml_tensor *gpu_forward(problem *P)
-{
-    const acase *c = &P->c;
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    TH_EXPECT(wgml_flash_attention_v2_with(th_eng, P->tq, P->tk, P->tv, out, &P->opts, P->tmask), WGML_OK);
-    return out;
-}
-
-static bool check_forward(problem *P, const char *tag)
-{
-    const acase *c = &P->c;
-    double *ref = th_alloc_d(P->nq);
-    ref_attn_forward(&P->ref, P->qd, P->kd, P->vd, ref);
-    wgml_tensor *out = gpu_forward(P);
-    float *got = th_read(out);
-    char what[256], d[200];
-    describe(c, d, sizeof d);
-    snprintf(what, sizeof what, "%s forward %s", tag, d);
-    double scale = c->p > 0 ? 1.0 / (1.0 - c->p) : 1.0;
-    bool ok = th_compare(what, got, ref, P->nq, FWD_ATOL * scale, FWD_RTOL);
-    free(ref); free(got);
-    wgml_tensor_release(out);
-    return ok;
-}
 
 /* Backward tolerance, relative to the largest gradient of the tensor: the gradients are
    sums of dS = P (dP - D) over a row or a column, where D = rowsum(dout * out) comes from
@@ -143,48 +53,422 @@ static bool check_forward(problem *P, const char *tag)
    single visible key) and come out as f32 rounding noise of order 1e-7. */
 #define BWD_FLOOR 2e-6
 
-static bool check_backward(problem *P, const char *tag)
+/* The log-sum-exp: a log of a sum of exponentials of f32 scores, within a few ulp of the
+   scores' own rounding. */
+#define LSE_ATOL 1e-5
+#define LSE_RTOL 1e-5
+
+/* ---- attention problems as op cases --------------------------------------------------- */
+
+enum {
+    A_GRADS = 1,      /* also the backward: grad_q, grad_k, grad_v */
+    A_LSE = 2,        /* the forward writes options.lse (an output), the backward reads it */
+    A_SCORES = 4,     /* options.scores kept too (a poisoned scratch tensor of the call) */
+    A_EMPTY = 8,      /* rows without a visible key must come out exactly 0 (out, grad_q) */
+    A_FD = 16,        /* gradients against central differences of the double forward */
+    A_SINGLE = 32,    /* wgml_flash_attention and its backward: one head, [seq, head_dim] */
+    A_V2 = 64,        /* wgml_flash_attention_v2 and wgml_flash_attention_v2_backward */
+    A_ROBUST = 128,   /* in a context with Dawn's robustness (wgml_context_desc.robust) */
+    A_LSE_HALF = 256, /* the backward reads the forward's lse + ln 2: grad_v is halved */
+};
+
+/* A case of the table: the problem, what runs, its dropout seed. */
+typedef struct attn_op {
+    acase c;
+    unsigned flags;
+    uint64_t seed;
+} attn_op;
+
+/* Mask entries are drawn in [lo, 2]; those below MASK_HIDE stand for -inf (both the call
+   and the reference map them), a fraction neg_inf of them. */
+#define MASK_HIDE -2.0
+
+static bool has_dout(unsigned f) { return (f & (A_GRADS | A_LSE_HALF)) != 0; }
+static int in_mask(const attn_op *op) { return has_dout(op->flags) ? 4 : 3; }
+static int out_lse(const attn_op *op) { return op->flags & A_LSE ? 1 : -1; }
+static int out_grads(const attn_op *op) { return op->flags & A_LSE ? 2 : 1; }   /* dq, dk, dv (dv alone with A_LSE_HALF) */
+
+/* What the reference leaves for the tolerance of the case being run. */
+static struct {
+    double maxabs[TH_MAX_IO];
+    unsigned char *empty;   /* per query row (b, i, h): no visible key */
+} cur;
+
+static void describe(const char *tag, const acase *c, char *buf, size_t n)
 {
-    const acase *c = &P->c;
-    double *rq = th_alloc_d(P->nq), *rk = th_alloc_d(P->nk), *rv = th_alloc_d(P->nk);
-    ref_attn_backward(&P->ref, P->qd, P->kd, P->vd, P->doutd, rq, rk, rv);
-    wgml_tensor *out = gpu_forward(P);
-    wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    wgml_tensor *gv = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P->tq, P->tk, P->tv, out, P->tdout, gq, gk, gv, &P->opts, P->tmask),
-              WGML_OK);
-    float *fq = th_read(gq), *fk = th_read(gk), *fv = th_read(gv);
-    char what[256], d[200];
-    describe(c, d, sizeof d);
-    bool ok = true;
-    snprintf(what, sizeof what, "%s grad_q %s", tag, d);
-    ok &= th_compare(what, fq, rq, P->nq, BWD_ATOL * max_abs(rq, P->nq) + BWD_FLOOR, BWD_RTOL);
-    snprintf(what, sizeof what, "%s grad_k %s", tag, d);
-    ok &= th_compare(what, fk, rk, P->nk, BWD_ATOL * max_abs(rk, P->nk) + BWD_FLOOR, BWD_RTOL);
-    snprintf(what, sizeof what, "%s grad_v %s", tag, d);
-    ok &= th_compare(what, fv, rv, P->nk, BWD_ATOL * max_abs(rv, P->nk) + BWD_FLOOR, BWD_RTOL);
-    free(rq); free(rk); free(rv); free(fq); free(fk); free(fv);
-    wgml_tensor_release(out); wgml_tensor_release(gq); wgml_tensor_release(gk); wgml_tensor_release(gv);
+    snprintf(buf, n, "%s b%zu sq%zu sk%zu h%zu/%zu d%zu%s off%u win%u p%.2g mask%d[%zu,%zu,%zu,%zu]%s", tag, c->b, c->sq, c->sk, c->h,
+             c->kvh, c->d, c->causal ? " causal" : "", c->offset, c->window, (double)c->p, c->mask_ndim, c->mshape[0],
+             c->mshape[1], c->mshape[2], c->mshape[3], c->neg_inf > 0 ? " -inf" : "");
+}
+
+static double max_abs(const double *x, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+static size_t mask_numel(const acase *c)
+{
+    return c->mask_ndim ? c->mshape[0] * c->mshape[1] * c->mshape[2] * c->mshape[3] : 0;
+}
+
+/* The mask as the call and the reference see it: entries below MASK_HIDE are -inf. */
+static float *mask_mapped(const float *m, size_t n)
+{
+    float *x = th_alloc_f(n ? n : 1);
+    for (size_t i = 0; i < n; i++) x[i] = m[i] < MASK_HIDE ? -INFINITY : m[i];
+    return x;
+}
+
+static wgml_tensor *mask_tensor(wgml_context *ctx, const acase *c, const float *mapped)
+{
+    const size_t *m = c->mshape;
+    wgml_tensor *t;
+    wgml_status s = c->mask_ndim == 4 ? wgml_tensor_from_data(ctx, WGML_F32, 4, m, mapped, &t)
+                                      : wgml_tensor_from_data(ctx, WGML_F32, 2, m + 2, mapped, &t);
+    return s == WGML_OK ? t : NULL;
+}
+
+static wgml_attention_options options_of(const attn_op *op)
+{
+    const acase *c = &op->c;
+    return (wgml_attention_options){ .causal = c->causal, .causal_offset = c->offset, .window = c->window,
+                                     .dropout_prob = c->p, .seed = op->seed, .scale = c->scale };
+}
+
+/* Elements of options.scores the forward needs: a 64 x 64 block per block pair. */
+static size_t scores_numel(const acase *c)
+{
+    return c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096;
+}
+
+/* Replaces -inf by -FLT_MAX in the log-sum-exp written to t: the per-element tolerance of
+   the harness compares differences, so an expected -inf (a row without a key) is carried
+   as the most negative float on both sides, where any other value still fails. */
+static wgml_status lse_comparable(wgml_tensor *t)
+{
+    size_t n = wgml_tensor_numel(t);
+    float *x = th_read(t);
+    for (size_t i = 0; i < n; i++)
+        if (x[i] == -INFINITY) x[i] = -FLT_MAX;
+    wgml_status s = wgml_tensor_write(t, 0, x, n * sizeof *x);
+    free(x);
+    return s;
+}
+
+/* Adds ln 2 to every finite log-sum-exp of t. */
+static wgml_status lse_shift(wgml_tensor *t)
+{
+    size_t n = wgml_tensor_numel(t);
+    float *x = th_read(t);
+    for (size_t i = 0; i < n; i++)
+        if (!isinf(x[i])) x[i] += 0.69314718f;
+    wgml_status s = wgml_tensor_write(t, 0, x, n * sizeof *x);
+    free(x);
+    return s;
+}
+
+/* Forward and backward of the case's entry points with tensors of engine e. */
+static wgml_status run_attention(wgml_engine *e, const attn_op *op, wgml_tensor *const *in, wgml_tensor *mask,
+                                 wgml_tensor *const *out)
+{
+    const acase *c = &op->c;
+    unsigned f = op->flags;
+    wgml_context *ctx = e->ctx;
+    wgml_attention_options o = options_of(op);
+    wgml_tensor *lse = f & A_LSE ? out[1] : NULL, *scores = NULL, *tmp[3] = { 0 };
+    wgml_status s = WGML_OK;
+    if (f & A_LSE_HALF) {
+        size_t shape[3] = { c->b, c->h, c->sq };
+        s = wgml_tensor_create(ctx, WGML_F32, 3, shape, &lse);
+    }
+    if (f & A_SCORES && s == WGML_OK) {
+        size_t n = scores_numel(c);
+        s = wgml_tensor_create(ctx, WGML_F32, 1, &n, &scores);
+        if (s == WGML_OK) {
+            float *poison = th_alloc_f(n);
+            memset(poison, 0xFF, n * sizeof *poison);
+            s = wgml_tensor_write(scores, 0, poison, n * sizeof *poison);
+            free(poison);
+        }
+    }
+    o.lse = lse;
+    o.scores = scores;
+    if (s == WGML_OK) {
+        if (f & A_SINGLE) s = wgml_flash_attention(e, in[0], in[1], in[2], out[0], c->causal);
+        else if (f & A_V2) s = wgml_flash_attention_v2(e, in[0], in[1], in[2], out[0], c->causal, c->p, op->seed, mask);
+        else s = wgml_flash_attention_v2_with(e, in[0], in[1], in[2], out[0], &o, mask);
+    }
+    wgml_tensor *const *g = out + out_grads(op);
+    if (s == WGML_OK && f & A_LSE_HALF) {
+        s = lse_shift(lse);
+        const size_t *qs = (size_t[]){ c->b, c->sq, c->h, c->d }, *ks = (size_t[]){ c->b, c->sk, c->kvh, c->d };
+        if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 4, qs, &tmp[0]);
+        if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 4, ks, &tmp[1]);
+        if (s == WGML_OK) s = wgml_flash_attention_v2_backward_with(e, in[0], in[1], in[2], out[0], in[3], tmp[0], tmp[1], g[0], &o, mask);
+    } else if (s == WGML_OK && f & A_GRADS) {
+        if (f & A_SINGLE) s = wgml_flash_attention_backward(e, in[0], in[1], in[2], out[0], in[3], g[0], g[1], g[2], c->causal);
+        else if (f & A_V2) s = wgml_flash_attention_v2_backward(e, in[0], in[1], in[2], out[0], in[3], g[0], g[1], g[2], c->causal);
+        else s = wgml_flash_attention_v2_backward_with(e, in[0], in[1], in[2], out[0], in[3], g[0], g[1], g[2], &o, mask);
+    }
+    if (s == WGML_OK && f & A_LSE) s = lse_comparable(lse);
+    if (f & A_LSE_HALF) wgml_tensor_release(lse);
+    wgml_tensor_release(scores);
+    wgml_tensor_release(tmp[0]);
+    wgml_tensor_release(tmp[1]);
+    return s;
+}
+
+/* The robust context of A_ROBUST (created on first use, destroyed by test_robust_context). */
+static wgml_context *robust_ctx;
+static wgml_engine *robust_eng;
+
+/* A_ROBUST: the inputs copied into the robust context, the outputs copied back. */
+static wgml_status robust_call(const th_run *r, const float *mapped)
+{
+    const attn_op *op = r->c->params;
+    wgml_status s = WGML_OK;
+    if (!robust_ctx) {
+        s = wgml_context_create(&(wgml_context_desc){ .robust = true }, &robust_ctx);
+        if (s == WGML_OK) s = wgml_engine_create(robust_ctx, &robust_eng);
+        if (s != WGML_OK) return s;
+    }
+    const th_op_case *c = r->c;
+    wgml_tensor *in[TH_MAX_IO] = { 0 }, *out[TH_MAX_IO] = { 0 }, *mask = NULL;
+    int nin = c->nin - (op->c.mask_ndim ? 1 : 0);
+    for (int i = 0; i < nin && s == WGML_OK; i++)
+        s = wgml_tensor_from_data(robust_ctx, WGML_F32, 4, c->in[i].shape, r->in[i], &in[i]);
+    if (s == WGML_OK && op->c.mask_ndim && !(mask = mask_tensor(robust_ctx, &op->c, mapped))) s = WGML_ERROR_OUT_OF_MEMORY;
+    for (int o = 0; o < c->nout && s == WGML_OK; o++) s = wgml_tensor_create(robust_ctx, WGML_F32, 4, c->out[o].shape, &out[o]);
+    if (s == WGML_OK) s = run_attention(robust_eng, op, in, mask, out);
+    for (int o = 0; o < c->nout && s == WGML_OK; o++) {
+        float *x = th_alloc_f(r->n_out[o]);
+        s = wgml_tensor_read(out[o], 0, x, r->n_out[o] * sizeof *x);
+        if (s == WGML_OK) s = wgml_tensor_write(r->t_out[o], 0, x, r->n_out[o] * sizeof *x);
+        free(x);
+    }
+    for (int i = 0; i < TH_MAX_IO; i++) {
+        wgml_tensor_release(in[i]);
+        wgml_tensor_release(out[i]);
+    }
+    wgml_tensor_release(mask);
+    return s;
+}
+
+static wgml_status attn_call(const th_run *r)
+{
+    const attn_op *op = r->c->params;
+    const acase *c = &op->c;
+    float *mapped = c->mask_ndim ? mask_mapped(TH_IN(r, in_mask(op)), mask_numel(c)) : NULL;
+    wgml_status s;
+    if (op->flags & A_ROBUST) {
+        s = robust_call(r, mapped);
+    } else {
+        wgml_tensor *mask = c->mask_ndim ? mask_tensor(th_ctx, c, mapped) : NULL;
+        s = c->mask_ndim && !mask ? WGML_ERROR_OUT_OF_MEMORY : run_attention(th_eng, op, r->t_in, mask, r->t_out);
+        wgml_tensor_release(mask);
+    }
+    free(mapped);
+    return s;
+}
+
+/* sum(dout * attention(q, k, v)) in double; x is the input being varied. */
+typedef struct fd_ctx { const ref_attn *a; const double *q, *k, *v, *dout; int which; size_t nq; double *scratch; } fd_ctx;
+static double fd_loss(const double *x, const void *ctx)
+{
+    const fd_ctx *f = ctx;
+    ref_attn_forward(f->a, f->which == 0 ? x : f->q, f->which == 1 ? x : f->k, f->which == 2 ? x : f->v, f->scratch);
+    double l = 0;
+    for (size_t i = 0; i < f->nq; i++) l += f->dout[i] * f->scratch[i];
+    return l;
+}
+
+static double *to_d(const float *x, size_t n)
+{
+    double *d = th_alloc_d(n ? n : 1);
+    th_to_double(x, d, n);
+    return d;
+}
+
+static void attn_reference(const th_run *r)
+{
+    const attn_op *op = r->c->params;
+    const acase *c = &op->c;
+    unsigned f = op->flags;
+    size_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->kvh * c->d, nm = mask_numel(c);
+    double *q = to_d(TH_IN(r, 0), nq), *k = to_d(TH_IN(r, 1), nk), *v = to_d(TH_IN(r, 2), nk);
+    double *dout = has_dout(f) ? to_d(TH_IN(r, 3), nq) : NULL, *mask = NULL;
+    if (nm) {
+        float *m = mask_mapped(TH_IN(r, in_mask(op)), nm);
+        mask = to_d(m, nm);
+        free(m);
+    }
+    ref_attn a = { .batch = c->b, .seq_q = c->sq, .seq_k = c->sk, .heads = c->h, .kv_heads = c->kvh, .dim = c->d,
+                   .causal = c->causal, .offset = c->offset, .window = c->window, .dropout = c->p, .seed = op->seed,
+                   .scale = c->scale != 0 ? (double)c->scale : 1.0 / sqrt((double)c->d), .mask = mask };
+    memcpy(a.mask_shape, c->mshape, sizeof c->mshape);
+    ref_attn_forward(&a, q, k, v, r->ref[0]);
+    if (f & A_LSE) {
+        double *l = r->ref[out_lse(op)];
+        ref_attn_lse(&a, q, k, l);
+        for (size_t i = 0; i < r->n_out[out_lse(op)]; i++)
+            if (l[i] == -INFINITY) l[i] = -FLT_MAX;
+    }
+    int g = out_grads(op);
+    if (f & A_LSE_HALF) {
+        double *rq = th_alloc_d(nq), *rk = th_alloc_d(nk);
+        ref_attn_backward(&a, q, k, v, dout, rq, rk, r->ref[g]);
+        for (size_t i = 0; i < nk; i++) r->ref[g][i] /= 2;
+        free(rq);
+        free(rk);
+    } else if (f & A_FD) {
+        /* the step 1e-4 leaves a truncation error of order 1e-8 and a rounding error of
+           order 1e-12: far below the f32 gradients' own error */
+        double *x[3] = { q, k, v }, *scratch = th_alloc_d(nq);
+        size_t n[3] = { nq, nk, nk };
+        for (int t = 0; t < 3; t++) {
+            fd_ctx fc = { &a, q, k, v, dout, t, nq, scratch };
+            th_finite_diff(fd_loss, &fc, x[t], n[t], 1e-4, r->ref[g + t]);
+        }
+        free(scratch);
+    } else if (f & A_GRADS) {
+        ref_attn_backward(&a, q, k, v, dout, r->ref[g], r->ref[g + 1], r->ref[g + 2]);
+    }
+    for (int o = 0; o < r->c->nout; o++) cur.maxabs[o] = max_abs(r->ref[o], r->n_out[o]);
+    free(cur.empty);
+    cur.empty = NULL;
+    if (f & A_EMPTY) {
+        size_t rows = nq / c->d, empty = 0;
+        cur.empty = calloc(rows, 1);
+        for (size_t i = 0; i < rows; i++) {
+            bool all0 = true;
+            for (size_t d = 0; d < c->d; d++) all0 &= r->ref[0][i * c->d + d] == 0.0;
+            cur.empty[i] = all0;
+            empty += all0;
+        }
+        TH_CHECK(empty > 0, "%s has no empty row; the case tests nothing", r->c->name);
+    }
+    free(q); free(k); free(v); free(dout); free(mask);
+}
+
+static double attn_tol(const th_run *r, int o, size_t i)
+{
+    const attn_op *op = r->c->params;
+    const acase *c = &op->c;
+    double ref = fabs(r->ref[o][i]);
+    if (cur.empty && (o == 0 || (o == out_grads(op) && (op->flags & A_GRADS))) && cur.empty[i / c->d]) return 0;
+    if (o == 0) return FWD_ATOL * (c->p > 0 ? 1.0 / (1.0 - c->p) : 1.0) + FWD_RTOL * ref;
+    if (o == out_lse(op)) return LSE_ATOL + LSE_RTOL * ref;
+    return BWD_ATOL * cur.maxabs[o] + BWD_FLOOR + BWD_RTOL * ref;
+}
+
+/* Runs one problem as an op case: out, then lse and the gradients as the flags ask. */
+static bool run_op(const acase *c, unsigned flags, const char *tag)
+{
+    attn_op op = { .c = *c, .flags = flags, .seed = ((uint64_t)th_rand_u32() << 32) | th_rand_u32() };
+    bool single = flags & A_SINGLE;
+    th_op_case oc = { .call = attn_call, .reference = attn_reference, .tol = attn_tol, .params = &op };
+    describe(tag, c, oc.name, sizeof oc.name);
+    const th_io q = { .shape = { c->b, c->sq, c->h, c->d }, .lo = -1.5, .hi = 1.5 },
+                k = { .shape = { c->b, c->sk, c->kvh, c->d }, .lo = -1.5, .hi = 1.5 },
+                qs = { .shape = { c->sq, c->d }, .lo = -1.5, .hi = 1.5 }, ks = { .shape = { c->sk, c->d }, .lo = -1.5, .hi = 1.5 };
+    th_io in_q = single ? qs : q, in_k = single ? ks : k, in_v = in_k, in_do = in_q;
+    in_v.lo = in_do.lo = -1;
+    in_v.hi = in_do.hi = 1;
+    oc.in[oc.nin++] = in_q;
+    oc.in[oc.nin++] = in_k;
+    oc.in[oc.nin++] = in_v;
+    if (has_dout(flags)) oc.in[oc.nin++] = in_do;
+    if (c->mask_ndim) {
+        th_io m = { .lo = c->neg_inf >= 1 ? -3 : MASK_HIDE - 4 * c->neg_inf / (1 - c->neg_inf), .hi = c->neg_inf >= 1 ? -2.5 : 2 };
+        if (c->mask_ndim == 4) memcpy(m.shape, c->mshape, sizeof c->mshape);
+        else memcpy(m.shape, c->mshape + 2, 2 * sizeof c->mshape[0]);
+        oc.in[oc.nin++] = m;
+    }
+    oc.out[oc.nout++] = (th_io){ .shape = { c->b, c->sq, c->h, c->d } };
+    if (single) oc.out[0] = (th_io){ .shape = { c->sq, c->d } };
+    if (flags & A_LSE) oc.out[oc.nout++] = (th_io){ .shape = { c->b, c->h, c->sq } };
+    if (flags & A_LSE_HALF) oc.out[oc.nout++] = k;
+    if (flags & A_GRADS) {
+        oc.out[oc.nout++] = single ? qs : q;
+        oc.out[oc.nout++] = single ? ks : k;
+        oc.out[oc.nout++] = single ? ks : k;
+    }
+    bool ok = th_run_case(&oc);
+    free(cur.empty);
+    cur.empty = NULL;
     return ok;
 }
 
-static void run_cases(const acase *cases, size_t n, bool backward, const char *tag)
+static void run_ops(const acase *cases, size_t n, unsigned flags, const char *tag)
 {
-    for (size_t i = 0; i < n; i++) {
-        problem P;
-        problem_init(&P, &cases[i], 1.5);
-        check_forward(&P, tag);
-        if (backward) check_backward(&P, tag);
-        problem_free(&P);
-    }
+    for (size_t i = 0; i < n; i++) run_op(&cases[i], flags, tag);
+}
+
+/* The engine's attention tuning: set for a run, then back to the rules. */
+static wgml__attention_tuning *tuning(void) { return &th_eng->tuning.attention; }
+static void tuning_reset(void) { memset(tuning(), 0, sizeof *tuning()); }
+
+/* Workgroup storage of WebGPU's smallest adapters (its default limit): no 64 x 64 kernel
+   fits, the tiled ones run; and the least that holds them (the backward's chunk is 8). */
+#define SMALL_ADAPTER (16u << 10)
+#define GEMM_ADAPTER (24u << 10)
+
+/* ---- a problem outside the op cases (refusals, bit-exact repeats, command counts) ------- */
+
+typedef struct problem {
+    acase c;
+    size_t nq, nk;
+    float *q, *k, *v, *dout;
+    wgml_tensor *tq, *tk, *tv, *tdout;
+    wgml_attention_options opts;
+} problem;
+
+static void problem_init(problem *P, const acase *c, double range)
+{
+    memset(P, 0, sizeof *P);
+    P->c = *c;
+    P->nq = c->b * c->sq * c->h * c->d;
+    P->nk = c->b * c->sk * c->kvh * c->d;
+    P->q = th_random(P->nq, -range, range);
+    P->k = th_random(P->nk, -range, range);
+    P->v = th_random(P->nk, -1, 1);
+    P->dout = th_random(P->nq, -1, 1);
+    P->tq = th_tensor(WGML_F32, P->q, TH_SHAPE(c->b, c->sq, c->h, c->d));
+    P->tk = th_tensor(WGML_F32, P->k, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
+    P->tv = th_tensor(WGML_F32, P->v, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
+    P->tdout = th_tensor(WGML_F32, P->dout, TH_SHAPE(c->b, c->sq, c->h, c->d));
+    P->opts = (wgml_attention_options){ .causal = c->causal, .causal_offset = c->offset, .window = c->window,
+                                        .dropout_prob = c->p, .seed = ((uint64_t)th_rand_u32() << 32) | th_rand_u32(),
+                                        .scale = c->scale };
+}
+
+static void problem_free(problem *P)
+{
+    free(P->q); free(P->k); free(P->v); free(P->dout);
+    wgml_tensor_release(P->tq); wgml_tensor_release(P->tk); wgml_tensor_release(P->tv); wgml_tensor_release(P->tdout);
+}
+
+static wgml_tensor *gpu_forward(problem *P)
+{
+    const acase *c = &P->c;
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
+    TH_EXPECT(wgml_flash_attention_v2_with(th_eng, P->tq, P->tk, P->tv, out, &P->opts, NULL), WGML_OK);
+    return out;
+}
+
+static bool poisoned(wgml_tensor *t)
+{
+    uint32_t *x = (uint32_t *)th_read(t);
+    bool ok = true;
+    for (size_t i = 0; i < wgml_tensor_numel(t); i++) ok &= x[i] == 0xFFFFFFFFu;
+    free(x);
+    return ok;
 }
 
 /* ---- forward ------------------------------------------------------------------------ */
-
-#define M4(a, b, c, d) 4, { a, b, c, d }
-#define M2(c, d) 2, { 1, 1, c, d }
-#define NOMASK 0, { 0, 0, 0, 0 }
 
 static void test_forward_shapes(void)
 {
@@ -203,9 +487,8 @@ static void test_forward_shapes(void)
         { 2, 33, 100, 4, 2, 32, true, 67, 20, 0, 0, NOMASK, 0 },
         { 1, 64, 64, 2, 1, 64, false, 0, 0, 0, 0, M4(1, 2, 64, 64), 0 },
     };
-    run_cases(cases, sizeof cases / sizeof cases[0], false, "shapes");
+    run_ops(cases, sizeof cases / sizeof cases[0], 0, "shapes");
 }
-
 
 /* head_dim % 4 == 2: rows start in the middle of a vec4. */
 static void test_forward_odd_dims(void)
@@ -213,7 +496,7 @@ static void test_forward_odd_dims(void)
     static const size_t dims[] = { 2, 6, 10, 18, 34, 66, 126 };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         acase c = { 2, 19, 23, 2, 1, dims[i], i % 2 == 0, 3, 0, 0, 0, NOMASK, 0 };
-        run_cases(&c, 1, true, "odd dim");
+        run_op(&c, A_GRADS, "odd dim");
     }
 }
 
@@ -224,16 +507,16 @@ static void test_forward_masks(void)
     for (int bits = 0; bits < 16; bits++) {
         acase c = { B, SQ, SK, H, 1, 8, bits % 3 == 0, 0, 0, 0, 0,
                     M4(bits & 1 ? B : 1, bits & 2 ? H : 1, bits & 4 ? SQ : 1, bits & 8 ? SK : 1), 0.2 };
-        run_cases(&c, 1, bits % 4 == 1, "mask4");
+        run_op(&c, bits % 4 == 1 ? A_GRADS : 0, "mask4");
     }
     for (int bits = 0; bits < 4; bits++) {
         acase c = { B, SQ, SK, H, 3, 8, bits == 2, 0, 0, 0, 0, M2(bits & 1 ? SQ : 1, bits & 2 ? SK : 1), 0.2 };
-        run_cases(&c, 1, bits == 3, "mask2");
+        run_op(&c, bits == 3 ? A_GRADS : 0, "mask2");
     }
 }
 
-/* Rows that see no key (window past the keys, every key masked with -inf) give zeros and
-   zero gradients, never NaN. */
+/* Rows that see no key (window past the keys, every key masked with -inf, decoding past
+   the window) give exactly 0 and zero gradients, never NaN. */
 static void test_empty_rows(void)
 {
     static const acase cases[] = {
@@ -246,36 +529,7 @@ static void test_empty_rows(void)
         /* decode with nothing visible */
         { 2, 1, 30, 4, 2, 16, false, 100, 10, 0, 0, NOMASK, 0 },
     };
-    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
-        problem P;
-        problem_init(&P, &cases[n], 1.5);
-        check_forward(&P, "empty rows");
-        check_backward(&P, "empty rows");
-        /* the reference says which rows are empty; the GPU must give exactly 0 there */
-        const acase *c = &cases[n];
-        wgml_tensor *out = gpu_forward(&P);
-        wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-        wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-        wgml_tensor *gv = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-        TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, gq, gk, gv, &P.opts, P.tmask),
-                  WGML_OK);
-        float *o = th_read(out), *g = th_read(gq);
-        double *ref = th_alloc_d(P.nq);
-        ref_attn_forward(&P.ref, P.qd, P.kd, P.vd, ref);
-        size_t empty = 0, bad = 0;
-        for (size_t r = 0; r < P.nq / c->d; r++) {
-            bool all0 = true;
-            for (size_t d = 0; d < c->d; d++) all0 &= ref[r * c->d + d] == 0.0;
-            if (!all0) continue;
-            empty++;
-            for (size_t d = 0; d < c->d; d++) bad += o[r * c->d + d] != 0.0f || g[r * c->d + d] != 0.0f;
-        }
-        TH_CHECK(empty > 0, "case %zu has no empty row; the test tests nothing", n);
-        TH_CHECK(bad == 0, "case %zu: %zu values of empty rows are not exactly 0", n, bad);
-        free(o); free(g); free(ref);
-        wgml_tensor_release(out); wgml_tensor_release(gq); wgml_tensor_release(gk); wgml_tensor_release(gv);
-        problem_free(&P);
-    }
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS | A_EMPTY, "empty rows");
 }
 
 /* seq_q == 1 takes the split-key decode path. */
@@ -293,7 +547,7 @@ static void test_decode(void)
         { 1, 1, 100, 64, 1, 128, false, 0, 0, 0, 0, NOMASK, 0 },
         { 1, 1, 129, 5, 5, 6, false, 0, 0, 0.3f, 0, NOMASK, 0 },
     };
-    run_cases(cases, sizeof cases / sizeof cases[0], true, "decode");
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS, "decode");
 }
 
 /* ---- backward ----------------------------------------------------------------------- */
@@ -317,59 +571,10 @@ static void test_backward_ref(void)
         { 1, 64, 64, 8, 2, 64, false, 0, 0, 0.5f, 0, NOMASK, 0 },
         { 2, 1, 300, 8, 2, 64, true, 200, 0, 0, 0, NOMASK, 0 },
     };
-    run_cases(cases, sizeof cases / sizeof cases[0], true, "backward");
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS, "backward");
 }
 
-/* loss(q, k, v) = sum(dout * attention(q, k, v)) in double */
-static double fd_loss(problem *P, const double *q, const double *k, const double *v, double *scratch)
-{
-    ref_attn_forward(&P->ref, q, k, v, scratch);
-    double l = 0;
-    for (size_t i = 0; i < P->nq; i++) l += P->doutd[i] * scratch[i];
-    return l;
-}
-
-/* Central differences of the double forward: f32 gradients of the GPU against them. The
-   step h = 1e-4 leaves a truncation error of order h^2 (1e-8) and a rounding error of
-   order 1e-16 / h: the reference is exact to far below the f32 gradients' own error. */
-static void fd_check(const acase *c, const char *tag)
-{
-    problem P;
-    problem_init(&P, c, 1.5);
-    wgml_tensor *out = gpu_forward(&P);
-    wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    wgml_tensor *gv = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, gq, gk, gv, &P.opts, P.tmask),
-              WGML_OK);
-    float *got[3] = { th_read(gq), th_read(gk), th_read(gv) };
-    double *x[3] = { P.qd, P.kd, P.vd };
-    size_t n[3] = { P.nq, P.nk, P.nk };
-    static const char *names[3] = { "grad_q", "grad_k", "grad_v" };
-    double *scratch = th_alloc_d(P.nq), h = 1e-4;
-    for (int t = 0; t < 3; t++) {
-        double *fd = th_alloc_d(n[t]);
-        for (size_t i = 0; i < n[t]; i++) {
-            double x0 = x[t][i];
-            x[t][i] = x0 + h;
-            double lp = fd_loss(&P, P.qd, P.kd, P.vd, scratch);
-            x[t][i] = x0 - h;
-            double lm = fd_loss(&P, P.qd, P.kd, P.vd, scratch);
-            x[t][i] = x0;
-            fd[i] = (lp - lm) / (2 * h);
-        }
-        char what[256], d[200];
-        describe(c, d, sizeof d);
-        snprintf(what, sizeof what, "%s %s vs finite differences %s", tag, names[t], d);
-        th_compare(what, got[t], fd, n[t], BWD_ATOL * max_abs(fd, n[t]) + BWD_FLOOR, BWD_RTOL);
-        free(fd);
-    }
-    free(scratch);
-    for (int t = 0; t < 3; t++) free(got[t]);
-    wgml_tensor_release(out); wgml_tensor_release(gq); wgml_tensor_release(gk); wgml_tensor_release(gv);
-    problem_free(&P);
-}
-
+/* The f32 gradients against central differences of the double forward (th_finite_diff). */
 static void test_backward_finite_differences(void)
 {
     static const acase cases[] = {
@@ -381,22 +586,25 @@ static void test_backward_finite_differences(void)
         { 1, 1, 12, 4, 2, 8, false, 0, 0, 0.5f, 0, NOMASK, 0 },
         { 1, 33, 35, 1, 1, 4, true, 0, 7, 0.2f, 0, NOMASK, 0 },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fd_check(&cases[i], "fd");
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS | A_FD, "fd");
 }
 
 /* The same inputs give bit-identical gradients (no atomics, fixed summation order). */
 static void test_backward_deterministic(void)
 {
-    acase c = { 2, 70, 90, 8, 2, 32, true, 20, 0, 0.2f, 0, M4(1, 1, 70, 90), 0 };
+    acase c = { 2, 70, 90, 8, 2, 32, true, 20, 0, 0.2f, 0, NOMASK, 0 };
     problem P;
     problem_init(&P, &c, 1.5);
-    wgml_tensor *out = gpu_forward(&P);
+    float *mdata = th_random(70 * 90, -2, 2);
+    wgml_tensor *mask = th_tensor(WGML_F32, mdata, TH_SHAPE(1, 1, 70, 90));
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c.b, c.sq, c.h, c.d));
+    TH_EXPECT(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, mask), WGML_OK);
     float *first[3] = { 0 };
     for (int run = 0; run < 2; run++) {
         wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(c.b, c.sq, c.h, c.d)), th_poisoned(WGML_F32, TH_SHAPE(c.b, c.sk, c.kvh, c.d)),
                               th_poisoned(WGML_F32, TH_SHAPE(c.b, c.sk, c.kvh, c.d)) };
-        TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                        P.tmask), WGML_OK);
+        TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], &P.opts, mask),
+                  WGML_OK);
         for (int t = 0; t < 3; t++) {
             float *x = th_read(g[t]);
             if (run == 0) first[t] = x;
@@ -409,6 +617,8 @@ static void test_backward_deterministic(void)
         }
     }
     wgml_tensor_release(out);
+    wgml_tensor_release(mask);
+    free(mdata);
     problem_free(&P);
 }
 
@@ -482,17 +692,15 @@ static void test_dropout_reproducible(void)
     problem_free(&P);
 }
 
-static bool poisoned(wgml_tensor *t);
-
 /* ---- the prefill forward ------------------------------------------------------------ */
 
 /* The forward for seq_q > 1 (`prefill`: 64-query x 64-key blocks, head_dim streamed in
-   chunks of 32 or 16 floats, 1 or 2 vec4 of head_dim per thread): lengths around the block
+   chunks of 16 floats, 1 or 2 vec4 of head_dim per thread): lengths around the block
    size, head dims around the chunk and vec4-column boundaries (4, 16, 32, 40, 64, 80, 96,
    128) and with head_dim % 4 == 2 (18, 30, 126), causal offsets, windows (1 and one block
-   wide), masks, dropout, GQA, batch and heads > 1. Each case with the default chunk, a few
-   also with the other chunks (WGML_ATTN_PREFILL=bk16, ...) and through the old kernel
-   ("old"). */
+   wide), masks, dropout, GQA, batch and heads > 1. A few also through the tiled forward
+   (an adapter without room for prefill), and one with the backward, whose statistics
+   pass repeats prefill's scores and softmax. */
 static void test_prefill_edges(void)
 {
     static const acase cases[] = {
@@ -514,59 +722,12 @@ static void test_prefill_edges(void)
         { 1, 200, 77, 2, 1, 30, false, 0, 0, 0, 0, M2(200, 77), 0.4 },
         { 1, 129, 129, 3, 1, 4, true, 0, 70, 0, 0, NOMASK, 0 },
     };
-    const size_t n = sizeof cases / sizeof cases[0];
-    run_cases(cases, n, false, "prefill");
-    /* the chunks besides the default, each where the device holds it (prefill_bytes in
-       attention.c: 16 * (32 * chunk + 1024) bytes), else refused */
-    static const char *const variants[] = { "bk16", "old", "bk32", "bk64" };
-    static const unsigned chunk_bytes[] = { 16 * (32 * 16 + 1024), 0, 16 * (32 * 32 + 1024), 16 * (32 * 64 + 1024) };
-    wgml_adapter_info info;
-    wgml_context_info(th_ctx, &info);
-    for (int v = 0; v < 4; v++) {
-        setenv("WGML_ATTN_PREFILL", variants[v], 1);
-        if (chunk_bytes[v] > info.max_workgroup_storage_size) {
-            wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(cases[1].b, cases[1].sq, cases[1].h, cases[1].d));
-            problem Q;
-            problem_init(&Q, &cases[1], 1);
-            uint64_t before = th_commands();
-            TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, Q.tq, Q.tk, Q.tv, o, &Q.opts, Q.tmask),
-                          WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_PREFILL");
-            TH_CHECK(th_commands() == before && poisoned(o), "a chunk the device cannot hold recorded or wrote something");
-            wgml_tensor_release(o);
-            problem_free(&Q);
-            continue;
-        }
-        char tag[64];
-        snprintf(tag, sizeof tag, "prefill %s", variants[v]);
-        run_cases(&cases[1], 2, false, tag);   /* one head_dim > 64, one head_dim <= 64 */
-        run_cases(&cases[6], 1, false, tag);
-    }
-    /* the backward consumes the prefill output (its statistics pass recomputes the row sums) */
-    unsetenv("WGML_ATTN_PREFILL");
-    run_cases(&cases[6], 1, true, "prefill+backward");
-    /* the lanes of the 64 x 64 kernels placed as before they were paired (WGML_ATTN_PAIR=0),
-       forward and backward, one head_dim > 64 and one <= 64 */
-    setenv("WGML_ATTN_PAIR", "0", 1);
-    run_cases(&cases[1], 2, true, "prefill+backward unpaired lanes");
-    unsetenv("WGML_ATTN_PAIR");
-
-    /* a value that is no variant, or one that does not fit, is refused with nothing recorded */
-    acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };
-    problem P;
-    problem_init(&P, &c, 1);
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 16));
-    uint64_t before = th_commands();
-    static const char *const bad[] = { "bk8", "fast", "bk32 " };
-    for (int i = 0; i < 3; i++) {
-        setenv("WGML_ATTN_PREFILL", bad[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_INVALID_ARGUMENT,
-                      "WGML_ATTN_PREFILL");
-    }
-    TH_CHECK(th_commands() == before, "refused WGML_ATTN_PREFILL values recorded commands");
-    TH_CHECK(poisoned(out), "a refused call wrote the output");
-    unsetenv("WGML_ATTN_PREFILL");
-    wgml_tensor_release(out);
-    problem_free(&P);
+    run_ops(cases, sizeof cases / sizeof cases[0], 0, "prefill");
+    tuning()->workgroup_storage = SMALL_ADAPTER;
+    run_ops(&cases[1], 2, 0, "prefill, tiled forward");   /* one head_dim > 64, one <= 64 */
+    run_op(&cases[6], 0, "prefill, tiled forward");
+    tuning_reset();
+    run_op(&cases[6], A_GRADS, "prefill+backward");
 }
 
 /* ---- the other entry points --------------------------------------------------------- */
@@ -577,69 +738,18 @@ static void test_single_head(void)
     static const size_t shapes[][3] = { { 9, 9, 16 }, { 70, 70, 64 }, { 33, 80, 24 }, { 1, 40, 8 } };
     for (size_t s = 0; s < 4; s++)
         for (int causal = 0; causal < 2; causal++) {
-            size_t SQ = shapes[s][0], SK = shapes[s][1], D = shapes[s][2];
-            acase c = { 1, SQ, SK, 1, 1, D, causal, 0, 0, 0, 0, NOMASK, 0 };
-            problem P;
-            problem_init(&P, &c, 1.5);
-            wgml_tensor *q = th_tensor(WGML_F32, P.q, TH_SHAPE(SQ, D)), *k = th_tensor(WGML_F32, P.k, TH_SHAPE(SK, D));
-            wgml_tensor *v = th_tensor(WGML_F32, P.v, TH_SHAPE(SK, D)), *dout = th_tensor(WGML_F32, P.dout, TH_SHAPE(SQ, D));
-            wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(SQ, D));
-            wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(SQ, D));
-            wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(SK, D)), *gv = th_poisoned(WGML_F32, TH_SHAPE(SK, D));
-            TH_EXPECT(wgml_flash_attention(th_eng, q, k, v, out, causal), WGML_OK);
-            TH_EXPECT(wgml_flash_attention_backward(th_eng, q, k, v, out, dout, gq, gk, gv, causal), WGML_OK);
-            double *ro = th_alloc_d(P.nq), *rq = th_alloc_d(P.nq), *rk = th_alloc_d(P.nk), *rv = th_alloc_d(P.nk);
-            ref_attn_forward(&P.ref, P.qd, P.kd, P.vd, ro);
-            ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, rq, rk, rv);
-            float *fo = th_read(out), *fq = th_read(gq), *fk = th_read(gk), *fv = th_read(gv);
-            char what[128];
-            snprintf(what, sizeof what, "single head sq%zu sk%zu d%zu causal%d", SQ, SK, D, causal);
-            th_compare(what, fo, ro, P.nq, FWD_ATOL, FWD_RTOL);
-            th_compare(what, fq, rq, P.nq, BWD_ATOL * max_abs(rq, P.nq) + BWD_FLOOR, BWD_RTOL);
-            th_compare(what, fk, rk, P.nk, BWD_ATOL * max_abs(rk, P.nk) + BWD_FLOOR, BWD_RTOL);
-            th_compare(what, fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
-            free(ro); free(rq); free(rk); free(rv); free(fo); free(fq); free(fk); free(fv);
-            wgml_tensor *ts[] = { q, k, v, dout, out, gq, gk, gv };
-            for (int t = 0; t < 8; t++) wgml_tensor_release(ts[t]);
-            problem_free(&P);
+            acase c = { 1, shapes[s][0], shapes[s][1], 1, 1, shapes[s][2], causal, 0, 0, 0, 0, NOMASK, 0 };
+            run_op(&c, A_GRADS | A_SINGLE, "single head");
         }
 }
 
 /* wgml_flash_attention_v2 (mask, dropout) and wgml_flash_attention_v2_backward (causal only). */
 static void test_v2_entry_points(void)
 {
-    acase c = { 2, 20, 30, 4, 2, 16, true, 0, 0, 0.25f, 0, M4(2, 1, 20, 30), 0.1 };
-    problem P;
-    problem_init(&P, &c, 1.5);
-    double *ref = th_alloc_d(P.nq);
-    ref_attn_forward(&P.ref, P.qd, P.kd, P.vd, ref);
-    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c.b, c.sq, c.h, c.d));
-    TH_EXPECT(wgml_flash_attention_v2(th_eng, P.tq, P.tk, P.tv, out, true, 0.25f, P.seed, P.tmask), WGML_OK);
-    float *got = th_read(out);
-    th_compare("wgml_flash_attention_v2", got, ref, P.nq, FWD_ATOL / 0.75, FWD_RTOL);
-    free(got);
-    free(ref);
-    wgml_tensor_release(out);
-    problem_free(&P);
-
-    acase c2 = { 2, 20, 30, 4, 2, 16, true, 0, 0, 0, 0, NOMASK, 0 };
-    problem_init(&P, &c2, 1.5);
-    out = gpu_forward(&P);
-    wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(2, 20, 4, 16)), th_poisoned(WGML_F32, TH_SHAPE(2, 30, 2, 16)),
-                          th_poisoned(WGML_F32, TH_SHAPE(2, 30, 2, 16)) };
-    TH_EXPECT(wgml_flash_attention_v2_backward(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], true), WGML_OK);
-    double *r[3] = { th_alloc_d(P.nq), th_alloc_d(P.nk), th_alloc_d(P.nk) };
-    ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, r[0], r[1], r[2]);
-    size_t n[3] = { P.nq, P.nk, P.nk };
-    for (int t = 0; t < 3; t++) {
-        float *x = th_read(g[t]);
-        th_compare("wgml_flash_attention_v2_backward", x, r[t], n[t], BWD_ATOL * max_abs(r[t], n[t]) + BWD_FLOOR, BWD_RTOL);
-        free(x);
-        free(r[t]);
-        wgml_tensor_release(g[t]);
-    }
-    wgml_tensor_release(out);
-    problem_free(&P);
+    static const acase fwd = { 2, 20, 30, 4, 2, 16, true, 0, 0, 0.25f, 0, M4(2, 1, 20, 30), 0.1 },
+                       bwd = { 2, 20, 30, 4, 2, 16, true, 0, 0, 0, 0, NOMASK, 0 };
+    run_op(&fwd, A_V2, "wgml_flash_attention_v2");
+    run_op(&bwd, A_V2 | A_GRADS, "wgml_flash_attention_v2_backward");
 }
 
 /* A custom scale, and keys up to 131072 (forward, decode and backward). */
@@ -652,7 +762,7 @@ static void test_scale_and_long_keys(void)
         { 1, 1, 131072, 4, 1, 16, true, 131000, 0, 0.1f, 0, NOMASK, 0 },
         { 1, 2, 131072, 1, 1, 8, true, 131070, 50000, 0, 0, NOMASK, 0 },
     };
-    run_cases(cases, sizeof cases / sizeof cases[0], true, "scale/long");
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS, "scale/long");
 }
 
 /* More workgroups than one grid dimension holds (65536 (batch, head) pairs): the forward
@@ -661,21 +771,21 @@ static void test_scale_and_long_keys(void)
 static void test_large_grid(void)
 {
     static const acase c = { 256, 2, 2, 256, 128, 2, true, 0, 0, 0, 0, NOMASK, 0 };
-    run_cases(&c, 1, false, "large grid");
+    run_op(&c, 0, "large grid");
 }
 
 /* The backward keeps dS for at most min(1 GiB, one storage binding) at a time and runs
    over ranges of (batch, kv head) pairs otherwise. Seq 4096 takes 64 MiB of dS per head:
    three heads take two ranges (2 + 1) on lavapipe (128 MiB bindings) and one on a GPU with
    larger bindings. Checked against the reference, then the backward's commands are counted:
-   the statistics pass, then bwd_dkdv64 and bwd_dq_ds64 per range (head_dim 4 keeps the
+   the statistics pass, then bwd_dkdv64 and bwd_dq_mm per range (head_dim 4 keeps the
    reference cheap; the kernels pad it to their chunks). */
 static void test_backward_ds_ranges(void)
 {
     static const acase c = { 1, 4096, 4096, 3, 3, 4, true, 0, 0, 0, 0, NOMASK, 0 };
+    run_op(&c, A_GRADS, "dS ranges");
     problem P;
     problem_init(&P, &c, 1.5);
-    check_backward(&P, "dS ranges");
     wgml_adapter_info info;
     wgml_context_info(th_ctx, &info);
     uint64_t pair = 16384ull * 64 * 64, cap = 1ull << 30, pairs = 3;
@@ -695,12 +805,11 @@ static void test_backward_ds_ranges(void)
 }
 
 /* The blocks of a dispatch run in groups of heads, longest first within a group
-   (block_of in attention.wgsl; the group size from the rows a head re-reads, or
-   WGML_ATTN_ORDER). Group sizes that do not divide the heads leave a smaller last group:
-   12 query heads in groups of 5 (5, 5, 2) and of 4, 6 (batch x kv head) pairs in groups
-   of 5 (5, 1) and 4 (4, 2), one head at a time, and the default; causal, a window, GQA;
-   forward and backward against the reference; the old tiled forward in groups of 5;
-   malformed values refused. */
+   (block_of in attention_prelude.wgsl; the group size from the rows a head re-reads, or
+   the tuning). Group sizes that do not divide the heads leave a smaller last group: 12
+   query heads in groups of 5 (5, 5, 2) and of 4, 6 (batch x kv head) pairs in groups of 5
+   (5, 1) and 4 (4, 2), one head at a time, and the rule; causal, a window, GQA; forward
+   and backward against the reference; the tiled forward in groups of 5. */
 static void test_block_order(void)
 {
     static const acase cases[] = {
@@ -708,87 +817,77 @@ static void test_block_order(void)
         { 2, 150, 150, 6, 3, 18, true, 0, 0, 0, 0, NOMASK, 0 },
         { 2, 100, 170, 6, 3, 18, true, 70, 40, 0, 0, NOMASK, 0 },
     };
-    static const char *const orders[] = { "5", "4", "head", "" };
+    static const uint32_t orders[] = { 5, 4, 1, 0 };
     for (int o = 0; o < 4; o++) {
-        setenv("WGML_ATTN_ORDER", orders[o], 1);
+        tuning()->order_heads = orders[o];
         char tag[64];
-        snprintf(tag, sizeof tag, "block order \"%s\"", orders[o]);
-        run_cases(cases, 2, true, tag);
+        snprintf(tag, sizeof tag, "block order %u", orders[o]);
+        run_ops(cases, 2, A_GRADS, tag);
     }
-    setenv("WGML_ATTN_ORDER", "5", 1);
-    setenv("WGML_ATTN_PREFILL", "old", 1);
-    run_cases(cases, 2, false, "block order \"5\", old forward");
-    unsetenv("WGML_ATTN_PREFILL");
-
-    /* a value that is neither "head" nor a number of heads is refused by the forward and
-       the backward, with nothing recorded or written */
-    problem P;
-    problem_init(&P, &cases[0], 1);
-    const acase *c = &cases[0];
-    wgml_tensor *out = gpu_forward(&P);
-    wgml_tensor *o = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *gq = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *gk = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    wgml_tensor *gv = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    static const char *const bad[] = { "0", "x", "3x", "-1", " 3", "65537", "Head" };
-    uint64_t before = th_commands();
-    for (int i = 0; i < 7; i++) {
-        setenv("WGML_ATTN_ORDER", bad[i], 1);
-        TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, o, &P.opts, P.tmask),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_ORDER");
-        TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, gq, gk, gv, &P.opts,
-                                                            P.tmask),
-                      WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_ORDER");
-    }
-    TH_CHECK(th_commands() == before, "refused WGML_ATTN_ORDER values recorded commands");
-    TH_CHECK(poisoned(o) && poisoned(gq) && poisoned(gk) && poisoned(gv), "a refused call wrote an output");
-    unsetenv("WGML_ATTN_ORDER");
-    wgml_tensor_release(out); wgml_tensor_release(o);
-    wgml_tensor_release(gq); wgml_tensor_release(gk); wgml_tensor_release(gv);
-    problem_free(&P);
+    tuning()->order_heads = 5;
+    tuning()->workgroup_storage = SMALL_ADAPTER;
+    run_ops(cases, 2, 0, "block order 5, tiled forward");
+    tuning_reset();
 }
 
-/* Other tile shapes through the tuning variables, for the code paths the default shapes of
-   lavapipe leave out (the defaults cover one and two staging regions, 2 and 4 columns per
-   lane, 8 lanes per row group, row blocks of 16 to 64): 16 lanes per row group (fwd), 4
-   lanes and two staging regions (dq), 1 column per lane and row blocks of 8 (dkdv),
-   decoding with 32 threads, one head per workgroup and chunks of 4 keys. */
-static void test_forced_tiles(void)
+/* The kernels of smaller adapters, as the rules pick them from the tuning's limits:
+   - WebGPU's smallest workgroup storage (16 KiB): the tiled forward (its statistics mode
+     and lse_export for the log-sum-exp), the tiled backward with the statistics of fwd
+     in MODE 1, and decoding in shorter chunks; head dims of the four OCV classes, whose
+     tiles there have 4, 2 and 1 columns per lane, one and two staging regions, row
+     blocks of 8 to 64; partial blocks, seq_q != seq_k both ways, masks with -inf
+     entries, dropout, causal offsets, a window, GQA;
+   - 24 KiB: the 64 x 64 backward with head_dim chunks of 8 above head_dim 64;
+   - 32 KiB (lavapipe's own) where this adapter has more: chunks of 16 there;
+   - fewer than 10 storage buffers per stage: dq by bwd_dq64 (dS recomputed) beside the
+     tiled dk, dv.
+   Then a workgroup storage too small for any tile is refused, with nothing recorded. */
+static void test_small_adapters(void)
 {
-    static const struct { const char *fwd, *dq, *dkdv, *decode; } cfgs[] = {
-        { "16,16,2,0", "32,4,4,0", "8,8,1,1", "32,4,1,3" },
-    };
-    static const acase cases[] = {
+    static const acase tiled[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
         { 2, 37, 41, 4, 2, 32, true, 2, 0, 0.2f, 0, M4(1, 4, 37, 1), 0.1 },
-        { 2, 1, 70, 8, 2, 32, true, 50, 0, 0.2f, 0, M4(2, 1, 1, 70), 0 },
+        { 1, 300, 130, 2, 1, 34, false, 0, 0, 0, 0, M4(1, 2, 300, 130), 0.1 },
+        { 2, 65, 130, 4, 2, 80, true, 65, 0, 0, 0, NOMASK, 0 },
+        { 2, 33, 65, 2, 2, 128, true, 40, 0, 0, 0, M2(33, 65), 0 },
+        { 1, 70, 50, 4, 1, 64, false, 0, 9, 0, 0, NOMASK, 0 },
+        { 2, 1, 70, 8, 2, 128, true, 50, 0, 0.2f, 0, M4(2, 1, 1, 70), 0 },
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        setenv("WGML_ATTN_FWD", cfgs[i].fwd, 1);
-        setenv("WGML_ATTN_DQ", cfgs[i].dq, 1);
-        setenv("WGML_ATTN_DKDV", cfgs[i].dkdv, 1);
-        setenv("WGML_ATTN_DECODE", cfgs[i].decode, 1);
-        char tag[128];
-        snprintf(tag, sizeof tag, "tiles fwd %s dq %s dkdv %s decode %s", cfgs[i].fwd, cfgs[i].dq, cfgs[i].dkdv, cfgs[i].decode);
-        run_cases(cases, sizeof cases / sizeof cases[0], true, tag);
+    static const acase gemm = { 1, 70, 90, 4, 2, 80, true, 10, 0, 0, 0, NOMASK, 0 };
+    tuning()->workgroup_storage = SMALL_ADAPTER;
+    run_ops(tiled, 4, A_GRADS, "16 KiB");
+    run_op(&tiled[4], A_GRADS | A_LSE, "16 KiB lse");
+    run_op(&tiled[5], 0, "16 KiB");   /* decoding in shorter chunks */
+    tuning()->workgroup_storage = GEMM_ADAPTER;
+    run_op(&gemm, A_GRADS, "24 KiB");
+    if (th_ctx->limits.maxComputeWorkgroupStorageSize > (32u << 10)) {
+        tuning()->workgroup_storage = 32u << 10;
+        run_op(&gemm, A_GRADS, "32 KiB");
     }
-    /* a shape that does not fit is refused, naming the variable, with nothing recorded */
-    setenv("WGML_ATTN_FWD", "64,8,4,0", 1);
+    tuning_reset();
+    tuning()->storage_buffers = 8;
+    run_op(&tiled[0], A_GRADS, "8 storage buffers");
+
+    tuning()->storage_buffers = 0;
+    tuning()->workgroup_storage = 1024;
     acase c = { 1, 5, 5, 1, 1, 128, false, 0, 0, 0, 0, NOMASK, 0 };
     problem P;
     problem_init(&P, &c, 1);
     wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 128));
+    wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 128)), th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 128)),
+                          th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 128)) };
     uint64_t before = th_commands();
-    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_INVALID_ARGUMENT,
-                  "WGML_ATTN_FWD");
-    setenv("WGML_ATTN_FWD", "5,8,4,0", 1);
-    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_INVALID_ARGUMENT,
-                  "WGML_ATTN_FWD");
-    TH_CHECK(th_commands() == before, "refused tile shapes recorded commands");
-    unsetenv("WGML_ATTN_FWD");
-    unsetenv("WGML_ATTN_DQ");
-    unsetenv("WGML_ATTN_DKDV");
-    unsetenv("WGML_ATTN_DECODE");
-    wgml_tensor_release(out);
+    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_LIMIT,
+                  "workgroup storage");
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_LIMIT, "workgroup storage");
+    wgml_tensor *q1 = th_tensor(WGML_F32, P.q, TH_SHAPE(1, 1, 1, 128)), *o1 = th_poisoned(WGML_F32, TH_SHAPE(1, 1, 1, 128));
+    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, q1, P.tk, P.tv, o1, &P.opts, NULL), WGML_ERROR_LIMIT, "workgroup storage");
+    TH_CHECK(th_commands() == before, "refused calls recorded commands");
+    TH_CHECK(poisoned(out) && poisoned(o1) && poisoned(g[0]) && poisoned(g[1]) && poisoned(g[2]), "a refused call wrote an output");
+    tuning_reset();
+    wgml_tensor *all[] = { out, g[0], g[1], g[2], q1, o1 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
     problem_free(&P);
 }
 
@@ -798,78 +897,38 @@ static void test_forced_tiles(void)
    read workgroup memory it did not write (head_dim 18 leaves padding). */
 static void test_robust_context(void)
 {
-    wgml_context *ctx;
-    wgml_engine *eng;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .robust = true }, &ctx), WGML_OK);
-    TH_EXPECT(wgml_engine_create(ctx, &eng), WGML_OK);
     static const acase cases[] = {
         { 2, 37, 45, 4, 2, 18, true, 3, 0, 0.2f, 0, M4(2, 1, 37, 45), 0.1 },
         { 2, 1, 45, 4, 2, 18, true, 30, 0, 0, 0, M2(1, 45), 0 },
     };
-    for (size_t n = 0; n < 2; n++) {
-        const acase *c = &cases[n];
-        problem P;
-        problem_init(&P, c, 1.5);
-        wgml_tensor *t[9];
-        const float *src[5] = { P.q, P.k, P.v, P.dout, P.mask };
-        const size_t *shapes[5] = { (size_t[]){ c->b, c->sq, c->h, c->d }, (size_t[]){ c->b, c->sk, c->kvh, c->d },
-                                    (size_t[]){ c->b, c->sk, c->kvh, c->d }, (size_t[]){ c->b, c->sq, c->h, c->d },
-                                    c->mask_ndim == 4 ? c->mshape : c->mshape + 2 };
-        for (int i = 0; i < 5; i++)
-            TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, i == 4 ? (uint32_t)c->mask_ndim : 4, shapes[i], src[i], &t[i]), WGML_OK);
-        for (int i = 5; i < 9; i++) TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 4, shapes[i < 7 ? 0 : 1], &t[i]), WGML_OK);
-        TH_EXPECT(wgml_flash_attention_v2_with(eng, t[0], t[1], t[2], t[5], &P.opts, t[4]), WGML_OK);
-        TH_EXPECT(wgml_flash_attention_v2_backward_with(eng, t[0], t[1], t[2], t[5], t[3], t[6], t[7], t[8], &P.opts, t[4]),
-                  WGML_OK);
-        double *ro = th_alloc_d(P.nq), *rq = th_alloc_d(P.nq), *rk = th_alloc_d(P.nk), *rv = th_alloc_d(P.nk);
-        ref_attn_forward(&P.ref, P.qd, P.kd, P.vd, ro);
-        ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, rq, rk, rv);
-        float *fo = th_alloc_f(P.nq), *fq = th_alloc_f(P.nq), *fk = th_alloc_f(P.nk), *fv = th_alloc_f(P.nk);
-        TH_EXPECT(wgml_tensor_read(t[5], 0, fo, P.nq * 4), WGML_OK);
-        TH_EXPECT(wgml_tensor_read(t[6], 0, fq, P.nq * 4), WGML_OK);
-        TH_EXPECT(wgml_tensor_read(t[7], 0, fk, P.nk * 4), WGML_OK);
-        TH_EXPECT(wgml_tensor_read(t[8], 0, fv, P.nk * 4), WGML_OK);
-        th_compare("robust out", fo, ro, P.nq, FWD_ATOL / (1 - c->p), FWD_RTOL);
-        th_compare("robust grad_q", fq, rq, P.nq, BWD_ATOL * max_abs(rq, P.nq) + BWD_FLOOR, BWD_RTOL);
-        th_compare("robust grad_k", fk, rk, P.nk, BWD_ATOL * max_abs(rk, P.nk) + BWD_FLOOR, BWD_RTOL);
-        th_compare("robust grad_v", fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
-        free(ro); free(rq); free(rk); free(rv); free(fo); free(fq); free(fk); free(fv);
-        for (int i = 0; i < 9; i++) wgml_tensor_release(t[i]);
-        problem_free(&P);
-    }
-    wgml_engine_destroy(eng);
-    wgml_context_destroy(ctx);
+    run_ops(cases, 2, A_GRADS | A_ROBUST, "robust");
+    wgml_engine_destroy(robust_eng);
+    wgml_context_destroy(robust_ctx);
+    robust_eng = NULL;
+    robust_ctx = NULL;
 }
 
-/* ---- bad inputs --------------------------------------------------------------------- */
+/* ---- the 64 x 64 backward ------------------------------------------------------------- */
 
-static bool poisoned(wgml_tensor *t)
-{
-    uint32_t *x = (uint32_t *)th_read(t);
-    bool ok = true;
-    for (size_t i = 0; i < wgml_tensor_numel(t); i++) ok &= x[i] == 0xFFFFFFFFu;
-    free(x);
-    return ok;
-}
-
-/* The backward's 64 x 64 kernels (bwd_dq64 / bwd_dkdv64) at the edges of their blocks:
-   sequences of 1, 63, 65, 130, 300 (partial blocks, several blocks, seq_q != seq_k both
-   ways), head_dim 16, 34 (% 4 == 2), 64, 80, 126, 128 (one or two vec4 per thread, partial
-   head_dim chunks), causal with offsets, windows (1 included), masks with -inf entries,
-   dropout, GQA groups 1, 2, 4, rows past the keys (empty), batch and heads > 1. Run with
-   the default choice of head_dim chunk, the other chunks forced (32 only where the device
-   holds it; refused elsewhere), chunks consumed in sub-chunks (G_SUB), the other build of
-   the mask and dropout code (GPUs build each call's pipeline with only the features it
-   uses and CPU adapters with all of them; WGML_ATTN_FEAT picks the other one here: "all"
-   on a GPU, "call" on a CPU adapter, without and with both features), and the old tiles
-   for an A/B of the same inputs. The default computes dq from the dS that bwd_dkdv64
-   writes: stored dense and multiplied by bwd_dq_mm where head_dim % 4 == 0, in 64 x 64
-   blocks by bwd_dq_ds64 otherwise (head_dim 34, 126; and one run with WGML_ATTN_DQMM=0
-   on cases of both head_dim classes, causal and windowed); one run recomputes them in bwd_dq64 (WGML_ATTN_DS=0),
-   one runs both over ranges of 2 (batch, kv head) pairs (WGML_ATTN_DS=1,2: 4 pairs, 2,
-   and 9 with a last range of 1), as the backward does where all blocks exceed 1 GiB.
-   The sub-chunk and feature runs are kept small: on a cold shader cache every pipeline
-   they add costs lavapipe seconds. */
+/* The backward's 64 x 64 kernels at the edges of their blocks: sequences of 1, 63, 65,
+   130, 300 (partial blocks, several blocks, seq_q != seq_k both ways), head_dim 16, 32, 34
+   (% 4 == 2), 64, 80, 126, 128 (one or two vec4 per thread, partial head_dim chunks),
+   causal with offsets, windows (1 included), masks with -inf entries, dropout, GQA groups
+   1, 2, 4, rows past the keys (empty), batch and heads > 1. The default computes dq from
+   the dS that bwd_dkdv64 writes: stored dense and multiplied by bwd_dq_mm where head_dim
+   % 4 == 0, in 64 x 64 blocks by bwd_dq_ds64 otherwise (head_dim 34, 126). Then, on
+   subsets of both head_dim classes, what other adapters or shapes get:
+   - the other build of the mask and dropout code (GPUs build each call's pipeline with
+     only the features it uses, CPU adapters one with all: the one this adapter does not
+     use), without and with both features;
+   - chunks consumed 8 steps at a time (G_SUB: the rule at chunks of 32, forced here at
+     the chunk of 16 a 32 KiB adapter holds, above head_dim 64);
+   - dS recomputed by bwd_dq64, as where one (batch, kv head) pair's dS exceeds the cap;
+   - dS in ranges of 2 (batch, kv head) pairs (4 pairs: 2 + 2; 9: 2 x 4 + 1), as where
+     all of them exceed it.
+   (The tiled backward of adapters without room for the 64 x 64 kernels: small_adapters.)
+   These runs are kept small: on a cold shader cache every pipeline they add costs
+   lavapipe seconds. */
 static void test_backward_blocks64(void)
 {
     static const acase cases[] = {
@@ -885,193 +944,30 @@ static void test_backward_blocks64(void)
         { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
         { 1, 130, 70, 2, 1, 32, false, 0, 5, 0, 0, NOMASK, 0 },
     };
-    /* the default chunk is 8 up to head_dim 64 and 16 (32 KiB devices) or 32 (48 KiB)
-       above: force the others on a subset with both head_dim classes */
-    static const size_t subset8[] = { 1, 2, 5, 7 }, subset16[] = { 1, 5, 9, 3 }, subset32[] = { 1, 2, 4, 8 },
-                        subset_sub[] = { 1, 4 }, subset_feat[] = { 1, 7 }, subset_old[] = { 2, 5 },
-                        subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 }, subset_blocks[] = { 2, 4, 6 };
-    static const struct { const char *env; const size_t *which; size_t n; bool all_features; const char *ds; bool blocks; } runs[] = {
-        { NULL, NULL, 0, false, NULL, false },
-        { "new,8", subset8, 4, false, NULL, false },
-        { "new,16", subset16, 4, false, NULL, false },
-        { "new,32", subset32, 4, false, NULL, false },
-        { "new,16,s8", subset_sub, 2, false, NULL, false },
-        { "new,32,s16", subset_sub, 2, false, NULL, false },
-        { NULL, subset_feat, 2, true, NULL, false },
-        { "old", subset_old, 2, false, NULL, false },
-        { NULL, subset_nods, 3, false, "0", false },
-        { NULL, subset_ranges, 3, false, "1,2", false },
-        { NULL, subset_blocks, 3, false, NULL, true },
-    };
-    wgml_adapter_info info;
-    wgml_context_info(th_ctx, &info);
-    bool fits32 = 16u * (64u * 32u + 1024u) <= info.max_workgroup_storage_size;   /* g_st + g_w at GBK 32 */
-    /* on a CPU adapter the sub-chunk run takes its head_dim 64 case only (the head_dim 128
-       pipelines are the ones lavapipe compiles slowest; a GPU's default runs G_SUB there) */
-    bool cpu = info.type && !strcmp(info.type, "CPU");
-    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        if (runs[r].env && !strncmp(runs[r].env, "new,32", 6) && !fits32) {
-            /* a chunk the device cannot hold is refused, naming the variable */
-            setenv("WGML_ATTN_DQ", runs[r].env, 1);
-            problem P;
-            problem_init(&P, &cases[1], 1);
-            wgml_tensor *g[3];
-            for (int t = 0; t < 3; t++) g[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 63, 2, 64));   /* cases[1] */
-            uint64_t before = th_commands();
-            TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2],
-                                                                &P.opts, NULL),
-                          WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
-            TH_CHECK(th_commands() == before, "a refused chunk of 32 recorded commands");
-            for (int t = 0; t < 3; t++) {
-                TH_CHECK(poisoned(g[t]), "a refused chunk of 32 wrote gradient %d", t);
-                wgml_tensor_release(g[t]);
-            }
-            problem_free(&P);
-            unsetenv("WGML_ATTN_DQ");
-            continue;
-        }
-        if (runs[r].env) {
-            setenv("WGML_ATTN_DQ", runs[r].env, 1);
-            setenv("WGML_ATTN_DKDV", runs[r].env, 1);
-        }
-        if (runs[r].all_features) setenv("WGML_ATTN_FEAT", cpu ? "call" : "all", 1);
-        if (runs[r].ds) setenv("WGML_ATTN_DS", runs[r].ds, 1);
-        if (runs[r].blocks) setenv("WGML_ATTN_DQMM", "0", 1);
-        char tag[96];
-        snprintf(tag, sizeof tag, "blocks64 %s%s%s%s", runs[r].env ? runs[r].env : "default",
-                 runs[r].all_features ? " other feature build" : "",
-                 !runs[r].ds ? "" : !strcmp(runs[r].ds, "0") ? " dS recomputed" : " dS in ranges of 2",
-                 runs[r].blocks ? " dS in blocks" : "");
-        size_t n = runs[r].which ? runs[r].n : sizeof cases / sizeof cases[0];
-        if (cpu && runs[r].which == subset_sub) n = 1;
-        for (size_t i = 0; i < n; i++) {
-            problem P;
-            problem_init(&P, &cases[runs[r].which ? runs[r].which[i] : i], 1.5);
-            check_backward(&P, tag);
-            problem_free(&P);
-        }
-        unsetenv("WGML_ATTN_DQ");
-        unsetenv("WGML_ATTN_DKDV");
-        unsetenv("WGML_ATTN_FEAT");
-        unsetenv("WGML_ATTN_DS");
-        unsetenv("WGML_ATTN_DQMM");
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS, "blocks64");
+
+    static const size_t subset_feat[] = { 1, 7 }, subset_nods[] = { 2, 7, 9 }, subset_ranges[] = { 2, 7, 8 };
+    tuning()->features = th_ctx->cpu_adapter ? WGML__ATTN_FEATURES_CALL : WGML__ATTN_FEATURES_ALL;
+    for (size_t i = 0; i < 2; i++) run_op(&cases[subset_feat[i]], A_GRADS, "blocks64, the other feature build");
+    tuning_reset();
+    tuning()->backward_sub = 8;
+    run_op(&cases[2], A_GRADS, "blocks64, chunks 8 steps at a time");   /* head_dim 80 */
+    tuning_reset();
+    tuning()->ds_bytes = 1;   /* below one pair's blocks */
+    for (size_t i = 0; i < 3; i++) run_op(&cases[subset_nods[i]], A_GRADS, "blocks64, dS recomputed");
+    tuning_reset();
+    for (size_t i = 0; i < 3; i++) {
+        const acase *c = &cases[subset_ranges[i]];
+        tuning()->ds_bytes = 2 * 16384ull * (c->h / c->kvh) * ((c->sq + 63) / 64) * ((c->sk + 63) / 64);
+        run_op(c, A_GRADS, "blocks64, dS in ranges of 2");
     }
-    /* a chunk that is not 8, 16 or 32, or a sub-chunk that is not 4, 8 or 16 below it, is
-       refused, naming the variable, with nothing recorded */
-    setenv("WGML_ATTN_DQ", "new,12", 1);
-    setenv("WGML_ATTN_DKDV", "new", 1);
-    acase c = { 1, 5, 5, 1, 1, 16, false, 0, 0, 0, 0, NOMASK, 0 };
-    problem P;
-    problem_init(&P, &c, 1);
-    wgml_tensor *g[3];
-    for (int t = 0; t < 3; t++) g[t] = th_poisoned(WGML_F32, TH_SHAPE(1, 5, 1, 16));
-    uint64_t before = th_commands();
-    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
-                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DQ");
-    setenv("WGML_ATTN_DQ", "new", 1);
-    setenv("WGML_ATTN_DKDV", "new,0", 1);
-    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
-                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DKDV");
-    /* a sub-chunk that does not fit its chunk (WGML_ATTN_DQ, with WGML_ATTN_DKDV=new), a
-       WGML_ATTN_DS other than 0, 1 or 1,N, a WGML_ATTN_DQMM other than 0 or 1: refused */
-    static const char *const bad_sub[] = { "new,16,s3", "new,16,s16", "new,8,s8", "new,16,x8", "new,16,s8x", "new,16,", "new,16s8", NULL },
-                             *const bad_ds[] = { "2", "yes", "1 ", "01", "1,0", "1,", "1,x", "1,-3", "1,2x", "1, 2", "0,2", NULL },
-                             *const bad_dqmm[] = { "2", "yes", "1 ", "01", NULL };
-    static const struct { const char *var; const char *const *bad; } bad_vars[] = {
-        { "WGML_ATTN_DQ", bad_sub }, { "WGML_ATTN_DS", bad_ds }, { "WGML_ATTN_DQMM", bad_dqmm } };
-    for (size_t v = 0; v < sizeof bad_vars / sizeof bad_vars[0]; v++) {
-        if (v == 0) setenv("WGML_ATTN_DKDV", "new", 1);
-        for (const char *const *b = bad_vars[v].bad; *b; b++) {
-            setenv(bad_vars[v].var, *b, 1);
-            TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2],
-                                                                &P.opts, NULL),
-                          WGML_ERROR_INVALID_ARGUMENT, bad_vars[v].var);
-        }
-        unsetenv(bad_vars[v].var);
-        unsetenv("WGML_ATTN_DKDV");
-    }
-    setenv("WGML_ATTN_DS", "1", 1);
-    setenv("WGML_ATTN_DQ", "old", 1);
-    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
-                  WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_DS");
-    unsetenv("WGML_ATTN_DS");
-    TH_CHECK(th_commands() == before, "refused backward kernels recorded commands");
-    for (int t = 0; t < 3; t++) {
-        TH_CHECK(poisoned(g[t]), "refused backward wrote gradient %d", t);
-        wgml_tensor_release(g[t]);
-    }
-    unsetenv("WGML_ATTN_DQ");
-    unsetenv("WGML_ATTN_DKDV");
-    problem_free(&P);
+    tuning_reset();
 }
 
 /* options.lse: the forward writes each row's log-sum-exp on every forward path (prefill,
-   the tiled fallback, decoding), -inf for rows with no visible key; the backward reads it
+   the tiled forward, decoding), -inf for rows with no visible key; the backward reads it
    instead of its statistics pass and gives the reference gradients; a shifted lse changes
    them exactly as the math says (proof that it is read); bad lse tensors are refused. */
-#define LSE_ATOL 1e-5
-#define LSE_RTOL 1e-5
-/* The log-sum-exp a forward wrote to lse against the reference; returns what it read
-   (the caller frees it). */
-static float *check_lse_written(problem *P, wgml_tensor *lse, const char *tag)
-{
-    const acase *c = &P->c;
-    size_t nl = c->b * c->h * c->sq;
-    double *ref = th_alloc_d(nl);
-    ref_attn_lse(&P->ref, P->qd, P->kd, ref);
-    float *got = th_read(lse);
-    char what[256], d[200];
-    describe(c, d, sizeof d);
-    snprintf(what, sizeof what, "%s lse %s", tag, d);
-    th_compare(what, got, ref, nl, LSE_ATOL, LSE_RTOL);
-    free(ref);
-    return got;
-}
-
-static void check_lse_case(const acase *c, const char *tag, bool backward)
-{
-    problem P;
-    problem_init(&P, c, 1.5);
-    char what[256], d[200];
-    describe(c, d, sizeof d);
-    size_t nl = c->b * c->h * c->sq;
-    wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq));
-    P.opts.lse = lse;
-    check_forward(&P, tag);   /* out against the reference, with lse written beside it */
-    float *got = check_lse_written(&P, lse, tag);
-    if (backward) {
-        check_backward(&P, tag);   /* forward writing lse, backward reading it */
-        /* lse + ln 2 halves every probability the backward rebuilds: without dropout or a
-           mask grad_v = P^T dout halves exactly */
-        if (c->p == 0) {
-            for (size_t i = 0; i < nl; i++) got[i] = isinf(got[i]) ? got[i] : got[i] + 0.69314718f;   /* ln 2 */
-            TH_EXPECT(wgml_tensor_write(lse, 0, got, nl * sizeof(float)), WGML_OK);
-            wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-            wgml_attention_options plain = P.opts;
-            plain.lse = NULL;
-            TH_EXPECT(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &plain, P.tmask), WGML_OK);
-            wgml_tensor *g[3];
-            for (int t = 0; t < 3; t++)
-                g[t] = th_poisoned(WGML_F32, t ? TH_SHAPE(c->b, c->sk, c->kvh, c->d) : TH_SHAPE(c->b, c->sq, c->h, c->d));
-            TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, out, P.tdout, g[0], g[1], g[2], &P.opts,
-                                                            P.tmask),
-                      WGML_OK);
-            double *rq = th_alloc_d(P.nq), *rk = th_alloc_d(P.nk), *rv = th_alloc_d(P.nk);
-            ref_attn_backward(&P.ref, P.qd, P.kd, P.vd, P.doutd, rq, rk, rv);
-            for (size_t i = 0; i < P.nk; i++) rv[i] /= 2;
-            float *fv = th_read(g[2]);
-            snprintf(what, sizeof what, "%s grad_v from lse + ln 2 %s", tag, d);
-            th_compare(what, fv, rv, P.nk, BWD_ATOL * max_abs(rv, P.nk) + BWD_FLOOR, BWD_RTOL);
-            free(rq); free(rk); free(rv); free(fv);
-            for (int t = 0; t < 3; t++) wgml_tensor_release(g[t]);
-            wgml_tensor_release(out);
-        }
-    }
-    free(got);
-    wgml_tensor_release(lse);
-    problem_free(&P);
-}
-
 static void test_lse(void)
 {
     static const acase cases[] = {
@@ -1083,11 +979,16 @@ static void test_lse(void)
         { 2, 1, 300, 4, 2, 128, true, 299, 0, 0, 0, NOMASK, 0 },            /* decoding */
         { 1, 1, 50, 2, 1, 64, true, 100, 10, 0, 0, NOMASK, 0 },             /* decoding, no key */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_lse_case(&cases[i], "lse", true);
-    setenv("WGML_ATTN_PREFILL", "old", 1);   /* the tiled forward: lse from its statistics pass */
-    check_lse_case(&cases[0], "lse old", true);
-    check_lse_case(&cases[2], "lse old", false);
-    unsetenv("WGML_ATTN_PREFILL");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_op(&cases[i], A_LSE | A_GRADS, "lse");
+        /* lse + ln 2 halves every probability the backward rebuilds: without dropout
+           grad_v = P^T dout halves exactly */
+        if (cases[i].p == 0) run_op(&cases[i], A_LSE_HALF, "grad_v from lse + ln 2");
+    }
+    tuning()->workgroup_storage = SMALL_ADAPTER;   /* the tiled forward: lse from its statistics mode */
+    run_op(&cases[0], A_LSE | A_GRADS, "lse, tiled");
+    run_op(&cases[2], A_LSE, "lse, tiled");
+    tuning_reset();
 
     acase c = { 2, 5, 7, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
     problem P;
@@ -1120,35 +1021,15 @@ static void test_lse(void)
     problem_free(&P);
 }
 
-/* One case of options.scores: the forward's output and log-sum-exp against the reference
-   with the scores kept (they start poisoned), then every gradient (check_backward runs the
-   forward and the backward with the same options; a block the forward did not write makes
-   NaN there). */
-static void check_scores_case(const acase *c, const char *tag)
-{
-    problem P;
-    problem_init(&P, c, 1.5);
-    size_t need = c->b * c->h * ((c->sq + 63) / 64) * ((c->sk + 63) / 64) * 4096;
-    wgml_tensor *lse = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)), *sc = th_poisoned(WGML_F32, TH_SHAPE(need));
-    P.opts.lse = lse;
-    P.opts.scores = sc;
-    check_forward(&P, tag);
-    free(check_lse_written(&P, lse, tag));
-    check_backward(&P, tag);
-    wgml_tensor_release(lse); wgml_tensor_release(sc);
-    problem_free(&P);
-}
-
-/* options.scores: the forward keeps its scores and bwd_dkdv64 reads them instead of
-   computing S, over block edges, GQA, causal offsets, masks, dropout and both head_dim
-   classes. Calls without a mask or dropout and head_dim % 4 == 0 run the forward as two
-   products (fwd_s_mm, fwd_pv_mm: tiles of 128 against blocks of 64, so odd block counts,
-   seq_q != seq_k, tiny and partial head_dim chunks), the rest prefill_lse with WRITE_S;
-   the first again with WGML_ATTN_FWDMM=0, and the products' first three with
-   WGML_ATTN_PVMU=0 (fwd_pv_mm's row maxima in registers). Then the refusals, with nothing
-   recorded. (In
-   the blocks64 ctest entry: the other one is near its time limit on lavapipe with an
-   empty shader cache.) */
+/* options.scores: the forward keeps its scores (poisoned before it: a block it does not
+   write makes NaN in the backward) and bwd_dkdv64 reads them instead of computing S, over
+   block edges, GQA, causal offsets, masks, dropout and both head_dim classes; out, lse and
+   every gradient against the reference. Calls without a mask or dropout and head_dim % 4
+   == 0 run the forward as two products (fwd_s_mm, fwd_pv_mm: tiles of 128 against blocks
+   of 64, so odd block counts, seq_q != seq_k, tiny and partial head_dim chunks), the rest
+   prefill_lse with WRITE_S. Then the refusals, with nothing recorded. (In the blocks64
+   ctest entry: the other one is near its time limit on lavapipe with an empty shader
+   cache.) */
 static void test_backward_blocks64_scores(void)
 {
     static const acase products[] = {
@@ -1167,14 +1048,8 @@ static void test_backward_blocks64_scores(void)
         { 1, 64, 64, 8, 2, 32, true, 0, 0, 0.3f, 0, M2(64, 64), 0 },
         { 3, 63, 65, 3, 3, 126, false, 0, 0, 0, 0.2f, NOMASK, 0 },
     };
-    for (size_t i = 0; i < sizeof products / sizeof products[0]; i++) check_scores_case(&products[i], "scores");
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) check_scores_case(&others[i], "scores");
-    setenv("WGML_ATTN_FWDMM", "0", 1);
-    for (size_t i = 0; i < 4; i++) check_scores_case(&products[i], "scores, prefill_lse");
-    unsetenv("WGML_ATTN_FWDMM");
-    setenv("WGML_ATTN_PVMU", "0", 1);
-    for (size_t i = 0; i < 3; i++) check_scores_case(&products[i], "scores, maxima in registers");
-    unsetenv("WGML_ATTN_PVMU");
+    run_ops(products, sizeof products / sizeof products[0], A_LSE | A_SCORES | A_GRADS, "scores");
+    run_ops(others, sizeof others / sizeof others[0], A_LSE | A_SCORES | A_GRADS, "scores");
 
     acase c = { 1, 70, 70, 2, 1, 16, true, 0, 0, 0, 0, NOMASK, 0 };
     problem P;
@@ -1186,32 +1061,39 @@ static void test_backward_blocks64_scores(void)
     wgml_tensor *sc = th_poisoned(WGML_F32, TH_SHAPE(need)), *small = th_poisoned(WGML_F32, TH_SHAPE(need - 1));
     wgml_tensor *half = th_poisoned(WGML_F16, TH_SHAPE(need));
     uint64_t before = th_commands();
-    /* fwd, bwd: whether the forward and the backward refuse it (WGML_ATTN_DKDV concerns the
-       backward only; WGML_ATTN_PREFILL and WGML_ATTN_FWDMM the forward, and the statistics
-       pass, unused with lse) */
-    struct { wgml_tensor *scores, *lse; uint32_t window; const char *env, *val; wgml_status st; const char *needle; bool fwd, bwd; } bad[] = {
-        { sc, NULL, 0, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "needs options.lse", true, true },
-        { sc, lse, 8, NULL, NULL, WGML_ERROR_INVALID_ARGUMENT, "window", true, true },
-        { small, lse, 0, NULL, NULL, WGML_ERROR_SHAPE, "it needs at least", true, true },
-        { half, lse, 0, NULL, NULL, WGML_ERROR_DTYPE, "scores", true, true },
-        { sc, lse, 0, "WGML_ATTN_PREFILL", "old", WGML_ERROR_LIMIT, "prefill", true, false },
-        { sc, lse, 0, "WGML_ATTN_FWDMM", "2", WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_FWDMM", true, false },
-        { sc, lse, 0, "WGML_ATTN_FWDMM", "yes", WGML_ERROR_INVALID_ARGUMENT, "is not 0 or 1", true, false },
-        { sc, lse, 0, "WGML_ATTN_PVMU", "on", WGML_ERROR_INVALID_ARGUMENT, "WGML_ATTN_PVMU", true, false },
-        { sc, lse, 0, "WGML_ATTN_DKDV", "old", WGML_ERROR_LIMIT, "bwd_dkdv64", false, true },
+    /* fwd, bwd: whether the forward and the backward refuse it; the tuning limits plan for an
+       adapter without room for prefill (the forward's concern; the backward reads the kept
+       lse) or with too few storage buffers for bwd_dkdv64 (the backward's) */
+    struct { wgml_tensor *scores, *lse; uint32_t window, wg_storage, buffers; wgml_status st; const char *needle; bool fwd, bwd; } bad[] = {
+        { sc, NULL, 0, 0, 0, WGML_ERROR_INVALID_ARGUMENT, "needs options.lse", true, true },
+        { sc, lse, 8, 0, 0, WGML_ERROR_INVALID_ARGUMENT, "window", true, true },
+        { small, lse, 0, 0, 0, WGML_ERROR_SHAPE, "it needs at least", true, true },
+        { half, lse, 0, 0, 0, WGML_ERROR_DTYPE, "scores", true, true },
+        { sc, lse, 0, SMALL_ADAPTER, 0, WGML_ERROR_LIMIT, "prefill", true, false },
+        { sc, lse, 0, 0, 8, WGML_ERROR_LIMIT, "bwd_dkdv64", false, true },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wgml_attention_options o = P.opts;
         o.scores = bad[i].scores;
         o.lse = bad[i].lse;
         o.window = bad[i].window;
-        if (bad[i].env) setenv(bad[i].env, bad[i].val, 1);
+        tuning()->workgroup_storage = bad[i].wg_storage;
+        tuning()->storage_buffers = bad[i].buffers;
         if (bad[i].fwd) TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &o, NULL), bad[i].st, bad[i].needle);
         if (bad[i].bwd)
             TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &o, NULL),
                           bad[i].st, bad[i].needle);
-        if (bad[i].env) unsetenv(bad[i].env);
+        tuning_reset();
     }
+    /* what the trainer asks before it keeps scores: no where the kernels are not the 64 x 64 ones */
+    TH_CHECK(wgml__attention_keeps_scores(th_eng, 64, 70), "the 64 x 64 kernels keep no scores at head_dim 64");
+    TH_CHECK(!wgml__attention_keeps_scores(th_eng, 64, 1), "decoding keeps scores");
+    tuning()->workgroup_storage = SMALL_ADAPTER;
+    TH_CHECK(!wgml__attention_keeps_scores(th_eng, 64, 70), "a 16 KiB adapter keeps scores");
+    tuning_reset();
+    tuning()->storage_buffers = 8;
+    TH_CHECK(!wgml__attention_keeps_scores(th_eng, 64, 70), "an adapter with 8 storage buffers keeps scores");
+    tuning_reset();
     TH_CHECK(th_commands() == before, "refused scores recorded commands");
     TH_CHECK(poisoned(out) && poisoned(sc) && poisoned(small) && poisoned(lse), "a refused call wrote a tensor");
     for (int t = 0; t < 3; t++) TH_CHECK(poisoned(g[t]), "a refused backward wrote gradient %d", t);
@@ -1219,6 +1101,8 @@ static void test_backward_blocks64_scores(void)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
     problem_free(&P);
 }
+
+/* ---- bad inputs --------------------------------------------------------------------- */
 
 static void test_bad_inputs(void)
 {
@@ -1323,6 +1207,14 @@ static void test_bad_inputs(void)
                   WGML_ERROR_ALIAS, "grad_v must not be the same tensor as grad_k");
     TH_EXPECT_ERR(wgml_flash_attention_backward(th_eng, q, k, v, fwd_out, dout, gq, gk, gv, true), WGML_ERROR_SHAPE,
                   "q must be 2-D");
+    /* tuning values no rule has */
+    tuning()->backward_sub = 4;
+    TH_EXPECT_ERR(FWD(q, k, v, out, &o, NULL), WGML_ERROR_INVALID_ARGUMENT, "backward_sub");
+    TH_EXPECT_ERR(BWD(q, k, v, fwd_out, dout, gq, gk, gv), WGML_ERROR_INVALID_ARGUMENT, "backward_sub");
+    tuning_reset();
+    tuning()->features = 3;
+    TH_EXPECT_ERR(BWD(q, k, v, fwd_out, dout, gq, gk, gv), WGML_ERROR_INVALID_ARGUMENT, "features");
+    tuning_reset();
     TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
     TH_CHECK(poisoned(out) && poisoned(gq) && poisoned(gk) && poisoned(gv) && poisoned(out_sq5),
              "a rejected call wrote an output");
@@ -1360,7 +1252,7 @@ static const th_case cases[] = {
     { "large_grid", test_large_grid },
     { "backward_ds_ranges", test_backward_ds_ranges },
     { "block_order", test_block_order },
-    { "forced_tiles", test_forced_tiles },
+    { "small_adapters", test_small_adapters },
     { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },
     { "backward_blocks64_scores", test_backward_blocks64_scores },

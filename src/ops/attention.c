@@ -1,47 +1,38 @@
-/* Flash attention: forward, backward, single-query decode. Kernels: src/kernels/attention.wgsl.
+/* Flash attention: forward, backward and single-query decoding (wgml_flash_attention*).
+   Kernels: src/kernels/attention_prelude.wgsl (shared declarations) compiled with
+   attention_forward.wgsl, attention_backward.wgsl or attention_decode.wgsl.
 
-   Forward (seq_q > 1): one dispatch of `prefill` (the tiled `fwd` where it does not fit).
-   Forward (seq_q == 1): `decode` over key splits then `decode_combine`. Backward: a
-   statistics pass (log-sum-exp and D = rowsum(dO*O) per query row into a scratch of
-   2*batch*heads*seq_q floats: `prefill_stats`, `fwd` in MODE 1, or `bwd_prep` from a given
-   log-sum-exp), then dq and dk/dv: by default
-   the 64 x 64 GEMM-style entries `bwd_dkdv64` writing dS and `bwd_dq_mm` (head_dim % 4
-   == 0: dS^T stored dense, dq as a register-tiled product; WGML_ATTN_DQMM=0 turns it
-   off) or `bwd_dq_ds64` (dS in 64 x 64 blocks) reading it (pick_ds; `bwd_dq64`
-   recomputes dS instead where the blocks would take over 1 GiB or with WGML_ATTN_DS=0),
-   256 threads, 24 or 32 KiB of workgroup memory; or the older tiled `bwd_dq` and
-   `bwd_dkdv` where those do not fit.
-   Tile shapes come from the device's workgroup storage (see pick_tiles, pick_bwd); the
-   environment variables WGML_ATTN_FWD ("BR,TC,KPT,SHARED") and WGML_ATTN_DECODE
-   ("THREADS,CK,HG,TARGET_WORKGROUPS") override them for tuning. WGML_ATTN_DQ and
-   WGML_ATTN_DKDV choose the backward kernels: "old" (tiled, shape chosen as usual),
-   "BR,TC,KPT,SHARED" (tiled, that shape), "new" or "new,8" / "new,16" / "new,32" (64 x 64
-   entries, head_dim staged in chunks of 8, 16 or 32; ",s4" / ",s8" / ",s16" after the chunk
-   consumes it that many steps at a time, G_SUB), unset (64 x 64 when they fit, the chunk by
-   head_dim as in pick_bwd). WGML_ATTN_FEAT=all builds the mask and dropout code into the
-   64 x 64 entries even for calls without them, "call" only what the call uses, also on
-   CPU adapters (see feat_of). WGML_ATTN_PAIR=0 places the lanes of the 64 x 64 entries
-   as before round 13 of bench/notes/attention.md (see unpaired_lanes). WGML_ATTN_ORDER
-   sets how many heads' blocks are ordered together, longest first ("head": one, a number
-   N: N; unset: see order_heads).
+   The forward of seq_q > 1 runs `prefill`: blocks of 64 queries x 64 keys, head_dim
+   streamed in chunks of 16 floats, online softmax, 24 KiB of workgroup memory
+   (`prefill_lse` when the caller keeps the log-sum-exp). A caller that also keeps the
+   scores for the backward (options.scores) stores them either way, so that forward runs as
+   two register-tiled products instead, `fwd_s_mm` (the scores and each row's max per
+   tile) and `fwd_pv_mm` (out and the log-sum-exp from them); with a mask or dropout, or
+   head_dim % 4 == 2, `prefill_lse` stores the scores (WRITE_S). seq_q == 1 runs `decode`
+   over splits of the keys, then `decode_combine` merges them.
 
-   Forward kernel for seq_q > 1 (A/B switch): `prefill` (256 threads, 64 x 64 blocks,
-   head_dim streamed in chunks of BK floats) by default, else the older `fwd` (MODE 0).
-   WGML_ATTN_PREFILL picks it:
-     unset, "" or "auto"  prefill with BK 16 when it fits the device (faster than 32 on the
-                          H200), else fwd; but fwd when WGML_ATTN_FWD is set (its tiles are fwd's)
-     "old"                fwd (tiles from WGML_ATTN_FWD or the defaults)
-     "bk64", "bk32", "bk16"  prefill with that chunk (refused if it does not fit)
-   The backward's statistics pass follows the same choice: `prefill_stats` (prefill's
-   scores and softmax without the P v product) with prefill, fwd in MODE 1 otherwise (tiles
-   from WGML_ATTN_FWD); with options.lse the forward writes the row log-sum-exp
-   (`prefill_lse`, `decode_combine_lse`, or fwd MODE 1 + `lse_export` on the tiled path)
-   and the backward replaces the statistics pass by `bwd_prep` (one thread per row: the
-   log-sum-exp converted, D = rowsum(dO*O)). With options.scores the forward stores its
-   scores for the backward: through `fwd_s_mm` (the scores and each row's max per tile)
-   and `fwd_pv_mm` (out and the log-sum-exp from them) where pick_fwd_mm allows (no mask
-   or dropout, head_dim % 4 == 0; WGML_ATTN_FWDMM=0 turns it off), else `prefill_lse`
-   with WRITE_S. */
+   The backward first forms each query row's statistics (log-sum-exp, D = rowsum(dO * O)):
+   from the kept log-sum-exp (`bwd_prep`), else by the forward's scores and softmax again
+   (`prefill_stats`). Then `bwd_dkdv64` computes dk, dv per 64-key block and stores dS,
+   and dq is a product over dS: `bwd_dq_mm` (dS^T dense, head_dim % 4 == 0) or
+   `bwd_dq_ds64` (dS in 64 x 64 blocks). dS costs 16 KiB per block pair; the backward
+   keeps at most DS_MAX_BYTES of it, in ranges of (batch, kv head) pairs, and where one
+   pair alone needs more, `bwd_dq64` recomputes S and dP for dq instead. With kept scores
+   `bwd_dkdv64` reads S rather than computing it (READ_S).
+
+   The rules follow the adapter: every 64 x 64 kernel needs 256 invocations per
+   workgroup and 24 KiB of workgroup storage, bwd_dkdv64 10 storage buffers. Where they do
+   not fit, the tiled kernels (`fwd`, `bwd_dq`, `bwd_dkdv`: whole [rows][head_dim] tiles,
+   shaped by the workgroup storage, pick_tiles) replace them, the forward's log-sum-exp
+   then coming from `fwd`'s statistics mode and `lse_export`. The backward's head_dim chunk
+   is 8 floats up to head_dim 64 and the largest of 32, 16, 8 that fits above (32 consumed
+   8 steps at a time). GPUs build the prefill and 64 x 64 kernels per call with only the
+   mask and dropout code it uses; CPU adapters build one pipeline with both (feat_of).
+   Causal and windowed dispatches run their longest blocks first in groups of heads
+   (order_heads). What these rules were measured against: bench/notes/attention.md.
+
+   Nothing here reads the environment: tests reach the rules' other outcomes through the
+   engine's tuning (src/ops/attention_tuning.h). */
 #include "internal.h"
 
 #include <math.h>
@@ -54,7 +45,7 @@
 #define MAX_OFFSET (1u << 28)
 #define LOG2E 1.4426950408889634
 
-/* Mirrors struct Params of attention.wgsl. */
+/* Mirrors struct Params of attention_prelude.wgsl. */
 typedef struct attn_params {
     uint32_t batch, seq_q, seq_k, heads;
     uint32_t kv_heads, group, q_blocks, k_blocks;
@@ -79,123 +70,6 @@ typedef struct attn_params {
 _Static_assert(sizeof(attn_params) == 144, "attn_params must match struct Params");
 
 typedef struct attn_shape { uint32_t batch, seq_q, seq_k, heads, kv_heads, dim; } attn_shape;
-
-/* ---- tile shapes ---------------------------------------------------------------------- */
-
-enum { K_FWD, K_STATS, K_DQ, K_DKDV };
-
-typedef struct tiles { uint32_t br, tc, kpt, shared; } tiles;
-
-/* Preference order: 4 columns per lane first (phase 1 then does 8 FMAs per workgroup load
-   instead of 5.3 with 2: these kernels are bound by workgroup-memory bandwidth more than
-   by L2), then more rows per workgroup (fewer re-reads of k/v or q/dout from L2),
-   then separate staging regions (fewer barriers, loads overlap) over one shared region. */
-static const tiles tile_candidates[] = {
-    { 64, 8, 4, 0 }, { 64, 8, 4, 1 }, { 32, 8, 4, 0 }, { 32, 8, 4, 1 }, { 16, 8, 4, 0 }, { 16, 8, 4, 1 },
-    { 32, 8, 2, 0 }, { 32, 8, 2, 1 }, { 16, 8, 2, 0 }, { 16, 8, 2, 1 }, { 16, 8, 1, 1 }, { 8, 8, 1, 1 },
-    { 4, 8, 1, 1 },
-};
-
-/* Workgroup bytes of a kernel with tiles t at head_dim dim (mirrors the WGSL arrays). */
-static uint64_t tile_bytes(int kind, uint32_t dim, tiles t)
-{
-    uint64_t d4 = (dim + 3) / 4, ocv = (d4 + t.tc - 1) / t.tc, rs = ocv * t.tc + 1;
-    uint64_t bc = (uint64_t)t.kpt * t.tc, rg = t.br / 4, stage = t.shared ? 1 : 2;
-    switch (kind) {
-    case K_FWD: return 16 * (t.br * rs + stage * bc * rs + bc * rg + t.tc * rg);
-    case K_STATS: return 16 * (t.br * rs + bc * rs + 1 + t.tc * rg);
-    case K_DQ: return 16 * (2 * t.br * rs + stage * bc * rs + bc * rg);
-    default: return 16 * (2 * t.br * rs + stage * bc * rs + 2 * bc * rg) + 4 * 2 * bc;
-    }
-}
-
-static bool tiles_fit(wgml_context *ctx, int kind, uint32_t dim, tiles t)
-{
-    if (t.br < 4 || t.br % 4 || t.tc < 1 || (t.kpt != 1 && t.kpt != 2 && t.kpt != 4) || t.shared > 1) return false;
-    uint32_t d4 = (dim + 3) / 4, ocv = (d4 + t.tc - 1) / t.tc;
-    uint64_t wg = (uint64_t)(t.br / 4) * t.tc;
-    if (ocv > 4 || wg > ctx->limits.maxComputeInvocationsPerWorkgroup || wg > ctx->limits.maxComputeWorkgroupSizeX)
-        return false;
-    return tile_bytes(kind, dim, t) <= ctx->limits.maxComputeWorkgroupStorageSize;
-}
-
-static const char *tile_env(int kind)
-{
-    return kind == K_DQ ? "WGML_ATTN_DQ" : kind == K_DKDV ? "WGML_ATTN_DKDV" : "WGML_ATTN_FWD";
-}
-
-static wgml_status pick_tiles(wgml_context *ctx, const char *fn, int kind, uint32_t dim, tiles *out)
-{
-    const char *name = tile_env(kind), *env = getenv(name);
-    if (env && *env) {
-        tiles t = { 0 };
-        if (sscanf(env, "%u,%u,%u,%u", &t.br, &t.tc, &t.kpt, &t.shared) != 4 || !tiles_fit(ctx, kind, dim, t))
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                              "%s: %s=\"%s\" is not BR,TC,KPT,SHARED tiles that fit this device at head_dim %u", fn, name,
-                              env, dim);
-        *out = t;
-        return WGML_OK;
-    }
-    for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
-        if (tiles_fit(ctx, kind, dim, tile_candidates[i])) {
-            *out = tile_candidates[i];
-            return WGML_OK;
-        }
-    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
-                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
-}
-
-typedef struct decode_cfg { uint32_t threads, ck, hg, target; } decode_cfg;
-
-static uint32_t decode_dc(uint32_t dim);
-
-static uint64_t decode_bytes(uint32_t dim, decode_cfg c)
-{
-    uint64_t dc = decode_dc(dim);
-    return 16 * (c.hg * dc + c.ck * (dc + 1) + c.ck * dc + c.hg) + 4ull * c.hg * c.ck;
-}
-
-static bool decode_fits(wgml_context *ctx, uint32_t dim, decode_cfg c)
-{
-    uint64_t dc = decode_dc(dim);
-    if (c.threads < 1 || c.ck < 1 || c.hg < 1 || c.target < 1) return false;
-    if (c.threads > ctx->limits.maxComputeInvocationsPerWorkgroup || c.threads > ctx->limits.maxComputeWorkgroupSizeX) return false;
-    if (c.hg * dc > 8ull * c.threads) return false;   /* 8 accumulators per thread */
-    return decode_bytes(dim, c) <= ctx->limits.maxComputeWorkgroupStorageSize;
-}
-
-static wgml_status pick_decode(wgml_context *ctx, const char *fn, uint32_t dim, uint32_t group, decode_cfg *out)
-{
-    const char *env = getenv("WGML_ATTN_DECODE");
-    if (env && *env) {
-        decode_cfg c = { 0 };
-        if (sscanf(env, "%u,%u,%u,%u", &c.threads, &c.ck, &c.hg, &c.target) != 4 || !decode_fits(ctx, dim, c))
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                              "%s: WGML_ATTN_DECODE=\"%s\" is not THREADS,CK,HG,TARGET that fit this device at head_dim %u", fn,
-                              env, dim);
-        *out = c;
-        return WGML_OK;
-    }
-    uint32_t threads = 128;
-    if (threads > ctx->limits.maxComputeInvocationsPerWorkgroup) threads = ctx->limits.maxComputeInvocationsPerWorkgroup;
-    /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
-       few pipelines serve every model (unused head slots only idle some threads: decoding
-       is bound by reading k and v). */
-    uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
-    if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
-    for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
-        for (uint32_t ck = 64; ck >= 4; ck /= 2) {
-            decode_cfg c = { threads, ck, hg, 512 };
-            if (decode_fits(ctx, dim, c)) {
-                *out = c;
-                return WGML_OK;
-            }
-        }
-        if (hg == 1) break;
-    }
-    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
-                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
-}
 
 /* ---- validation ----------------------------------------------------------------------- */
 
@@ -345,37 +219,235 @@ static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attenti
     return WGML_OK;
 }
 
-/* ---- dispatch ------------------------------------------------------------------------- */
+/* ---- the adapter as the rules see it ------------------------------------------------ */
+
+/* Workgroup storage and storage buffers per stage: the adapter's limits, or less where the
+   engine's tuning plans for a smaller adapter. */
+static uint32_t wg_storage(const wgml_engine *e)
+{
+    uint32_t lim = e->ctx->limits.maxComputeWorkgroupStorageSize, t = e->tuning.attention.workgroup_storage;
+    return t && t < lim ? t : lim;
+}
+
+static uint32_t storage_buffers(const wgml_engine *e)
+{
+    uint32_t lim = e->ctx->limits.maxStorageBuffersPerShaderStage, t = e->tuning.attention.storage_buffers;
+    return t && t < lim ? t : lim;
+}
+
+/* 256 invocations per workgroup: prefill, fwd_s_mm / fwd_pv_mm and the 64 x 64 backward. */
+static bool has_256(const wgml_engine *e)
+{
+    return e->ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && e->ctx->limits.maxComputeWorkgroupSizeX >= 256;
+}
+
+/* The tuning fields that are not limits take a few values only. */
+static wgml_status check_tuning(wgml_engine *e, const char *fn)
+{
+    const wgml__attention_tuning *t = &e->tuning.attention;
+    if (t->backward_sub != 0 && t->backward_sub != 8)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: internal: tuning.attention.backward_sub is %u, not 0 or 8",
+                          fn, t->backward_sub);
+    if (t->features > WGML__ATTN_FEATURES_ALL)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: internal: tuning.attention.features is %u", fn,
+                          t->features);
+    return WGML_OK;
+}
+
+/* ---- tiled kernels: shapes ---------------------------------------------------------- */
+
+enum { K_FWD, K_STATS, K_DQ, K_DKDV };
+
+/* Rows per workgroup, columns per lane, one staging region (SHARED_STAGE); lanes per row
+   group are TC (attention_prelude.wgsl). */
+#define TC 8u
+typedef struct tiles { uint32_t br, kpt, shared; } tiles;
+
+/* Preference order: 4 columns per lane first (phase 1 then does 8 FMAs per workgroup load
+   instead of 5.3 with 2: these kernels are bound by workgroup-memory bandwidth more than
+   by L2), then more rows per workgroup (fewer re-reads of k/v or q/dout from L2),
+   then separate staging regions (fewer barriers, loads overlap) over one shared region. */
+static const tiles tile_candidates[] = {
+    { 64, 4, 0 }, { 64, 4, 1 }, { 32, 4, 0 }, { 32, 4, 1 }, { 16, 4, 0 }, { 16, 4, 1 }, { 32, 2, 0 },
+    { 32, 2, 1 }, { 16, 2, 0 }, { 16, 2, 1 }, { 16, 1, 1 }, { 8, 1, 1 }, { 4, 1, 1 },
+};
+
+/* Workgroup bytes of a kernel with tiles t at head_dim dim (mirrors the WGSL arrays). */
+static uint64_t tile_bytes(int kind, uint32_t dim, tiles t)
+{
+    uint64_t d4 = (dim + 3) / 4, ocv = (d4 + TC - 1) / TC, rs = ocv * TC + 1;
+    uint64_t bc = (uint64_t)t.kpt * TC, rg = t.br / 4, stage = t.shared ? 1 : 2;
+    switch (kind) {
+    case K_FWD: return 16 * (t.br * rs + stage * bc * rs + bc * rg + TC * rg);
+    case K_STATS: return 16 * (t.br * rs + bc * rs + 1 + TC * rg);
+    case K_DQ: return 16 * (2 * t.br * rs + stage * bc * rs + bc * rg);
+    default: return 16 * (2 * t.br * rs + stage * bc * rs + 2 * bc * rg) + 4 * 2 * bc;
+    }
+}
+
+static wgml_status pick_tiles(wgml_engine *e, const char *fn, int kind, uint32_t dim, tiles *out)
+{
+    for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++) {
+        tiles t = tile_candidates[i];
+        uint64_t threads = (uint64_t)(t.br / 4) * TC;
+        if (threads <= e->ctx->limits.maxComputeInvocationsPerWorkgroup && threads <= e->ctx->limits.maxComputeWorkgroupSizeX &&
+            tile_bytes(kind, dim, t) <= wg_storage(e)) {
+            *out = t;
+            return WGML_OK;
+        }
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: %u bytes of workgroup storage are too few for head_dim %u", fn,
+                      wg_storage(e), dim);
+}
 
 /* Pipelines depend on the tiles and on OCV = ceil(ceil(head_dim / 4) / TC) only; head_dim
-   itself is a run-time parameter, so head dims of one class share a pipeline. */
-static wgml__kernel tile_kernel(const char *entry, const char *layout, uint32_t dim, tiles t, int mode)
+   itself is a run-time parameter, so head dims of one class share a pipeline. mode: fwd's
+   MODE (0 output, 1 statistics), -1 for the backward kernels. */
+static wgml__kernel tile_kernel(const char *file, const char *entry, const char *layout, uint32_t dim, tiles t, int mode)
 {
-    uint32_t ocv = ((dim + 3) / 4 + t.tc - 1) / t.tc;
-    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 5,
-                       .constants = { { "OCV", ocv }, { "BR", t.br }, { "TC", t.tc }, { "KPT", t.kpt }, { "SHARED_STAGE", t.shared } } };
-    if (mode >= 0) {
-        k.constants[5].name = "MODE";
-        k.constants[5].value = mode;
-        k.nconst = 6;
-    }
+    uint32_t ocv = ((dim + 3) / 4 + TC - 1) / TC;
+    wgml__kernel k = { .file = file, .entry = entry, .layout = layout, .nconst = 4,
+                       .constants = { { "OCV", ocv }, { "BR", t.br }, { "KPT", t.kpt }, { "SHARED_STAGE", t.shared } } };
+    if (mode >= 0) wgml__add_constant(&k, "MODE", mode);
     return k;
 }
+
+/* ---- decoding: shape ---------------------------------------------------------------- */
+
+/* Threads, keys per chunk, query heads per workgroup. */
+typedef struct decode_cfg { uint32_t threads, ck, hg; } decode_cfg;
+
+/* Workgroups a decoding dispatch aims at (splitting the keys of each row until then). */
+#define DECODE_WORKGROUPS 512u
 
 /* vec4 of a row that decode keeps in workgroup memory: head_dim / 4 rounded up to 8 */
 static uint32_t decode_dc(uint32_t dim) { return ((dim + 3) / 4 + 7) / 8 * 8; }
 
+static uint64_t decode_bytes(uint32_t dim, decode_cfg c)
+{
+    uint64_t dc = decode_dc(dim);
+    return 16 * (c.hg * dc + c.ck * (dc + 1) + c.ck * dc + c.hg) + 4ull * c.hg * c.ck;
+}
+
+static wgml_status pick_decode(wgml_engine *e, const char *fn, uint32_t dim, uint32_t group, decode_cfg *out)
+{
+    uint32_t threads = 128;
+    if (threads > e->ctx->limits.maxComputeInvocationsPerWorkgroup) threads = e->ctx->limits.maxComputeInvocationsPerWorkgroup;
+    if (threads > e->ctx->limits.maxComputeWorkgroupSizeX) threads = e->ctx->limits.maxComputeWorkgroupSizeX;
+    /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
+       few pipelines serve every model (unused head slots only idle some threads: decoding
+       is bound by reading k and v); at most 8 accumulators per thread. */
+    uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
+    if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
+    for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
+        for (uint32_t ck = 64; ck >= 4; ck /= 2) {
+            decode_cfg c = { threads, ck, hg };
+            if (decode_bytes(dim, c) <= wg_storage(e)) {
+                *out = c;
+                return WGML_OK;
+            }
+        }
+        if (hg == 1) break;
+    }
+    return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: %u bytes of workgroup storage are too few for head_dim %u", fn,
+                      wg_storage(e), dim);
+}
+
 static wgml__kernel decode_kernel(uint32_t dim, decode_cfg c)
 {
-    return (wgml__kernel){ .file = "attention", .entry = "decode", .layout = "urrrrw", .nconst = 4,
+    return (wgml__kernel){ .file = "attention_decode", .entry = "decode", .layout = "urrrrw", .nconst = 4,
                            .constants = { { "DC", decode_dc(dim) }, { "DWG", c.threads }, { "CK", c.ck }, { "HG", c.hg } } };
 }
 
-static const wgml__kernel combine_kernel = { .file = "attention", .entry = "decode_combine", .layout = "urw" };
-static const wgml__kernel combine_lse_kernel = { .file = "attention", .entry = "decode_combine_lse", .layout = "urww" };
+/* ---- the 64 x 64 kernels: fit and build --------------------------------------------- */
+
+/* prefill's workgroup bytes: 16 * (PF_BK * 32 + 1024) at PF_BK 16 (attention_forward.wgsl). */
+#define PREFILL_BYTES (16u * (16u * 32u + 1024u))
+
+static bool prefill_fits(const wgml_engine *e) { return has_256(e) && PREFILL_BYTES <= wg_storage(e); }
+
+/* The backward's 64 x 64 kernels: workgroup bytes with head_dim chunks of bk floats (g_st
+   and g_w of attention_backward.wgsl). */
+static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
+
+/* The head_dim chunk of the backward's 64 x 64 kernel of `kind` (K_DQ: bwd_dq64,
+   bwd_dq_ds64; K_DKDV: bwd_dkdv64, which binds 10 storage buffers), 0 where it does not
+   fit: 8 up to head_dim 64, above the largest of 32, 16 and 8 that fits (measured on the
+   H200: bench/notes/attention.md). */
+static uint32_t gemm_chunk(const wgml_engine *e, int kind, uint32_t dim)
+{
+    if (!has_256(e) || (kind == K_DKDV && storage_buffers(e) < 10)) return 0;
+    static const uint32_t small_dims[] = { 8, 0 }, large_dims[] = { 32, 16, 8, 0 };
+    for (const uint32_t *bk = dim <= 64 ? small_dims : large_dims; *bk; bk++)
+        if (gemm_bytes(*bk) <= wg_storage(e)) return *bk;
+    return 0;
+}
+
+/* FEAT of the prefill and 64 x 64 entries (attention_prelude.wgsl): on GPUs the call's
+   mask and dropout flags, so that a call without them runs a pipeline without their code
+   and registers; on CPU adapters every feature (3), where registers do not matter and each
+   extra pipeline costs seconds of compilation. */
+static uint32_t feat_of(const wgml_engine *e, const attn_params *p)
+{
+    uint32_t f = e->tuning.attention.features;
+    if (f == WGML__ATTN_FEATURES_ALL) return 3;
+    if (f == WGML__ATTN_FEATURES_CALL) return p->flags & 3;
+    return e->ctx->cpu_adapter ? 3 : p->flags & 3;
+}
+
+/* `prefill` (layout "urrrrwrw"), `prefill_lse` ("urrrrwww") or `prefill_stats` ("urrrrwrw":
+   dout beside); binding 7 is the scores output of options.scores (WRITE_S), else the
+   engine's unused scratch (see unused_arg). FEAT only when it is not the WGSL default (3),
+   so that the pipelines of CPU adapters keep the keys of wgml__attention_kernels. */
+static wgml__kernel prefill_kernel(const wgml_engine *e, const char *entry, const char *layout, uint32_t dim,
+                                   const attn_params *p)
+{
+    wgml__kernel k = { .file = "attention_forward", .entry = entry, .layout = layout, .nconst = 1,
+                       .constants = { { "PF_OCV", dim <= 64 ? 1 : 2 } } };
+    uint32_t feat = feat_of(e, p);
+    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
+    return k;
+}
+
+/* The backward's choice for one kernel: the 64 x 64 entry with chunks of bk floats,
+   consumed sub steps at a time (0: whole), or the tiled one with tiles t. */
+typedef struct bwd_choice { bool gemm; uint32_t bk, sub; tiles t; } bwd_choice;
+
+static wgml_status pick_bwd(wgml_engine *e, const char *fn, int kind, uint32_t dim, bwd_choice *out)
+{
+    memset(out, 0, sizeof *out);
+    out->bk = gemm_chunk(e, kind, dim);
+    if (!out->bk) return pick_tiles(e, fn, kind, dim, &out->t);
+    out->gemm = true;
+    /* chunks of 32 consumed 8 steps at a time: the whole chunk unrolled costs registers */
+    if (out->bk == 32 || (e->tuning.attention.backward_sub == 8 && out->bk > 8)) out->sub = 8;
+    return WGML_OK;
+}
+
+/* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2.
+   FEAT (see feat_of) only when it is not the default 3, G_SUB (c.sub) only when set; then
+   p->subs and p->subs_rows count its sub-chunks. */
+static wgml__kernel gemm_kernel(const wgml_engine *e, const char *entry, const char *layout, uint32_t dim, bwd_choice c,
+                                attn_params *p)
+{
+    uint32_t ocv = ((dim + 3) / 4 + 15) / 16, rows = 4 * c.bk / ocv < 64 ? 4 * c.bk / ocv : 64;
+    p->subs = c.sub ? c.bk / c.sub : 0;
+    p->subs_rows = c.sub ? rows / c.sub : 0;
+    wgml__kernel k = { .file = "attention_backward", .entry = entry, .layout = layout, .nconst = 2,
+                       .constants = { { "GBK", c.bk }, { "GOCV", ocv } } };
+    uint32_t feat = feat_of(e, p);
+    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
+    if (c.sub) wgml__add_constant(&k, "G_SUB", c.sub);
+    return k;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+static const wgml__kernel combine_kernel = { .file = "attention_decode", .entry = "decode_combine", .layout = "urw" };
+static const wgml__kernel combine_lse_kernel = { .file = "attention_decode", .entry = "decode_combine_lse", .layout = "urww" };
 /* one thread per query row: the statistics from a given log-sum-exp, and the way back */
-static const wgml__kernel prep_kernel = { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" };
-static const wgml__kernel export_kernel = { .file = "attention", .entry = "lse_export", .layout = "urrrrwrr" };
+static const wgml__kernel prep_kernel = { .file = "attention_backward", .entry = "bwd_prep", .layout = "urrrrwrr" };
+static const wgml__kernel export_kernel = { .file = "attention_forward", .entry = "lse_export", .layout = "urrrrwrr" };
 
 static wgml_status dispatch_tiles(wgml_engine *e, const wgml__kernel *k, attn_params p, uint64_t workgroups,
                                   const wgml__arg *args, uint32_t nargs)
@@ -386,124 +458,20 @@ static wgml_status dispatch_tiles(wgml_engine *e, const wgml__kernel *k, attn_pa
     return wgml__dispatch(e, k, &p, sizeof p, args, nargs, gx, gy, 1);
 }
 
-/* ---- prefill (forward, seq_q > 1) ------------------------------------------------------ */
-
-/* Workgroup bytes of prefill with chunks of bk floats (mirrors pf_s and pf_p). */
-static uint64_t prefill_bytes(uint32_t bk) { return 16ull * (bk * 32 + 1024); }
-
-static bool prefill_fits(wgml_context *ctx, uint32_t bk)
+/* One thread per query row (bwd_prep, lse_export: both bind the 7 arguments of the
+   "urrrrwrr" layout). */
+static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_params p, const attn_shape *s,
+                                 const wgml__arg *args)
 {
-    return ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256 &&
-           prefill_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
-}
-
-/* The chunk of prefill per WGML_ATTN_PREFILL (see the top of this file); 0: use fwd. */
-static wgml_status pick_prefill(wgml_context *ctx, const char *fn, uint32_t *bk)
-{
-    const char *env = getenv("WGML_ATTN_PREFILL"), *old_tiles = getenv("WGML_ATTN_FWD");
-    *bk = 0;
-    if (!env || !*env || !strcmp(env, "auto")) {
-        if (old_tiles && *old_tiles) return WGML_OK;
-        *bk = prefill_fits(ctx, 16) ? 16 : 0;   /* 16: 35 ms against 45 ms for 32 on the H200 (B4 H32 S4096 D128 causal) */
-        return WGML_OK;
-    }
-    if (!strcmp(env, "old")) return WGML_OK;
-    uint32_t want = !strcmp(env, "bk64") ? 64 : !strcmp(env, "bk32") ? 32 : !strcmp(env, "bk16") ? 16 : 0;
-    if (!want || !prefill_fits(ctx, want))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_PREFILL=\"%s\" is not auto, old, bk64, bk32 or bk16 that fits this device", fn, env);
-    *bk = want;
-    return WGML_OK;
-}
-
-/* FEAT of the 64 x 64 entries (attention.wgsl): on GPUs the call's mask and dropout flags,
-   so that a call without them runs a pipeline without their code and registers; on CPU
-   adapters every feature (3), where registers do not matter and each extra pipeline costs
-   seconds of compilation. WGML_ATTN_FEAT=all builds every feature in everywhere (the A/B
-   of round 10 in bench/notes/attention.md), "call" builds for the call everywhere (tests). */
-static uint32_t feat_of(const wgml_context *ctx, const attn_params *p)
-{
-    const char *env = getenv("WGML_ATTN_FEAT");
-    if (env && !strcmp(env, "all")) return 3;
-    if (env && !strcmp(env, "call")) return p->flags & 3;
-    return ctx->cpu_adapter ? 3 : p->flags & 3;
-}
-
-/* Appends an override constant to k (the optional ones of the attention kernels). */
-/* WGML_ATTN_PAIR=0: the 64 x 64 entries with their lanes placed as before round 13 of
-   bench/notes/attention.md, not paired for workgroup-memory reads (PAIR in attention.wgsl). */
-static bool unpaired_lanes(void)
-{
-    const char *env = getenv("WGML_ATTN_PAIR");
-    return env && !strcmp(env, "0");
-}
-
-/* The k and v bytes a query head's workgroups re-read (a kv head's, shared by its group). */
-static uint64_t query_head_bytes(const attn_shape *s)
-{
-    return 2ull * 4 * s->seq_k * s->dim / (s->heads / s->kv_heads);
-}
-
-/* WGML_ATTN_ORDER as *fixed: 0 when unset or "" (the rule of order_heads), else the heads
-   per group it asks for; anything else is refused. */
-static wgml_status pick_order(wgml_context *ctx, const char *fn, uint32_t *fixed)
-{
-    const char *env = getenv("WGML_ATTN_ORDER");
-    *fixed = 0;
-    if (!env || !*env) return WGML_OK;
-    if (!strcmp(env, "head")) {
-        *fixed = 1;
-        return WGML_OK;
-    }
-    char *end = NULL;
-    unsigned long n = env[0] >= '0' && env[0] <= '9' ? strtoul(env, &end, 10) : 0;
-    if (!end || *end || n < 1 || n > 65536)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_ORDER=\"%s\" is not head or a number of heads from 1 to 65536", fn, env);
-    *fixed = (uint32_t)n;
-    return WGML_OK;
-}
-
-/* Heads per group of the block order (block_of in attention.wgsl). Where the blocks differ
-   in length (causal, window): as many heads as keep the rows each head's workgroups re-read
-   (head_bytes) within `budget` bytes, so that the workgroups in flight share them in the L2
-   cache; else 1 (one head at a time: longest first buys nothing there, and the H200 ran
-   B4 H32 S4096 D128 without a mask 10% slower in groups of two heads). fixed (from
-   WGML_ATTN_ORDER, see pick_order): that many heads; "head" is 1, the order before round
-   18 of bench/notes/attention.md. The budgets are the H200's (round 18): the forward was
-   fastest in groups of 32 heads at B8 H12 S1024 D64 (16 MiB) and equal in 2 - 8 at
-   B4 H32 S4096 D128; the backward was fastest at 8 MiB on both. */
-#define FWD_ORDER_BYTES (16u << 20)
-#define BWD_ORDER_BYTES (8u << 20)
-static uint32_t order_heads(const attn_params *p, uint32_t fixed, uint64_t head_bytes, uint64_t budget)
-{
-    if (fixed) return fixed;
-    if (!p->causal && p->window <= 0) return 1;
-    uint64_t n = head_bytes ? budget / head_bytes : 1;
-    return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
-}
-
-/* `prefill` (layout "urrrrwrw"), `prefill_lse` ("urrrrwww") or `prefill_stats` ("urrrrwrw":
-   dout beside) for this head_dim; binding 7 is the scores output of options.scores (WRITE_S),
-   else the engine's unused scratch (see unused_arg).
-   FEAT only when it is not the WGSL default (3), so that the pipelines of CPU adapters keep
-   the keys of wgml__attention_kernels. */
-static wgml__kernel prefill_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, uint32_t bk,
-                                   const attn_params *p)
-{
-    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
-                       .constants = { { "PF_BK", bk }, { "PF_OCV", dim <= 64 ? 1 : 2 } } };
-    uint32_t feat = feat_of(ctx, p);
-    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
-    if (unpaired_lanes()) wgml__add_constant(&k, "PAIR", 0);
-    return k;
+    uint64_t rows = (uint64_t)s->batch * s->heads * s->seq_q;
+    return dispatch_tiles(e, k, p, (rows + 255) / 256, args, 7);
 }
 
 /* The writable binding a prefill entry declares for the scores when the call keeps none. */
 static wgml_status unused_arg(wgml_engine *e, wgml__arg *out) { return wgml__scratch(e, WGML__SCRATCH_ATTN_UNUSED, 16, out); }
 
-/* floats of the engine's attention scratch (decode partials, backward statistics),
-   indexed with 32-bit integers by the kernels */
+/* floats of the engine's attention scratch (decode partials, backward statistics, the
+   forward's row maxima), indexed with 32-bit integers by the kernels */
 static wgml_status attn_scratch(wgml_engine *e, uint64_t floats, wgml__arg *out)
 {
     if (floats > 0xFFFFFFFFull - 4096)
@@ -511,6 +479,40 @@ static wgml_status attn_scratch(wgml_engine *e, uint64_t floats, wgml__arg *out)
                           (unsigned long long)floats);
     return wgml__scratch(e, WGML__SCRATCH_ATTN, 4 * floats, out);
 }
+
+/* ---- block order -------------------------------------------------------------------- */
+
+/* The k and v bytes a query head's workgroups re-read (a kv head's, shared by its group). */
+static uint64_t query_head_bytes(const attn_shape *s)
+{
+    return 2ull * 4 * s->seq_k * s->dim / (s->heads / s->kv_heads);
+}
+
+/* Heads per group of the block order (block_of in attention_prelude.wgsl). Where the
+   blocks differ in length (causal, window): as many heads as keep the rows each head's
+   workgroups re-read (head_bytes) within `budget` bytes, so that the workgroups in flight
+   share them in the L2 cache; else 1 (one head at a time: longest first buys nothing
+   there, and groups of heads ran slower without a mask on the H200). The budgets are
+   those measured fastest on the H200 (bench/notes/attention.md). The engine's tuning may
+   fix the group instead. */
+#define FWD_ORDER_BYTES (16u << 20)
+#define BWD_ORDER_BYTES (8u << 20)
+static uint32_t order_heads(const wgml_engine *e, const attn_params *p, uint64_t head_bytes, uint64_t budget)
+{
+    if (e->tuning.attention.order_heads) return e->tuning.attention.order_heads;
+    if (!p->causal && p->window <= 0) return 1;
+    uint64_t n = head_bytes ? budget / head_bytes : 1;
+    return n < 1 ? 1 : n > 65536 ? 65536 : (uint32_t)n;
+}
+
+/* Dispatches whose tiles share no rows (fwd_pv_mm, bwd_dq_mm) order all their heads'
+   tiles longest first, unless the tuning fixes the group. */
+static uint32_t order_all(const wgml_engine *e)
+{
+    return e->tuning.attention.order_heads ? e->tuning.attention.order_heads : UINT32_MAX;
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
 
 /* Visible keys [lo, hi) of the single query row at position offset (decode). */
 static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
@@ -526,50 +528,11 @@ static void decode_range(const attn_params *p, int64_t *lo, int64_t *hi)
     *hi = h;
 }
 
-/* One thread per query row (bwd_prep, lse_export: both bind the 7 arguments of the
-   "urrrrwrr" layout). */
-static wgml_status dispatch_rows(wgml_engine *e, const wgml__kernel *k, attn_params p, const attn_shape *s,
-                                 const wgml__arg *args)
-{
-    uint64_t rows = (uint64_t)s->batch * s->heads * s->seq_q;
-    return dispatch_tiles(e, k, p, (rows + 255) / 256, args, 7);
-}
-
-/* Whether the forward that keeps its scores runs as fwd_s_mm + fwd_pv_mm (attention.wgsl)
-   rather than prefill_lse with WRITE_S: no mask, no dropout, head_dim % 4 == 0 and <= 128,
-   256 invocations per workgroup; WGML_ATTN_FWDMM "0" keeps prefill_lse ("1" or unset: the
-   rule; anything else is refused). Measured on the H200 in round 25 of
-   bench/notes/attention.md. */
-/* A switch variable: *off when it is "0"; "1", "" or unset leave it on; anything else is refused. */
-static wgml_status env_switch(wgml_context *ctx, const char *fn, const char *name, bool *off)
-{
-    const char *env = getenv(name);
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s=\"%s\" is not 0 or 1", fn, name, env);
-    *off = env && !strcmp(env, "0");
-    return WGML_OK;
-}
-
-static wgml_status pick_fwd_mm(wgml_context *ctx, const char *fn, uint32_t dim, const attn_params *p, bool *use,
-                               bool *mu_in_registers)
-{
-    bool off = false;
-    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_FWDMM", &off));
-    /* WGML_ATTN_PVMU=0: fwd_pv_mm holds its row maxima in registers (the form before round
-       26 of bench/notes/attention.md) */
-    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_PVMU", mu_in_registers));
-    *use = !off && dim % 4 == 0 && dim <= 128 && !(p->flags & 3) &&
-           ctx->limits.maxComputeInvocationsPerWorkgroup >= 256 && ctx->limits.maxComputeWorkgroupSizeX >= 256;
-    return WGML_OK;
-}
-
 /* The forward with its scores kept, as two products: fwd_s_mm stores the scores in tiles of
    128 x 128 and each query's max per key tile (in the attention scratch), fwd_pv_mm reads
-   them back for out and lse. Its tiles run longest first over all heads (they share no
-   rows) unless WGML_ATTN_ORDER fixes the group. */
+   them back for out and lse. */
 static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
-                              wgml_tensor *out, const attn_shape *s, attn_params p, wgml_tensor *lse, wgml_tensor *scores,
-                              uint32_t fixed, bool mu_in_registers)
+                              wgml_tensor *out, const attn_shape *s, attn_params p, wgml_tensor *lse, wgml_tensor *scores)
 {
     uint64_t heads = (uint64_t)s->batch * s->heads, m_tiles = wgml__ceil_div(s->seq_q, 128),
              k_tiles = wgml__ceil_div(s->seq_k, 128);
@@ -577,79 +540,57 @@ static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_t
     p.k_blocks = wgml__ceil_div(s->seq_k, 64);
     wgml__arg rm;
     WGML_CHECK(attn_scratch(e, heads * k_tiles * m_tiles * 128, &rm));
-    static const wgml__kernel ks = { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" };
+    static const wgml__kernel ks = { .file = "attention_forward", .entry = "fwd_s_mm", .layout = "urrrrwrw" };
     wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), wgml__t(q), rm, wgml__t(q), wgml__t(scores) };
     WGML_CHECK(dispatch_tiles(e, &ks, p, heads * m_tiles * k_tiles, sargs, 7));
-    wgml__kernel kp = { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2,
-                        .constants = { { "DQN", s->dim <= 64 ? 64 : 128 }, { "PV_MU", mu_in_registers ? 0 : 1 } } };
-    if (!fixed) p.order_heads = UINT32_MAX;
+    wgml__kernel kp = { .file = "attention_forward", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1,
+                        .constants = { { "DQN", s->dim <= 64 ? 64 : 128 } } };
+    p.order_heads = order_all(e);
     wgml__arg pargs[] = { rm, wgml__t(k), wgml__t(v), wgml__t(scores), wgml__t(out), wgml__t(lse) };
     return dispatch_tiles(e, &kp, p, heads * m_tiles, pargs, 6);
 }
 
-/* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h); scores (may be
-   NULL, then lse is set): also the scores of every visited block (WRITE_S, or forward_mm). */
-static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
-                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse,
-                           wgml_tensor *scores)
+/* The tiled forward: fwd in MODE 0; with lse, fwd in MODE 1 for the statistics (its D
+   column, from out twice, unused) and lse_export for the public log-sum-exp. */
+static wgml_status forward_tiled(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k,
+                                 const wgml_tensor *v, wgml_tensor *out, const attn_shape *s, attn_params p, wgml__arg m,
+                                 wgml_tensor *lse)
 {
-    wgml_context *ctx = e->ctx;
-    uint32_t dim = s->dim;
-    wgml__arg m = wgml__t(mask ? mask : q);
-    uint32_t fixed;
-    WGML_CHECK(pick_order(ctx, fn, &fixed));
-    p.order_heads = order_heads(&p, fixed, query_head_bytes(s), FWD_ORDER_BYTES);
-    uint32_t bk = 0;
-    if (s->seq_q > 1) WGML_CHECK(pick_prefill(ctx, fn, &bk));
-    if (scores && !bk)
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which this "
-                          "call does not use (seq_q 1, head_dim over 128, WGML_ATTN_PREFILL or WGML_ATTN_FWD)", fn);
-    bool fwd_mm = false, mu_in_registers = false;
-    if (scores) WGML_CHECK(pick_fwd_mm(ctx, fn, dim, &p, &fwd_mm, &mu_in_registers));
-    if (fwd_mm) return forward_mm(e, q, k, v, out, s, p, lse, scores, fixed, mu_in_registers);
-    if (bk) {
-        p.q_blocks = wgml__ceil_div(s->seq_q, 64);
-        p.k_blocks = wgml__ceil_div(s->seq_k, 64);
-        wgml__kernel kp = lse ? prefill_kernel(ctx, "prefill_lse", "urrrrwww", dim, bk, &p)
-                              : prefill_kernel(ctx, "prefill", "urrrrwrw", dim, bk, &p);
-        if (scores) wgml__add_constant(&kp, "WRITE_S", 1);
-        wgml__arg sc;
-        if (scores) sc = wgml__t(scores);
-        else WGML_CHECK(unused_arg(e, &sc));
-        wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : q), sc };
-        return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 7);
-    }
-    if (s->seq_q > 1) {
-        tiles t = { 0 }, ts = { 0 };
-        WGML_CHECK(pick_tiles(ctx, fn, K_FWD, dim, &t));
-        if (lse) WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
-        attn_params pf = p;
-        pf.q_blocks = wgml__ceil_div(s->seq_q, t.br);
-        wgml__kernel kf = tile_kernel("fwd", "urrrrwr", dim, t, 0);
-        wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(q) };
-        wgml_status r = dispatch_tiles(e, &kf, pf, (uint64_t)s->batch * s->heads * pf.q_blocks, args, 6);
-        if (r != WGML_OK || !lse) return r;
-        /* the log-sum-exp through the statistics pass (its D column, from out twice, unused) */
-        wgml__arg st;
-        WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
-        attn_params ps = p;
-        ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
-        wgml__kernel kst = tile_kernel("fwd", "urrrrwr", dim, ts, 1);
-        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(out) };
-        r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
-        wgml__arg xargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(lse), wgml__t(q), st };
-        if (r == WGML_OK) r = dispatch_rows(e, &export_kernel, p, s, xargs);
-        return r;
-    }
+    tiles t = { 0 }, ts = { 0 };
+    WGML_CHECK(pick_tiles(e, fn, K_FWD, s->dim, &t));
+    if (lse) WGML_CHECK(pick_tiles(e, fn, K_STATS, s->dim, &ts));
+    attn_params pf = p;
+    pf.q_blocks = wgml__ceil_div(s->seq_q, t.br);
+    wgml__kernel kf = tile_kernel("attention_forward", "fwd", "urrrrwr", s->dim, t, 0);
+    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(q) };
+    wgml_status r = dispatch_tiles(e, &kf, pf, (uint64_t)s->batch * s->heads * pf.q_blocks, args, 6);
+    if (r != WGML_OK || !lse) return r;
+    wgml__arg st;
+    WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+    attn_params ps = p;
+    ps.q_blocks = wgml__ceil_div(s->seq_q, ts.br);
+    wgml__kernel kst = tile_kernel("attention_forward", "fwd", "urrrrwr", s->dim, ts, 1);
+    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(out) };
+    r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, 6);
+    wgml__arg xargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(lse), wgml__t(q), st };
+    if (r == WGML_OK) r = dispatch_rows(e, &export_kernel, p, s, xargs);
+    return r;
+}
 
+/* Decoding: decode over splits of the visible keys, enough of them for about
+   DECODE_WORKGROUPS workgroups, then decode_combine(_lse). */
+static wgml_status forward_decode(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k,
+                                  const wgml_tensor *v, wgml_tensor *out, const attn_shape *s, attn_params p, wgml__arg m,
+                                  wgml_tensor *lse)
+{
     decode_cfg c = { 0 };
-    WGML_CHECK(pick_decode(ctx, fn, dim, p.group, &c));
+    WGML_CHECK(pick_decode(e, fn, s->dim, p.group, &c));
     int64_t lo, hi;
     decode_range(&p, &lo, &hi);
     uint64_t range = (uint64_t)(hi - lo);
     p.head_chunks = wgml__ceil_div(p.group, c.hg);
     uint64_t rows = (uint64_t)s->batch * s->kv_heads * p.head_chunks;
-    uint64_t want = (c.target + rows - 1) / rows, max_splits = range ? (range + c.ck - 1) / c.ck : 1;
+    uint64_t want = (DECODE_WORKGROUPS + rows - 1) / rows, max_splits = range ? (range + c.ck - 1) / c.ck : 1;
     if (want > max_splits) want = max_splits;
     if (want < 1) want = 1;
     uint64_t kps = range ? (range + want - 1) / want : 0;
@@ -658,10 +599,10 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     p.keys_per_split = (uint32_t)kps;
     p.key_lo = (int32_t)lo;
     p.key_hi = (int32_t)hi;
-    uint32_t d4 = (dim + 3) / 4;
+    uint32_t d4 = (s->dim + 3) / 4;
     wgml__arg part;
     WGML_CHECK(attn_scratch(e, (uint64_t)s->batch * s->heads * p.splits * (d4 + 1) * 4, &part));
-    wgml__kernel kd = decode_kernel(dim, c);
+    wgml__kernel kd = decode_kernel(s->dim, c);
     wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, part };
     wgml_status st = dispatch_tiles(e, &kd, p, rows * p.splits, args, 5);
     if (st == WGML_OK) {
@@ -671,151 +612,57 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     return st;
 }
 
-/* ---- backward kernel choice ----------------------------------------------------------- */
-
-/* The 64 x 64 GEMM-style entries bwd_dq64 / bwd_dkdv64 (see attention.wgsl): 256 threads,
-   workgroup memory 16 * (64 * GBK + 1024) bytes (24 KiB at GBK 8, 32 KiB at GBK 16). */
-typedef struct bwd_choice { bool gemm; uint32_t bk, sub; tiles t; } bwd_choice;
-
-static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
-
-/* The default G_SUB of a chunk: chunks of 32 consumed 8 steps at a time (forward + backward
-   144.0 ms against 150.0, B4 H32 S4096 D128 causal, lse; round 10 of
-   bench/notes/attention.md), shorter chunks whole. */
-static uint32_t default_sub(uint32_t bk) { return bk == 32 ? 8 : 0; }
-
-/* bwd_dkdv64 binds 10 storage buffers (its dS output, WRITE_DS, and the forward's scores,
-   READ_S, included), bwd_dq64 7. */
-static bool gemm_fits(wgml_context *ctx, int kind, uint32_t bk)
+/* lse (may be NULL): also write each query row's log-sum-exp there (wgml.h); scores (may be
+   NULL, then lse is set): also the scores of every visited block (forward_mm, or
+   prefill_lse with WRITE_S). */
+static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                           wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse,
+                           wgml_tensor *scores)
 {
-    if (bk != 8 && bk != 16 && bk != 32) return false;
-    if (ctx->limits.maxComputeInvocationsPerWorkgroup < 256 || ctx->limits.maxComputeWorkgroupSizeX < 256) return false;
-    if (kind == K_DKDV && ctx->limits.maxStorageBuffersPerShaderStage < 10) return false;
-    return gemm_bytes(bk) <= ctx->limits.maxComputeWorkgroupStorageSize;
-}
-
-/* WGML_ATTN_DQ / WGML_ATTN_DKDV: unset or "" picks the GEMM entries when they fit (GBK 8 at
-   head_dim <= 64; 32 consumed 8 at a time, else 16, else 8 above), the old tiles otherwise; "old" forces the old tiles (chosen as usual);
-   "BR,TC,KPT,SHARED" forces the old tiles with that shape; "new" or "new,GBK" forces the
-   GEMM entries (GBK 8, 16 or 32; "new,GBK,sS": G_SUB = S), refused when they do not fit. */
-static wgml_status pick_bwd(wgml_context *ctx, const char *fn, int kind, uint32_t dim, bwd_choice *out)
-{
-    const char *name = tile_env(kind), *env = getenv(name);
-    bool force_old = env && !strcmp(env, "old");
-    memset(out, 0, sizeof *out);
-    /* chunks measured on the H200 (round 4 of bench/notes/attention.md): 8 floats at
-       head_dim <= 64 (forward + backward 5.15 ms against 5.71 with 16, B8 H12 S1024), 32
-       above (backward 143 ms against 154 with 16, B4 H32 S4096 D128); else the largest
-       that fits */
-    static const uint32_t small_dims[] = { 8 }, large_dims[] = { 32, 16, 8 };
-    const uint32_t *order = dim <= 64 ? small_dims : large_dims;
-    size_t norder = dim <= 64 ? 1 : 3;
-    uint32_t auto_bk = 0;
-    for (size_t i = 0; i < norder && !auto_bk; i++)
-        if (gemm_fits(ctx, kind, order[i])) auto_bk = order[i];
-    if (env && !strncmp(env, "new", 3)) {
-        unsigned bk = 0, sub = 0;
-        int used = 0, rest = 0;
-        if (!strcmp(env, "new")) { bk = auto_bk; sub = default_sub(auto_bk); }
-        else if (sscanf(env, "new,%u%n", &bk, &used) != 1) bk = 0;
-        else if (env[used] && (sscanf(env + used, ",s%u%n", &sub, &rest) != 1 || env[used + rest] ||
-                               (sub != 4 && sub != 8 && sub != 16) || sub >= bk))
-            bk = 0;
-        if (!gemm_fits(ctx, kind, bk))
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                              "%s: %s=\"%s\" asks for the 64x64 kernels with a head_dim chunk (8, 16 or 32, optionally "
-                              "followed by ,s4 / ,s8 / ,s16 below it) that does not fit this device", fn, name, env);
-        out->gemm = true;
-        out->bk = bk;
-        out->sub = sub;
-        return WGML_OK;
+    WGML_CHECK(check_tuning(e, fn));
+    wgml__arg m = wgml__t(mask ? mask : q);
+    p.order_heads = order_heads(e, &p, query_head_bytes(s), FWD_ORDER_BYTES);
+    if (s->seq_q == 1 && !scores) return forward_decode(e, fn, q, k, v, out, s, p, m, lse);
+    if (s->seq_q == 1 || !prefill_fits(e)) {
+        if (scores)
+            return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which "
+                              "this call does not use (seq_q 1, or an adapter without 24 KiB of workgroup storage and 256 "
+                              "invocations per workgroup)", fn);
+        return forward_tiled(e, fn, q, k, v, out, s, p, m, lse);
     }
-    if (env && *env && !force_old) return pick_tiles(ctx, fn, kind, dim, &out->t);
-    if (!force_old && auto_bk) {
-        out->gemm = true;
-        out->bk = auto_bk;
-        out->sub = default_sub(auto_bk);
-        return WGML_OK;
-    }
-    for (size_t i = 0; i < sizeof tile_candidates / sizeof tile_candidates[0]; i++)
-        if (tiles_fit(ctx, kind, dim, tile_candidates[i])) {
-            out->t = tile_candidates[i];
-            return WGML_OK;
-        }
-    return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the device's %u bytes of workgroup storage are too few for head_dim %u", fn,
-                      ctx->limits.maxComputeWorkgroupStorageSize, dim);
+    /* scores without a mask or dropout, rows of whole vec4: the two products */
+    if (scores && s->dim % 4 == 0 && !(p.flags & 3)) return forward_mm(e, q, k, v, out, s, p, lse, scores);
+    p.q_blocks = wgml__ceil_div(s->seq_q, 64);
+    p.k_blocks = wgml__ceil_div(s->seq_k, 64);
+    wgml__kernel kp = lse ? prefill_kernel(e, "prefill_lse", "urrrrwww", s->dim, &p)
+                          : prefill_kernel(e, "prefill", "urrrrwrw", s->dim, &p);
+    if (scores) wgml__add_constant(&kp, "WRITE_S", 1);
+    wgml__arg sc;
+    if (scores) sc = wgml__t(scores);
+    else WGML_CHECK(unused_arg(e, &sc));
+    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), wgml__t(lse ? lse : q), sc };
+    return dispatch_tiles(e, &kp, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 7);
 }
 
-/* GOCV = vec4 of head_dim per thread in the block products: 1 up to head_dim 64, else 2.
-   FEAT (see feat_of) only when it is not the default 3, G_SUB (c.sub) only when set; then
-   p->subs and p->subs_rows count its sub-chunks. */
-static wgml__kernel gemm_kernel(const wgml_context *ctx, const char *entry, const char *layout, uint32_t dim, bwd_choice c,
-                                attn_params *p)
-{
-    uint32_t ocv = ((dim + 3) / 4 + 15) / 16, rows = 4 * c.bk / ocv < 64 ? 4 * c.bk / ocv : 64;
-    p->subs = c.sub ? c.bk / c.sub : 0;
-    p->subs_rows = c.sub ? rows / c.sub : 0;
-    wgml__kernel k = { .file = "attention", .entry = entry, .layout = layout, .nconst = 2,
-                       .constants = { { "GBK", c.bk }, { "GOCV", ocv } } };
-    uint32_t feat = feat_of(ctx, p);
-    if (feat != 3) wgml__add_constant(&k, "FEAT", feat);
-    if (c.sub) wgml__add_constant(&k, "G_SUB", c.sub);
-    if (unpaired_lanes()) wgml__add_constant(&k, "PAIR", 0);
-    return k;
-}
+/* ---- backward ----------------------------------------------------------------------- */
 
-/* The dq half through dS (WRITE_DS and bwd_dq_ds64, see attention.wgsl): bwd_dkdv64 also
-   stores dS, 16 KiB per (batch, head, query block, key block), and bwd_dq_ds64 multiplies
-   it by k, one block product where bwd_dq64 recomputes S and dP for three. The blocks go
-   to a scratch of at most DS_MAX_BYTES (400 MB at batch 8, 12 heads, seq 1024): where all
-   of them do not fit, both kernels run over ranges of (batch, kv head) pairs whose blocks
-   do (`chunk` pairs per range, 0: not this path; `pair_bytes` the blocks of one pair). By
-   default when both halves run the 64 x 64 entries and the blocks of one pair fit
-   DS_MAX_BYTES. WGML_ATTN_DS: "0" never, "1" whenever those of one pair fit one storage
-   binding (refused otherwise; ranges of up to the binding size), "1,N" the same in ranges
-   of at most N pairs, unset or "" the rule. */
+/* The dS blocks (WRITE_DS) the backward keeps at a time: at most DS_MAX_BYTES (400 MB at
+   batch 8, 12 heads, seq 1024 fit in one range) and one storage binding. */
 #define DS_MAX_BYTES (1ull << 30)
 
-static wgml_status pick_ds(wgml_context *ctx, const char *fn, bwd_choice cq, bwd_choice ck, const attn_shape *s,
-                           uint32_t *chunk, uint64_t *pair_bytes)
+/* (batch, kv head) pairs per range of dS: 0 where one pair's blocks (pair_bytes: 16 KiB
+   per block pair of its query heads) exceed the cap or a half of the backward does not
+   run its 64 x 64 kernel (then dq recomputes dS in bwd_dq64), else as many as fit. */
+static uint32_t ds_pairs(const wgml_engine *e, bwd_choice cq, bwd_choice ck, const attn_shape *s, uint64_t *pair_bytes)
 {
-    const char *env = getenv("WGML_ATTN_DS");
-    uint64_t limit = ctx->limits.maxStorageBufferBindingSize;
+    uint64_t limit = e->ctx->limits.maxStorageBufferBindingSize;
+    uint64_t cap = e->tuning.attention.ds_bytes ? e->tuning.attention.ds_bytes : DS_MAX_BYTES;
+    if (cap > limit) cap = limit;
     uint64_t pair = 16384ull * (s->heads / s->kv_heads) * wgml__ceil_div(s->seq_q, 64) * wgml__ceil_div(s->seq_k, 64);
-    *pair_bytes = pair;
     uint32_t pairs = s->batch * s->kv_heads;
-    unsigned most = 0;
-    int used = 0;
-    bool forced = env && (!strcmp(env, "1") || (sscanf(env, "1,%u%n", &most, &used) == 1 && !env[used] && most > 0 &&
-                                                 env[2] >= '0' && env[2] <= '9'));
-    if (env && *env && strcmp(env, "0") && !forced)
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: WGML_ATTN_DS=\"%s\" is not 0, 1 or 1,N (N > 0)", fn,
-                          env);
-    if (forced && !(cq.gemm && ck.gemm && pair <= limit))
-        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT,
-                          "%s: WGML_ATTN_DS=1 needs the 64 x 64 backward entries and the %llu bytes of dS of one (batch, "
-                          "kv head) pair in one storage binding (%llu on this device)", fn, (unsigned long long)pair,
-                          (unsigned long long)limit);
-    uint64_t cap = forced ? limit : DS_MAX_BYTES < limit ? DS_MAX_BYTES : limit;
-    *chunk = 0;
-    if ((env && !strcmp(env, "0")) || !cq.gemm || !ck.gemm || pair > cap) return WGML_OK;
-    *chunk = cap / pair < pairs ? (uint32_t)(cap / pair) : pairs;
-    if (most && most < *chunk) *chunk = most;
-    return WGML_OK;
-}
-
-/* Whether dq from dS runs as bwd_dq_mm (dS^T dense, see attention.wgsl) rather than
-   bwd_dq_ds64: head_dim % 4 == 0 (vec4 rows), 256 invocations per workgroup above head_dim
-   64, unless WGML_ATTN_DQMM is "0" ("1" or unset: the rule; anything else is refused).
-   Measured on the H200 in round 24 of bench/notes/attention.md. */
-static wgml_status pick_dq_mm(wgml_context *ctx, const char *fn, uint32_t dim, bool *use)
-{
-    bool off = false;
-    WGML_CHECK(env_switch(ctx, fn, "WGML_ATTN_DQMM", &off));
-    uint32_t threads = dim <= 64 ? 128 : 256;
-    *use = !off && dim % 4 == 0 && threads <= ctx->limits.maxComputeInvocationsPerWorkgroup &&
-           threads <= ctx->limits.maxComputeWorkgroupSizeX;
-    return WGML_OK;
+    *pair_bytes = pair;
+    if (!cq.gemm || !ck.gemm || pair > cap) return 0;
+    return cap / pair < pairs ? (uint32_t)(cap / pair) : pairs;
 }
 
 /* dq by bwd_dq64 (S, dP and dS recomputed) or the tiled bwd_dq. */
@@ -824,8 +671,8 @@ static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_
                                wgml__arg st, bwd_choice cq)
 {
     p.q_blocks = wgml__ceil_div(s->seq_q, cq.gemm ? 64 : cq.t.br);
-    wgml__kernel kq = cq.gemm ? gemm_kernel(e->ctx, "bwd_dq64", "urrrrwrr", s->dim, cq, &p)
-                              : tile_kernel("bwd_dq", "urrrrwrr", s->dim, cq.t, -1);
+    wgml__kernel kq = cq.gemm ? gemm_kernel(e, "bwd_dq64", "urrrrwrr", s->dim, cq, &p)
+                              : tile_kernel("attention_backward", "bwd_dq", "urrrrwrr", s->dim, cq.t, -1);
     wgml__arg qargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dq), wgml__t(dout), st };
     return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 7);
 }
@@ -838,74 +685,70 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
                             const attn_shape *s, attn_params p, const wgml_tensor *mask, const wgml_tensor *lse,
                             const wgml_tensor *scores)
 {
-    wgml_context *ctx = e->ctx;
+    WGML_CHECK(check_tuning(e, fn));
     uint32_t dim = s->dim;
-    tiles ts = { 0 };
     bwd_choice cq, ck;
-    WGML_CHECK(pick_tiles(ctx, fn, K_STATS, dim, &ts));
-    WGML_CHECK(pick_bwd(ctx, fn, K_DQ, dim, &cq));
-    WGML_CHECK(pick_bwd(ctx, fn, K_DKDV, dim, &ck));
+    tiles ts = { 0 };
+    bool stats_tiled = !lse && !prefill_fits(e);
+    if (stats_tiled) WGML_CHECK(pick_tiles(e, fn, K_STATS, dim, &ts));
+    WGML_CHECK(pick_bwd(e, fn, K_DQ, dim, &cq));
+    WGML_CHECK(pick_bwd(e, fn, K_DKDV, dim, &ck));
     if (scores && !ck.gemm)
-        return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the backward's 64 x 64 kernel (bwd_dkdv64), which "
-                          "this call does not use (head_dim over 128, an adapter with fewer than 10 storage buffers per stage "
-                          "or 256 invocations, or WGML_ATTN_DKDV)", fn);
-    uint32_t fixed;
-    WGML_CHECK(pick_order(ctx, fn, &fixed));
-    uint32_t chunk = 0, group = s->heads / s->kv_heads;
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the backward's 64 x 64 kernel (bwd_dkdv64), which "
+                          "this call does not use (an adapter with fewer than 10 storage buffers per stage, 256 invocations "
+                          "per workgroup or 24 KiB of workgroup storage)", fn);
+    uint32_t group = s->heads / s->kv_heads;
     uint64_t pair_bytes = 0;
-    WGML_CHECK(pick_ds(ctx, fn, cq, ck, s, &chunk, &pair_bytes));
-    bool dq_mm = false;
-    WGML_CHECK(pick_dq_mm(ctx, fn, dim, &dq_mm));
-    dq_mm = dq_mm && chunk;
+    uint32_t chunk = ds_pairs(e, cq, ck, s, &pair_bytes);
+    bool dq_mm = chunk && dim % 4 == 0;   /* dS^T dense and bwd_dq_mm: rows of whole vec4 */
     wgml__arg st, ds = { 0 };
     WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
     if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
     wgml__arg m = wgml__t(mask ? mask : q);
-    p.order_heads = order_heads(&p, fixed, query_head_bytes(s), BWD_ORDER_BYTES);
+    p.order_heads = order_heads(e, &p, query_head_bytes(s), BWD_ORDER_BYTES);
 
     /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
-       scores and softmax, no P v) where prefill is the forward, else fwd in MODE 1 (the
-       choice is made either way, so a malformed tuning variable is refused either way) */
-    attn_params ps = p;
-    uint32_t bk;
-    WGML_CHECK(pick_prefill(ctx, fn, &bk));
-    ps.q_blocks = wgml__ceil_div(s->seq_q, bk ? 64 : ts.br);
-    wgml__kernel kst = bk ? prefill_kernel(ctx, "prefill_stats", "urrrrwrw", dim, bk, &ps) : tile_kernel("fwd", "urrrrwr", dim, ts, 1);
+       scores and softmax, no P v) where prefill fits, else fwd in MODE 1 */
     wgml_status r;
     if (lse) {
         wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
         r = dispatch_rows(e, &prep_kernel, p, s, pargs);
     } else {
+        attn_params ps = p;
+        ps.q_blocks = wgml__ceil_div(s->seq_q, stats_tiled ? ts.br : 64);
+        wgml__kernel kst = stats_tiled ? tile_kernel("attention_forward", "fwd", "urrrrwr", dim, ts, 1)
+                                       : prefill_kernel(e, "prefill_stats", "urrrrwrw", dim, &ps);
         wgml__arg un = { 0 };
-        r = bk ? unused_arg(e, &un) : WGML_OK;
+        r = stats_tiled ? WGML_OK : unused_arg(e, &un);
         wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), un };
-        if (r == WGML_OK) r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, bk ? 7 : 6);
+        if (r == WGML_OK)
+            r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, stats_tiled ? 6 : 7);
     }
 
-    /* dq before dk, dv; with dS, per range of (batch, kv head) pairs: dk, dv first (they
-       write its dS), then dq */
+    /* without dS: dq first, then dk, dv; with dS, per range of (batch, kv head) pairs:
+       dk, dv first (they write its dS), then dq */
     if (r == WGML_OK && !chunk) r = backward_dq(e, q, k, v, dout, dq, s, p, m, st, cq);
     attn_params pk = p, pq = p;
     /* a kv head's workgroups re-read the q and dout rows of its query heads */
-    pk.order_heads = order_heads(&p, fixed, 2ull * 4 * s->seq_q * dim * group, BWD_ORDER_BYTES);
+    pk.order_heads = order_heads(e, &p, 2ull * 4 * s->seq_q * dim * group, BWD_ORDER_BYTES);
     pk.q_blocks = pq.q_blocks = wgml__ceil_div(s->seq_q, 64);
     pk.k_blocks = pq.k_blocks = wgml__ceil_div(s->seq_k, ck.gemm ? 64 : ck.t.br);
-    wgml__kernel kk = ck.gemm ? gemm_kernel(ctx, "bwd_dkdv64", "urrrrwrrwwr", dim, ck, &pk)
-                              : tile_kernel("bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
+    wgml__kernel kk = ck.gemm ? gemm_kernel(e, "bwd_dkdv64", "urrrrwrrwwr", dim, ck, &pk)
+                              : tile_kernel("attention_backward", "bwd_dkdv", "urrrrwrrw", dim, ck.t, -1);
     if (chunk) wgml__add_constant(&kk, "WRITE_DS", 1);
     if (dq_mm) wgml__add_constant(&kk, "DS_DENSE", 1);
     if (scores) wgml__add_constant(&kk, "READ_S", 1);
     wgml__kernel kq = { 0 };
-    /* bwd_dq_mm: tiles of 128 queries, all heads of a range longest first (its tiles
-       share no rows) unless WGML_ATTN_ORDER fixes the group */
+    /* bwd_dq_mm: tiles of 128 queries, all heads of a range longest first (its tiles share
+       no rows) */
     uint32_t q_tiles = dq_mm ? wgml__ceil_div(s->seq_q, 128) : pq.q_blocks;
     if (dq_mm) {
-        kq = (wgml__kernel){ .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1,
+        kq = (wgml__kernel){ .file = "attention_backward", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1,
                              .constants = { { "DQN", dim <= 64 ? 64 : 128 } } };
-        if (!fixed) pq.order_heads = UINT32_MAX;
+        pq.order_heads = order_all(e);
     } else if (chunk) {
-        kq = gemm_kernel(ctx, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
+        kq = gemm_kernel(e, "bwd_dq_ds64", "urrrrwrr", dim, cq, &pq);
     }
     wgml__arg kargs[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(dk), wgml__t(dout), st, wgml__t(dv), ds,
                           wgml__t(scores ? scores : q) };
@@ -922,14 +765,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
 
 bool wgml__attention_keeps_scores(wgml_engine *e, uint32_t head_dim, uint32_t seq_q)
 {
-    uint32_t bk = 0;
-    bwd_choice ck;
-    char saved[WGML_ERROR_MAX];   /* a refused tuning variable answers no, without a new last error */
-    memcpy(saved, e->ctx->error, sizeof saved);
-    bool ok = seq_q > 1 && pick_prefill(e->ctx, "attention", &bk) == WGML_OK && bk &&
-              pick_bwd(e->ctx, "attention", K_DKDV, head_dim, &ck) == WGML_OK && ck.gemm;
-    memcpy(e->ctx->error, saved, sizeof saved);
-    return ok;
+    return seq_q > 1 && head_dim <= MAX_DIM && prefill_fits(e) && gemm_chunk(e, K_DKDV, head_dim) != 0;
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
@@ -1085,30 +921,28 @@ wgml_status wgml_flash_attention_v2_backward_with(wgml_engine *e, const wgml_ten
                         mask);
 }
 
-/* Variants for wgml_engine_warmup. The tiled kernels' variants depend on the device's
-   workgroup storage (pick_tiles), which a static list cannot know, so only the merge pass
-   of decoding, the forward `prefill` at its default chunk (24 KiB) with and without the
-   log-sum-exp output, the backward's statistics from a given log-sum-exp, and the backward's
-   64 x 64 entries as picked on a device with 32 KiB of workgroup storage (lavapipe): GBK 8
-   up to head_dim 64, 16 above (a 48 KiB device such as the H200 picks 32 there and
-   compiles it on first use); the rest compile on first use (one pipeline per tile shape
-   and head_dim class, see tile_kernel). The 64 x 64 entries are listed as CPU adapters
-   build them (every feature, FEAT 3); a GPU builds its call-specific ones on first use. */
+/* Variants for wgml_engine_warmup: the pipelines a 32 KiB CPU adapter (lavapipe) builds for
+   the common calls. The merge pass of decoding, prefill with and without the log-sum-exp,
+   the backward's statistics (from a given log-sum-exp, and prefill_stats), the 64 x 64
+   backward at its chunk there (8 up to head_dim 64, 16 above) with dS stored dense, and
+   the forward that keeps its scores; every feature built in (FEAT 3), as CPU adapters
+   build them. Anything else (a GPU's per-call features, the 48 KiB chunk of 32, the tiled
+   kernels, decoding, whose shapes depend on the adapter) compiles on first use. */
 const wgml__kernel wgml__attention_kernels[] = {
-    { .file = "attention", .entry = "decode_combine", .layout = "urw" },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_prep", .layout = "urrrrwrr" },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 1 } } },
-    { .file = "attention", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 2, .constants = { { "PF_BK", 16 }, { "PF_OCV", 2 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
-    { .file = "attention", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
-    { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 64 } } },
-    { .file = "attention", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 128 } } },
-    { .file = "attention", .entry = "fwd_s_mm", .layout = "urrrrwrw" },
-    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2, .constants = { { "DQN", 64 }, { "PV_MU", 1 } } },
-    { .file = "attention", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 2, .constants = { { "DQN", 128 }, { "PV_MU", 1 } } },
+    { .file = "attention_decode", .entry = "decode_combine", .layout = "urw" },
+    { .file = "attention_forward", .entry = "prefill", .layout = "urrrrwrw", .nconst = 1, .constants = { { "PF_OCV", 1 } } },
+    { .file = "attention_forward", .entry = "prefill", .layout = "urrrrwrw", .nconst = 1, .constants = { { "PF_OCV", 2 } } },
+    { .file = "attention_forward", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 1, .constants = { { "PF_OCV", 1 } } },
+    { .file = "attention_forward", .entry = "prefill_lse", .layout = "urrrrwww", .nconst = 1, .constants = { { "PF_OCV", 2 } } },
+    { .file = "attention_backward", .entry = "bwd_prep", .layout = "urrrrwrr" },
+    { .file = "attention_forward", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 1, .constants = { { "PF_OCV", 1 } } },
+    { .file = "attention_forward", .entry = "prefill_stats", .layout = "urrrrwrw", .nconst = 1, .constants = { { "PF_OCV", 2 } } },
+    { .file = "attention_backward", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 8 }, { "GOCV", 1 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
+    { .file = "attention_backward", .entry = "bwd_dkdv64", .layout = "urrrrwrrwwr", .nconst = 4, .constants = { { "GBK", 16 }, { "GOCV", 2 }, { "WRITE_DS", 1 }, { "DS_DENSE", 1 } } },
+    { .file = "attention_backward", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 64 } } },
+    { .file = "attention_backward", .entry = "bwd_dq_mm", .layout = "urrrrwrr", .nconst = 1, .constants = { { "DQN", 128 } } },
+    { .file = "attention_forward", .entry = "fwd_s_mm", .layout = "urrrrwrw" },
+    { .file = "attention_forward", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 64 } } },
+    { .file = "attention_forward", .entry = "fwd_pv_mm", .layout = "urrrrww", .nconst = 1, .constants = { { "DQN", 128 } } },
 };
 const size_t wgml__attention_kernel_count = sizeof wgml__attention_kernels / sizeof wgml__attention_kernels[0];

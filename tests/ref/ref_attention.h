@@ -1,5 +1,5 @@
 /* Double-precision reference of attention (forward and backward), the specification of
-   src/kernels/attention.wgsl: scores materialised row by row, no tiling, no online softmax.
+   src/kernels/attention_forward.wgsl: scores materialised row by row, no tiling, no online softmax.
 
    Layout: q, out, dout, dq [batch, seq_q, heads, dim]; k, v, dk, dv [batch, seq_k,
    kv_heads, dim]; query head h reads kv head h / (heads / kv_heads).
