@@ -1333,7 +1333,7 @@ WGML_API wgml_status wgml_gguf_tensor_info(const wgml_gguf *g, size_t i, wgml_gg
 WGML_API const void *wgml_gguf_tensor_data(const wgml_gguf *g, size_t i);
 
 
-/* ---- config.json of Llama-family models ----------------------------------------------- */
+/* ---- config.json of the model families (Llama, Mistral, Qwen2, Qwen3) ---------------- */
 
 typedef enum wgml_rope_scaling_type {
     WGML_ROPE_SCALING_NONE = 0,   /* absent, null, or rope_type "default" */
@@ -1363,6 +1363,15 @@ typedef struct wgml_model_config {
     bool tie_word_embeddings;       /* default false */
     bool attention_bias;            /* default false */
     bool mlp_bias;                  /* default false */
+    /* The families beside Llama (model_type "mistral", "qwen2", "qwen3"): */
+    uint32_t sliding_window;        /* 0: attention to every earlier position; else query i
+                                       sees keys j with i - j < sliding_window (Mistral's
+                                       sliding_window; Qwen's with use_sliding_window, which
+                                       wgml takes only when every layer slides) */
+    bool qkv_bias;                  /* q, k and v projections add biases (model_type "qwen2") */
+    bool qk_norm;                   /* each head's q and k RMS-normalised, with weights of
+                                       head_dim, before RoPE (model_type "qwen3"); not with
+                                       qkv_bias (wgml_model_config_check) */
     struct {
         wgml_rope_scaling_type type;
         double factor;              /* linear, llama3: >= 1 */
@@ -1415,7 +1424,8 @@ WGML_API wgml_status wgml_model_config_check(const wgml_model_config *cfg);
            scaling other than linear). */
 WGML_API wgml_status wgml_model_config_from_gguf(const wgml_gguf *g, const char *what, wgml_model_config *out);
 
-/* ---- tokenizer.json: byte-level BPE (GPT-2, SmolLM2, Llama 3) -------------------------
+/* ---- tokenizer.json: byte-level BPE (GPT-2, SmolLM2, Llama 3, Qwen) and SentencePiece-style
+   BPE (Llama 2, Mistral, TinyLlama) ------------------------------------------------------
 
    Supported: model BPE over the GPT-2 byte-to-unicode alphabet with all 256 byte tokens,
    merges as "a b" strings or ["a", "b"] pairs, ignore_merges; added_tokens (matched in the
@@ -1425,8 +1435,17 @@ WGML_API wgml_status wgml_model_config_from_gguf(const wgml_gguf *g, const char 
    Isolated), alone or in a Sequence; normalizer null; decoder ByteLevel or null. An added
    token decodes to its content as written (Hugging Face's byte-level decoder would turn a
    content such as "\u00e9t\u00e9" into the bytes E9 74 E9).
-   Anything else (another model type, a normalizer, another regex, byte_fallback, a
-   continuing_subword_prefix) is refused with WGML_ERROR_FORMAT rather than encoded
+   SentencePiece style: a vocab that spells spaces "\u2581", with the normalizer Prepend
+   ("\u2581") and Replace (" " -> "\u2581") (in a Sequence or alone; each piece of text
+   between added tokens gets its leading space) or the Metaspace pre-tokenizer
+   (prepend_scheme always / first / never or add_prefix_space, split); BPE over characters
+   with byte_fallback (a character without a token becomes the <0xNN> tokens of its bytes;
+   all 256 must exist), unk_token and fuse_unk; the decoder Metaspace or a Sequence of
+   Replace ("\u2581" -> " "), ByteFallback, Fuse and Strip (" ", start 0 or 1, stop 0).
+   A vocab may not hold both " x" and "\u2581x" (they are one token here).
+   Anything else (another model type, another normalizer (NFC, NFKC, Lowercase), another
+   regex, byte_fallback with a byte-level pre-tokenizer, a continuing_subword_prefix) is
+   refused with WGML_ERROR_FORMAT rather than encoded
    differently from Hugging Face tokenizers. The regex classes \p{L}, \p{N} and \s follow
    Unicode 14 general categories and White_Space. Ignored: post_processor (encode adds no
    BOS: prepend it yourself), truncation, padding, BPE dropout. */
@@ -1467,7 +1486,8 @@ WGML_API int64_t wgml_tokenizer_token_id(const wgml_tokenizer *tok, const char *
    pre-token character) into token ids, as Hugging Face's encode(text,
    add_special_tokens=False): added tokens found in the text become their ids. Writes the
    ids to ids[0 .. *n). Never more ids than bytes, so cap = len suffices (2 * len when the
-   ByteLevel step has add_prefix_space, which adds a space to each piece). Texts of 16 KiB
+   ByteLevel step has add_prefix_space or a SentencePiece-style tokenizer prepends, which
+   adds a space to each piece). Texts of 16 KiB
    or more use a per-call cache of short pieces (natural text repeats its words).
    len must be below 2^31: encode longer texts in parts.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL tok or n; NULL text with len > 0; NULL ids
@@ -1481,12 +1501,18 @@ WGML_API wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *tok, c
                                                     uint32_t *ids, size_t cap, size_t *n);
 /* Decodes n ids to the bytes they stand for, written to out[0 .. *len), followed by a NUL
    when cap > *len. The bytes are exactly what was encoded: a token may end inside a UTF-8
-   sequence (streaming callers keep the incomplete tail for the next call).
+   sequence (streaming callers keep the incomplete tail for the next call). A
+   SentencePiece-style decoder with Strip (or Metaspace) removes the space that encoding
+   put at the start of the text, as Hugging Face's decode does.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; an id >= vocab_size or with no token: the
            message names ids[i]), WGML_ERROR_SHAPE (more bytes than cap: *len is then the
            number needed and out holds the first cap bytes). */
 WGML_API wgml_status wgml_tokenizer_decode(const wgml_tokenizer *tok, const uint32_t *ids, size_t n,
                                            char *out, size_t cap, size_t *len);
+/* As wgml_tokenizer_decode for ids that continue a text already decoded (streamed
+   generation, one token at a time): no leading space is removed. */
+WGML_API wgml_status wgml_tokenizer_decode_continuation(const wgml_tokenizer *tok, const uint32_t *ids, size_t n,
+                                                        char *out, size_t cap, size_t *len);
 
 /* ---- tokenizer_config.json and chat templates ------------------------------------------
 
@@ -1692,7 +1718,7 @@ typedef struct wgml_batcher_stats {
 WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_stats *st);
 
 /* ------------------------------------------------------------------------------------ */
-/* Models: a Llama-family decoder, trained and run on the GPU (src/model.c)             */
+/* Models: Llama, Mistral, Qwen2, Qwen3 decoders, trained and run on the GPU (src/model.c) */
 /* ------------------------------------------------------------------------------------ */
 
 /* MODELS
@@ -1712,16 +1738,26 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
        model.layers.<i>.mlp.down_proj.weight        [hidden, intermediate]
        model.norm.weight                            [hidden]
        lm_head.weight                               [vocab, hidden] (absent when tied)
+   and then, layer by layer, the families' extras:
+       model.layers.<i>.self_attn.q_proj.bias       [heads * head_dim]     (qkv_bias)
+       model.layers.<i>.self_attn.k_proj.bias       [kv_heads * head_dim]  (qkv_bias)
+       model.layers.<i>.self_attn.v_proj.bias       [kv_heads * head_dim]  (qkv_bias)
+       model.layers.<i>.self_attn.q_norm.weight     [head_dim]             (qk_norm)
+       model.layers.<i>.self_attn.k_norm.weight     [head_dim]             (qk_norm)
 
    (wgml_model_param lists them in this order.) For tokens x the model computes
        h = embed[x]; per layer: h += Wo attn(rope(Wq n1(h)), rope(Wk n1(h)), Wv n1(h));
        h += Wd (silu(Wg n2(h)) * Wu n2(h)); logits = Wout nf(h)
    with RMSNorms n1, n2, nf (eps rms_norm_eps), rotate-half RoPE (rope_theta), causal
    grouped-query attention scaled by 1/sqrt(head_dim), and Wout = embed when
-   tie_word_embeddings. The configuration is the wgml_model_config of config.json, RoPE
-   scaling (linear, Llama 3) included; attention or MLP biases are refused with
+   tie_word_embeddings. The families add to it: qkv_bias (Qwen2) adds the biases to the
+   q, k, v projections; qk_norm (Qwen3) RMS-normalises each head of q and k (its own
+   weights, eps rms_norm_eps) before RoPE; sliding_window (Mistral, Qwen with
+   use_sliding_window) lets query i see keys j with i - j < sliding_window only. The
+   configuration is the wgml_model_config of config.json, RoPE scaling (linear, Llama 3)
+   included; o_proj or MLP biases (attention_bias, mlp_bias) are refused with
    WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 128 (the attention kernel's
-   limit).
+   limit). AdamW leaves the norms' weights and the biases without weight decay.
 
    Three objects share the model's parameters:
    - wgml_trainer: activations for a [batch, seq_len] micro-batch, gradients and AdamW
@@ -1748,11 +1784,11 @@ typedef struct wgml_model wgml_model;
    wgml_model_save.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; anything wgml_model_config_check refuses:
            the message names the field; hidden_size != heads * head_dim is allowed),
-           WGML_ERROR_UNSUPPORTED (head_dim > 128, biases), WGML_ERROR_LIMIT and
+           WGML_ERROR_UNSUPPORTED (head_dim > 128, o_proj or MLP biases), WGML_ERROR_LIMIT and
            WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
 WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out);
 
-/* Fills the parameters from a seeded generator: norm weights 1, every matrix normal with
+/* Fills the parameters from a seeded generator: norm weights 1, biases 0, every matrix normal with
    standard deviation std (0 means 0.02), o_proj and down_proj divided by sqrt(2 * layers)
    (GPT-2's scaling of residual projections). The same seed gives the same model on every
    adapter (the numbers are drawn on the host).
@@ -1761,11 +1797,13 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
    model.safetensors.index.json and its shards), or a safetensors file or index file whose
-   folder holds config.json. config.json must describe a Llama model (model_type "llama"
-   or absent, architectures[0] "LlamaForCausalLM" or absent). Every tensor's presence,
+   folder holds config.json. config.json must describe a model of a family wgml runs:
+   model_type "llama" (or absent), "mistral", "qwen2" or "qwen3", with architectures[0]
+   absent or that family's (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+   Qwen3ForCausalLM). Every tensor's presence,
    shape and dtype is checked against config.json before any device memory is allocated:
    a failed load allocates and records nothing on the GPU and leaves no model (*out is
-   NULL). A tensor the model would not use is refused (a Qwen3 folder's q_norm, say),
+   NULL). A tensor the model would not use is refused (a q_norm beside a Llama config, say),
    except the rotary inv_freq buffers old checkpoints carry and lm_head.weight beside a
    tied embedding, which are skipped. Every file read must be a regular file inside the
    folder (see wgml_checkpoint_open).
@@ -1778,7 +1816,9 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
 WGML_API wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out);
 
 /* Writes dir/model.safetensors (every parameter, the names above) and dir/config.json
-   (model_type "llama", LlamaForCausalLM, torch_dtype of the weights), creating dir when
+   (the family's model_type and architecture: qwen3 with qk_norm, qwen2 with qkv_bias,
+   else the model_type's, mistral for a window without one, llama otherwise; the window;
+   torch_dtype of the weights), creating dir when
    missing; each file is written whole under a temporary name and renamed into place.
    Reads the parameters back from the GPU (waits for recorded work). wgml_model_save
    writes F32; wgml_model_save_with writes opts->dtype (NULL: F32), F16 or BF16 rounded to

@@ -17,6 +17,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,40 @@ static const char *const layer_names[P_PER_LAYER] = {
     "self_attn.v_proj.weight",      "self_attn.o_proj.weight", "post_attention_layernorm.weight",
     "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight",
 };
+
+/* The families' extra parameters, after the Llama ones (the head included), layer by
+   layer in this order: Qwen2's q, k, v biases; Qwen3's q and k norms. */
+enum { X_BQ, X_BK, X_BV, X_QNORM, X_KNORM, X_KINDS };
+static const char *const extra_names[X_KINDS] = {
+    "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight",
+};
+/* The extra kinds a configuration has, as bits, and how many per layer. */
+static uint32_t extras_of(const wgml_model_config *c)
+{
+    return (c->qkv_bias ? (1u << X_BQ | 1u << X_BK | 1u << X_BV) : 0) | (c->qk_norm ? (1u << X_QNORM | 1u << X_KNORM) : 0);
+}
+static size_t extras_per_layer(const wgml_model_config *c)
+{
+    size_t n = 0;
+    for (int x = 0; x < X_KINDS; x++) n += extras_of(c) >> x & 1;
+    return n;
+}
+static size_t llama_params(const wgml_model_config *c)
+{
+    return 2 + (size_t)c->num_hidden_layers * P_PER_LAYER + (c->tie_word_embeddings ? 0 : 1);
+}
+/* The extra kind (X_*) of parameter i, or -1 for a Llama parameter. */
+static int extra_kind_of(const wgml_model_config *c, size_t i)
+{
+    size_t base = llama_params(c), per = extras_per_layer(c);
+    if (i < base || !per) return -1;
+    size_t j = (i - base) % per;
+    uint32_t bits = extras_of(c);
+    for (int x = 0; x < X_KINDS; x++)
+        if (bits >> x & 1 && j-- == 0) return x;
+    return -1;
+}
 
 struct wgml_model {
     wgml_engine *e;
@@ -47,15 +82,36 @@ struct wgml_model {
 };
 
 static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[1 + (size_t)layer * P_PER_LAYER + kind]; }
+/* The index of extra kind x of layer l, or SIZE_MAX when the model has none. */
+static size_t extra_index(const wgml_model *m, uint32_t l, int x)
+{
+    uint32_t bits = extras_of(&m->cfg);
+    if (!(bits >> x & 1)) return SIZE_MAX;
+    size_t before = 0;
+    for (int k = 0; k < x; k++) before += bits >> k & 1;
+    return llama_params(&m->cfg) + (size_t)l * extras_per_layer(&m->cfg) + before;
+}
+static wgml_tensor *X(const wgml_model *m, uint32_t l, int x)
+{
+    size_t i = extra_index(m, l, x);
+    return i == SIZE_MAX ? NULL : m->p[i];
+}
 static size_t final_norm_index(const wgml_model *m) { return 1 + (size_t)m->L * P_PER_LAYER; }
 static size_t head_index(const wgml_model *m) { return m->cfg.tie_word_embeddings ? 0 : 2 + (size_t)m->L * P_PER_LAYER; }
+/* The extra kind of parameter i, or -1 for a Llama parameter. */
+static int extra_kind(const wgml_model *m, size_t i) { return extra_kind_of(&m->cfg, i); }
+/* The norms' weights (RMSNorm gains, Qwen3's q and k norms included). */
 static bool is_norm_index(const wgml_model *m, size_t i)
 {
     if (i == final_norm_index(m)) return true;
+    int x = extra_kind(m, i);
+    if (x >= 0) return x == X_QNORM || x == X_KNORM;
     if (i == 0 || i > (size_t)m->L * P_PER_LAYER) return false;
     size_t k = (i - 1) % P_PER_LAYER;
     return k == P_ATTN_NORM || k == P_FFN_NORM;
 }
+/* Parameters without weight decay: the norms' weights and the biases. */
+static bool no_decay_index(const wgml_model *m, size_t i) { return is_norm_index(m, i) || extra_kind(m, i) >= 0; }
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
@@ -125,7 +181,7 @@ static wgml_status check_config(wgml_context *ctx, const char *fn, const wgml_mo
     if (*hd > 128) return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg head_dim %u is over 128, the attention kernel's limit", fn, *hd);
     if (c->attention_bias || c->mlp_bias)
         return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg asks for %s biases, which this model does not have", fn,
-                          c->attention_bias ? "attention" : "MLP");
+                          c->attention_bias ? "attention (o_proj's included)" : "MLP");
     return WGML_OK;
 }
 
@@ -137,7 +193,7 @@ wgml_status wgml__model_check_config(wgml_context *ctx, const char *fn, const wg
 
 size_t wgml__model_param_total(const wgml_model_config *c)
 {
-    return 2 + (size_t)c->num_hidden_layers * P_PER_LAYER + (c->tie_word_embeddings ? 0 : 1);
+    return llama_params(c) + (size_t)c->num_hidden_layers * extras_per_layer(c);
 }
 
 void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
@@ -146,12 +202,21 @@ void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML
     uint64_t V = c->vocab_size, D = c->hidden_size, F = c->intermediate_size, L = c->num_hidden_layers;
     uint64_t H = c->num_attention_heads, Hk = c->num_key_value_heads ? c->num_key_value_heads : H;
     uint64_t hd = c->head_dim ? c->head_dim : D / H, QD = H * hd, KD = Hk * hd;
-    size_t final_norm = 1 + (size_t)L * P_PER_LAYER;
+    size_t final_norm = 1 + (size_t)L * P_PER_LAYER, base = llama_params(c);
     uint64_t rows, cols = D;
     *ndim = 2;
+    if (i >= base) {   /* the families' extras */
+        size_t l = (i - base) / extras_per_layer(c);
+        int x = extra_kind_of(c, i);
+        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%zu.%s", l, extra_names[x]);
+        shape[0] = x == X_BQ ? QD : x == X_BK || x == X_BV ? KD : hd;
+        shape[1] = 0;
+        *ndim = 1;
+        return;
+    }
     if (i == 0) { snprintf(name, WGML__PARAM_NAME_MAX, "model.embed_tokens.weight"); rows = V; }
     else if (i == final_norm) { snprintf(name, WGML__PARAM_NAME_MAX, "model.norm.weight"); rows = D; *ndim = 1; }
-    else if (i == final_norm + 1) { snprintf(name, WGML__PARAM_NAME_MAX, "lm_head.weight"); rows = V; }
+    else if (i == final_norm + 1) { snprintf(name, WGML__PARAM_NAME_MAX, "lm_head.weight"); rows = V; }   /* untied */
     else {
         size_t l = (i - 1) / P_PER_LAYER, k = (i - 1) % P_PER_LAYER;
         snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%zu.%s", l, layer_names[k]);
@@ -295,8 +360,9 @@ wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
     wgml_status s = WGML_OK;
     for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
         size_t n = wgml_tensor_numel(m->p[i]);
-        if (is_norm_index(m, i)) {
-            for (size_t j = 0; j < n; j++) buf[j] = 1.0f;
+        if (is_norm_index(m, i) || extra_kind(m, i) >= 0) {   /* norms 1, biases 0 */
+            float v = is_norm_index(m, i) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < n; j++) buf[j] = v;
         } else {
             double sd = std;
             size_t k = (i - 1) % P_PER_LAYER;
@@ -360,10 +426,47 @@ static wgml_status proj(const wgml_model *m, uint32_t l, int kind, const wgml_te
     return wgml_matmul_bt_with(m->e, xas, b, y, &acc);
 }
 
+/* out = RMSNorm(x) * weight over each head's head_dim values: x and out [rows, heads *
+   head_dim], normalised as [rows * heads, head_dim] (Qwen3's q_norm, k_norm). */
+static wgml_status head_norm(const wgml_model *m, wgml_tensor *x, const wgml_tensor *weight, wgml_tensor *out, size_t rows,
+                             uint32_t heads)
+{
+    TRY(shape2(x, rows * heads, m->hd));
+    TRY(shape2(out, rows * heads, m->hd));
+    wgml_status s = wgml_rms_norm_eps(m->e, x, weight, out, m->eps);
+    TRY(shape2(x, rows, (size_t)heads * m->hd));
+    TRY(shape2(out, rows, (size_t)heads * m->hd));
+    return s;
+}
+
+/* Attention's inputs of layer l from x [rows, hidden], before RoPE: q, k, v = x's
+   projections, plus their biases (qkv_bias); with qk_norm the projections of q and k go
+   to qr, kr and each head of them is RMS-normalised into q, k. xas: each projection's
+   adapter scratch (see proj). */
+static wgml_status qkv(const wgml_model *m, uint32_t l, const wgml_tensor *x, size_t rows, wgml_tensor *q, wgml_tensor *k,
+                       wgml_tensor *v, wgml_tensor *qr, wgml_tensor *kr, wgml_tensor *const xas[3])
+{
+    wgml_tensor *pq = m->cfg.qk_norm ? qr : q, *pk = m->cfg.qk_norm ? kr : k;
+    TRY(proj(m, l, P_WQ, x, pq, xas[0]));
+    TRY(proj(m, l, P_WK, x, pk, xas[1]));
+    TRY(proj(m, l, P_WV, x, v, xas[2]));
+    if (m->cfg.qkv_bias) {
+        TRY(wgml_bias_add(m->e, pq, X(m, l, X_BQ), pq));
+        TRY(wgml_bias_add(m->e, pk, X(m, l, X_BK), pk));
+        TRY(wgml_bias_add(m->e, v, X(m, l, X_BV), v));
+    }
+    if (m->cfg.qk_norm) {
+        TRY(head_norm(m, qr, X(m, l, X_QNORM), q, rows, m->H));
+        TRY(head_norm(m, kr, X(m, l, X_KNORM), k, rows, m->Hk));
+    }
+    return WGML_OK;
+}
+
 /* ---- training ------------------------------------------------------------------------- */
 
 typedef struct layer_acts {
     wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
+    wgml_tensor *qr, *kr;   /* q and k before their heads' norms (qk_norm), else NULL */
     wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
     wgml_tensor *scores; /* attention's scores, kept for its backward (keep_attention_scores), or NULL */
     wgml_tensor *xas[WGML__LORA_KINDS];   /* scale x A^T of each adapter target [N, rank], or NULL */
@@ -383,10 +486,12 @@ struct wgml_trainer {
     /* backward scratch: dres is the gradient of the residual stream */
     wgml_tensor *dres, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
     wgml_tensor *dxa;           /* [N, rank]: scale dy B of an adapter target */
+    wgml_tensor *dqr, *dkr;     /* the gradients of q and k before their heads' norms (qk_norm) */
     wgml_tensor *dnorm;         /* [D]: where a frozen norm's weight gradient goes */
     size_t nt;                  /* trained tensors */
     wgml_tensor **tp, **grad, **gscratch, **m1, **m2, *norm;
-    /* AdamW groups: with weight decay (matrices, embeddings, adapters) and without (norms) */
+    /* AdamW groups: with weight decay (matrices, embeddings, adapters) and without (norms,
+       biases) */
     wgml_tensor **w_dec, **g_dec, **m_dec, **v_dec, **w_nod, **g_nod, **m_nod, **v_nod;
     size_t n_dec, n_nod;
     uint32_t micro, steps;
@@ -400,7 +505,7 @@ void wgml_trainer_destroy(wgml_trainer *t)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
                               t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm,
-                              t->dxa, t->dnorm };
+                              t->dxa, t->dnorm, t->dqr, t->dkr };
     release_all(single, sizeof single / sizeof single[0]);
     release_all(t->grad, t->nt); release_all(t->gscratch, t->nt); release_all(t->m1, t->nt); release_all(t->m2, t->nt);
     free(t->la); free(t->tp); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
@@ -497,7 +602,8 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     /* attention's scores per layer (wgml_attention_options.scores), where the kernels keep
        them and one layer's fit a binding */
     uint64_t blocks = (t->T + 63) / 64, score_floats = (uint64_t)t->B * m->H * blocks * blocks * 4096;
-    bool keep = t->d.keep_attention_scores && !desc->eval_only && wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
+    bool keep = t->d.keep_attention_scores && !desc->eval_only && !m->cfg.sliding_window &&
+                wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
                 score_floats <= 0xFFFFFFFFu && score_floats * 4 <= ctx->limits.maxStorageBufferBindingSize;
 #define MK(expr) do { if ((s = (expr)) != WGML_OK) goto fail; } while (0)
     for (uint32_t l = 0; l < m->L; l++) {
@@ -507,6 +613,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
+        if (m->cfg.qk_norm) { MK(mk2(ctx, &A->qr, N, m->QD)); MK(mk2(ctx, &A->kr, N, m->KD)); }
         for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
             if (m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)k]) MK(mk2(ctx, &A->xas[k], N, m->lora->d.rank));
     }
@@ -522,11 +629,12 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     MK(mk2(ctx, &t->da, N, m->F)); MK(mk2(ctx, &t->dg, N, m->F)); MK(mk2(ctx, &t->du, N, m->F));
     if (m->cfg.tie_word_embeddings && !t->lora) MK(mk2(ctx, &t->demb, m->V, m->D));
     if (m->lora) MK(mk2(ctx, &t->dxa, N, m->lora->d.rank));
+    if (m->cfg.qk_norm) { MK(mk2(ctx, &t->dqr, N, m->QD)); MK(mk2(ctx, &t->dkr, N, m->KD)); }
     if (t->lora) MK(mk(ctx, &t->dnorm, WGML_F32, 1, m->D, 0, 0, 0));
     for (size_t i = 0; i < nt; i++) {
         t->tp[i] = t->lora ? t->lora->params[i] : m->p[i];
         MK(like(ctx, t->tp[i], &t->grad[i])); MK(like(ctx, t->tp[i], &t->m1[i])); MK(like(ctx, t->tp[i], &t->m2[i]));
-        if (!t->lora && is_norm_index(m, i)) {
+        if (!t->lora && no_decay_index(m, i)) {
             t->w_nod[t->n_nod] = t->tp[i]; t->g_nod[t->n_nod] = t->grad[i];
             t->m_nod[t->n_nod] = t->m1[i]; t->v_nod[t->n_nod++] = t->m2[i];
         } else {
@@ -586,15 +694,13 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     TRY(wgml_tensor_write(t->targets, 0, targets, N * sizeof(uint32_t)));
     memcpy(t->host_ids, ids, N * sizeof(uint32_t));
 
-    wgml_attention_options ao = { .causal = true };
+    wgml_attention_options ao = { .causal = true, .window = m->cfg.sliding_window };
     TRY(wgml_embedding(e, m->p[0], t->ids, t->la[0].hin));
     for (uint32_t l = 0; l < m->L; l++) {
         layer_acts *A = &t->la[l];
         if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
-        TRY(proj(m, l, P_WQ, A->xn, A->q, A->xas[0]));
-        TRY(proj(m, l, P_WK, A->xn, A->k, A->xas[1]));
-        TRY(proj(m, l, P_WV, A->xn, A->v, A->xas[2]));
+        TRY(qkv(m, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
         TRY(rope(m, A->q, 0, false));
@@ -660,6 +766,23 @@ static wgml_status proj_backward(wgml_trainer *t, uint32_t l, int kind, const wg
     return WGML_OK;
 }
 
+/* The backward of head_norm for norm kind x (X_QNORM, X_KNORM) of layer l: dx from dy
+   and the normalised input x (each [N, heads * head_dim]); the weight's gradient written
+   on a step's first micro-batch, into its scratch after (added at the end), and not
+   computed when the model is frozen. */
+static wgml_status head_norm_backward(wgml_trainer *t, uint32_t l, int x_kind, wgml_tensor *dy, wgml_tensor *x,
+                                      wgml_tensor *dx, uint32_t heads, bool fresh)
+{
+    wgml_model *m = t->m;
+    size_t i = extra_index(m, l, x_kind), N = t->N;
+    wgml_tensor *gw = t->lora ? NULL : fresh ? t->grad[i] : t->gscratch[i];
+    wgml_tensor *three[] = { dy, x, dx };
+    for (int j = 0; j < 3; j++) TRY(shape2(three[j], N * heads, m->hd));
+    wgml_status s = wgml_rms_norm_backward(m->e, dy, x, m->p[i], dx, gw, m->eps);
+    for (int j = 0; j < 3; j++) TRY(shape2(three[j], N, (size_t)heads * m->hd));
+    return s;
+}
+
 wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
                                     wgml_tensor *mean_loss)
 {
@@ -695,7 +818,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     if (grad_of(t, head_index(m))) TRY(wgml_matmul_at_with(e, dlogits, t->xf, grad_of(t, head_index(m)), wa));
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
     TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, GW(final_norm_index(m)), m->eps));
-    wgml_attention_options ao = { .causal = true };
+    wgml_attention_options ao = { .causal = true, .window = m->cfg.sliding_window };
     const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
@@ -719,8 +842,20 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
         for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
         TRY(s);
-        TRY(proj_backward(t, l, P_WQ, A->xn, t->dq, t->dxn, false, wa));
-        TRY(proj_backward(t, l, P_WK, A->xn, t->dk, t->dxn, true, wa));
+        wgml_tensor *dq = t->dq, *dk = t->dk;   /* the gradients of q's and k's projections */
+        if (m->cfg.qk_norm) {
+            TRY(head_norm_backward(t, l, X_QNORM, dq, A->qr, t->dqr, m->H, fresh));
+            TRY(head_norm_backward(t, l, X_KNORM, dk, A->kr, t->dkr, m->Hk, fresh));
+            dq = t->dqr;
+            dk = t->dkr;
+        }
+        if (m->cfg.qkv_bias && !t->lora) {   /* the biases' gradients are sums: added in after a step's first */
+            TRY(wgml_bias_grad(e, dq, t->grad[extra_index(m, l, X_BQ)], !fresh));
+            TRY(wgml_bias_grad(e, dk, t->grad[extra_index(m, l, X_BK)], !fresh));
+            TRY(wgml_bias_grad(e, t->dv, t->grad[extra_index(m, l, X_BV)], !fresh));
+        }
+        TRY(proj_backward(t, l, P_WQ, A->xn, dq, t->dxn, false, wa));
+        TRY(proj_backward(t, l, P_WK, A->xn, dk, t->dxn, true, wa));
         TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
         TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(base + P_ATTN_NORM), m->eps, &acc_in));
     }
@@ -866,9 +1001,10 @@ wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path)
 typedef struct decode_ws {
     uint32_t n;
     wgml_tensor *ids, *h, *h2, *xn, *q, *k, *v, *att, *o, *g, *u, *a, *f, *xf, *last, *xlast;
+    wgml_tensor *qr, *kr;   /* q and k before their heads' norms (qk_norm), else NULL */
     wgml_tensor *xas;   /* [n, rank]: scale x A^T of an adapter target, made when first needed */
 } decode_ws;
-#define WS_TENSORS 17
+#define WS_TENSORS ((offsetof(decode_ws, xas) - offsetof(decode_ws, ids)) / sizeof(wgml_tensor *) + 1)
 
 struct wgml_kv_cache {
     wgml_model *m;
@@ -895,6 +1031,7 @@ static wgml_status ws_make(wgml_model *m, decode_ws *w, uint32_t n)
     MK(mk2(ctx, &w->g, n, m->F)); MK(mk2(ctx, &w->u, n, m->F)); MK(mk2(ctx, &w->a, n, m->F));
     MK(mk2(ctx, &w->f, n, m->D)); MK(mk2(ctx, &w->xf, n, m->D));
     MK(mk(ctx, &w->last, WGML_U32, 1, 1, 0, 0, 0)); MK(mk2(ctx, &w->xlast, 1, m->D));
+    if (m->cfg.qk_norm) { MK(mk2(ctx, &w->qr, n, m->QD)); MK(mk2(ctx, &w->kr, n, m->KD)); }
 #undef MK
     uint32_t last = n - 1;
     s = wgml_tensor_write(w->last, 0, &last, sizeof last);
@@ -977,14 +1114,12 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
     }
     uint32_t pos = c->len;
     TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
-    wgml_attention_options ao = { .causal = true, .causal_offset = pos };
+    wgml_attention_options ao = { .causal = true, .causal_offset = pos, .window = m->cfg.sliding_window };
     TRY(wgml_embedding(e, m->p[0], w->ids, w->h));
     for (uint32_t l = 0; l < m->L; l++) {
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
-        TRY(proj(m, l, P_WQ, w->xn, w->q, w->xas));
-        TRY(proj(m, l, P_WK, w->xn, w->k, w->xas));
-        TRY(proj(m, l, P_WV, w->xn, w->v, w->xas));
+        TRY(qkv(m, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
         TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
         TRY(shape4(w->att, 1, n, m->H, m->hd));
         wgml_status s = rope(m, w->q, pos, false);

@@ -174,18 +174,38 @@ static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const w
     return s;
 }
 
-/* The architectures wgml runs: Llama's (SmolLM2, TinyLlama, Llama 2 and 3, and MLX
-   conversions of them, keep model_type "llama"). A folder of another family may hold
-   Llama-shaped tensors plus more (Qwen3's q_norm, Qwen2's biases), so it is refused by
-   name rather than run without what makes it that family. */
+/* The families wgml runs, by config.json's model_type and architectures[0]: Llama's
+   (SmolLM2, TinyLlama, Llama 2 and 3, and MLX conversions of them), Mistral's (Llama's
+   with sliding-window attention), Qwen2's (biases on q, k and v) and Qwen3's (each head's
+   q and k RMS-normalised). model_type decides what the model computes, so an
+   architecture other than Llama's must come with its own model_type. A folder of another
+   family may hold Llama-shaped tensors plus more, so it is refused by name rather than
+   run without what makes it that family. */
+static const char *const families[][2] = {
+    { "llama", "LlamaForCausalLM" },
+    { "mistral", "MistralForCausalLM" },
+    { "qwen2", "Qwen2ForCausalLM" },
+    { "qwen3", "Qwen3ForCausalLM" },
+};
+#define FAMILIES (sizeof families / sizeof families[0])
+
+/* The family of a model_type (empty: Llama's), or -1. */
+static int family_of_type(const char *model_type)
+{
+    if (!model_type[0]) return 0;
+    for (size_t f = 0; f < FAMILIES; f++)
+        if (strcmp(model_type, families[f][0]) == 0) return (int)f;
+    return -1;
+}
+
 static wgml_status check_architecture(wgml_context *ctx, const wgml_model_config *c)
 {
-    bool type_ok = !c->model_type[0] || strcmp(c->model_type, "llama") == 0;
-    bool arch_ok = !c->architecture[0] || strcmp(c->architecture, "LlamaForCausalLM") == 0;
-    if (type_ok && arch_ok) return WGML_OK;
+    int f = family_of_type(c->model_type);
+    if (f >= 0 && (!c->architecture[0] || strcmp(c->architecture, families[f][1]) == 0)) return WGML_OK;
     return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: config.json describes model_type '%s'%s%s%s; wgml runs "
-                      "Llama-family models (model_type \"llama\", LlamaForCausalLM) only", c->model_type,
-                      c->architecture[0] ? " (" : "", c->architecture, c->architecture[0] ? ")" : "");
+                      "model_type llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM) and qwen3 "
+                      "(Qwen3ForCausalLM)", c->model_type, c->architecture[0] ? " (" : "", c->architecture,
+                      c->architecture[0] ? ")" : "");
 }
 
 /* Tensors of a Llama checkpoint that the model does not need and may be skipped: RoPE
@@ -348,7 +368,11 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
         free(tmp);
         return s;
     }
-    fprintf(f, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n");
+    /* the family that computes what the model does: its flags first (a model made through
+       the API may leave model_type empty), then its model_type */
+    int fam = c->qk_norm ? 3 : c->qkv_bias ? 2 : family_of_type(c->model_type);
+    if (fam <= 0) fam = c->sliding_window ? 1 : 0;
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", families[fam][1], families[fam][0]);
     fprintf(f, "  \"vocab_size\": %u,\n  \"hidden_size\": %u,\n  \"intermediate_size\": %u,\n", c->vocab_size, c->hidden_size,
             c->intermediate_size);
     fprintf(f, "  \"num_hidden_layers\": %u,\n  \"num_attention_heads\": %u,\n  \"num_key_value_heads\": %u,\n",
@@ -370,6 +394,13 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
+    if (fam == 1) {
+        if (c->sliding_window) fprintf(f, "  \"sliding_window\": %u,\n", c->sliding_window);
+        else fprintf(f, "  \"sliding_window\": null,\n");
+    } else if (fam >= 2) {
+        fprintf(f, "  \"use_sliding_window\": %s,\n  \"sliding_window\": %u,\n  \"max_window_layers\": 0,\n",
+                c->sliding_window ? "true" : "false", c->sliding_window ? c->sliding_window : 4096);
+    }
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"\n}\n", c->tie_word_embeddings ? "true" : "false",
             dtype == WGML_F16 ? "float16" : dtype == WGML_BF16 ? "bfloat16" : "float32");
     bool ok = !ferror(f);

@@ -1632,15 +1632,20 @@ static void test_tokenizer_functions(void)
     }
     char out[8];
     size_t len = 99;
-    fn = "wgml_tokenizer_decode";
     const uint32_t good_ids[3] = { 'x', 'y', 'z' }, bad_ids[3] = { 'x', 256, 'z' };
-    BAD(fn, wgml_tokenizer_decode(NULL, good_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "tok");
-    BAD(fn, wgml_tokenizer_decode(tok, NULL, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
-    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, NULL, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
-    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, out, 8, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "len");
-    BAD(fn, wgml_tokenizer_decode(tok, bad_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids[1]");
-    BAD(fn, wgml_tokenizer_decode(tok, good_ids, 3, out, 2, &len), WGML_ERROR_SHAPE, NULL, "cap");
-    TH_CHECK(len == 3 && out[0] == 'x' && out[1] == 'y', "%s: over cap: *len = %zu (want 3)", fn, len);
+    typedef wgml_status (*dec_fn)(const wgml_tokenizer *, const uint32_t *, size_t, char *, size_t, size_t *);
+    const dec_fn dec[2] = { wgml_tokenizer_decode, wgml_tokenizer_decode_continuation };
+    const char *decs[2] = { "wgml_tokenizer_decode", "wgml_tokenizer_decode_continuation" };
+    for (int k = 0; k < 2; k++) {
+        fn = decs[k];
+        BAD(fn, dec[k](NULL, good_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "tok");
+        BAD(fn, dec[k](tok, NULL, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids");
+        BAD(fn, dec[k](tok, good_ids, 3, NULL, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+        BAD(fn, dec[k](tok, good_ids, 3, out, 8, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "len");
+        BAD(fn, dec[k](tok, bad_ids, 3, out, 8, &len), WGML_ERROR_INVALID_ARGUMENT, NULL, "ids[1]");
+        BAD(fn, dec[k](tok, good_ids, 3, out, 2, &len), WGML_ERROR_SHAPE, NULL, "cap");
+        TH_CHECK(len == 3 && out[0] == 'x' && out[1] == 'y', "%s: over cap: *len = %zu (want 3)", fn, len);
+    }
     NOOP("wgml_tokenizer_vocab_size", wgml_tokenizer_vocab_size(NULL) == 0);
     NOOP("wgml_tokenizer_token_id", wgml_tokenizer_token_id(tok, "<|no such token|>") == -1);
     wgml_tokenizer_free(tok);

@@ -503,7 +503,32 @@ static void test_config(void)
                  c.rope_scaling.factor == 2 && c.rope_theta == 1000,
              "mlx");
 
+    /* the families: Mistral's window (null: none), Qwen2's biases, Qwen3's norms, Qwen's
+       window only with use_sliding_window (Qwen2.5 files carry sliding_window with it off) */
+#define DIMS "\"vocab_size\":100,\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4"
+    static const struct { const char *json; uint32_t window; bool qkv_bias, qk_norm; } fam[] = {
+        { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":4096}", 4096, false, false },
+        { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":null}", 0, false, false },
+        { "{\"model_type\":\"qwen2\"," DIMS ",\"use_sliding_window\":false,\"sliding_window\":32768,"
+          "\"max_window_layers\":21}", 0, true, false },
+        { "{\"model_type\":\"qwen2\"," DIMS ",\"use_sliding_window\":true,\"sliding_window\":64,\"max_window_layers\":0}",
+          64, true, false },
+        { "{\"model_type\":\"qwen3\"," DIMS ",\"head_dim\":32,\"sliding_window\":null,\"attention_bias\":false}", 0, false,
+          true },
+        { "{\"model_type\":\"llama\"," DIMS "}", 0, false, false },
+    };
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        TH_EXPECT(wgml_model_config_parse(fam[i].json, strlen(fam[i].json), "f.json", &c), WGML_OK);
+        TH_CHECK(c.sliding_window == fam[i].window && c.qkv_bias == fam[i].qkv_bias && c.qk_norm == fam[i].qk_norm,
+                 "family case %zu: window %u, qkv_bias %d, qk_norm %d", i, c.sliding_window, c.qkv_bias, c.qk_norm);
+    }
+
     static const struct { const char *json; const char *needle; } bad[] = {
+        { "{\"model_type\":\"qwen2\"," DIMS ",\"use_sliding_window\":true,\"sliding_window\":64,\"max_window_layers\":1}",
+          "use_sliding_window with max_window_layers 1" },
+        { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":0}", "sliding_window must be an integer in [1, 16777216]" },
+        { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":\"4096\"}", "sliding_window must be an integer" },
+#undef DIMS
         { "{\"hidden_size\":64}", "vocab_size is required" },
         { "{\"vocab_size\":100,\"hidden_size\":\"64\"}", "hidden_size must be an integer, not a string" },
         { "{\"vocab_size\":0}", "vocab_size must be an integer in [1, 16777216], not 0" },
@@ -1115,11 +1140,11 @@ static void test_tokenizer_malformed(void)
         { 8, "token id 9000000 is far beyond the" },
         { 9, "pattern.Regex '\\w+' is not supported" },
         { 10, "behavior must be \"Isolated\"" },
-        { 11, "type 'Metaspace' is not supported" },
+        { 11, "pre_tokenizer.replacement must be" },
         { 12, "decoder type 'WordPiece' is not supported" },
-        { 13, "model.byte_fallback true is not supported" },
+        { 13, "model.byte_fallback with a byte-level pre_tokenizer is not supported" },
         { 14, "model.continuing_subword_prefix is not supported" },
-        { 15, "pre_tokenizer is null" },
+        { 15, "pre_tokenizer and normalizer are null" },
         { 16, "pre_tokenizer must end with its only ByteLevel step" },
         { 17, "model.vocab['xyz'] must be an integer in [0, 16777215], not -1" },
         { 18, "added_tokens[1].content is empty" },
@@ -1202,6 +1227,214 @@ static void test_tokenizer_malformed(void)
     check_ids(t, "Hi 1234", IDS(72, 105, 32, 49, 50, 51, 52));
     wgml_tokenizer_free(t);
     unlink(p);
+}
+
+/* ---- SentencePiece-style tokenizers ------------------------------------------------------ */
+
+#define SPC "\xE2\x96\x81"   /* U+2581, SentencePiece's space */
+
+enum { SP_NORMALIZER, SP_METASPACE, SP_UNK_FUSED, SP_UNK };
+
+/* The vocab of the SentencePiece-style cases: <unk> <s> </s>, the byte tokens <0x00> ..
+   <0xFF> (ids 3 .. 258), then 259 "_" (U+2581), 260 a, 261 b, 262 c, 263 "_a", 264 ab,
+   265 "_ab", 266 e-acute, 267 "c_"; merges by rank: a b, _ ab, _ a, c _. Kinds: the
+   normalizer (Prepend, Replace) with a decoder Sequence ending in Strip; Metaspace
+   (prepend_scheme first, split) with the Metaspace decoder; no byte fallback, with the
+   unknown token fused or not. */
+static cJSON *sp_json(int kind)
+{
+    cJSON *root = cJSON_CreateObject(), *m;
+    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    const char *specials[3] = { "<unk>", "<s>", "</s>" };
+    for (int i = 0; i < 3; i++) {
+        m = cJSON_CreateObject();
+        cJSON_AddNumberToObject(m, "id", i);
+        cJSON_AddStringToObject(m, "content", specials[i]);
+        cJSON_AddTrueToObject(m, "special");
+        cJSON_AddItemToArray(added, m);
+    }
+    if (kind == SP_METASPACE) {
+        cJSON_AddNullToObject(root, "normalizer");
+        m = cJSON_AddObjectToObject(root, "pre_tokenizer");
+        cJSON_AddStringToObject(m, "type", "Metaspace");
+        cJSON_AddStringToObject(m, "replacement", SPC);
+        cJSON_AddStringToObject(m, "prepend_scheme", "first");
+        cJSON_AddTrueToObject(m, "split");
+        m = cJSON_AddObjectToObject(root, "decoder");
+        cJSON_AddStringToObject(m, "type", "Metaspace");
+        cJSON_AddStringToObject(m, "replacement", SPC);
+        cJSON_AddStringToObject(m, "prepend_scheme", "first");
+        cJSON_AddTrueToObject(m, "split");
+    } else {
+        cJSON *norm = cJSON_AddObjectToObject(root, "normalizer"), *list;
+        cJSON_AddStringToObject(norm, "type", "Sequence");
+        list = cJSON_AddArrayToObject(norm, "normalizers");
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "Prepend");
+        cJSON_AddStringToObject(m, "prepend", SPC);
+        cJSON_AddItemToArray(list, m);
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "Replace");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "pattern"), "String", " ");
+        cJSON_AddStringToObject(m, "content", SPC);
+        cJSON_AddItemToArray(list, m);
+        cJSON_AddNullToObject(root, "pre_tokenizer");
+        cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+        cJSON_AddStringToObject(dec, "type", "Sequence");
+        list = cJSON_AddArrayToObject(dec, "decoders");
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "Replace");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "pattern"), "String", SPC);
+        cJSON_AddStringToObject(m, "content", " ");
+        cJSON_AddItemToArray(list, m);
+        const char *plain[2] = { "ByteFallback", "Fuse" };
+        for (int i = 0; i < 2; i++) {
+            m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "type", plain[i]);
+            cJSON_AddItemToArray(list, m);
+        }
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "Strip");
+        cJSON_AddStringToObject(m, "content", " ");
+        cJSON_AddNumberToObject(m, "start", 1);
+        cJSON_AddNumberToObject(m, "stop", 0);
+        cJSON_AddItemToArray(list, m);
+    }
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddStringToObject(model, "unk_token", "<unk>");
+    cJSON_AddBoolToObject(model, "fuse_unk", kind != SP_UNK);
+    cJSON_AddBoolToObject(model, "byte_fallback", kind == SP_NORMALIZER || kind == SP_METASPACE);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    for (int i = 0; i < 3; i++) cJSON_AddNumberToObject(vocab, specials[i], i);
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        cJSON_AddNumberToObject(vocab, name, 3 + b);
+    }
+    const char *pieces[] = { SPC, "a", "b", "c", SPC "a", "ab", SPC "ab", "\xC3\xA9", "c" SPC };
+    for (int i = 0; i < 9; i++) cJSON_AddNumberToObject(vocab, pieces[i], 259 + i);
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    const char *ms[] = { "a b", SPC " ab", SPC " a", "c " SPC };
+    for (int i = 0; i < 4; i++) cJSON_AddItemToArray(merges, cJSON_CreateString(ms[i]));
+    return root;
+}
+
+static wgml_tokenizer *sp_build(cJSON *root)
+{
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    wgml_tokenizer *t = NULL;
+    TH_EXPECT(wgml_tokenizer_parse(s, strlen(s), "sp.json", &t), WGML_OK);
+    free(s);
+    return t;
+}
+
+static void check_decode(const wgml_tokenizer *t, const uint32_t *ids, size_t n, bool continuation, const char *want)
+{
+    char out[256];
+    size_t len = 0;
+    TH_EXPECT(continuation ? wgml_tokenizer_decode_continuation(t, ids, n, out, sizeof out, &len)
+                           : wgml_tokenizer_decode(t, ids, n, out, sizeof out, &len), WGML_OK);
+    TH_CHECK(len == strlen(want) && memcmp(out, want, len) == 0, "%s of %zu ids: '%.*s', want '%s'",
+             continuation ? "decode_continuation" : "decode", n, (int)len, out, want);
+}
+
+/* Ids worked out by hand from the definitions (see sp_json), and decoding back. */
+static void test_tokenizer_sentencepiece(void)
+{
+    /* the normalizer: "_ab_abc_e-acute-euro" is one word; a b, then _ ab, then c _; the
+       euro sign has no token: its bytes E2 82 AC become <0xE2> <0x82> <0xAC> */
+    wgml_tokenizer *t = sp_build(sp_json(SP_NORMALIZER));
+    check_ids(t, "ab abc \xC3\xA9\xE2\x82\xAC", IDS(265, 265, 267, 266, 3 + 0xE2, 3 + 0x82, 3 + 0xAC));
+    check_ids(t, "b", IDS(259, 261));
+    /* each piece between added tokens gets its space; decoding keeps the one after <s> */
+    check_ids_rt(t, "<s>ab", IDS(1, 265), false);
+    check_decode(t, IDS(1, 265), false, "<s> ab");
+    /* a continuation keeps its leading space; a lone space strips to nothing */
+    check_decode(t, IDS(265), true, " ab");
+    check_decode(t, IDS(265), false, "ab");
+    check_decode(t, IDS(259), false, "");
+    TH_CHECK(wgml_tokenizer_token_id(t, SPC "ab") == 265 && wgml_tokenizer_token_id(t, "<0x41>") == 3 + 0x41 &&
+                 wgml_tokenizer_token_id(t, "<unk>") == 0 && wgml_tokenizer_token_id(t, "abc") == -1,
+             "token ids by spelling");
+    wgml_tokenizer_free(t);
+
+    /* Metaspace: prepended only at the text's start, and words cut before each space, so
+       that c and _ do not merge */
+    t = sp_build(sp_json(SP_METASPACE));
+    check_ids(t, "ab abc \xC3\xA9\xE2\x82\xAC", IDS(265, 265, 262, 259, 266, 3 + 0xE2, 3 + 0x82, 3 + 0xAC));
+    check_ids(t, "<s>ab", IDS(1, 264));
+    check_ids_rt(t, " ab", IDS(265), false);   /* prepend_scheme's space only where there is none */
+    check_decode(t, IDS(265), false, "ab");
+    check_ids(t, "a  b", IDS(263, 259, 259, 261));
+    wgml_tokenizer_free(t);
+
+    /* no byte fallback: a character without a token is <unk>, a run of them one <unk> with
+       fuse_unk */
+    t = sp_build(sp_json(SP_UNK_FUSED));
+    check_ids_rt(t, "a\xE2\x82\xAC\xE2\x82\xAC" "b", IDS(263, 0, 261), false);
+    wgml_tokenizer_free(t);
+    t = sp_build(sp_json(SP_UNK));
+    check_ids_rt(t, "a\xE2\x82\xAC\xE2\x82\xAC" "b", IDS(263, 0, 0, 261), false);
+    wgml_tokenizer_free(t);
+
+    /* byte tokens carry raw bytes: every UTF-8 text and invalid bytes round-trip */
+    t = sp_build(sp_json(SP_NORMALIZER));
+    const char *texts[] = { "caf\xC3\xA9 \xF0\x9F\x98\x80 \xFF\xFE x", "\n\ta  b ", "abababab" };
+    for (int i = 0; i < 3; i++) {
+        uint32_t ids[128];
+        size_t n = enc(t, texts[i], strlen(texts[i]), ids, 128);
+        check_decode(t, ids, n, false, texts[i]);
+    }
+    wgml_tokenizer_free(t);
+}
+
+/* SentencePiece-style files that wgml would encode differently from Hugging Face, or that
+   are broken: refused, naming the field. */
+static void test_tokenizer_sentencepiece_malformed(void)
+{
+    static const struct { int edit; const char *needle; } cases[] = {
+        { 0, "model.byte_fallback without the token <0x41>" },
+        { 1, "model.vocab spells ' ab' twice" },
+        { 2, "normalizer does not replace" },
+        { 3, "normalizer.normalizers[..] 'Prepend' is not supported" },
+        { 4, "needs its decoder" },
+        { 5, "decoder does not replace" },
+        { 6, "must be an integer in [0, 1]" },
+        { 7, "a normalizer with a pre_tokenizer" },
+        { 8, "prepend_scheme must be" },
+        { 9, "normalizer.normalizers[..] 'NFKC' is not supported" },
+        { 10, "merges[4]: 'zz' is not a token of the vocab" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int e = cases[c].edit;
+        cJSON *root = sp_json(e == 8 ? SP_METASPACE : SP_NORMALIZER), *m;
+        cJSON *model = cJSON_GetObjectItem(root, "model"), *vocab = cJSON_GetObjectItem(model, "vocab");
+        cJSON *norms = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "normalizer"), "normalizers");
+        cJSON *decs = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "decoder"), "decoders");
+        switch (e) {
+        case 0: cJSON_DeleteItemFromObject(vocab, "<0x41>"); break;
+        case 1: cJSON_AddNumberToObject(vocab, " ab", 268); break;
+        case 2: cJSON_DeleteItemFromArray(norms, 1); break;
+        case 3: cJSON_ReplaceItemInObject(cJSON_GetArrayItem(norms, 0), "prepend", cJSON_CreateString("_")); break;
+        case 4: cJSON_ReplaceItemInObject(root, "decoder", cJSON_CreateNull()); break;
+        case 5: cJSON_DeleteItemFromArray(decs, 0); break;
+        case 6: cJSON_ReplaceItemInObject(cJSON_GetArrayItem(decs, 3), "start", cJSON_CreateNumber(2)); break;
+        case 7: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "Metaspace");
+                cJSON_ReplaceItemInObject(root, "pre_tokenizer", m); break;
+        case 8: cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "pre_tokenizer"), "prepend_scheme",
+                                          cJSON_CreateString("sometimes")); break;
+        case 9: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "NFKC"); cJSON_AddItemToArray(norms, m); break;
+        case 10: cJSON_AddItemToArray(cJSON_GetObjectItem(model, "merges"), cJSON_CreateString("zz a")); break;
+        }
+        char *s = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        wgml_tokenizer *t = NULL;
+        EXPECT_FORMAT(wgml_tokenizer_parse(s, strlen(s), "sp.json", &t), "sp.json", cases[c].needle);
+        TH_CHECK(t == NULL, "case %zu: out NULL", c);
+        free(s);
+    }
 }
 
 /* Long inputs stay fast: a long run of one letter (one piece, merges all the way). */
@@ -1291,6 +1524,8 @@ static const th_case cases[] = {
     { "tokenizer_utf8_roundtrip", test_tokenizer_utf8_roundtrip },
     { "tokenizer_bytes", test_tokenizer_bytes },
     { "tokenizer_malformed", test_tokenizer_malformed },
+    { "tokenizer_sentencepiece", test_tokenizer_sentencepiece },
+    { "tokenizer_sentencepiece_malformed", test_tokenizer_sentencepiece_malformed },
     { "tokenizer_long_piece", test_tokenizer_long_piece },
     { "tokenizer_long_text", test_tokenizer_long_text },
 };

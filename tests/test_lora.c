@@ -19,6 +19,11 @@ static const tiny tiny_a = { { .vocab = 64, .dim = 32, .layers = 2, .heads = 4, 
                                .rope_theta = 10000, .eps = 1e-5, .tied = false }, 2, 16 };
 static const tiny tiny_b = { { .vocab = 67, .dim = 24, .layers = 1, .heads = 3, .kv_heads = 1, .head_dim = 8, .ffn = 37,
                                .rope_theta = 100000, .eps = 1e-6, .tied = true }, 1, 13 };
+/* the families: Qwen2's biases with a sliding window of 4, Qwen3's per-head norms */
+static const tiny tiny_qwen2 = { { .vocab = 59, .dim = 28, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 36,
+                                   .rope_theta = 1000000, .eps = 1e-6, .tied = true, .window = 4, .qkv_bias = true }, 2, 11 };
+static const tiny tiny_qwen3 = { { .vocab = 53, .dim = 24, .layers = 1, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 30,
+                                   .rope_theta = 1000000, .eps = 1e-6, .tied = false, .qk_norm = true }, 2, 9 };
 
 /* Tolerances as test_model.c derives them for the same model: f32 stages of dot products
    of at most 48 terms, errors of order 1e-6 against logits below 10. The adapter adds two
@@ -30,7 +35,10 @@ static wgml_model_config config_of(const ref_model_shape *s)
 {
     wgml_model_config c;
     memset(&c, 0, sizeof c);
-    strcpy(c.model_type, "llama");
+    strcpy(c.model_type, s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : "llama");
+    c.sliding_window = (uint32_t)s->window;
+    c.qkv_bias = s->qkv_bias;
+    c.qk_norm = s->qk_norm;
     c.vocab_size = (uint32_t)s->vocab;
     c.hidden_size = (uint32_t)s->dim;
     c.intermediate_size = (uint32_t)s->ffn;
@@ -182,7 +190,8 @@ static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rs
                 float *got = th_read(wgml_trainer_lora_grad(t, i));
                 const char *name;
                 wgml_lora_param(f.l, i, &name);
-                snprintf(what, sizeof what, "%s rank %u: gradient of %s", s->tied ? "tied" : "untied", rank, name);
+                snprintf(what, sizeof what, "%s%s%s rank %u: gradient of %s", s->tied ? "tied" : "untied",
+                         s->qkv_bias ? " qkv_bias" : "", s->qk_norm ? " qk_norm" : "", rank, name);
                 /* as test_model.c's gradients: 1e-4 of the tensor's largest, and 1e-4 relative */
                 th_compare(what, got, want, n, 1e-4 * mx + 1e-9, 1e-4);
                 free(got);
@@ -223,6 +232,8 @@ static void test_train_against_reference(void)
     check_train(&tiny_a, 4, WGML_LORA_ALL, false);
     check_train(&tiny_b, 3, WGML_LORA_Q | WGML_LORA_V | WGML_LORA_DOWN, true);
     check_train(&tiny_a, 1, WGML_LORA_O | WGML_LORA_GATE | WGML_LORA_UP | WGML_LORA_K, false);
+    check_train(&tiny_qwen2, 2, WGML_LORA_ALL, false);
+    check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false);
 }
 
 /* The reference's adapter gradients (chain rule through the merged weight) against central

@@ -19,12 +19,27 @@ static const tiny tiny_a = { { .vocab = 64, .dim = 32, .layers = 2, .heads = 4, 
                                .rope_theta = 10000, .eps = 1e-5, .tied = false }, 2, 16 };
 static const tiny tiny_b = { { .vocab = 67, .dim = 24, .layers = 1, .heads = 3, .kv_heads = 1, .head_dim = 8, .ffn = 37,
                                .rope_theta = 100000, .eps = 1e-6, .tied = true }, 1, 13 };
+/* The families beside Llama: Mistral's sliding window (5 keys, over sequences of 16 and
+   a prompt of 12, so that it cuts), Qwen2's q, k, v biases, Qwen3's per-head q and k
+   norms (head_dim 6, not a power of two). */
+static const tiny tiny_mistral = { { .vocab = 61, .dim = 32, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 40,
+                                     .rope_theta = 10000, .eps = 1e-5, .window = 5 }, 2, 16 };
+static const tiny tiny_qwen2 = { { .vocab = 59, .dim = 28, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 36,
+                                   .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qkv_bias = true }, 2, 11 };
+static const tiny tiny_qwen3 = { { .vocab = 53, .dim = 24, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 30,
+                                   .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qk_norm = true }, 2, 9 };
+static const tiny *const families[] = { &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
+#define FAMILIES (sizeof families / sizeof families[0])
+static const char *family_name(const ref_model_shape *s)
+{
+    return s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : s->window ? "mistral" : "llama";
+}
 
 static wgml_model_config config_of(const ref_model_shape *s)
 {
     wgml_model_config c;
     memset(&c, 0, sizeof c);
-    strcpy(c.model_type, "llama");
+    strcpy(c.model_type, family_name(s));
     c.vocab_size = (uint32_t)s->vocab;
     c.hidden_size = (uint32_t)s->dim;
     c.intermediate_size = (uint32_t)s->ffn;
@@ -37,19 +52,36 @@ static wgml_model_config config_of(const ref_model_shape *s)
     c.rope_theta = s->rope_theta;
     c.tie_word_embeddings = s->tied;
     c.bos_token_id = -1;
+    c.sliding_window = (uint32_t)s->window;
+    c.qkv_bias = s->qkv_bias;
+    c.qk_norm = s->qk_norm;
     return c;
 }
 
+/* Whether parameter i is a norm's weight (the layers', the final, Qwen3's q and k norms). */
+static bool is_norm(const ref_model_shape *s, int i)
+{
+    for (int l = 0; l < s->layers; l++)
+        if (i == ref_model_param(s, l, REF_ATTN_NORM) || i == ref_model_param(s, l, REF_FFN_NORM) ||
+            i == ref_model_extra(s, l, REF_QNORM) || i == ref_model_extra(s, l, REF_KNORM))
+            return true;
+    return i == ref_model_final_norm(s);
+}
+
 /* Random parameters large enough that every layer matters: matrices uniform in +-0.35
-   (pre-activations of order 1 at these widths), norm weights in [0.7, 1.3]. */
+   (pre-activations of order 1 at these widths), norm weights in [0.7, 1.3], biases in
+   +-0.5. */
 static float **random_params(const ref_model_shape *s)
 {
     int np = ref_model_param_count(s);
     float **p = malloc(sizeof(float *) * (size_t)np);
     for (int i = 0; i < np; i++) {
         size_t n = ref_model_param_numel(s, i);
-        bool norm = n == (size_t)s->dim && i != 0;
-        p[i] = norm ? th_random(n, 0.7, 1.3) : th_random(n, i == 0 ? -1.0 : -0.35, i == 0 ? 1.0 : 0.35);
+        bool bias = false;
+        for (int l = 0; l < s->layers; l++)
+            for (int k = REF_BQ; k <= REF_BV; k++) bias = bias || i == ref_model_extra(s, l, k);
+        p[i] = is_norm(s, i) ? th_random(n, 0.7, 1.3) : bias ? th_random(n, -0.5, 0.5)
+                             : th_random(n, i == 0 ? -1.0 : -0.35, i == 0 ? 1.0 : 0.35);
     }
     return p;
 }
@@ -115,8 +147,8 @@ static void check_forward(const tiny *tc)
     TH_EXPECT(wgml_trainer_eval(t, ids, targets, loss), WGML_OK);
     float *logits = th_read(wgml_trainer_logits(t));
     char what[96];
-    snprintf(what, sizeof what, "logits V=%d D=%d L=%d H=%d Hk=%d %s", s->vocab, s->dim, s->layers, s->heads, s->kv_heads,
-             s->tied ? "tied" : "untied");
+    snprintf(what, sizeof what, "%s logits V=%d D=%d L=%d H=%d Hk=%d %s", family_name(s), s->vocab, s->dim, s->layers,
+             s->heads, s->kv_heads, s->tied ? "tied" : "untied");
     th_compare(what, logits, ref, N * (size_t)s->vocab, LOGIT_ATOL, LOGIT_RTOL);
     float got_loss = read_scalar(loss);
     /* the mean of N losses, each within the logit tolerance (log-sum-exp is 1-Lipschitz) */
@@ -134,6 +166,7 @@ static void test_forward_matches_reference(void)
 {
     check_forward(&tiny_a);
     check_forward(&tiny_b);
+    for (size_t f = 0; f < FAMILIES; f++) check_forward(families[f]);
 }
 
 /* The reference's analytic gradients against central differences of its own loss, in
@@ -145,8 +178,8 @@ static void test_forward_matches_reference(void)
    1e-6 + 1e-5 * |g|. */
 static void test_reference_gradients_by_finite_differences(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b };
-    for (int c = 0; c < 2; c++) {
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
+    for (int c = 0; c < 5; c++) {
         const ref_model_shape *s = &cases[c]->s;
         int B = cases[c]->B, T = cases[c]->T, np = ref_model_param_count(s);
         size_t N = (size_t)B * T;
@@ -220,7 +253,9 @@ static void check_backward(const tiny *tc)
     wgml_trainer *t = NULL;
     TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T }, &t), WGML_OK);
     TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, NULL), WGML_OK);
-    compare_grads(s->tied ? "tied model" : "untied model", s, m, t, grads);
+    char label[96];
+    snprintf(label, sizeof label, "%s %s model", family_name(s), s->tied ? "tied" : "untied");
+    compare_grads(label, s, m, t, grads);
 
     /* Accumulation: two micro-batches at scale 1/2 give the mean of their gradients. */
     uint32_t *ids2 = random_ids(N, s->vocab), *targets2 = random_ids(N, s->vocab);
@@ -239,7 +274,8 @@ static void check_backward(const tiny *tc)
     TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T,
                                                            .keep_attention_scores = true }, &tk), WGML_OK);
     TH_EXPECT(wgml_trainer_accumulate(tk, ids, targets, 1.0f, NULL), WGML_OK);
-    compare_grads(s->tied ? "tied model, scores kept" : "untied model, scores kept", s, m, tk, grads);
+    snprintf(label, sizeof label, "%s %s model, scores kept", family_name(s), s->tied ? "tied" : "untied");
+    compare_grads(label, s, m, tk, grads);
     wgml_trainer_destroy(tk);
 
     for (int i = 0; i < np; i++) { free(grads[i]); free(grads2[i]); }
@@ -253,6 +289,7 @@ static void test_backward_matches_reference(void)
 {
     check_backward(&tiny_a);
     check_backward(&tiny_b);
+    for (size_t f = 0; f < FAMILIES; f++) check_backward(families[f]);
 }
 
 /* One optimizer step against AdamW computed here from the reference gradients: global
@@ -421,6 +458,7 @@ static void test_kv_cache_matches_full_forward(void)
 {
     check_kv_cache(&tiny_a);
     check_kv_cache(&tiny_b);
+    for (size_t f = 0; f < FAMILIES; f++) check_kv_cache(families[f]);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -483,9 +521,9 @@ static float *logits_of(wgml_model *m, const uint32_t *ids)
 /* Saving and loading gives the same parameters bit for bit, and so the same logits. */
 static void test_checkpoint_round_trip(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b };
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
     make_tmpdir();
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 5; c++) {
         const ref_model_shape *s = &cases[c]->s;
         float **params = random_params(s);
         wgml_model *m = make_model(s, params), *back = NULL;
@@ -497,8 +535,10 @@ static void test_checkpoint_round_trip(void)
                  a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
                  a->intermediate_size == b->intermediate_size && a->head_dim == b->head_dim &&
                  a->tie_word_embeddings == b->tie_word_embeddings && a->rope_theta == b->rope_theta &&
-                 a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings,
-                 "config.json does not round-trip");
+                 a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings &&
+                 a->sliding_window == b->sliding_window && a->qkv_bias == b->qkv_bias && a->qk_norm == b->qk_norm &&
+                 !strcmp(a->model_type, b->model_type),
+                 "config.json does not round-trip (%s)", family_name(s));
         TH_CHECK(wgml_model_param_count(back) == wgml_model_param_count(m), "parameter count changed");
         for (size_t i = 0; i < wgml_model_param_count(m); i++) {
             const char *na, *nb;
@@ -920,6 +960,28 @@ static void test_malformed_checkpoints(void)
    tensors the model would not use, a config far larger than its weights (refused before
    any device memory is taken); and the two legitimate oddities, a Hugging Face cache
    snapshot and the rotary inv_freq buffers of old checkpoints, which load. */
+/* cfg with model_type and architectures[0] replaced by type and arch, into out. */
+static void rename_family(const char *cfg, const char *type, const char *arch, char *out, size_t size)
+{
+    char t[64], a[64];
+    snprintf(t, sizeof t, "\"%s\"", type);
+    snprintf(a, sizeof a, "%s", arch);
+    const char *words[][2] = { { "\"llama\"", t }, { "LlamaForCausalLM", a } };
+    size_t o = 0;
+    for (const char *c = cfg; *c && o + 64 < size;) {
+        bool hit = false;
+        for (size_t w = 0; w < 2 && !hit; w++)
+            if (strncmp(c, words[w][0], strlen(words[w][0])) == 0) {
+                memcpy(out + o, words[w][1], strlen(words[w][1]));
+                o += strlen(words[w][1]);
+                c += strlen(words[w][0]);
+                hit = true;
+            }
+        if (!hit) out[o++] = *c++;
+    }
+    out[o] = 0;
+}
+
 static void test_hostile_folders(void)
 {
     const ref_model_shape *s = &tiny_a.s;
@@ -969,24 +1031,19 @@ static void test_hostile_folders(void)
     wgml_model *ok = NULL;
     TH_EXPECT(wgml_model_load(th_eng, tmpdir, &ok), WGML_OK);   /* the inv_freq buffer is skipped */
     wgml_model_destroy(ok);
-    /* the same config with Qwen3's names for the architecture */
+    /* the same config under other families' names: Qwen3's needs its q and k norms, which
+       these weights lack; a family wgml does not run is refused by name; an architecture
+       that is not its model_type's is refused */
     char other[4200];
-    size_t o = 0;
-    for (const char *c = cfg; *c && o + 32 < sizeof other;) {
-        const char *words[][2] = { { "\"llama\"", "\"qwen3\"" }, { "LlamaForCausalLM", "Qwen3ForCausalLM" } };
-        bool hit = false;
-        for (size_t w = 0; w < 2 && !hit; w++)
-            if (strncmp(c, words[w][0], strlen(words[w][0])) == 0) {
-                memcpy(other + o, words[w][1], strlen(words[w][1]));
-                o += strlen(words[w][1]);
-                c += strlen(words[w][0]);
-                hit = true;
-            }
-        if (!hit) other[o++] = *c++;
-    }
-    other[o] = 0;
+    rename_family(cfg, "qwen3", "Qwen3ForCausalLM", other, sizeof other);
     write_text(in_tmp("config.json"), other);
-    expect_load_fails_with("model_type qwen3", tmpdir, WGML_ERROR_UNSUPPORTED, "qwen3");
+    expect_load_fails_with("model_type qwen3 over Llama weights", tmpdir, WGML_ERROR_FORMAT, "q_norm");
+    rename_family(cfg, "gemma3_text", "Gemma3ForCausalLM", other, sizeof other);
+    write_text(in_tmp("config.json"), other);
+    expect_load_fails_with("model_type gemma3_text", tmpdir, WGML_ERROR_UNSUPPORTED, "gemma3_text");
+    rename_family(cfg, "llama", "Qwen2ForCausalLM", other, sizeof other);
+    write_text(in_tmp("config.json"), other);
+    expect_load_fails_with("model_type llama with Qwen2ForCausalLM", tmpdir, WGML_ERROR_UNSUPPORTED, "Qwen2ForCausalLM");
     /* a config of a model of hundreds of GB beside these small weights: refused by the
        tensor check, before a byte of device memory */
     write_text(in_tmp("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 16777216, \"hidden_size\": 65536, "

@@ -53,7 +53,7 @@ static uint32_t *token_bytes(const wgml_tokenizer *tok, uint32_t vocab)
     char buf[1024];
     for (uint32_t id = 0; n && id < vocab; id++) {
         size_t len = 0;
-        if (wgml_tokenizer_decode(tok, &id, 1, buf, sizeof buf, &len) == WGML_OK) n[id] = (uint32_t)len;
+        if (wgml_tokenizer_decode_continuation(tok, &id, 1, buf, sizeof buf, &len) == WGML_OK) n[id] = (uint32_t)len;
     }
     return n;
 }

@@ -110,7 +110,7 @@ static void emit(printer *p, uint32_t id)
 {
     char buf[256];
     size_t len = 0;
-    if (wgml_tokenizer_decode(p->tok, &id, 1, buf, sizeof buf, &len) != WGML_OK) return;
+    if (wgml_tokenizer_decode_continuation(p->tok, &id, 1, buf, sizeof buf, &len) != WGML_OK) return;
     for (size_t i = 0; i < len; i++) {
         if (p->n == sizeof p->pending) { fwrite(p->pending, 1, p->n, stdout); p->n = 0; }
         p->pending[p->n++] = (unsigned char)buf[i];

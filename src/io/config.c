@@ -243,6 +243,26 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     if ((s = get_bool(what, root, "attention_bias", false, &c->attention_bias))) return s;
     if ((s = get_bool(what, root, "mlp_bias", false, &c->mlp_bias))) return s;
 
+    /* the families beside Llama: Qwen2's q, k and v biases, Qwen3's per-head q and k norms,
+       and sliding-window attention (Mistral's sliding_window, null for none; Qwen's only
+       with use_sliding_window, on every layer) */
+    bool qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3");
+    c->qkv_bias = !strcmp(c->model_type, "qwen2");
+    c->qk_norm = !strcmp(c->model_type, "qwen3");
+    bool sliding = !qwen;
+    if (qwen && (s = get_bool(what, root, "use_sliding_window", false, &sliding))) return s;
+    const cJSON *sw = get(root, "sliding_window");
+    if (sliding && sw && !cJSON_IsNull(sw) &&
+        (s = get_u32(what, root, "sliding_window", true, 0, 1, 1u << 24, &c->sliding_window)))
+        return s;
+    if (qwen && sliding) {
+        uint32_t below;   /* Qwen slides the layers from max_window_layers on */
+        if ((s = get_u32(what, root, "max_window_layers", false, 0, 0, 1024, &below))) return s;
+        if (below != 0)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: use_sliding_window with max_window_layers %u: wgml slides every "
+                              "layer's attention or none", what, below);
+    }
+
     /* RoPE: rope_theta and rope_scaling at the top level, or (newer files) both inside
        rope_parameters; the top level wins. */
     const cJSON *rp = get(root, "rope_parameters");
@@ -331,6 +351,8 @@ wgml_status wgml_model_config_check(const wgml_model_config *c)
     CHECK_RANGE(hd >= 2 && hd <= 1024 && hd % 2 == 0, "head_dim must be even and in [2, 1024], not %u", hd);
     CHECK_RANGE(c->max_position_embeddings <= (1u << 24), "max_position_embeddings must be in [1, 16777216] (0: the "
                 "default), not %u", c->max_position_embeddings);
+    CHECK_RANGE(c->sliding_window <= (1u << 24), "sliding_window must be in [0, 16777216], not %u", c->sliding_window);
+    CHECK_RANGE(!(c->qkv_bias && c->qk_norm), "qkv_bias (Qwen2) and qk_norm (Qwen3) do not go together");
     CHECK_RANGE(isfinite(c->rms_norm_eps) && c->rms_norm_eps > 0 && c->rms_norm_eps <= 0.5,
                 "rms_norm_eps must be in (0, 0.5], not %g", c->rms_norm_eps);
     CHECK_RANGE(isfinite(c->rope_theta) && c->rope_theta >= 0 && c->rope_theta <= 1e15,

@@ -1,4 +1,5 @@
-/* tokenizer.json: byte-level BPE as GPT-2, SmolLM2 and Llama 3 use it.
+/* tokenizer.json: byte-level BPE as GPT-2, SmolLM2, Llama 3 and Qwen use it, and the
+   SentencePiece-style BPE of Llama 2, Mistral and TinyLlama.
 
    Encoding, as Hugging Face tokenizers does it for these files:
    1. added tokens are cut out of the text first (leftmost, then longest; lstrip/rstrip
@@ -13,6 +14,15 @@
       vocab token is taken whole.
    The GPT-2 byte-to-unicode alphabet exists only at load time: vocab spellings are turned
    back into raw bytes there, and the encoder works on bytes.
+
+   SentencePiece-style files spell a space as U+2581 ("\u2581the"), and their normalizer
+   (Prepend, Replace) or Metaspace pre-tokenizer turns the text's spaces into it. Here the
+   vocab's U+2581 become spaces at load time instead, so the text needs no replacing: a
+   piece only gets its leading space (Prepend, or Metaspace's prepend_scheme), Metaspace's
+   split cuts it before each space, and BPE starts from its characters: each one's vocab
+   token, else its bytes' <0xNN> tokens (byte_fallback), else the unknown token (runs of
+   them one token with fuse_unk). The decoder's Strip (or Metaspace) removes the leading
+   space of a decoded text.
 
    Everything read from the file is validated when loading (ids, spellings, merges, the
    pre-tokenizer configuration), so encode and decode index nothing unchecked. */
@@ -47,6 +57,9 @@ typedef struct added_token {
     bool lstrip, rstrip, single_word, special;
 } added_token;
 
+/* How a SentencePiece-style tokenizer puts a space before a piece of text. */
+enum { PREPEND_NONE, PREPEND_ALWAYS, PREPEND_FIRST };
+
 typedef struct merge_slot {
     uint64_t key;           /* (left id << 32) | right id; UINT64_MAX: empty */
     uint32_t rank, id;
@@ -70,6 +83,15 @@ struct wgml_tokenizer {
     int nsteps;
     bool ignore_merges;
     bool bytes_only;               /* wgml_tokenizer_bytes */
+    /* SentencePiece style (see the top): vocab spaces spelled U+2581 in the file */
+    bool sp;
+    uint8_t prepend;               /* PREPEND_*: a space before each piece, or before the text's first */
+    bool prepend_if_missing;       /* Metaspace's: not before a piece that starts with one */
+    bool split_words;              /* Metaspace's split: a piece cut before each space */
+    bool byte_fallback;            /* byte_id[] are the <0xNN> tokens */
+    bool fuse_unk;
+    uint32_t unk_id;               /* NONE: characters without a token are dropped, as Hugging Face does */
+    bool strip_space;              /* decode removes one leading space */
     char *scratch;                 /* loading only */
 };
 
@@ -298,6 +320,34 @@ static void merge_put(wgml_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank, 
 
 /* ---- loading ------------------------------------------------------------------------- */
 
+/* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space */
+static const char SP_SPACE[] = "\xE2\x96\x81";
+
+/* s[0..n) with each U+2581 turned into a space, into out (at most n bytes). */
+static size_t sp_spell(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (n - i >= 3 && memcmp(s + i, SP_SPACE, 3) == 0) { out[o++] = ' '; i += 3; }
+        else out[o++] = s[i++];
+    }
+    return o;
+}
+
+/* The byte of a byte-fallback token's spelling "<0xNN>" (hex digits upper case), or -1. */
+static int fallback_byte(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9') v = v * 16 + (c - '0');
+        else if (c >= 'A' && c <= 'F') v = v * 16 + (c - 'A' + 10);
+        else return -1;
+    }
+    return v;
+}
+
 static const cJSON *get(const cJSON *obj, const char *key)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -387,6 +437,116 @@ static wgml_status parse_pre(wgml_tokenizer *t, const char *what, const cJSON *p
     return WGML_OK;
 }
 
+/* Whether obj[key] is the string want. */
+static bool string_is(const cJSON *obj, const char *key, const char *want)
+{
+    const cJSON *it = get(obj, key);
+    return cJSON_IsString(it) && strcmp(it->valuestring, want) == 0;
+}
+
+/* Whether a Replace component (normalizer or decoder) replaces the string from with to. */
+static bool replaces(const cJSON *c, const char *from, const char *to)
+{
+    const cJSON *pat = get(c, "pattern");
+    return pat && cJSON_IsObject(pat) && string_is(pat, "String", from) && string_is(c, "content", to);
+}
+
+/* A SentencePiece-style normalizer: Prepend("\u2581") and Replace(" " -> "\u2581"), alone
+   or in a Sequence. *replace tells whether the Replace was there. */
+static wgml_status parse_norm(wgml_tokenizer *t, const char *what, const cJSON *n, const char *field, int depth,
+                              bool *replace)
+{
+    const char *type;
+    wgml_status s = get_type(what, n, field, &type);
+    if (s) return s;
+    char q[WGML__QUOTE_MAX];
+    if (strcmp(type, "Sequence") == 0 && depth < 3) {
+        const cJSON *list = get(n, "normalizers");
+        if (!cJSON_IsArray(list))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.normalizers must be an array, not %s", what, field,
+                              wgml__json_type(list));
+        for (const cJSON *c = list->child; c; c = c->next)
+            if ((s = parse_norm(t, what, c, "normalizer.normalizers[..]", depth + 1, replace))) return s;
+        return WGML_OK;
+    }
+    if (strcmp(type, "Prepend") == 0 && string_is(n, "prepend", SP_SPACE) && t->prepend == PREPEND_NONE) {
+        t->prepend = PREPEND_ALWAYS;
+        return WGML_OK;
+    }
+    if (strcmp(type, "Replace") == 0 && replaces(n, " ", SP_SPACE)) {
+        *replace = true;
+        return WGML_OK;
+    }
+    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (Prepend \"\\u2581\", Replace \" \" with "
+                      "\"\\u2581\", in a Sequence or alone)", what, field, wgml__quote(q, sizeof q, type, strlen(type)));
+}
+
+/* The Metaspace pre-tokenizer: replacement "\u2581", prepend_scheme (or the older
+   add_prefix_space), split. */
+static wgml_status parse_metaspace(const char *what, const cJSON *p, const char *field, uint8_t *prepend, bool *split)
+{
+    if (!string_is(p, "replacement", SP_SPACE))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.replacement must be \"\\u2581\"", what, field);
+    const cJSON *scheme = get(p, "prepend_scheme");
+    if (scheme) {
+        if (string_is(p, "prepend_scheme", "always")) *prepend = PREPEND_ALWAYS;
+        else if (string_is(p, "prepend_scheme", "first")) *prepend = PREPEND_FIRST;
+        else if (string_is(p, "prepend_scheme", "never")) *prepend = PREPEND_NONE;
+        else return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.prepend_scheme must be \"always\", \"first\" or \"never\"",
+                               what, field);
+    } else {
+        bool add = true;
+        wgml_status s = get_flag(what, p, field, "add_prefix_space", true, &add);
+        if (s) return s;
+        *prepend = add ? PREPEND_ALWAYS : PREPEND_NONE;
+    }
+    return split ? get_flag(what, p, field, "split", true, split) : WGML_OK;
+}
+
+/* A SentencePiece-style decoder: Metaspace, or a Sequence of Replace("\u2581" -> " "),
+   ByteFallback, Fuse and Strip(" ", start 0 or 1, stop 0). Sets strip_space. */
+static wgml_status parse_sp_decoder(wgml_tokenizer *t, const char *what, const cJSON *d)
+{
+    const char *type;
+    wgml_status s = get_type(what, d, "decoder", &type);
+    if (s) return s;
+    char q[WGML__QUOTE_MAX];
+    if (strcmp(type, "Metaspace") == 0) {
+        uint8_t prepend;
+        if ((s = parse_metaspace(what, d, "decoder", &prepend, NULL))) return s;
+        t->strip_space = prepend != PREPEND_NONE;
+        return WGML_OK;
+    }
+    const cJSON *list = strcmp(type, "Sequence") == 0 ? get(d, "decoders") : NULL;
+    if (!cJSON_IsArray(list))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: decoder type '%s' is not supported with a SentencePiece-style vocab "
+                          "(Metaspace, or a Sequence of Replace, ByteFallback, Fuse, Strip)", what,
+                          wgml__quote(q, sizeof q, type, strlen(type)));
+    bool replace = false;
+    int i = 0;
+    for (const cJSON *c = list->child; c; c = c->next, i++) {
+        char field[48];
+        snprintf(field, sizeof field, "decoder.decoders[%d]", i);
+        const char *ct;
+        if ((s = get_type(what, c, field, &ct))) return s;
+        if (strcmp(ct, "Replace") == 0 && replaces(c, SP_SPACE, " ")) replace = true;
+        else if (strcmp(ct, "ByteFallback") == 0 || strcmp(ct, "Fuse") == 0) {}
+        else if (strcmp(ct, "Strip") == 0 && string_is(c, "content", " ")) {
+            uint64_t start, stop;
+            if ((s = wgml__json_uint(what, field, get(c, "start"), 1, &start)) ||
+                (s = wgml__json_uint(what, field, get(c, "stop"), 0, &stop)))
+                return s;
+            t->strip_space = start == 1;
+        } else
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (Replace \"\\u2581\" with \" \", "
+                              "ByteFallback, Fuse, Strip \" \" at the start)", what, field,
+                              wgml__quote(q, sizeof q, ct, strlen(ct)));
+    }
+    if (!replace)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: decoder does not replace \"\\u2581\" with \" \"", what);
+    return WGML_OK;
+}
+
 static int added_cmp(const void *a, const void *b, const char *bytes)
 {
     const added_token *x = a, *y = b;
@@ -427,22 +587,38 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: must be a JSON object, not %s", what, wgml__json_type(root));
     if ((s = wgml__json_unique_keys(what, "the tokenizer", root))) return s;
 
-    /* ---- the pipeline around the model */
-    const cJSON *norm = get(root, "normalizer");
+    /* ---- the pipeline around the model: byte-level, or SentencePiece style (a normalizer
+       that prepends and replaces spaces, or the Metaspace pre-tokenizer) */
+    const cJSON *norm = get(root, "normalizer"), *pre = get(root, "pre_tokenizer"), *dec = get(root, "decoder");
+    const char *pre_type = NULL;
+    if (pre && (s = get_type(what, pre, "pre_tokenizer", &pre_type))) return s;
+    bool metaspace = pre_type && strcmp(pre_type, "Metaspace") == 0;
+    t->sp = norm || metaspace;
     if (norm) {
-        const cJSON *ty = cJSON_IsObject(norm) ? get(norm, "type") : NULL;
-        const char *tn = cJSON_IsString(ty) ? ty->valuestring : wgml__json_type(norm);
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: normalizer '%s' is not supported (only null)", what,
-                          wgml__quote(q, sizeof q, tn, strlen(tn)));
+        bool replace = false;
+        if ((s = parse_norm(t, what, norm, "normalizer", 0, &replace))) return s;
+        if (!replace)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: normalizer does not replace \" \" with \"\\u2581\"", what);
+        if (pre)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a normalizer with a pre_tokenizer (%s) is not supported", what,
+                              wgml__quote(q, sizeof q, pre_type, strlen(pre_type)));
+    } else if (metaspace) {
+        if ((s = parse_metaspace(what, pre, "pre_tokenizer", &t->prepend, &t->split_words))) return s;
+        t->prepend_if_missing = true;
     }
-    const cJSON *pre = get(root, "pre_tokenizer");
-    if (!pre) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: pre_tokenizer is null: only byte-level BPE is supported", what);
-    if ((s = parse_pre(t, what, pre, "pre_tokenizer", 0))) return s;
-    int nbl = 0;
-    for (int i = 0; i < t->nsteps; i++) nbl += t->steps[i].type == STEP_BYTELEVEL;
-    if (nbl != 1 || t->steps[t->nsteps - 1].type != STEP_BYTELEVEL)
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: pre_tokenizer must end with its only ByteLevel step", what);
-    const cJSON *dec = get(root, "decoder");
+    if (t->sp) {
+        if (!dec) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a SentencePiece-style tokenizer needs its decoder", what);
+        if ((s = parse_sp_decoder(t, what, dec))) return s;
+        dec = NULL;
+    } else {
+        if (!pre) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: pre_tokenizer and normalizer are null: neither byte-level nor "
+                                    "SentencePiece-style BPE", what);
+        if ((s = parse_pre(t, what, pre, "pre_tokenizer", 0))) return s;
+        int nbl = 0;
+        for (int i = 0; i < t->nsteps; i++) nbl += t->steps[i].type == STEP_BYTELEVEL;
+        if (nbl != 1 || t->steps[t->nsteps - 1].type != STEP_BYTELEVEL)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: pre_tokenizer must end with its only ByteLevel step", what);
+    }
     if (dec) {
         const char *type;
         if ((s = get_type(what, dec, "decoder", &type))) return s;
@@ -463,9 +639,13 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.type '%s' is not supported (BPE only)", what,
                           wgml__quote(q, sizeof q, tn, strlen(tn)));
     }
-    bool fallback = false;
-    if ((s = get_flag(what, model, "model", "byte_fallback", false, &fallback))) return s;
-    if (fallback) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.byte_fallback true is not supported", what);
+    if ((s = get_flag(what, model, "model", "byte_fallback", false, &t->byte_fallback))) return s;
+    if (t->byte_fallback && !t->sp)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.byte_fallback with a byte-level pre_tokenizer is not supported", what);
+    if ((s = get_flag(what, model, "model", "fuse_unk", false, &t->fuse_unk))) return s;
+    const cJSON *unk = get(model, "unk_token");
+    if (unk && !cJSON_IsString(unk))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.unk_token must be a string, not %s", what, wgml__json_type(unk));
     static const char *const affixes[] = { "continuing_subword_prefix", "end_of_word_suffix" };
     for (int i = 0; i < 2; i++) {
         const cJSON *a = get(model, affixes[i]);
@@ -542,6 +722,8 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
     int16_t u2b[324];
     byte_alphabet(b2u, u2b);
 
+    for (int b = 0; b < 256; b++) t->byte_id[b] = NONE;
+
     /* ---- vocab: spellings back to bytes */
     for (const cJSON *c = vocab->child; c; c = c->next) {
         const char *k = c->string;
@@ -554,17 +736,42 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
                                              wgml__quote(q2, sizeof q2, k, kl));
         }
         char *dst = t->bytes + t->nbytes;
-        bool mapped = unmap(u2b, k, kl, dst, &rl);
-        if (!mapped) {   /* not byte-level: decodes to its own UTF-8, never produced by BPE */
-            memcpy(dst, k, kl);
-            rl = kl;
+        int fb = t->byte_fallback ? fallback_byte(k, kl) : -1;
+        bool mapped;
+        if (fb >= 0) {   /* <0xNN>: decodes to its byte, produced only by the fallback */
+            dst[0] = (char)fb;
+            rl = 1;
+            mapped = false;
+            t->byte_id[fb] = id;
+        } else if (t->sp) {
+            rl = sp_spell(k, kl, dst);
+            mapped = true;
+        } else {
+            mapped = unmap(u2b, k, kl, dst, &rl);
+            if (!mapped) {   /* not byte-level: decodes to its own UTF-8, never produced by BPE */
+                memcpy(dst, k, kl);
+                rl = kl;
+            }
         }
         t->tok_off[id] = (uint32_t)t->nbytes;
         t->tok_len[id] = (uint32_t)rl;
         t->nbytes += rl;
-        if (mapped && wgml__strmap_put(&t->vocab, dst, rl, id, NULL) < 0) return oom(what);
+        int r = mapped ? wgml__strmap_put(&t->vocab, dst, rl, id, NULL) : 1;
+        if (r < 0) return oom(what);
+        if (r == 0)   /* "\u2581a" and " a" */
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.vocab spells '%s' twice (a space and \"\\u2581\" are the "
+                              "same character here)", what, wgml__quote(q, sizeof q, k, kl));
     }
-    for (int b = 0; b < 256; b++) {
+    t->unk_id = NONE;   /* Hugging Face reads an unk_token outside the vocab as none */
+    size_t unk_len = unk && t->sp ? strlen(unk->valuestring) : 0;
+    if (unk_len && unk_len <= longest && !wgml__strmap_get(&t->vocab, scratch, sp_spell(unk->valuestring, unk_len, scratch),
+                                                           &t->unk_id))
+        t->unk_id = NONE;
+    for (int b = 0; t->byte_fallback && b < 256; b++)
+        if (t->byte_id[b] == NONE)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model.byte_fallback without the token <0x%02X>: it needs all 256",
+                              what, b);
+    for (int b = 0; !t->sp && b < 256; b++) {
         char one = (char)b;
         if (!wgml__strmap_get(&t->vocab, &one, 1, &t->byte_id[b]))
             return wgml__fail(NULL, WGML_ERROR_FORMAT,
@@ -661,11 +868,15 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         size_t rl[2];
         for (int k = 0; k < 2; k++) {
             /* the spellings of vocab tokens are never longer than the longest key */
-            bool ok = plen[k] <= longest && unmap(u2b, part[k], plen[k], scratch + (k ? rl[0] : 0), &rl[k]) &&
+            char *dst = scratch + (k ? rl[0] : 0);
+            bool spelled = plen[k] <= longest;
+            if (spelled && t->sp) rl[k] = sp_spell(part[k], plen[k], dst);
+            else if (spelled) spelled = unmap(u2b, part[k], plen[k], dst, &rl[k]);
+            bool ok = spelled &&
                       wgml__strmap_get(&t->vocab, scratch + (k ? rl[0] : 0), rl[k], &id[k]);
             if (!ok)
-                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: merges[%zu]: '%s' is not a byte-level token of the vocab",
-                                                 what, rank, wgml__quote(q, sizeof q, part[k], plen[k]));
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: merges[%zu]: '%s' is not a %stoken of the vocab",
+                                                 what, rank, wgml__quote(q, sizeof q, part[k], plen[k]), t->sp ? "" : "byte-level ");
         }
         if (!wgml__strmap_get(&t->vocab, scratch, rl[0] + rl[1], &merged)) {
             char both[2 * WGML__QUOTE_MAX];
@@ -769,6 +980,8 @@ int64_t wgml_tokenizer_token_id(const wgml_tokenizer *t, const char *token)
     size_t n = strlen(token), rl;
     uint32_t id;
     if (wgml__strmap_get(&t->added_map, token, n, &id)) return id;
+    int fb = t->byte_fallback ? fallback_byte(token, n) : -1;
+    if (fb >= 0) return t->byte_id[fb];
     uint16_t b2u[256];
     int16_t u2b[324];
     byte_alphabet(b2u, u2b);
@@ -776,7 +989,10 @@ int64_t wgml_tokenizer_token_id(const wgml_tokenizer *t, const char *token)
     char *raw = n <= sizeof small ? small : malloc(n);
     if (!raw) return -1;
     int64_t r = -1;
-    if (unmap(u2b, token, n, raw, &rl) && wgml__strmap_get(&t->vocab, raw, rl, &id)) r = id;
+    bool spelled = true;
+    if (t->sp) rl = sp_spell(token, n, raw);
+    else spelled = unmap(u2b, token, n, raw, &rl);
+    if (spelled && wgml__strmap_get(&t->vocab, raw, rl, &id)) r = id;
     if (raw != small) free(raw);
     return r;
 }
@@ -889,6 +1105,24 @@ static void bpe(enc *E, const uint8_t *s, size_t n)
     }
 }
 
+/* The first symbols of a SentencePiece-style piece, into y: each character's token, else
+   its bytes' tokens (byte_fallback), else the unknown token (one for a run with
+   fuse_unk), else nothing. Returns how many. */
+static size_t sp_symbols(const wgml_tokenizer *t, const uint8_t *s, size_t n, sym *y)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c, id;
+        size_t l = char_at(s, n, i, &c);
+        if (wgml__strmap_get(&t->vocab, (const char *)s + i, l, &id)) y[k++].id = id;
+        else if (t->byte_fallback)
+            for (size_t b = 0; b < l; b++) y[k++].id = t->byte_id[s[i + b]];
+        else if (t->unk_id != NONE && !(t->fuse_unk && k && y[k - 1].id == t->unk_id)) y[k++].id = t->unk_id;
+        i += l;
+    }
+    return k;
+}
+
 static void bpe_merge(enc *E, const uint8_t *s, size_t n)
 {
     const wgml_tokenizer *t = E->t;
@@ -897,7 +1131,7 @@ static void bpe_merge(enc *E, const uint8_t *s, size_t n)
         emit(E, whole);
         return;
     }
-    if (n == 1 || !t->merge_cap) {
+    if (!t->sp && (n == 1 || !t->merge_cap)) {
         for (size_t i = 0; i < n; i++) emit(E, t->byte_id[s[i]]);
         return;
     }
@@ -905,8 +1139,12 @@ static void bpe_merge(enc *E, const uint8_t *s, size_t n)
     sym *y = E->syms;
     uint64_t *h = E->heap;
     size_t hn = 0;
-    for (size_t i = 0; i < n; i++) y[i] = (sym){ t->byte_id[s[i]], i ? (uint32_t)i - 1 : NONE, i + 1 < n ? (uint32_t)i + 1 : NONE };
-    for (size_t i = 0; i + 1 < n; i++) {
+    if (t->sp) n = sp_symbols(t, s, n, y);   /* never more symbols than bytes */
+    else
+        for (size_t i = 0; i < n; i++) y[i].id = t->byte_id[s[i]];
+    if (n == 0) return;
+    for (size_t i = 0; i < n; i++) { y[i].prev = i ? (uint32_t)i - 1 : NONE; y[i].next = i + 1 < n ? (uint32_t)i + 1 : NONE; }
+    for (size_t i = 0; t->merge_cap && i + 1 < n; i++) {
         const merge_slot *m = merge_find(t, y[i].id, y[i + 1].id);
         if (m) heap_push(h, &hn, ((uint64_t)m->rank << 32) | i);
     }
@@ -1014,6 +1252,41 @@ static long added_at(const wgml_tokenizer *t, const uint8_t *s, size_t n, size_t
     return -1;
 }
 
+/* A SentencePiece-style piece of text (between added tokens; first: it starts the text):
+   its leading space, Metaspace's cut before each space, then BPE on each word. */
+static void sp_piece(enc *E, const uint8_t *s, size_t n, bool first)
+{
+    const wgml_tokenizer *t = E->t;
+    if (n == 0 || E->oom) return;
+    bool prepend = t->prepend == PREPEND_ALWAYS || (t->prepend == PREPEND_FIRST && first);
+    if (prepend && !(t->prepend_if_missing && s[0] == ' ')) {
+        if (n + 1 > E->pcap) {
+            uint8_t *b = realloc(E->pfx, n + 1);
+            if (!b) { E->oom = true; return; }
+            E->pfx = b;
+            E->pcap = n + 1;
+        }
+        E->pfx[0] = ' ';
+        memcpy(E->pfx + 1, s, n);
+        s = E->pfx;
+        n++;
+    }
+    if (!t->split_words) { bpe(E, s, n); return; }
+    for (size_t i = 0; i < n;) {   /* words: a space and what follows up to the next space */
+        size_t e = i + 1;
+        while (e < n && s[e] != ' ') e++;
+        bpe(E, s + i, e - i);
+        i = e;
+    }
+}
+
+/* Encodes one piece of text between added tokens, as the tokenizer's kind does. */
+static void piece(enc *E, const uint8_t *s, size_t n, bool first)
+{
+    if (E->t->sp) sp_piece(E, s, n, first);
+    else pretokenize(E, s, n, 0);
+}
+
 static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len, uint32_t *ids, size_t cap, size_t *n,
                           bool specials, const char *fn)
 {
@@ -1049,12 +1322,12 @@ static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len,
                         if (!is_space(c)) break;
                         end += l;
                     }
-                pretokenize(&E, s + seg, start - seg, 0);
+                piece(&E, s + seg, start - seg, seg == 0);
                 emit(&E, a->id);
                 i = seg = end;
             }
         }
-        pretokenize(&E, s + seg, len - seg, 0);
+        piece(&E, s + seg, len - seg, seg == 0);
     }
     free(E.cache);
     free(E.syms);
@@ -1078,9 +1351,11 @@ wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *t, const char *
     return encode(t, text, len, ids, cap, n, false, "wgml_tokenizer_encode_ordinary");
 }
 
-wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const uint32_t *ids, size_t n, char *out, size_t cap, size_t *len)
+/* Decodes ids; at_start: they begin a text, whose leading space a SentencePiece-style
+   decoder removes. */
+static wgml_status decode(const wgml_tokenizer *t, const uint32_t *ids, size_t n, char *out, size_t cap, size_t *len,
+                          bool at_start, const char *fn)
 {
-    static const char *fn = "wgml_tokenizer_decode";
     if (!t || !len || (!ids && n) || (!out && cap))
         return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: tok and len must not be NULL, nor ids when n > 0, nor out when cap > 0", fn);
     size_t total = 0;
@@ -1092,11 +1367,16 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const uint32_t *ids, 
         if (t->tok_len[id] > SIZE_MAX - total) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: output too large", fn);
         total += t->tok_len[id];
     }
+    /* the first token's leading space, when the decoder strips it (a token of one space
+       strips to nothing, as Hugging Face's Strip does to the whole text) */
+    size_t skip = at_start && t->strip_space && n && t->tok_len[ids[0]] && t->bytes[t->tok_off[ids[0]]] == ' ';
+    total -= skip;
     size_t o = 0;
     for (size_t i = 0; i < n && o < cap; i++) {
-        size_t l = t->tok_len[ids[i]];
+        size_t l = t->tok_len[ids[i]], from = i == 0 ? skip : 0;
+        l -= from;
         if (l > cap - o) l = cap - o;
-        memcpy(out + o, t->bytes + t->tok_off[ids[i]], l);
+        memcpy(out + o, t->bytes + t->tok_off[ids[i]] + from, l);
         o += l;
     }
     *len = total;
@@ -1104,4 +1384,15 @@ wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const uint32_t *ids, 
     if (total > cap)
         return wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: the text is %zu bytes, more than cap = %zu", fn, total, cap);
     return WGML_OK;
+}
+
+wgml_status wgml_tokenizer_decode(const wgml_tokenizer *t, const uint32_t *ids, size_t n, char *out, size_t cap, size_t *len)
+{
+    return decode(t, ids, n, out, cap, len, true, "wgml_tokenizer_decode");
+}
+
+wgml_status wgml_tokenizer_decode_continuation(const wgml_tokenizer *t, const uint32_t *ids, size_t n, char *out, size_t cap,
+                                               size_t *len)
+{
+    return decode(t, ids, n, out, cap, len, false, "wgml_tokenizer_decode_continuation");
 }

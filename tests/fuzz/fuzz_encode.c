@@ -1,7 +1,10 @@
-/* libFuzzer target: texts through six built-in tokenizers (the first byte picks which, the
-   rest is the text). encode, encode_ordinary and decode must give back exactly the text's
-   bytes, never more ids than bytes, ids below the vocab size, and the same ids when the
-   output buffer is too small (then WGML_ERROR_SHAPE with the count needed). */
+/* libFuzzer target: texts through eight built-in tokenizers (the first byte picks which,
+   the rest is the text). encode, encode_ordinary and decode must give back exactly the
+   text's bytes, never more ids than bytes, ids below the vocab size, and the same ids when
+   the output buffer is too small (then WGML_ERROR_SHAPE with the count needed). The two
+   SentencePiece-style ones add spaces (no round trip through encode), but the one with
+   the Prepend normalizer and byte fallback gives the text back through encode_ordinary
+   (its decoder strips the one space it prepends). */
 #include "fuzz_check.h"
 #include "fuzz_tokenizer.h"
 
@@ -112,12 +115,71 @@ static wgml_tokenizer *builtin(int kind)
     return t;
 }
 
+/* SentencePiece style: kind 6 the Prepend / Replace normalizer with byte fallback; 7
+   Metaspace (prepend_scheme first, split) with the unknown token, fused. */
+static wgml_tokenizer *sp_builtin(int kind)
+{
+#define SPC "\xE2\x96\x81"   /* U+2581 */
+    static const char *const pieces[] = {
+        SPC, "t", "h", "e", "a", "n", "d", "i", "\xC3\xA9", "\xE4\xBD\xA0", "1", "2", "th", "he", "the", SPC "t", SPC "the",
+        "an", SPC "a", SPC "an", "and", SPC "and", (SPC SPC), "12", ("e" SPC),
+    };
+    static const char *const merges[] = {
+        "t h", "h e", "th e", SPC " t", SPC "t he", "a n", SPC " a", SPC "a n", "an d", SPC "an d", SPC " " SPC, "1 2",
+        ("e " SPC),
+    };
+#undef SPC
+    static char text[16384];   /* 256 byte tokens of about 14 characters, and the rest */
+    int o = snprintf(text, sizeof text, "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+                     "{\"id\":1,\"content\":\"<s>\",\"special\":true}],");
+    if (kind == 6)
+        o += snprintf(text + o, sizeof text - (size_t)o,
+                      "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},\"pre_tokenizer\":null,"
+                      "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},"
+                      "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \","
+                      "\"start\":1,\"stop\":0}]},");
+    else
+        o += snprintf(text + o, sizeof text - (size_t)o,
+                      "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+                      "\"prepend_scheme\":\"first\",\"split\":true},\"decoder\":{\"type\":\"Metaspace\",\"replacement\":"
+                      "\"\\u2581\",\"prepend_scheme\":\"first\"},");
+    o += snprintf(text + o, sizeof text - (size_t)o, "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
+                  "\"byte_fallback\":%s,\"vocab\":{\"<unk>\":0,\"<s>\":1", kind == 6 ? "true" : "false");
+    int id = 2;
+    for (int b = 0; kind == 6 && b < 256; b++) o += snprintf(text + o, sizeof text - (size_t)o, ",\"<0x%02X>\":%d", b, id++);
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++)
+        o += snprintf(text + o, sizeof text - (size_t)o, ",\"%s\":%d", pieces[i], id++);
+    o += snprintf(text + o, sizeof text - (size_t)o, "},\"merges\":[");
+    for (size_t i = 0; i < sizeof merges / sizeof merges[0]; i++)
+        o += snprintf(text + o, sizeof text - (size_t)o, "%s\"%s\"", i ? "," : "", merges[i]);
+    o += snprintf(text + o, sizeof text - (size_t)o, "]}}");
+    wgml_tokenizer *t = NULL;
+    if ((size_t)o >= sizeof text || wgml_tokenizer_parse(text, (size_t)o, "builtin", &t) != WGML_OK) {
+        fprintf(stderr, "built-in tokenizer %d: %s\n", kind, wgml_last_error(NULL));
+        abort();
+    }
+    return t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static wgml_tokenizer *tokenizers[6];
+    static wgml_tokenizer *tokenizers[8];
     if (size < 1) return 0;
-    int kind = data[0] % 6;
-    if (!tokenizers[kind]) tokenizers[kind] = builtin(kind);
-    fuzz_check_text(tokenizers[kind], data + 1, size - 1, kind != 5);
+    int kind = data[0] % 8;
+    if (!tokenizers[kind]) tokenizers[kind] = kind < 6 ? builtin(kind) : sp_builtin(kind);
+    const wgml_tokenizer *t = tokenizers[kind];
+    const uint8_t *text = data + 1;
+    size_t len = size - 1;
+    fuzz_check_text(t, text, len, kind < 5);
+    if (kind == 6) {   /* the prepended space comes off again */
+        size_t cap = len + 1, n = 0, bl = 0;
+        uint32_t *ids = malloc(cap * sizeof *ids);
+        char *back = malloc(len + 2);
+        FUZZ_CHECK(wgml_tokenizer_encode_ordinary(t, (const char *)text, len, ids, cap, &n) == WGML_OK);
+        FUZZ_CHECK(wgml_tokenizer_decode(t, ids, n, back, len + 2, &bl) == WGML_OK && bl == len && memcmp(back, text, len) == 0);
+        free(ids);
+        free(back);
+    }
     return 0;
 }

@@ -139,13 +139,48 @@ put("tokenizer", "tok_smollm2", tokenizer(
     {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, BL]}, MERGES,
     added=["<|endoftext|>", "<|im_start|>"]).encode())
 put("tokenizer", "tok_bad_merge", tokenizer(BL, MERGES).replace('"h e"', '"h q z"').encode())
+SPC = "\u2581"
+
+
+def sp_tokenizer(metaspace, byte_fallback=True):
+    """A SentencePiece-style tokenizer.json: the Prepend / Replace normalizer (or Metaspace),
+    <0xNN> byte tokens, pieces spelled with U+2581."""
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    if byte_fallback:
+        for b in range(256):
+            vocab["<0x%02X>" % b] = len(vocab)
+    merges = [("t", "h"), ("th", "e"), (SPC, "the"), ("a", "n"), (SPC, "an"), (SPC, SPC), ("e", SPC)]
+    for ch in [SPC, "t", "h", "e", "a", "n", "\u00e9"]:
+        vocab.setdefault(ch, len(vocab))
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    if metaspace:
+        norm, pre = None, {"type": "Metaspace", "replacement": SPC, "prepend_scheme": "first", "split": True}
+        dec = {"type": "Metaspace", "replacement": SPC, "prepend_scheme": "first", "split": True}
+    else:
+        norm = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPC},
+                                                    {"type": "Replace", "pattern": {"String": " "}, "content": SPC}]}
+        pre = None
+        dec = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": SPC}, "content": " "},
+                                                {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    adds = [{"id": i, "content": c, "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])]
+    return json.dumps({"version": "1.0", "added_tokens": adds, "normalizer": norm, "pre_tokenizer": pre,
+                       "post_processor": None, "decoder": dec,
+                       "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": byte_fallback,
+                                 "vocab": vocab, "merges": [a + " " + b for a, b in merges]}}, ensure_ascii=False)
+
+
+put("tokenizer", "tok_sp_normalizer", sp_tokenizer(False).encode())
+put("tokenizer", "tok_sp_metaspace", sp_tokenizer(True, byte_fallback=False).encode())
+put("tokenizer", "tok_sp_bad_fallback", sp_tokenizer(False).replace('"<0x41>"', '"<0x4G>"').encode())
 texts = {"prose": "Hello world! The quick brown fox, it's 12345 o'clock.\n\nNew paragraph  with  spaces.",
          "code": "def f(x):\n\tif x == 0:\n\t\treturn [1, 2, 3]\r\n    return {'a': x ** 2}  # done\n",
          "unicode": "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001F600\U0001F44D \u0645\u0631\u062d\u0628\u0627 \u00bd\u2163 e\u0301",
          "specials": "<|endoftext|>hi<|im_start|> <|x|> x<|x|>y \u00e9t\u00e9 <|endoftext|",
          "spaces": " \t \n\n \r\n   \u00a0\u3000 x  ",
          "digits": "1234567890 3.14 1,000 \u0663\u0664\u0665 x1y22z333"}
-for kind in range(6):
+for kind in range(8):
     for name, t in texts.items():
         put("encode", "text%d_%s" % (kind, name), bytes([kind]) + t.encode())
 put("encode", "text0_invalid_utf8", bytes([0]) + b"ab\xff\xfe\xc3(\xe4\xbd \xf0\x9f\x98 z")

@@ -5,7 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ref_model_param_count(const ref_model_shape *s) { return 2 + REF_PER_LAYER * s->layers + (s->tied ? 0 : 1); }
+static int llama_count(const ref_model_shape *s) { return 2 + REF_PER_LAYER * s->layers + (s->tied ? 0 : 1); }
+static int extras_per_layer(const ref_model_shape *s) { return (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0); }
+int ref_model_param_count(const ref_model_shape *s) { return llama_count(s) + extras_per_layer(s) * s->layers; }
+int ref_model_extra(const ref_model_shape *s, int layer, int kind)
+{
+    int at;
+    if (kind <= REF_BV) {
+        if (!s->qkv_bias) return -1;
+        at = kind;
+    } else {
+        if (!s->qk_norm) return -1;
+        at = (s->qkv_bias ? 3 : 0) + kind - REF_QNORM;
+    }
+    return llama_count(s) + extras_per_layer(s) * layer + at;
+}
 int ref_model_param(const ref_model_shape *s, int layer, int kind) { (void)s; return 1 + REF_PER_LAYER * layer + kind; }
 int ref_model_final_norm(const ref_model_shape *s) { return 1 + REF_PER_LAYER * s->layers; }
 int ref_model_head(const ref_model_shape *s) { return s->tied ? -1 : 2 + REF_PER_LAYER * s->layers; }
@@ -14,6 +28,11 @@ size_t ref_model_param_numel(const ref_model_shape *s, int i)
 {
     size_t V = (size_t)s->vocab, D = (size_t)s->dim, F = (size_t)s->ffn;
     size_t QD = (size_t)s->heads * s->head_dim, KD = (size_t)s->kv_heads * s->head_dim;
+    if (i >= llama_count(s)) {
+        int k = (i - llama_count(s)) % extras_per_layer(s);
+        if (!s->qkv_bias) k += REF_QNORM;
+        return k == REF_BQ ? QD : k <= REF_BV ? KD : (size_t)s->head_dim;
+    }
     if (i == 0 || i == ref_model_head(s)) return V * D;
     if (i == ref_model_final_norm(s)) return D;
     switch ((i - 1) % REF_PER_LAYER) {
@@ -106,7 +125,10 @@ static void rope(double *x, int B, int T, int nh, int hd, double theta, double s
 /* ---- causal grouped-query attention --------------------------------------------------------
    q, att [B, T, H, hd]; k, v [B, T, Hk, hd]; probs [B, H, T, T] (row i: query, column j: key) */
 
-typedef struct attn_dims { int B, T, H, Hk, hd; } attn_dims;
+typedef struct attn_dims { int B, T, H, Hk, hd, window; } attn_dims;
+
+/* whether query i sees key j: causal, and within the window when there is one */
+static int first_key(int i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
 
 static void attention_forward(double *att, double *probs, const double *q, const double *k, const double *v, attn_dims d)
 {
@@ -118,7 +140,8 @@ static void attention_forward(double *att, double *probs, const double *q, const
                 const double *qi = q + (((size_t)b * d.T + i) * d.H + h) * d.hd;
                 double *p = probs + (((size_t)b * d.H + h) * d.T + i) * d.T;
                 double mx = -INFINITY;
-                for (int j = 0; j <= i; j++) {
+                int j0 = first_key(i, d.window);
+                for (int j = j0; j <= i; j++) {
                     const double *kj = k + (((size_t)b * d.T + j) * d.Hk + h / group) * d.hd;
                     double s = 0;
                     for (int c = 0; c < d.hd; c++) s += qi[c] * kj[c];
@@ -126,12 +149,12 @@ static void attention_forward(double *att, double *probs, const double *q, const
                     if (p[j] > mx) mx = p[j];
                 }
                 double sum = 0;
-                for (int j = 0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
-                for (int j = 0; j < d.T; j++) p[j] = j <= i ? p[j] / sum : 0;
+                for (int j = j0; j <= i; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int j = 0; j < d.T; j++) p[j] = j >= j0 && j <= i ? p[j] / sum : 0;
                 double *o = att + (((size_t)b * d.T + i) * d.H + h) * d.hd;
                 for (int c = 0; c < d.hd; c++) {
                     double s = 0;
-                    for (int j = 0; j <= i; j++) s += p[j] * v[(((size_t)b * d.T + j) * d.Hk + h / group) * d.hd + c];
+                    for (int j = j0; j <= i; j++) s += p[j] * v[(((size_t)b * d.T + j) * d.Hk + h / group) * d.hd + c];
                     o[c] = s;
                 }
             }
@@ -180,6 +203,7 @@ static double silu(double x) { return x / (1 + exp(-x)); }
 
 typedef struct layer_acts {
     double *hin, *xn, *rstd1, *q, *k, *v, *probs, *att, *h2, *xn2, *rstd2, *g, *u, *a;
+    double *qr, *kr, *rstdq, *rstdk;   /* q and k before their heads' norms, and those norms' rstd (qk_norm) */
 } layer_acts;
 
 double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
@@ -204,7 +228,7 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
 {
     int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
     int N = B * T, QD = H * hd, KD = Hk * hd;
-    attn_dims ad = { B, T, H, Hk, hd };
+    attn_dims ad = { B, T, H, Hk, hd, s->window };
     const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
 
     /* ---- forward ---- */
@@ -221,6 +245,19 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
         linear_forward(A->q, A->xn, W[REF_WQ], N, D, QD);
         linear_forward(A->k, A->xn, W[REF_WK], N, D, KD);
         linear_forward(A->v, A->xn, W[REF_WV], N, D, KD);
+        if (s->qkv_bias)
+            for (int n = 0; n < N; n++) {
+                for (int i = 0; i < QD; i++) A->q[(size_t)n * QD + i] += P[ref_model_extra(s, l, REF_BQ)][i];
+                for (int i = 0; i < KD; i++) A->k[(size_t)n * KD + i] += P[ref_model_extra(s, l, REF_BK)][i];
+                for (int i = 0; i < KD; i++) A->v[(size_t)n * KD + i] += P[ref_model_extra(s, l, REF_BV)][i];
+            }
+        if (s->qk_norm) {   /* q, k = each head's RMSNorm of the projections */
+            A->qr = A->q; A->kr = A->k;
+            A->q = zeros((size_t)N * QD); A->k = zeros((size_t)N * KD);
+            A->rstdq = zeros((size_t)N * H); A->rstdk = zeros((size_t)N * Hk);
+            rmsnorm_forward(A->q, A->rstdq, A->qr, P[ref_model_extra(s, l, REF_QNORM)], N * H, hd, s->eps);
+            rmsnorm_forward(A->k, A->rstdk, A->kr, P[ref_model_extra(s, l, REF_KNORM)], N * Hk, hd, s->eps);
+        }
         rope(A->q, B, T, H, hd, s->rope_theta, 1);
         rope(A->k, B, T, Hk, hd, s->rope_theta, 1);
         A->probs = zeros((size_t)B * H * T * T); A->att = zeros((size_t)N * QD);
@@ -293,6 +330,22 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
             attention_backward(dq, dk, dv, datt, A->probs, A->q, A->k, A->v, ad);
             rope(dq, B, T, H, hd, s->rope_theta, -1);
             rope(dk, B, T, Hk, hd, s->rope_theta, -1);
+            if (s->qk_norm) {   /* back through the heads' norms: dq, dk become the projections' */
+                double *dqr = zeros((size_t)N * QD), *dkr = zeros((size_t)N * KD);
+                rmsnorm_backward(dqr, grads[ref_model_extra(s, l, REF_QNORM)], dq, A->qr, A->rstdq,
+                                 P[ref_model_extra(s, l, REF_QNORM)], N * H, hd);
+                rmsnorm_backward(dkr, grads[ref_model_extra(s, l, REF_KNORM)], dk, A->kr, A->rstdk,
+                                 P[ref_model_extra(s, l, REF_KNORM)], N * Hk, hd);
+                memcpy(dq, dqr, sizeof(double) * (size_t)N * QD);
+                memcpy(dk, dkr, sizeof(double) * (size_t)N * KD);
+                free(dqr); free(dkr);
+            }
+            if (s->qkv_bias)
+                for (int n = 0; n < N; n++) {
+                    for (int i = 0; i < QD; i++) grads[ref_model_extra(s, l, REF_BQ)][i] += dq[(size_t)n * QD + i];
+                    for (int i = 0; i < KD; i++) grads[ref_model_extra(s, l, REF_BK)][i] += dk[(size_t)n * KD + i];
+                    for (int i = 0; i < KD; i++) grads[ref_model_extra(s, l, REF_BV)][i] += dv[(size_t)n * KD + i];
+                }
             memset(dxn, 0, sizeof(double) * (size_t)N * D);
             linear_backward(dxn, G[REF_WQ], dq, A->xn, W[REF_WQ], N, D, QD);
             linear_backward(dxn, G[REF_WK], dk, A->xn, W[REF_WK], N, D, KD);
@@ -309,6 +362,7 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
         layer_acts *A = &la[l];
         free(A->hin); free(A->xn); free(A->rstd1); free(A->q); free(A->k); free(A->v); free(A->probs);
         free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
+        free(A->qr); free(A->kr); free(A->rstdq); free(A->rstdk);
     }
     free(la); free(h); free(xf); free(rstdf); free(logits); free(dlogits);
     return loss;

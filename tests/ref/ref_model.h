@@ -8,7 +8,11 @@
        for each layer:
          xn   = RMSNorm(h) * attn_norm
          q    = rope(xn @ Wq^T), k = rope(xn @ Wk^T), v = xn @ Wv^T
+                (Qwen2, qkv_bias: + bq, bk, bv after the products;
+                 Qwen3, qk_norm: each head of q and k RMSNorm(.) * q_norm / k_norm
+                 [head_dim] before rope)
          att  = causal grouped-query softmax(q k^T / sqrt(hd)) v
+                (window w > 0, Mistral: query i sees keys j with i - w < j <= i)
          h    = h + att @ Wo^T
          xn2  = RMSNorm(h) * ffn_norm
          h    = h + (silu(xn2 @ Wg^T) * (xn2 @ Wu^T)) @ Wd^T
@@ -21,8 +25,9 @@
 
    Parameters come as one float array each, in the order of ref_model_param(): the
    embedding, then per layer attn_norm, Wq, Wk, Wv, Wo, ffn_norm, Wg, Wu, Wd, then the final
-   norm, then Wout when untied. Matrices are [out, in] row-major as Hugging Face stores
-   them. */
+   norm, then Wout when untied, then per layer the families' extras: bq [H*hd], bk, bv
+   [Hk*hd] (qkv_bias), q_norm, k_norm [hd] (qk_norm). Matrices are [out, in] row-major as
+   Hugging Face stores them. */
 #ifndef WGML_REF_MODEL_H
 #define WGML_REF_MODEL_H
 
@@ -34,20 +39,26 @@ typedef struct ref_model_shape {
     int vocab, dim, layers, heads, kv_heads, head_dim, ffn;
     double rope_theta, eps;
     bool tied;
+    int window;       /* 0: none */
+    bool qkv_bias, qk_norm;
 } ref_model_shape;
 
 enum {
     REF_ATTN_NORM, REF_WQ, REF_WK, REF_WV, REF_WO, REF_FFN_NORM, REF_WG, REF_WU, REF_WD,
     REF_PER_LAYER
 };
+/* The families' extra kinds (ref_model_extra). */
+enum { REF_BQ, REF_BK, REF_BV, REF_QNORM, REF_KNORM };
 
-/* Number of parameter tensors: 1 + 9 * layers + 1 (+ 1 untied). */
+/* Number of parameter tensors: 1 + 9 * layers + 1 (+ 1 untied) (+ the extras). */
 int ref_model_param_count(const ref_model_shape *s);
 /* Index of a layer's parameter (kind REF_*); the embedding is 0, the final norm
    ref_model_final_norm(), the untied head ref_model_head(). */
 int ref_model_param(const ref_model_shape *s, int layer, int kind);
 int ref_model_final_norm(const ref_model_shape *s);
 int ref_model_head(const ref_model_shape *s);   /* -1 when tied */
+/* Index of a layer's extra of kind REF_BQ ... REF_KNORM, or -1 when the shape has none. */
+int ref_model_extra(const ref_model_shape *s, int layer, int kind);
 /* Element count of parameter i. */
 size_t ref_model_param_numel(const ref_model_shape *s, int i);
 
