@@ -1,10 +1,14 @@
-"""Checks wgml against Hugging Face transformers on a model built here: a byte-level BPE
-tokenizer trained with `tokenizers`, a random-weight LlamaForCausalLM shaped like a small
-SmolLM2 (GQA, rope_theta 100000, tied embeddings), saved with save_pretrained. Then
+"""Checks wgml against Hugging Face transformers on a model built here: a tokenizer trained
+with `tokenizers` (byte-level BPE, or SentencePiece-style BPE with byte fallback through the
+Prepend / Replace normalizer or the Metaspace pre-tokenizer, as Llama 2 and Mistral files
+have them), a random-weight model of the family (transformers' own config class: Llama
+shaped like a small SmolLM2, Mistral with a sliding window shorter than the text, Qwen2
+with its q, k, v biases, Qwen3 with its q and k norms), saved with save_pretrained. Then
 `wgml logits` runs a text through it, and the script compares the token ids (exactly) and
 every position's logits (within 1e-4 relative) with transformers' in float64.
 
-    python3 bench/hf_compare.py --wgml build-device/wgml [--dir /tmp/hf-tiny]
+    python3 bench/hf_compare.py --wgml build-device/wgml [--family llama|mistral|qwen2|qwen3]
+                                [--tokenizer bytelevel|sentencepiece|metaspace] [--dir /tmp/hf-tiny]
 """
 import argparse
 import os
@@ -14,32 +18,86 @@ import sys
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+import transformers
 
 TEXT = ("wgml trains and runs transformer language models on any GPU through WebGPU. "
         "The same code runs on an NVIDIA H200 through Vulkan and on a CPU through lavapipe: "
         "matrices, attention, norms -- 12345 tokens/s? Unicode: déjà vu, naïve, 東京.")
 
 
-def build(d):
-    os.makedirs(d, exist_ok=True)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
+SPC = "\u2581"
+
+
+def train_tokenizer(kind):
     corpus = [open(__file__).read()] * 4 + [TEXT] * 8
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                        show_progress=False))
-    tok.save(os.path.join(d, "tokenizer.json"))
-    cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=192, intermediate_size=512, num_hidden_layers=3,
-                      num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512, rope_theta=100000.0,
-                      rms_norm_eps=1e-5, tie_word_embeddings=True, torch_dtype="float32")
+    if kind == "bytelevel":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                            show_progress=False))
+        return tok
+    # SentencePiece style: learn pieces over U+2581-spelled text, then rebuild the model
+    # with <unk> <s> </s> and the 256 <0xNN> byte tokens first, as Llama 2's file has them
+    # (a few characters of TEXT are left out of the training text: they take the fallback)
+    learn = Tokenizer(models.BPE())
+    learn.normalizer = normalizers.Sequence([normalizers.Prepend(SPC), normalizers.Replace(" ", SPC)])
+    learn.train_from_iterator([c.replace("\u6771", "").replace("\u00ef", "") for c in corpus],
+                              trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    state = __import__("json").loads(learn.to_str())["model"]
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for piece, _ in sorted(state["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(piece, len(vocab))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    if kind == "sentencepiece":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPC), normalizers.Replace(" ", SPC)])
+        tok.decoder = decoders.Sequence([decoders.Replace(SPC, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPC, prepend_scheme="first", split=True)
+        tok.decoder = decoders.Metaspace(replacement=SPC, prepend_scheme="first", split=True)
+    tok.add_special_tokens(["<unk>", "<s>", "</s>"])
+    return tok
+
+
+def family_model(family, vocab):
+    common = dict(vocab_size=vocab, hidden_size=192, intermediate_size=512, num_hidden_layers=3, num_attention_heads=6,
+                  num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=True)
+    if family == "llama":
+        cfg = transformers.LlamaConfig(rope_theta=100000.0, **common)
+        cls = transformers.LlamaForCausalLM
+    elif family == "mistral":   # a window of 16 tokens over a text of about 100
+        cfg = transformers.MistralConfig(rope_theta=10000.0, sliding_window=16, **common)
+        cls = transformers.MistralForCausalLM
+    elif family == "qwen2":
+        cfg = transformers.Qwen2Config(rope_theta=1000000.0, use_sliding_window=False, **common)
+        cls = transformers.Qwen2ForCausalLM
+    else:
+        cfg = transformers.Qwen3Config(rope_theta=1000000.0, head_dim=32, attention_bias=False, **common)
+        cls = transformers.Qwen3ForCausalLM
+    cfg._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg).float().eval()
+    model = cls(cfg).float().eval()
     with torch.no_grad():   # larger than the default init, so the logits are not all near 0
-        for p in model.parameters():
+        for name, p in model.named_parameters():
             if p.dim() > 1:
                 p.normal_(0.0, 0.05)
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.3)
+            elif "q_norm" in name or "k_norm" in name:
+                p.uniform_(0.7, 1.3)
+    return model
+
+
+def build(d, family, kind):
+    os.makedirs(d, exist_ok=True)
+    tok = train_tokenizer(kind)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    model = family_model(family, tok.get_vocab_size())
     model.save_pretrained(d, safe_serialization=True)
     return tok, model
 
@@ -48,8 +106,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wgml", required=True)
     ap.add_argument("--dir", default="/tmp/hf-tiny")
+    ap.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3"])
+    ap.add_argument("--tokenizer", default="bytelevel", choices=["bytelevel", "sentencepiece", "metaspace"])
     a = ap.parse_args()
-    tok, model = build(a.dir)
+    tok, model = build(a.dir, a.family, a.tokenizer)
+    print(f"{a.family} model, {a.tokenizer} tokenizer")
     ids_ref = tok.encode(TEXT).ids
     with torch.no_grad():
         ref = model.double()(torch.tensor([ids_ref])).logits[0].numpy()
@@ -60,6 +121,8 @@ def main():
     ids = list(struct.unpack_from(f"<{n}I", raw, 8))
     got = np.frombuffer(raw, dtype="<f4", offset=8 + 4 * n).reshape(n, vocab).astype(np.float64)
     ok_ids = ids == ids_ref
+    decoded = tok.decode(ids_ref)
+    print(f"tokenizers decodes its ids back to the text: {decoded == TEXT}")
     print(f"tokenizer: {len(ids_ref)} ids from tokenizers, {n} from wgml: {'identical' if ok_ids else 'DIFFERENT'}")
     if not ok_ids:
         print("  tokenizers:", ids_ref[:40])

@@ -367,6 +367,18 @@ WGML_API wgml_status wgml_bias_add(wgml_engine *e, const wgml_tensor *x, const w
            grad_out). */
 WGML_API wgml_status wgml_bias_grad(wgml_engine *e, const wgml_tensor *grad_out, wgml_tensor *grad_bias, bool accumulate);
 
+/* Inverted dropout: out[i] = x[i] / (1 - p) where element i is kept, else 0. Element i is
+   kept iff mix32(mix32(i ^ k0) + k1) >= floor(p * 2^32) (32-bit unsigned arithmetic), with
+   k0 = mix32(lo ^ 0x3c6ef372), k1 = mix32(hi ^ mix32(k0 ^ 0x9e3779b9)) for the low and high
+   32 bits of seed, and mix32(x): x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *=
+   0x846ca68b; x ^= x >> 16. A pure function of seed and the element's index, the same on
+   every adapter. Its gradient is
+   the same call on grad_out with the same p and seed. p = 0 copies x. x and out: f32 of the
+   same element count (any shapes, at most 2^32 elements); out may be x (in place).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; p outside [0, 1) or NaN), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE, WGML_ERROR_SHAPE (element counts differ), WGML_ERROR_LIMIT. */
+WGML_API wgml_status wgml_dropout(wgml_engine *e, const wgml_tensor *x, wgml_tensor *out, float p, uint64_t seed);
+
 /* ---- copies (src/ops/copy.c) -------------------------------------------------------- */
 
 /* Copies all of src (any dtype) into dst (any dtype) starting at byte offset dst_offset:
@@ -1877,6 +1889,16 @@ typedef struct wgml_trainer_desc {
     bool eval_only;            /* the forward pass and the loss alone (wgml_trainer_eval):
                                   no gradients, optimizer moments or backward scratch are
                                   allocated; the training and state calls are refused */
+    uint64_t seed;             /* LoRA dropout (wgml_lora_desc.dropout p > 0): the input x of
+                                  target k (wgml_lora_target's bit index: q 0 ... down 6) of
+                                  layer l becomes wgml_dropout(x, p, z) with
+                                  z = f(f(f(seed ^ 0x6a09e667f3bcc908) ^ (s << 32 | m)) ^
+                                  (l << 8 | k)) for step s (steps taken before it, which
+                                  wgml_trainer_load_state restores) and micro-batch m within
+                                  it, f splitmix64's finaliser (z ^= z >> 30; z *=
+                                  0xbf58476d1ce4e5b9; z ^= z >> 27; z *= 0x94d049bb133111eb;
+                                  z ^= z >> 31). Costs one [batch * seq_len, in] scratch per
+                                  input width of the targets. */
 } wgml_trainer_desc;
 
 /* Allocates activations for batch * seq_len tokens and, unless eval_only, a gradient and
@@ -1969,8 +1991,10 @@ typedef enum wgml_lora_target {
 typedef struct wgml_lora_desc {
     uint32_t rank;             /* default 8; at most 4096 and the smaller side of a target */
     float alpha;               /* default 16 */
-    float dropout;             /* applied to a target's input before A while training;
-                                  default 0 (only 0 is supported yet) */
+    float dropout;             /* in [0, 1): a trainer of the adapter applies inverted dropout
+                                  (wgml_dropout) to each target's input before A, as PEFT's
+                                  lora_dropout does; running the adapter (eval, decoding)
+                                  never drops. Default 0 */
     uint32_t targets;          /* wgml_lora_target bits; default WGML_LORA_ALL */
     bool rslora;               /* scale = alpha / sqrt(rank) */
 } wgml_lora_desc;
@@ -1981,8 +2005,7 @@ typedef struct wgml_lora wgml_lora;
    adapter on every adapter), attached to m. A model has at most one adapter.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; rank 0 after defaults, over 4096 or over a
            target's smaller side; alpha not finite and positive; targets outside
-           WGML_LORA_ALL; dropout other than 0; m already has an adapter),
-           WGML_ERROR_UNSUPPORTED (dropout > 0), device errors. */
+           WGML_LORA_ALL; dropout outside [0, 1); m already has an adapter), device errors. */
 WGML_API wgml_status wgml_lora_create(wgml_model *m, const wgml_lora_desc *desc, uint64_t seed, wgml_lora **out);
 /* Detaches and frees the adapter. NULL is a no-op. */
 WGML_API void wgml_lora_destroy(wgml_lora *l);

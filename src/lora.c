@@ -71,8 +71,6 @@ static wgml_status make(wgml_model *m, const char *fn, wgml_lora_desc d, bool ze
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: targets 0x%x has bits outside WGML_LORA_ALL", fn, d.targets);
     if (!(d.dropout >= 0 && d.dropout < 1))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dropout (%g) must be in [0, 1)", fn, d.dropout);
-    if (d.dropout > 0)
-        return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: dropout %g: LoRA dropout is not supported yet (use 0)", fn, d.dropout);
     uint32_t L = wgml_model_get_config(m)->num_hidden_layers;
     for (int k = 0; k < WGML__LORA_KINDS; k++) {
         if (!(d.targets & (1u << k))) continue;
@@ -203,6 +201,17 @@ static wgml_status write_text_atomic(wgml_context *ctx, const char *fn, const ch
     return WGML_OK;
 }
 
+/* The shortest decimal that reads back as f (0.1f is written 0.1, not 0.10000000149011612). */
+static double float_decimal(float f)
+{
+    char buf[32];
+    for (int digits = 1; digits < 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
 wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const char *base_model)
 {
     const char *fn = "wgml_lora_save";
@@ -243,8 +252,8 @@ wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const char *base
     ok = ok && cJSON_AddItemToObject(c, "init_lora_weights", cJSON_CreateTrue());
     ok = ok && cJSON_AddItemToObject(c, "layers_pattern", cJSON_CreateNull());
     ok = ok && cJSON_AddItemToObject(c, "layers_to_transform", cJSON_CreateNull());
-    ok = ok && cJSON_AddItemToObject(c, "lora_alpha", cJSON_CreateNumber(l->d.alpha));
-    ok = ok && cJSON_AddItemToObject(c, "lora_dropout", cJSON_CreateNumber(l->d.dropout));
+    ok = ok && cJSON_AddItemToObject(c, "lora_alpha", cJSON_CreateNumber(float_decimal(l->d.alpha)));
+    ok = ok && cJSON_AddItemToObject(c, "lora_dropout", cJSON_CreateNumber(float_decimal(l->d.dropout)));
     ok = ok && cJSON_AddItemToObject(c, "modules_to_save", cJSON_CreateNull());
     ok = ok && cJSON_AddItemToObject(c, "peft_type", cJSON_CreateString("LORA"));
     ok = ok && cJSON_AddItemToObject(c, "r", cJSON_CreateNumber(l->d.rank));
@@ -370,9 +379,13 @@ wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out)
         d.rank = (uint32_t)v;
         d.alpha = (float)alpha->valuedouble;
         d.rslora = cJSON_IsTrue(rs);
-        /* dropout only matters in training: an adapter trained with it runs as without */
-        d.dropout = 0;
-        (void)drop;
+    }
+    /* dropout only matters in training (a trainer of this adapter drops its inputs; running
+       it never does); a value outside [0, 1) is refused, an absent one is 0 */
+    if (!s && drop && !cJSON_IsNull(drop)) {
+        if (!cJSON_IsNumber(drop) || !(drop->valuedouble >= 0 && drop->valuedouble < 1))
+            s = wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: %s: lora_dropout must be a number in [0, 1)", fn, path);
+        else d.dropout = (float)drop->valuedouble;
     }
     if (!s) s = unsupported_if(ctx, path, root, "use_dora", null_or_false);
     if (!s) s = unsupported_if(ctx, path, root, "fan_in_fan_out", null_or_false);

@@ -413,15 +413,22 @@ static bool lora_of(const wgml_model *m, uint32_t l, int kind, wgml_tensor **a, 
     return true;
 }
 
-/* y = x W^T for projection kind of layer l, plus scale (x A^T) B^T where the adapter
-   targets it; xas [rows, rank] then keeps scale x A^T (the backward reads it). */
-static wgml_status proj(const wgml_model *m, uint32_t l, int kind, const wgml_tensor *x, wgml_tensor *y, wgml_tensor *xas)
+static wgml_status lora_input(const wgml_trainer *t, uint32_t l, int kind, const wgml_tensor *x, const wgml_tensor **xin);
+
+/* y = x W^T for projection kind of layer l, plus scale (x' A^T) B^T where the adapter
+   targets it, x' the adapter's input: x, or in a trainer's forward with LoRA dropout
+   dropout(x) (t NULL: no dropout); xas [rows, rank] then keeps scale x' A^T (the backward
+   reads it). */
+static wgml_status proj(const wgml_model *m, const wgml_trainer *t, uint32_t l, int kind, const wgml_tensor *x, wgml_tensor *y,
+                        wgml_tensor *xas)
 {
     TRY(wgml_matmul_bt(m->e, x, P(m, l, kind), y));
     wgml_tensor *a, *b;
     if (!lora_of(m, l, kind, &a, &b)) return WGML_OK;
     const wgml_matmul_options acc = { .accumulate = true };
-    TRY(wgml_matmul_bt(m->e, x, a, xas));
+    const wgml_tensor *xin = x;
+    if (t) TRY(lora_input(t, l, kind, x, &xin));
+    TRY(wgml_matmul_bt(m->e, xin, a, xas));
     TRY(wgml_gradient_scale(m->e, xas, m->lora->scale));
     return wgml_matmul_bt_with(m->e, xas, b, y, &acc);
 }
@@ -442,14 +449,15 @@ static wgml_status head_norm(const wgml_model *m, wgml_tensor *x, const wgml_ten
 /* Attention's inputs of layer l from x [rows, hidden], before RoPE: q, k, v = x's
    projections, plus their biases (qkv_bias); with qk_norm the projections of q and k go
    to qr, kr and each head of them is RMS-normalised into q, k. xas: each projection's
-   adapter scratch (see proj). */
-static wgml_status qkv(const wgml_model *m, uint32_t l, const wgml_tensor *x, size_t rows, wgml_tensor *q, wgml_tensor *k,
-                       wgml_tensor *v, wgml_tensor *qr, wgml_tensor *kr, wgml_tensor *const xas[3])
+   adapter scratch; t: see proj. */
+static wgml_status qkv(const wgml_model *m, const wgml_trainer *t, uint32_t l, const wgml_tensor *x, size_t rows,
+                       wgml_tensor *q, wgml_tensor *k, wgml_tensor *v, wgml_tensor *qr, wgml_tensor *kr,
+                       wgml_tensor *const xas[3])
 {
     wgml_tensor *pq = m->cfg.qk_norm ? qr : q, *pk = m->cfg.qk_norm ? kr : k;
-    TRY(proj(m, l, P_WQ, x, pq, xas[0]));
-    TRY(proj(m, l, P_WK, x, pk, xas[1]));
-    TRY(proj(m, l, P_WV, x, v, xas[2]));
+    TRY(proj(m, t, l, P_WQ, x, pq, xas[0]));
+    TRY(proj(m, t, l, P_WK, x, pk, xas[1]));
+    TRY(proj(m, t, l, P_WV, x, v, xas[2]));
     if (m->cfg.qkv_bias) {
         TRY(wgml_bias_add(m->e, pq, X(m, l, X_BQ), pq));
         TRY(wgml_bias_add(m->e, pk, X(m, l, X_BK), pk));
@@ -487,6 +495,8 @@ struct wgml_trainer {
     wgml_tensor *dres, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
     wgml_tensor *dxa;           /* [N, rank]: scale dy B of an adapter target */
     wgml_tensor *dqr, *dkr;     /* the gradients of q and k before their heads' norms (qk_norm) */
+    float drop_p;               /* LoRA dropout of the adapter trained, or 0 */
+    wgml_tensor *xdrop[3];      /* its scratch [N, in] per input width: hidden, intermediate, heads * head_dim */
     wgml_tensor *dnorm;         /* [D]: where a frozen norm's weight gradient goes */
     size_t nt;                  /* trained tensors */
     wgml_tensor **tp, **grad, **gscratch, **m1, **m2, *norm;
@@ -505,7 +515,7 @@ void wgml_trainer_destroy(wgml_trainer *t)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
                               t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm,
-                              t->dxa, t->dnorm, t->dqr, t->dkr };
+                              t->dxa, t->dnorm, t->dqr, t->dkr, t->xdrop[0], t->xdrop[1], t->xdrop[2] };
     release_all(single, sizeof single / sizeof single[0]);
     release_all(t->grad, t->nt); release_all(t->gscratch, t->nt); release_all(t->m1, t->nt); release_all(t->m2, t->nt);
     free(t->la); free(t->tp); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
@@ -630,6 +640,16 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (m->cfg.tie_word_embeddings && !t->lora) MK(mk2(ctx, &t->demb, m->V, m->D));
     if (m->lora) MK(mk2(ctx, &t->dxa, N, m->lora->d.rank));
     if (m->cfg.qk_norm) { MK(mk2(ctx, &t->dqr, N, m->QD)); MK(mk2(ctx, &t->dkr, N, m->KD)); }
+    if (t->lora && t->lora->d.dropout > 0) {   /* a scratch per input width the adapter's targets have */
+        t->drop_p = t->lora->d.dropout;
+        const size_t width[3] = { m->D, m->F, m->QD };
+        for (int w = 0; w < 3; w++)
+            for (uint32_t l = 0; l < m->L && !t->xdrop[w]; l++)
+                for (int kind = 0; kind < P_PER_LAYER && !t->xdrop[w]; kind++) {
+                    wgml_tensor *a, *b;
+                    if (lora_of(m, l, kind, &a, &b) && wgml_tensor_dim(a, 1) == width[w]) MK(mk2(ctx, &t->xdrop[w], N, width[w]));
+                }
+    }
     if (t->lora) MK(mk(ctx, &t->dnorm, WGML_F32, 1, m->D, 0, 0, 0));
     for (size_t i = 0; i < nt; i++) {
         t->tp[i] = t->lora ? t->lora->params[i] : m->p[i];
@@ -695,12 +715,13 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     memcpy(t->host_ids, ids, N * sizeof(uint32_t));
 
     wgml_attention_options ao = { .causal = true, .window = m->cfg.sliding_window };
+    const wgml_trainer *drop = backward && t->drop_p > 0 ? t : NULL;   /* LoRA dropout trains only */
     TRY(wgml_embedding(e, m->p[0], t->ids, t->la[0].hin));
     for (uint32_t l = 0; l < m->L; l++) {
         layer_acts *A = &t->la[l];
         if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
-        TRY(qkv(m, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
+        TRY(qkv(m, drop, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
         TRY(rope(m, A->q, 0, false));
@@ -710,12 +731,12 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
-        TRY(proj(m, l, P_WO, A->att, t->o, A->xas[3]));
+        TRY(proj(m, drop, l, P_WO, A->att, t->o, A->xas[3]));
         TRY(wgml_rms_norm_residual_with(e, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2, m->eps));
-        TRY(proj(m, l, P_WG, A->xn2, A->g, A->xas[4]));
-        TRY(proj(m, l, P_WU, A->xn2, A->u, A->xas[5]));
+        TRY(proj(m, drop, l, P_WG, A->xn2, A->g, A->xas[4]));
+        TRY(proj(m, drop, l, P_WU, A->xn2, A->u, A->xas[5]));
         TRY(wgml_silu_gate_fused(e, A->g, A->u, A->a));
-        TRY(proj(m, l, P_WD, A->a, t->f, A->xas[6]));
+        TRY(proj(m, drop, l, P_WD, A->a, t->f, A->xas[6]));
     }
     TRY(wgml_rms_norm_residual_with(e, t->f, t->la[m->L - 1].h2, m->p[final_norm_index(m)], t->xf, t->hf, m->eps));
     TRY(wgml_matmul_bt(e, t->xf, m->p[head_index(m)], t->logits));
@@ -738,6 +759,41 @@ wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, const uint32
     return train_forward(t, "wgml_trainer_eval", ids, targets, false, mean_loss);
 }
 
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* LoRA dropout's scratch for an input of x's width, and its seed for projection kind of
+   layer l in the trainer's current micro-batch (the formula in wgml_trainer_desc.seed's
+   comment): a resumed run drops what the uninterrupted one did. */
+static wgml_tensor *drop_scratch(const wgml_trainer *t, const wgml_tensor *x)
+{
+    size_t in = wgml_tensor_dim(x, 1);
+    for (int w = 0; w < 3; w++)
+        if (t->xdrop[w] && wgml_tensor_dim(t->xdrop[w], 1) == in) return t->xdrop[w];
+    return NULL;
+}
+static uint64_t drop_seed(const wgml_trainer *t, uint32_t l, int kind)
+{
+    return mix64(mix64(mix64(t->d.seed ^ 0x6a09e667f3bcc908ull) ^ ((uint64_t)t->steps << 32 | t->micro)) ^
+                 ((uint64_t)l << 8 | (uint64_t)lora_kind(kind)));
+}
+
+/* The adapter's input for target kind of layer l: dropout(x) in the scratch where the
+   trainer drops, else x. */
+static wgml_status lora_input(const wgml_trainer *t, uint32_t l, int kind, const wgml_tensor *x, const wgml_tensor **xin)
+{
+    *xin = x;
+    if (t->drop_p <= 0) return WGML_OK;
+    wgml_tensor *xd = drop_scratch(t, x);
+    TRY(wgml_dropout(t->m->e, x, xd, t->drop_p, drop_seed(t, l, kind)));
+    *xin = xd;
+    return WGML_OK;
+}
+
 /* The backward of projection kind of layer l, y = x W^T (+ scale (x A^T) B^T), given dy:
    dx = dy W (written, or added with accumulate), plus (scale dy B) A where the adapter
    targets it; W's gradient (when W trains) and the adapter's (when it trains) added in or
@@ -758,12 +814,19 @@ static wgml_status proj_backward(wgml_trainer *t, uint32_t l, int kind, const wg
         /* dB = dy^T (scale x A^T) */
         TRY(wgml_matmul_at_with(e, dy, t->la[l].xas[lk], t->grad[lora_index(t, b)], wa));
     }
-    /* dxa = scale dy B; dA = dxa^T x; dx += dxa A */
+    /* dxa = scale dy B; dA = dxa^T x'; dx += dxa A, or with dropout (x' = dropout(x))
+       dx += dropout(dxa A) with the forward's decisions */
     TRY(wgml_matmul(e, dy, b, t->dxa));
     TRY(wgml_gradient_scale(e, t->dxa, m->lora->scale));
-    if (t->lora) TRY(wgml_matmul_at_with(e, t->dxa, x, t->grad[lora_index(t, a)], wa));
-    if (dx) TRY(wgml_matmul_with(e, t->dxa, a, dx, &acc));
-    return WGML_OK;
+    const wgml_tensor *xin = x;
+    if (t->lora) TRY(lora_input(t, l, kind, x, &xin));
+    if (t->lora) TRY(wgml_matmul_at_with(e, t->dxa, xin, t->grad[lora_index(t, a)], wa));
+    if (!dx) return WGML_OK;
+    if (t->drop_p <= 0) return wgml_matmul_with(e, t->dxa, a, dx, &acc);
+    wgml_tensor *tmp = drop_scratch(t, x);   /* x' is no longer needed */
+    TRY(wgml_matmul(e, t->dxa, a, tmp));
+    TRY(wgml_dropout(e, tmp, tmp, t->drop_p, drop_seed(t, l, kind)));
+    return wgml_add(e, dx, tmp, dx);
 }
 
 /* The backward of head_norm for norm kind x (X_QNORM, X_KNORM) of layer l: dx from dy
@@ -1119,7 +1182,7 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
     for (uint32_t l = 0; l < m->L; l++) {
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
-        TRY(qkv(m, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
+        TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
         TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
         TRY(shape4(w->att, 1, n, m->H, m->hd));
         wgml_status s = rope(m, w->q, pos, false);
@@ -1131,12 +1194,12 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
         if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, c->k[l], c->v[l], w->att, &ao, NULL);
         TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
         TRY(s);
-        TRY(proj(m, l, P_WO, w->att, w->o, w->xas));
+        TRY(proj(m, NULL, l, P_WO, w->att, w->o, w->xas));
         TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
-        TRY(proj(m, l, P_WG, w->xn, w->g, w->xas));
-        TRY(proj(m, l, P_WU, w->xn, w->u, w->xas));
+        TRY(proj(m, NULL, l, P_WG, w->xn, w->g, w->xas));
+        TRY(proj(m, NULL, l, P_WU, w->xn, w->u, w->xas));
         TRY(wgml_silu_gate_fused(e, w->g, w->u, w->a));
-        TRY(proj(m, l, P_WD, w->a, w->f, w->xas));
+        TRY(proj(m, NULL, l, P_WD, w->a, w->f, w->xas));
     }
     TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, m->p[final_norm_index(m)], w->xf, w->h, m->eps));
     /* logits of every row, or of the last only (gathered with the embedding op) */

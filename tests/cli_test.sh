@@ -248,12 +248,14 @@ check '[ "$lines" -ge "$want" ]' "$lines distinct progress lines in a run of $se
 case="finetune a LoRA adapter"
 for i in $(seq 1 40); do printf '{"prompt": "%d+%d=", "completion": "%d"}\n' $i $i $((2 * i)); done >"$work/qa.jsonl"
 ft=(finetune --model "$model" --data "$work/qa.jsonl" --context 16 --batch 2 --lr 1e-2)
-run 0 "$wgml" "${ft[@]}" --steps 6 --save-every 3 --out "$work/ft"
+# with LoRA dropout, which the resumed runs below must repeat decision for decision
+run 0 "$wgml" "${ft[@]}" --steps 6 --save-every 3 --lora-dropout 0.1 --out "$work/ft"
 said "prompt and completion"
 for f in adapter_config.json adapter_model.safetensors loss.csv loss.svg checkpoint-3 checkpoint-6; do
     check '[ -e "$work/ft/$f" ]' "no $f after finetune"
 done
 check 'grep -q "\"peft_type\":[[:space:]]*\"LORA\"" "$work/ft/adapter_config.json"' "adapter_config.json is not PEFT's"
+check 'grep -q "\"lora_dropout\":[[:space:]]*0.1[,[:space:]]" "$work/ft/adapter_config.json"' "adapter_config.json lacks lora_dropout 0.1"
 case="finetune resumed goes on bit for bit"
 cp -r "$work/ft" "$work/ft2"
 rm -r "$work/ft2/checkpoint-6" "$work/ft2/adapter_model.safetensors" "$work/ft2/loss.csv"
@@ -284,7 +286,7 @@ said "--overwrite"
 run 1 "$wgml" "${ft[@]}" --steps 2 --out "$model" --overwrite
 said "folder of the model"
 check '[ -e "$model/model.safetensors" ]' "the base model was removed"
-run 2 "$wgml" "${ft[@]}" --steps 2 --lora-dropout 0.1 --out "$work/r"
+run 2 "$wgml" "${ft[@]}" --steps 2 --lora-dropout 1 --out "$work/r"
 said "--lora-dropout"
 run 2 "$wgml" "${ft[@]}" --steps 2 --lora-targets q,x --out "$work/r"
 said "'x'"

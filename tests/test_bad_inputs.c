@@ -196,6 +196,8 @@ static wgml_status c_bias_add(wgml_engine *e, wgml_tensor *const *t, const scal 
 { (void)s; return wgml_bias_add(e, t[0], t[1], t[2]); }
 static wgml_status c_bias_grad(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_bias_grad(e, t[0], t[1], s->u[0] != 0); }
+static wgml_status c_dropout(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return wgml_dropout(e, t[0], t[1], s->f[0], 7); }
 static wgml_status c_conv1d(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_conv1d(e, t[0], t[1], t[2], t[3]); }
 static wgml_status c_affine_dequantize(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -362,6 +364,10 @@ static const oprow rows[] = {
       .a = { { .name = "grad_out", .shape = SH(4, 3), .bad = { { SH(4, 4) }, { SH(13) } } },
              { .name = "grad_bias", .shape = SH(3), .flags = OUT, .bad = { { SH(4) }, { SH(2) } } } },
       .refused = { { 1, 0 } }, .s = { .u = { 1 } } },
+    { .fn = "wgml_dropout", .call = c_dropout, .a = { EW("x", 0, 2, 5), EW("out", OUT, 2, 5) }, .allowed = { { 1, 0 } },
+      .s = { .f = { 0.25f } }, .sm = { RULE(SF, 0, -0.1, INVAL, "p"), RULE(SF, 0, 1, INVAL, "p"), RULE(SF, 0, NAN, INVAL, "p"),
+                                       RULE(SF, 0, INFINITY, INVAL, "p") },
+      .accept = { OKV(SF, 0, 0), OKV(SF, 0, 0.999f) } },
     { .fn = "wgml_conv1d", .call = c_conv1d,
       .a = { { .name = "input", .shape = SH(2, 3), .bad = { { SH(6) }, { SH(3, 3) }, { SH(1, 2, 3) } } },
              { .name = "weight", .shape = SH(2, 3), .bad = { { SH(7) }, { SH(3, 3) } } },
@@ -1708,7 +1714,7 @@ static void test_lora_functions(void)
     BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .alpha = NAN }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "alpha");
     BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .targets = 0x100 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "targets");
     BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 2 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dropout");
-    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 0.1f }, 0, &l), WGML_ERROR_UNSUPPORTED, th_ctx, "dropout");
+    BAD(fn, wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 1.0f }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "dropout");
     TH_EXPECT(wgml_lora_create(m, &(wgml_lora_desc){ .rank = 2 }, 0, &l), WGML_OK);
     NOOP("wgml_lora_get_desc", wgml_lora_get_desc(NULL) == NULL);
     NOOP("wgml_lora_scale", wgml_lora_scale(NULL) == 0);

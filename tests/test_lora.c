@@ -67,7 +67,13 @@ typedef struct fixture {
     double *a[64], *b[64];        /* per layer * 7 + target; NULL where none */
 } fixture;
 
+static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout);
 static void fixture_make(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora)
+{
+    fixture_make_drop(f, tc, rank, targets, rslora, 0.0f);
+}
+
+static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout)
 {
     const ref_model_shape *s = &tc->s;
     memset(f, 0, sizeof *f);
@@ -85,7 +91,7 @@ static void fixture_make(fixture *f, const tiny *tc, uint32_t rank, uint32_t tar
         TH_EXPECT(wgml_tensor_write(wgml_model_param(f->m, (size_t)i, NULL), 0, x, n * sizeof *x), WGML_OK);
         free(x);
     }
-    wgml_lora_desc d = { .rank = rank, .alpha = 5, .targets = targets, .rslora = rslora };
+    wgml_lora_desc d = { .rank = rank, .alpha = 5, .targets = targets, .rslora = rslora, .dropout = dropout };
     TH_EXPECT(wgml_lora_create(f->m, &d, th_rand_u32(), &f->l), WGML_OK);
     f->rank = (int)rank;
     f->scale = rslora ? 5.0 / sqrt((double)rank) : 5.0 / rank;
@@ -234,6 +240,93 @@ static void test_train_against_reference(void)
     check_train(&tiny_a, 1, WGML_LORA_O | WGML_LORA_GATE | WGML_LORA_UP | WGML_LORA_K, false);
     check_train(&tiny_qwen2, 2, WGML_LORA_ALL, false);
     check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* LoRA dropout: the adapter's gradients of a step's micro-batches against the reference
+   with the same dropout decisions (the seed formula of wgml_trainer_desc.seed, step 0,
+   micro-batches 0 and 1), and evaluation without dropout (the plain reference's logits). */
+static void check_dropout(const tiny *tc, uint32_t targets, float p)
+{
+    const ref_model_shape *s = &tc->s;
+    fixture f;
+    fixture_make_drop(&f, tc, 3, targets, false, p);
+    TH_CHECK(wgml_lora_get_desc(f.l)->dropout == p, "the adapter's dropout is %g, want %g", wgml_lora_get_desc(f.l)->dropout, p);
+    size_t N = (size_t)tc->B * tc->T, V = (size_t)s->vocab;
+    uint32_t *ids[2] = { random_ids(N, s->vocab), random_ids(N, s->vocab) }, *tg[2] = { random_ids(N, s->vocab), random_ids(N, s->vocab) };
+    const uint64_t seed = 0x5eed;
+    wgml_trainer *t = NULL;
+    TH_EXPECT(wgml_trainer_create(f.m, &(wgml_trainer_desc){ .batch = (uint32_t)tc->B, .seq_len = (uint32_t)tc->T, .lora = f.l,
+                                                             .seed = seed }, &t), WGML_OK);
+    if (!t) { fixture_free(&f); return; }
+    /* the reference: the mean of the two micro-batches' gradients at scale 1/2 each */
+    int slots = s->layers * 7;
+    double *da[64] = { 0 }, *db[64] = { 0 };
+    uint64_t seeds[64];
+    for (int i = 0; i < slots; i++)
+        if (f.a[i]) {
+            int out, in;
+            ref_lora_dims(s, i % 7, &out, &in);
+            da[i] = calloc((size_t)f.rank * in, sizeof(double));   /* the reference adds into them */
+            db[i] = calloc((size_t)out * f.rank, sizeof(double));
+        }
+    double **g = calloc((size_t)f.np, sizeof *g);
+    for (int i = 0; i < f.np; i++) g[i] = th_alloc_d(ref_model_param_numel(s, i));
+    for (uint32_t micro = 0; micro < 2; micro++) {
+        for (int i = 0; i < slots; i++)
+            seeds[i] = mix64(mix64(mix64(seed ^ 0x6a09e667f3bcc908ull) ^ (uint64_t)micro) ^ ((uint64_t)(i / 7) << 8 | (uint64_t)(i % 7)));
+        ref_model_lora lo = { .rank = f.rank, .scale = f.scale, .p = p, .a = (const double *const *)f.a,
+                              .b = (const double *const *)f.b, .seeds = seeds, .da = da, .db = db };
+        ref_model_run_lora(s, (const double *const *)f.p, &lo, ids[micro], tg[micro], tc->B, tc->T, NULL, g);
+        TH_EXPECT(wgml_trainer_accumulate(t, ids[micro], tg[micro], 0.5f, NULL), WGML_OK);
+    }
+    char what[160];
+    size_t i = 0;
+    for (int slot = 0; slot < slots; slot++) {
+        if (!f.a[slot]) continue;
+        int out, in;
+        ref_lora_dims(s, slot % 7, &out, &in);
+        for (int ab = 0; ab < 2; ab++, i++) {
+            size_t n = ab ? (size_t)out * f.rank : (size_t)f.rank * in;
+            double *want = ab ? db[slot] : da[slot], mx = 0;
+            for (size_t j = 0; j < n; j++) { want[j] *= 0.5; mx = fmax(mx, fabs(want[j])); }
+            float *got = th_read(wgml_trainer_lora_grad(t, i));
+            const char *name;
+            wgml_lora_param(f.l, i, &name);
+            snprintf(what, sizeof what, "dropout %g: gradient of %s", p, name);
+            th_compare(what, got, want, n, 1e-4 * mx + 1e-9, 1e-4);
+            free(got);
+        }
+    }
+    /* evaluation drops nothing */
+    double *ref_logits = th_alloc_d(N * V);
+    ref_model_lora none = { .rank = f.rank, .scale = f.scale, .p = 0, .a = (const double *const *)f.a,
+                            .b = (const double *const *)f.b, .seeds = seeds };
+    ref_model_run_lora(s, (const double *const *)f.p, &none, ids[0], tg[0], tc->B, tc->T, ref_logits, NULL);
+    TH_EXPECT(wgml_trainer_eval(t, ids[0], tg[0], NULL), WGML_OK);
+    float *logits = th_read(wgml_trainer_logits(t));
+    snprintf(what, sizeof what, "dropout %g: logits of eval", p);
+    th_compare(what, logits, ref_logits, N * V, LOGIT_ATOL, LOGIT_RTOL);
+    free(logits);
+    free(ref_logits);
+    for (int k = 0; k < slots; k++) { free(da[k]); free(db[k]); }
+    for (int k = 0; k < f.np; k++) free(g[k]);
+    free(g);
+    for (int k = 0; k < 2; k++) { free(ids[k]); free(tg[k]); }
+    wgml_trainer_destroy(t);
+    fixture_free(&f);
+}
+
+static void test_dropout_against_reference(void)
+{
+    check_dropout(&tiny_a, WGML_LORA_ALL, 0.3f);
+    check_dropout(&tiny_qwen3, WGML_LORA_O | WGML_LORA_DOWN | WGML_LORA_K, 0.6f);
 }
 
 /* The reference's adapter gradients (chain rule through the merged weight) against central
@@ -481,6 +574,8 @@ static void test_peft_files(void)
         { "\"rank_pattern\": {}", "\"rank_pattern\": {\"q_proj\": 2}", "rank_pattern", WGML_ERROR_UNSUPPORTED },
         { "\"peft_type\": \"LORA\"", "\"peft_type\": \"IA3\"", "peft_type", WGML_ERROR_UNSUPPORTED },
         { "\"r\": 4", "\"r\": 2", "[2, ", WGML_ERROR_FORMAT },
+        { "\"lora_dropout\": 0.0", "\"lora_dropout\": 1.5", "lora_dropout", WGML_ERROR_FORMAT },
+        { "\"lora_dropout\": 0.0", "\"lora_dropout\": \"0.1\"", "lora_dropout", WGML_ERROR_FORMAT },
         { "\"modules_to_save\": null", "\"modules_to_save\": [\"lm_head\"]", "modules_to_save", WGML_ERROR_UNSUPPORTED },
         { "\"target_modules\": [\"q_proj\", \"v_proj\"]", "\"target_modules\": [\"q_proj\", \"v_proj\", \"k_proj\"]", "k_proj",
           WGML_ERROR_FORMAT },
@@ -525,8 +620,10 @@ static void test_peft_files(void)
     wgml_lora *k = NULL;
     TH_EXPECT(wgml_lora_load(f.m, dir, &k), WGML_OK);
     if (k) {
-        TH_CHECK(fabs(wgml_lora_scale(k) - 4 / sqrt(2.0)) < 1e-6 && wgml_lora_get_desc(k)->targets == WGML_LORA_K,
-                 "an rslora k_proj adapter read as scale %g targets 0x%x", wgml_lora_scale(k), wgml_lora_get_desc(k)->targets);
+        TH_CHECK(fabs(wgml_lora_scale(k) - 4 / sqrt(2.0)) < 1e-6 && wgml_lora_get_desc(k)->targets == WGML_LORA_K &&
+                     wgml_lora_get_desc(k)->dropout == 0.05f,
+                 "an rslora k_proj adapter with dropout 0.05 read as scale %g targets 0x%x dropout %g", wgml_lora_scale(k),
+                 wgml_lora_get_desc(k)->targets, wgml_lora_get_desc(k)->dropout);
         float *b = th_read(wgml_lora_param(k, 1, NULL));
         TH_CHECK(b[0] == -0.5f && b[31] == -0.5f, "f16 read as %g", b[0]);
         free(b);
@@ -550,7 +647,9 @@ static void test_bad_arguments(void)
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .rank = 25 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "smaller side");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .alpha = -1 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "alpha");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .targets = 0x80 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "targets");
-    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 0.1f }, 0, &l), WGML_ERROR_UNSUPPORTED, "dropout");
+    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 1.0f }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
+    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = -0.1f }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
+    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = NAN }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
     TH_CHECK(l == NULL, "*out not NULL after a failure");
     /* a new adapter leaves the model's outputs unchanged (B is zero) */
     TH_EXPECT(wgml_lora_create(m, NULL, 1, &l), WGML_OK);
@@ -583,6 +682,7 @@ static void test_bad_arguments(void)
 
 static const th_case cases[] = {
     { "train against the reference", test_train_against_reference },
+    { "dropout against the reference", test_dropout_against_reference },
     { "reference by finite differences", test_reference_by_finite_differences },
     { "full training through an adapter", test_full_training_through_adapter },
     { "decode and merge", test_decode_and_merge },

@@ -49,10 +49,11 @@ static const cli_flag ft_flags[] = {
       "checkpoint-<step>/" },
     { "--lora-rank", CLI_INT, offsetof(ft_opts, rank), "LoRA rank r", 1, 4096 },
     { "--lora-alpha", CLI_DOUBLE, offsetof(ft_opts, alpha), "LoRA alpha (scale alpha / r)", 1e-6, 1e6 },
-    { "--lora-dropout", CLI_DOUBLE, offsetof(ft_opts, dropout), "LoRA dropout (only 0 is supported yet)", 0, 0 },
+    { "--lora-dropout", CLI_DOUBLE, offsetof(ft_opts, dropout), "LoRA dropout: each target's input dropped with this "
+      "probability while training", 0, 0.999 },
     { "--lora-targets", CLI_STRING, offsetof(ft_opts, targets), "projections with an adapter: any of q,k,v,o,gate,up,down" },
     { "--init-adapter", CLI_STRING, offsetof(ft_opts, init_adapter), "start from this LoRA adapter (PEFT's files: its rank, "
-      "alpha and targets) instead of a new one" },
+      "alpha, dropout and targets) instead of a new one" },
     { "--rslora", CLI_BOOL, offsetof(ft_opts, rslora), "scale alpha / sqrt(r) (rank-stabilised LoRA)" },
     { "--full", CLI_BOOL, offsetof(ft_opts, full), "train every weight instead of an adapter" },
     { "--steps", CLI_INT, offsetof(ft_opts, steps), "optimizer steps", 1, 1e9 },
@@ -317,7 +318,7 @@ int cmd_finetune(int argc, char **argv)
     wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = T, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2,
                              .eps = (float)o.eps, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f, .lora = lora,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0 };
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .seed = o.seed };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
     if (s != WGML_OK) {

@@ -1,5 +1,6 @@
 /* The CPU reference of the decoder (see ref_model.h): forward and backward in double. */
 #include "ref_model.h"
+#include "ref_dropout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -199,6 +200,67 @@ static void attention_backward(double *dq, double *dk, double *dv, const double 
 
 static double silu(double x) { return x / (1 + exp(-x)); }
 
+/* ---- a projection with its LoRA term: out += scale * dropout(in) A^T B^T ---------------- */
+
+/* The LoRA run's state of one target: u = dropout(in) A^T [N, rank], kept for the backward. */
+typedef struct lora_run { const ref_model_lora *lo; double **u; } lora_run;
+
+/* in with target slot's dropout applied (into xd [N, I]) */
+static void lora_drop(const ref_model_lora *lo, int slot, const double *in, double *xd, int N, int I)
+{
+    double keep = 1.0 / (1.0 - lo->p);
+    for (size_t j = 0; j < (size_t)N * I; j++)
+        xd[j] = lo->p > 0 ? (ref_dropout_kept(j, (float)lo->p, lo->seeds[slot]) ? in[j] * keep : 0.0) : in[j];
+}
+
+static void proj_forward(lora_run *lr, int layer, int k, double *out, const double *in, const double *W, int N, int I, int O)
+{
+    linear_forward(out, in, W, N, I, O);
+    int slot = layer * 7 + k, r = lr && lr->lo ? lr->lo->rank : 0;
+    if (!r || !lr->lo->a[slot]) return;
+    const double *A = lr->lo->a[slot], *Bm = lr->lo->b[slot];
+    double *xd = zeros((size_t)N * I), *u = lr->u[slot] = zeros((size_t)N * r);
+    lora_drop(lr->lo, slot, in, xd, N, I);
+    linear_forward(u, xd, A, N, I, r);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double acc = 0;
+            for (int q = 0; q < r; q++) acc += u[(size_t)n * r + q] * Bm[(size_t)o * r + q];
+            out[(size_t)n * O + o] += lr->lo->scale * acc;
+        }
+    free(xd);
+}
+
+/* din += dout W (+ the LoRA path's, through the same dropout); dW += dout^T in; the
+   adapter's dA, dB added into lo->da, lo->db */
+static void proj_backward(lora_run *lr, int layer, int k, double *din, double *dW, const double *dout, const double *in,
+                          const double *W, int N, int I, int O)
+{
+    linear_backward(din, dW, dout, in, W, N, I, O);
+    int slot = layer * 7 + k, r = lr && lr->lo ? lr->lo->rank : 0;
+    if (!r || !lr->lo->a[slot]) return;
+    const ref_model_lora *lo = lr->lo;
+    const double *A = lo->a[slot], *Bm = lo->b[slot], *u = lr->u[slot];
+    double *du = zeros((size_t)N * r), *xd = zeros((size_t)N * I), *dxd = zeros((size_t)N * I);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double g = lo->scale * dout[(size_t)n * O + o];
+            for (int q = 0; q < r; q++) {
+                if (lo->db) lo->db[slot][(size_t)o * r + q] += g * u[(size_t)n * r + q];
+                du[(size_t)n * r + q] += g * Bm[(size_t)o * r + q];
+            }
+        }
+    lora_drop(lo, slot, in, xd, N, I);
+    double *dA = lo->da ? lo->da[slot] : zeros((size_t)r * I);
+    linear_backward(dxd, dA, du, xd, A, N, I, r);
+    if (!lo->da) free(dA);
+    /* through the dropout: the same decisions, the same scale */
+    double keep = 1.0 / (1.0 - lo->p);
+    for (size_t j = 0; j < (size_t)N * I; j++)
+        din[j] += lo->p > 0 ? (ref_dropout_kept(j, (float)lo->p, lo->seeds[slot]) ? dxd[j] * keep : 0.0) : dxd[j];
+    free(du); free(xd); free(dxd);
+}
+
 /* ---- the whole model ----------------------------------------------------------------------- */
 
 typedef struct layer_acts {
@@ -223,13 +285,30 @@ double ref_model_run(const ref_model_shape *s, const float *const *params, const
     return loss;
 }
 
+static double run(const ref_model_shape *s, const double *const *P, const ref_model_lora *lo, const uint32_t *ids,
+                  const uint32_t *targets, int B, int T, double *logits_out, double *const *grads);
+
 double ref_model_run_d(const ref_model_shape *s, const double *const *P, const uint32_t *ids,
                        const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
+{
+    return run(s, P, NULL, ids, targets, B, T, logits_out, grads);
+}
+
+double ref_model_run_lora(const ref_model_shape *s, const double *const *P, const ref_model_lora *lo, const uint32_t *ids,
+                          const uint32_t *targets, int B, int T, double *logits, double *const *grads)
+{
+    return run(s, P, lo, ids, targets, B, T, logits, grads);
+}
+
+static double run(const ref_model_shape *s, const double *const *P, const ref_model_lora *lo, const uint32_t *ids,
+                  const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
 {
     int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
     int N = B * T, QD = H * hd, KD = Hk * hd;
     attn_dims ad = { B, T, H, Hk, hd, s->window };
     const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
+
+    lora_run lrun = { lo, calloc((size_t)L * 7, sizeof(double *)) }, *lr = &lrun;
 
     /* ---- forward ---- */
     layer_acts *la = calloc((size_t)L, sizeof *la);
@@ -242,9 +321,9 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
         A->xn = zeros((size_t)N * D); A->rstd1 = zeros(N);
         rmsnorm_forward(A->xn, A->rstd1, h, W[REF_ATTN_NORM], N, D, s->eps);
         A->q = zeros((size_t)N * QD); A->k = zeros((size_t)N * KD); A->v = zeros((size_t)N * KD);
-        linear_forward(A->q, A->xn, W[REF_WQ], N, D, QD);
-        linear_forward(A->k, A->xn, W[REF_WK], N, D, KD);
-        linear_forward(A->v, A->xn, W[REF_WV], N, D, KD);
+        proj_forward(lr, l, 0, A->q, A->xn, W[REF_WQ], N, D, QD);
+        proj_forward(lr, l, 1, A->k, A->xn, W[REF_WK], N, D, KD);
+        proj_forward(lr, l, 2, A->v, A->xn, W[REF_WV], N, D, KD);
         if (s->qkv_bias)
             for (int n = 0; n < N; n++) {
                 for (int i = 0; i < QD; i++) A->q[(size_t)n * QD + i] += P[ref_model_extra(s, l, REF_BQ)][i];
@@ -263,16 +342,16 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
         A->probs = zeros((size_t)B * H * T * T); A->att = zeros((size_t)N * QD);
         attention_forward(A->att, A->probs, A->q, A->k, A->v, ad);
         A->h2 = zeros((size_t)N * D);
-        linear_forward(A->h2, A->att, W[REF_WO], N, QD, D);
+        proj_forward(lr, l, 3, A->h2, A->att, W[REF_WO], N, QD, D);
         for (size_t i = 0; i < (size_t)N * D; i++) A->h2[i] += h[i];
         A->xn2 = zeros((size_t)N * D); A->rstd2 = zeros(N);
         rmsnorm_forward(A->xn2, A->rstd2, A->h2, W[REF_FFN_NORM], N, D, s->eps);
         A->g = zeros((size_t)N * F); A->u = zeros((size_t)N * F); A->a = zeros((size_t)N * F);
-        linear_forward(A->g, A->xn2, W[REF_WG], N, D, F);
-        linear_forward(A->u, A->xn2, W[REF_WU], N, D, F);
+        proj_forward(lr, l, 4, A->g, A->xn2, W[REF_WG], N, D, F);
+        proj_forward(lr, l, 5, A->u, A->xn2, W[REF_WU], N, D, F);
         for (size_t i = 0; i < (size_t)N * F; i++) A->a[i] = silu(A->g[i]) * A->u[i];
         h = zeros((size_t)N * D);
-        linear_forward(h, A->a, W[REF_WD], N, F, D);
+        proj_forward(lr, l, 6, h, A->a, W[REF_WD], N, F, D);
         for (size_t i = 0; i < (size_t)N * D; i++) h[i] += A->h2[i];
     }
     double *xf = zeros((size_t)N * D), *rstdf = zeros(N);
@@ -311,19 +390,19 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
             double *const *G = &grads[p0];
             /* h_out = h2 + a @ Wd^T: dh flows to h2 unchanged */
             memset(da, 0, sizeof(double) * (size_t)N * F);
-            linear_backward(da, G[REF_WD], dh, A->a, W[REF_WD], N, F, D);
+            proj_backward(lr, l, 6, da, G[REF_WD], dh, A->a, W[REF_WD], N, F, D);
             for (size_t i = 0; i < (size_t)N * F; i++) {
                 double g = A->g[i], sg = 1 / (1 + exp(-g));
                 dg[i] = da[i] * A->u[i] * sg * (1 + g * (1 - sg));
                 du[i] = da[i] * silu(g);
             }
             memset(dxn, 0, sizeof(double) * (size_t)N * D);
-            linear_backward(dxn, G[REF_WG], dg, A->xn2, W[REF_WG], N, D, F);
-            linear_backward(dxn, G[REF_WU], du, A->xn2, W[REF_WU], N, D, F);
+            proj_backward(lr, l, 4, dxn, G[REF_WG], dg, A->xn2, W[REF_WG], N, D, F);
+            proj_backward(lr, l, 5, dxn, G[REF_WU], du, A->xn2, W[REF_WU], N, D, F);
             rmsnorm_backward(dh, G[REF_FFN_NORM], dxn, A->h2, A->rstd2, W[REF_FFN_NORM], N, D);
             /* h2 = hin + att @ Wo^T */
             memset(datt, 0, sizeof(double) * (size_t)N * QD);
-            linear_backward(datt, G[REF_WO], dh, A->att, W[REF_WO], N, QD, D);
+            proj_backward(lr, l, 3, datt, G[REF_WO], dh, A->att, W[REF_WO], N, QD, D);
             memset(dq, 0, sizeof(double) * (size_t)N * QD);
             memset(dk, 0, sizeof(double) * (size_t)N * KD);
             memset(dv, 0, sizeof(double) * (size_t)N * KD);
@@ -347,9 +426,9 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
                     for (int i = 0; i < KD; i++) grads[ref_model_extra(s, l, REF_BV)][i] += dv[(size_t)n * KD + i];
                 }
             memset(dxn, 0, sizeof(double) * (size_t)N * D);
-            linear_backward(dxn, G[REF_WQ], dq, A->xn, W[REF_WQ], N, D, QD);
-            linear_backward(dxn, G[REF_WK], dk, A->xn, W[REF_WK], N, D, KD);
-            linear_backward(dxn, G[REF_WV], dv, A->xn, W[REF_WV], N, D, KD);
+            proj_backward(lr, l, 0, dxn, G[REF_WQ], dq, A->xn, W[REF_WQ], N, D, QD);
+            proj_backward(lr, l, 1, dxn, G[REF_WK], dk, A->xn, W[REF_WK], N, D, KD);
+            proj_backward(lr, l, 2, dxn, G[REF_WV], dv, A->xn, W[REF_WV], N, D, KD);
             rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], N, D);
         }
         /* h0 = emb[ids] */
@@ -364,6 +443,8 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *P, const u
         free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
         free(A->qr); free(A->kr); free(A->rstdq); free(A->rstdk);
     }
+    for (int i = 0; i < L * 7; i++) free(lrun.u[i]);
+    free(lrun.u);
     free(la); free(h); free(xf); free(rstdf); free(logits); free(dlogits);
     return loss;
 }

@@ -72,4 +72,20 @@ double ref_model_run(const ref_model_shape *s, const float *const *params, const
 double ref_model_run_d(const ref_model_shape *s, const double *const *params, const uint32_t *ids,
                        const uint32_t *targets, int B, int T, double *logits, double *const *grads);
 
+/* LoRA adapters the merged weights cannot express (their inputs dropped): target k (0..6:
+   q, k, v, o, gate, up, down) of layer l, where a[l * 7 + k] is not NULL, adds
+   scale * dropout(x) A^T B^T to its projection of x [N, in] (A [rank, in], B [out, rank]),
+   dropout keeping element j of x as wgml_dropout does with probability p and seed
+   seeds[l * 7 + k] (p 0: none). With grads, the adapter's gradients are added into da and
+   db (same slots; may be NULL) besides the model's into grads. */
+typedef struct ref_model_lora {
+    int rank;
+    double scale, p;
+    const double *const *a, *const *b;
+    const uint64_t *seeds;
+    double *const *da, *const *db;
+} ref_model_lora;
+double ref_model_run_lora(const ref_model_shape *s, const double *const *params, const ref_model_lora *lora,
+                          const uint32_t *ids, const uint32_t *targets, int B, int T, double *logits, double *const *grads);
+
 #endif
