@@ -1459,8 +1459,10 @@ WGML_API wgml_status wgml_model_config_from_gguf(const wgml_gguf *g, const char 
    regex, byte_fallback with a byte-level pre-tokenizer, a continuing_subword_prefix) is
    refused with WGML_ERROR_FORMAT rather than encoded
    differently from Hugging Face tokenizers. The regex classes \p{L}, \p{N} and \s follow
-   Unicode 14 general categories and White_Space. Ignored: post_processor (encode adds no
-   BOS: prepend it yourself), truncation, padding, BPE dropout. */
+   Unicode 14 general categories and White_Space. post_processor: TemplateProcessing's
+   single template (special tokens around $A; wgml_tokenizer_specials gives them: encode
+   adds none), ByteLevel (offsets only), or a Sequence of them; other processors are
+   refused. Ignored: truncation, padding, BPE dropout. */
 
 typedef struct wgml_tokenizer wgml_tokenizer;
 
@@ -1507,6 +1509,13 @@ WGML_API int64_t wgml_tokenizer_token_id(const wgml_tokenizer *tok, const char *
            needed and ids holds the first cap), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_encode(const wgml_tokenizer *tok, const char *text, size_t len,
                                            uint32_t *ids, size_t cap, size_t *n);
+/* The ids the tokenizer's post-processor (TemplateProcessing's single template) puts
+   before (*prefix, e.g. Llama 2's and Mistral's <s>, Llama 3's <|begin_of_text|>) and after
+   (*suffix) an encoded text: Hugging Face's encode(text) with add_special_tokens=True is
+   prefix + wgml_tokenizer_encode(text) + suffix. Counts are 0 when the file has no
+   template (and for a NULL tok). The arrays live as long as tok; any pointer may be NULL. */
+WGML_API void wgml_tokenizer_specials(const wgml_tokenizer *tok, const uint32_t **prefix, size_t *nprefix,
+                                      const uint32_t **suffix, size_t *nsuffix);
 /* As wgml_tokenizer_encode, but added tokens in the text are plain text (for training on
    untrusted text in which "<|endoftext|>" must not become the special token). */
 WGML_API wgml_status wgml_tokenizer_encode_ordinary(const wgml_tokenizer *tok, const char *text, size_t len,

@@ -62,6 +62,7 @@ static void key(gguf_writer *w, const char *k, uint32_t type)
 
 void gw_str(gguf_writer *w, const char *k, const char *value) { key(w, k, WGML_GGUF_STRING); str(&w->kv, value); }
 void gw_u32(gguf_writer *w, const char *k, uint32_t value) { key(w, k, WGML_GGUF_U32); le(&w->kv, value, 4); }
+void gw_bool(gguf_writer *w, const char *k, bool value) { key(w, k, WGML_GGUF_BOOL); le(&w->kv, value ? 1 : 0, 1); }
 
 void gw_f32(gguf_writer *w, const char *k, float value)
 {

@@ -17,6 +17,7 @@ void gw_free(gguf_writer *w);
 /* metadata pairs, in the order added */
 void gw_str(gguf_writer *w, const char *key, const char *value);
 void gw_u32(gguf_writer *w, const char *key, uint32_t value);
+void gw_bool(gguf_writer *w, const char *key, bool value);
 void gw_f32(gguf_writer *w, const char *key, float value);
 void gw_str_array(gguf_writer *w, const char *key, const char *const *items, size_t n);
 void gw_i32_array(gguf_writer *w, const char *key, const int32_t *items, size_t n);

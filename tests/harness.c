@@ -299,7 +299,10 @@ int th_main(const th_case *cases, size_t n, int argc, char **argv)
     const char *env = getenv("WGML_TEST_SEED");
     seed_used = env ? strtoull(env, NULL, 0) : ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)clock();
     rng_state = seed_used;
-    if (wgml_context_create(NULL, &th_ctx) != WGML_OK) {
+    /* sanitized builds wait longer for the device: their runtime runs several times slower
+       (a CPU adapter's default is 600000 ms) */
+    wgml_context_desc desc = { .timeout_ms = WGML_TEST_TIMEOUT_SCALE > 1 ? 600000u * WGML_TEST_TIMEOUT_SCALE : 0 };
+    if (wgml_context_create(&desc, &th_ctx) != WGML_OK) {
         fprintf(stderr, "cannot create a context: %s\n", wgml_last_error(NULL));
         return 2;
     }

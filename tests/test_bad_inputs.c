@@ -1653,6 +1653,9 @@ static void test_tokenizer_functions(void)
         TH_CHECK(len == 3 && out[0] == 'x' && out[1] == 'y', "%s: over cap: *len = %zu (want 3)", fn, len);
     }
     NOOP("wgml_tokenizer_vocab_size", wgml_tokenizer_vocab_size(NULL) == 0);
+    size_t npre = 9, nsuf = 9;
+    wgml_tokenizer_specials(NULL, NULL, &npre, NULL, &nsuf);
+    NOOP("wgml_tokenizer_specials", npre == 0 && nsuf == 0);
     NOOP("wgml_tokenizer_token_id", wgml_tokenizer_token_id(tok, "<|no such token|>") == -1);
     wgml_tokenizer_free(tok);
     wgml_tokenizer_free(NULL);

@@ -365,6 +365,9 @@ static void tokens_gguf(const char *path, const char *model, const char *pre)
     gw_str_array(w, "tokenizer.ggml.merges", merges, 7);
     gw_u32(w, "tokenizer.ggml.bos_token_id", 'h');
     gw_u32(w, "tokenizer.ggml.eos_token_id", N - 1);
+    /* Llama 3's files ask for BOS; a false flag asks for nothing */
+    if (pre && !strcmp(pre, "llama-bpe")) gw_bool(w, "tokenizer.ggml.add_bos_token", true);
+    if (pre && !strcmp(pre, "qwen2")) gw_bool(w, "tokenizer.ggml.add_bos_token", false);
     gw_str(w, "tokenizer.chat_template", "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}");
     TH_CHECK(gw_write(w, path, 32), "write %s", path);
     gw_free(w);
@@ -405,6 +408,13 @@ static void test_tokenizers(void)
             size_t bl = 0;
             TH_EXPECT(wgml_tokenizer_decode(tok, ids, n, back, sizeof back, &bl), WGML_OK);
             TH_CHECK(bl == strlen(text) && !memcmp(back, text, bl), "decode(encode(text)) != text");
+            /* tokenizer.ggml.add_bos_token: the template's prefix */
+            const uint32_t *pre;
+            size_t np = 9, ns = 9;
+            wgml_tokenizer_specials(tok, &pre, &np, NULL, &ns);
+            bool bos = pres[k] && !strcmp(pres[k], "llama-bpe");
+            TH_CHECK(np == (bos ? 1u : 0u) && (!bos || pre[0] == 'h') && ns == 0, "pre-tokenizer %s: %zu prefix ids, %zu suffix",
+                     pres[k] ? pres[k] : "(none)", np, ns);
         }
         wgml_tokenizer_config tc;
         TH_EXPECT(wgml_tokenizer_config_from_gguf(g, "t.gguf", &tc), WGML_OK);

@@ -1437,6 +1437,78 @@ static void test_tokenizer_sentencepiece_malformed(void)
     }
 }
 
+/* TemplateProcessing: the special tokens its single template puts around $A, alone or in
+   a Sequence after ByteLevel (Llama 3's form); what it cannot express is refused. */
+static cJSON *template_post(const char *single_json)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"type\":\"TemplateProcessing\",\"single\":%s,\"pair\":[],\"special_tokens\":"
+             "{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]},\"</s>\":{\"id\":\"</s>\",\"ids\":[2],"
+             "\"tokens\":[\"</s>\"]},\"bad\":{\"id\":\"bad\",\"ids\":[100000],\"tokens\":[\"bad\"]}}}", single_json);
+    return cJSON_Parse(text);
+}
+
+#define TP_S "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}}"
+#define TP_E "{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}"
+#define TP_A "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}"
+
+static void test_tokenizer_post_processor(void)
+{
+    /* <s> $A </s>, and in a Sequence after ByteLevel: <s> $A */
+    for (int form = 0; form < 2; form++) {
+        cJSON *root = sp_json(SP_NORMALIZER);
+        cJSON *post = template_post(form == 0 ? "[" TP_S "," TP_A "," TP_E "]" : "[" TP_S "," TP_A "]");
+        if (form == 1) {
+            cJSON *seq = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(seq, "processors"), *bl = cJSON_CreateObject();
+            cJSON_AddStringToObject(seq, "type", "Sequence");
+            cJSON_AddStringToObject(bl, "type", "ByteLevel");
+            cJSON_AddItemToArray(list, bl);
+            cJSON_AddItemToArray(list, post);
+            post = seq;
+        }
+        cJSON_AddItemToObject(root, "post_processor", post);
+        wgml_tokenizer *t = sp_build(root);
+        const uint32_t *pre = NULL, *suf = NULL;
+        size_t np = 9, ns = 9;
+        wgml_tokenizer_specials(t, &pre, &np, &suf, &ns);
+        TH_CHECK(np == 1 && pre[0] == 1 && ns == (form == 0 ? 1u : 0u) && (form == 1 || suf[0] == 2),
+                 "form %d: %zu prefix ids (%u), %zu suffix ids", form, np, np ? pre[0] : 0, ns);
+        check_ids(t, "ab", IDS(265));   /* encode itself adds none */
+        wgml_tokenizer_free(t);
+    }
+    /* no template: none; a NULL tokenizer: none */
+    wgml_tokenizer *t = sp_build(sp_json(SP_NORMALIZER));
+    size_t np = 9, ns = 9;
+    wgml_tokenizer_specials(t, NULL, &np, NULL, &ns);
+    TH_CHECK(np == 0 && ns == 0, "a tokenizer without a template has %zu + %zu special ids", np, ns);
+    wgml_tokenizer_free(t);
+    wgml_tokenizer_specials(NULL, NULL, &np, NULL, &ns);
+    TH_CHECK(np == 0 && ns == 0, "NULL tokenizer: %zu + %zu", np, ns);
+
+    static const struct { const char *single, *type, *needle; } bad[] = {
+        { "[" TP_S "," TP_A "]", "RobertaProcessing", "'RobertaProcessing' is not supported" },
+        { "[{\"SpecialToken\":{\"id\":\"<x>\"}}," TP_A "]", NULL, "no ids for '<x>'" },
+        { "[{\"SpecialToken\":{\"id\":\"bad\"}}," TP_A "]", NULL, "an id that is no token" },
+        { "[" TP_S ",{\"Sequence\":{\"id\":\"B\"}}]", NULL, "only $A" },
+        { "[" TP_S "]", NULL, "has no $A" },
+        { "[" TP_A "," TP_S "," TP_A "]", NULL, "holds $A twice" },
+        { "[3," TP_A "]", NULL, "neither" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *root = sp_json(SP_NORMALIZER), *post = template_post(bad[i].single);
+        TH_CHECK(post != NULL, "case %zu: the test's JSON does not parse", i);
+        if (!post) { cJSON_Delete(root); continue; }
+        if (bad[i].type) cJSON_ReplaceItemInObject(post, "type", cJSON_CreateString(bad[i].type));
+        cJSON_AddItemToObject(root, "post_processor", post);
+        char *text = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        wgml_tokenizer *r = NULL;
+        EXPECT_FORMAT(wgml_tokenizer_parse(text, strlen(text), "pp.json", &r), "pp.json", bad[i].needle);
+        TH_CHECK(r == NULL, "case %zu: out NULL", i);
+        free(text);
+    }
+}
+
 /* Long inputs stay fast: a long run of one letter (one piece, merges all the way). */
 static void test_tokenizer_long_piece(void)
 {
@@ -1526,6 +1598,7 @@ static const th_case cases[] = {
     { "tokenizer_malformed", test_tokenizer_malformed },
     { "tokenizer_sentencepiece", test_tokenizer_sentencepiece },
     { "tokenizer_sentencepiece_malformed", test_tokenizer_sentencepiece_malformed },
+    { "tokenizer_post_processor", test_tokenizer_post_processor },
     { "tokenizer_long_piece", test_tokenizer_long_piece },
     { "tokenizer_long_text", test_tokenizer_long_text },
 };

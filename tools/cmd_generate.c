@@ -27,7 +27,7 @@ typedef struct gen_opts {
     uint64_t seed;
 } gen_opts;
 
-static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 200, .top_k = 40, .temperature = 0.8, .seed = 1 };
+static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 200, .top_k = 40, .temperature = 0.8, .seed = 1, .bos = -1 };
 
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
@@ -40,7 +40,8 @@ static const cli_flag gen_flags[] = {
     { "--seed", CLI_U64, offsetof(gen_opts, seed), "sampling seed", 0, 0 },
     { "--context", CLI_INT, offsetof(gen_opts, context), "KV cache positions (0: prompt + tokens, at most "
       "max_position_embeddings; more is refused)", 0, 1 << 24 },
-    { "--bos", CLI_BOOL, offsetof(gen_opts, bos), "start with the BOS token of config.json" },
+    { "--bos", CLI_INT, offsetof(gen_opts, bos), "what starts the prompt: -1 the tokenizer's template (its post_processor, as "
+      "Hugging Face encodes a prompt: <s> for Llama 2 and Mistral), 1 config.json's bos_token_id, 0 nothing", -1, 1 },
     { "--ignore-eos", CLI_BOOL, offsetof(gen_opts, ignore_eos), "go on past end-of-sequence tokens" },
 };
 #define NFLAGS (sizeof gen_flags / sizeof gen_flags[0])
@@ -169,12 +170,24 @@ int cmd_generate(int argc, char **argv)
         goto done;
     }
     size_t at = 0;
-    if (o.bos) {
+    const uint32_t *prefix;
+    size_t nprefix;
+    wgml_tokenizer_specials(tok, &prefix, &nprefix, NULL, NULL);
+    if (o.bos == 1) {
         if (cfg->bos_token_id < 0) {
-            fprintf(stderr, "wgml generate: --bos: config.json has no bos_token_id\n");
+            fprintf(stderr, "wgml generate: --bos 1: config.json has no bos_token_id\n");
             goto done;
         }
         ids[at++] = (uint32_t)cfg->bos_token_id;
+    } else if (o.bos < 0 && nprefix) {
+        uint32_t *more = realloc(ids, sizeof *ids * (2 * plen + 2 + nprefix));
+        if (!more) {
+            fprintf(stderr, "wgml generate: out of host memory for the prompt\n");
+            goto done;
+        }
+        ids = more;
+        memcpy(ids, prefix, nprefix * sizeof *ids);
+        at = nprefix;
     }
     if (wgml_tokenizer_encode(tok, o.prompt, plen, ids + at, 2 * plen + 1, &n) != WGML_OK) {
         fprintf(stderr, "wgml generate: cannot encode the prompt: %s\n", wgml_last_error(NULL));

@@ -22,7 +22,8 @@ typedef struct logits_opts { const char *model, *adapter, *text, *out; } logits_
 static const cli_flag logits_flags[] = {
     { "--model", CLI_STRING, offsetof(logits_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json)" },
     { "--adapter", CLI_STRING, offsetof(logits_opts, adapter), "a LoRA adapter folder (PEFT's files), run unmerged" },
-    { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json, else as bytes for a 256-token model)" },
+    { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json and the special "
+      "tokens its template puts around a text, as Hugging Face's encode; else as bytes for a 256-token model)" },
     { "--out", CLI_STRING, offsetof(logits_opts, out), "output file: u32 n, u32 vocab, n u32 ids, n x vocab f32 logits" },
 };
 
@@ -57,15 +58,22 @@ int cmd_logits(int argc, char **argv)
     }
     if (model_open("wgml logits", ctx, eng, o.model, o.adapter, false, &m, &lora) != 0) goto done;
     if (model_tokenizer("wgml logits", o.model, wgml_model_get_config(m), &tok) != 0) goto done;
-    ids = malloc(sizeof *ids * (2 * len + 2));
+    /* as Hugging Face's encode(text): the tokenizer's template around the text */
+    const uint32_t *prefix, *suffix;
+    size_t npre, nsuf;
+    wgml_tokenizer_specials(tok, &prefix, &npre, &suffix, &nsuf);
+    ids = malloc(sizeof *ids * (2 * len + 2 + npre + nsuf));
     if (!ids) {
         fprintf(stderr, "wgml logits: out of host memory\n");
         goto done;
     }
-    if (wgml_tokenizer_encode(tok, o.text, len, ids, 2 * len + 2, &n) != WGML_OK) {
+    memcpy(ids, prefix, npre * sizeof *ids);
+    if (wgml_tokenizer_encode(tok, o.text, len, ids + npre, 2 * len + 2, &n) != WGML_OK) {
         fprintf(stderr, "wgml logits: cannot encode the text: %s\n", wgml_last_error(NULL));
         goto done;
     }
+    memcpy(ids + npre + n, suffix, nsuf * sizeof *ids);
+    n += npre + nsuf;
     if (n == 0) {
         fprintf(stderr, "wgml logits: the text encodes to no tokens\n");
         goto done;

@@ -296,7 +296,34 @@ wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_
     ok = ok && json_raw(&j, &n, &cap, pre_types[kind].ignore_merges ? "],\"ignore_merges\":true},\"pre_tokenizer\":"
                                                                     : "]},\"pre_tokenizer\":") &&
          json_raw(&j, &n, &cap, pre_types[kind].json ? pre_types[kind].json : gpt2_bytelevel) &&
-         json_raw(&j, &n, &cap, ",\"decoder\":{\"type\":\"ByteLevel\"}}");
+         json_raw(&j, &n, &cap, ",\"decoder\":{\"type\":\"ByteLevel\"}");
+    /* tokenizer.ggml.add_bos_token / add_eos_token: the template Hugging Face's
+       post_processor would hold (the parser checks the ids) */
+    char tmpl[512] = "";
+    for (int side = 0; side < 2; side++) {
+        wgml_gguf_value flag;
+        uint64_t id;
+        const char *flag_key = side ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token";
+        if (!kv(g, flag_key, &flag, NULL) || flag.type != WGML_GGUF_BOOL || !flag.u) continue;
+        wgml_status s = get_uint(g, what, side ? "tokenizer.ggml.eos_token_id" : "tokenizer.ggml.bos_token_id", true, 0, 0,
+                                 UINT32_MAX, &id);
+        if (s) {
+            free(j);
+            return s;
+        }
+        size_t l = strlen(tmpl);
+        snprintf(tmpl + l, sizeof tmpl - l, "%s\"%s\":{\"id\":\"%s\",\"ids\":[%llu]}", l ? "," : "", side ? "E" : "B",
+                 side ? "E" : "B", (unsigned long long)id);
+    }
+    if (ok && tmpl[0]) {
+        bool bos = strstr(tmpl, "\"B\"") != NULL, eos = strstr(tmpl, "\"E\"") != NULL;
+        char post[768];
+        snprintf(post, sizeof post, ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[%s{\"Sequence\":"
+                 "{\"id\":\"A\"}}%s],\"special_tokens\":{%s}}", bos ? "{\"SpecialToken\":{\"id\":\"B\"}}," : "",
+                 eos ? ",{\"SpecialToken\":{\"id\":\"E\"}}" : "", tmpl);
+        ok = json_raw(&j, &n, &cap, post);
+    }
+    ok = ok && json_raw(&j, &n, &cap, "}");
     if (!ok) {
         free(j);
         return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);

@@ -40,6 +40,7 @@
 #define TOK_MAX_ID ((1u << 24) - 1)
 #define NONE UINT32_MAX
 #define MAX_STEPS 8
+#define MAX_SPECIALS 8
 
 enum { STEP_DIGITS, STEP_SPLIT, STEP_BYTELEVEL };
 enum { RX_GPT2, RX_LLAMA3, RX_QWEN2 };
@@ -92,6 +93,9 @@ struct wgml_tokenizer {
     bool fuse_unk;
     uint32_t unk_id;               /* NONE: characters without a token are dropped, as Hugging Face does */
     bool strip_space;              /* decode removes one leading space */
+    /* the post-processor's template: ids put before and after an encoded text */
+    uint32_t prefix[MAX_SPECIALS], suffix[MAX_SPECIALS];
+    size_t nprefix, nsuffix;
     char *scratch;                 /* loading only */
 };
 
@@ -547,6 +551,78 @@ static wgml_status parse_sp_decoder(wgml_tokenizer *t, const char *what, const c
     return WGML_OK;
 }
 
+/* The ids of special token name in TemplateProcessing's special_tokens, appended to
+   list[*n]. */
+static wgml_status template_ids(const wgml_tokenizer *t, const char *what, const cJSON *specials, const char *name,
+                                uint32_t *list, size_t *n)
+{
+    char q[WGML__QUOTE_MAX];
+    const cJSON *sp = specials ? cJSON_GetObjectItemCaseSensitive(specials, name) : NULL, *ids = sp ? get(sp, "ids") : NULL;
+    if (!cJSON_IsArray(ids))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: post_processor.special_tokens has no ids for '%s'", what,
+                          wgml__quote(q, sizeof q, name, strlen(name)));
+    for (const cJSON *c = ids->child; c; c = c->next) {
+        uint64_t id;
+        if (!wgml__json_uint_ok(c, TOK_MAX_ID, &id) || id >= t->vocab_size || t->tok_len[id] == NONE)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: post_processor.special_tokens['%s'] has an id that is no token",
+                              what, wgml__quote(q, sizeof q, name, strlen(name)));
+        if (*n == MAX_SPECIALS)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: post_processor's template has more than %d special tokens on a side",
+                              what, MAX_SPECIALS);
+        list[(*n)++] = (uint32_t)id;
+    }
+    return WGML_OK;
+}
+
+/* The post-processor: TemplateProcessing's single template (special tokens around the one
+   sequence $A: wgml_tokenizer_specials' prefix and suffix), ByteLevel (offsets only:
+   nothing to do), or a Sequence of them. */
+static wgml_status parse_post(wgml_tokenizer *t, const char *what, const cJSON *p, const char *field, int depth)
+{
+    if (!p) return WGML_OK;
+    const char *type;
+    wgml_status s = get_type(what, p, field, &type);
+    if (s) return s;
+    char q[WGML__QUOTE_MAX];
+    if (strcmp(type, "ByteLevel") == 0) return WGML_OK;
+    if (strcmp(type, "Sequence") == 0 && depth < 3) {
+        const cJSON *list = get(p, "processors");
+        if (!cJSON_IsArray(list))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.processors must be an array, not %s", what, field,
+                              wgml__json_type(list));
+        for (const cJSON *c = list->child; c; c = c->next)
+            if ((s = parse_post(t, what, c, "post_processor.processors[..]", depth + 1))) return s;
+        return WGML_OK;
+    }
+    if (strcmp(type, "TemplateProcessing") != 0)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (TemplateProcessing, ByteLevel, Sequence)", what,
+                          field, wgml__quote(q, sizeof q, type, strlen(type)));
+    if (t->nprefix || t->nsuffix)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: post_processor has two TemplateProcessing steps", what);
+    const cJSON *single = get(p, "single"), *specials = get(p, "special_tokens");
+    if (!cJSON_IsArray(single))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.single must be an array, not %s", what, field, wgml__json_type(single));
+    int sequences = 0;
+    for (const cJSON *c = single->child; c; c = c->next) {
+        const cJSON *tok = cJSON_IsObject(c) ? get(c, "SpecialToken") : NULL, *seq = cJSON_IsObject(c) ? get(c, "Sequence") : NULL;
+        const cJSON *id = tok ? get(tok, "id") : seq ? get(seq, "id") : NULL;
+        if (!cJSON_IsString(id))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.single holds an item that is neither {\"SpecialToken\": {\"id\"}} "
+                              "nor {\"Sequence\": {\"id\"}}", what, field);
+        if (seq) {
+            if (strcmp(id->valuestring, "A") != 0)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.single names sequence '%s' (only $A)", what, field,
+                                  wgml__quote(q, sizeof q, id->valuestring, strlen(id->valuestring)));
+            if (sequences++)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.single holds $A twice", what, field);
+        } else if ((s = template_ids(t, what, specials, id->valuestring, sequences ? t->suffix : t->prefix,
+                                     sequences ? &t->nsuffix : &t->nprefix)))
+            return s;
+    }
+    if (sequences != 1) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.single has no $A", what, field);
+    return WGML_OK;
+}
+
 static int added_cmp(const void *a, const void *b, const char *bytes)
 {
     const added_token *x = a, *y = b;
@@ -886,7 +962,7 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
         }
         merge_put(t, id[0], id[1], (uint32_t)rank, merged);
     }
-    return WGML_OK;
+    return parse_post(t, what, get(root, "post_processor"), "post_processor", 0);
 }
 
 void wgml_tokenizer_free(wgml_tokenizer *t)
@@ -1338,6 +1414,15 @@ static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len,
     if (E.n > cap)
         return wgml__fail(NULL, WGML_ERROR_SHAPE, "%s: the text is %zu tokens, more than cap = %zu", fn, E.n, cap);
     return WGML_OK;
+}
+
+void wgml_tokenizer_specials(const wgml_tokenizer *t, const uint32_t **prefix, size_t *nprefix, const uint32_t **suffix,
+                             size_t *nsuffix)
+{
+    if (prefix) *prefix = t ? t->prefix : NULL;
+    if (nprefix) *nprefix = t ? t->nprefix : 0;
+    if (suffix) *suffix = t ? t->suffix : NULL;
+    if (nsuffix) *nsuffix = t ? t->nsuffix : 0;
 }
 
 wgml_status wgml_tokenizer_encode(const wgml_tokenizer *t, const char *text, size_t len, uint32_t *ids, size_t cap, size_t *n)
