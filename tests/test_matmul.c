@@ -213,8 +213,10 @@ static void run_mm(mm_case mc)
     if (mc.acc) memcpy(c.in[c.nin - 1].shape, c.out[0].shape, sizeof c.out[0].shape);
     char forced[200];
     describe(&mc.forced, forced, sizeof forced);
-    snprintf(c.name, sizeof c.name, "%s %zux%zux%zu%s%s%s%s", ops[mc.op].name, mc.M, mc.N, mc.K, mc.ints ? " ints" : "",
-             mc.acc ? " accumulate" : "", mc.same ? " a = b" : "", forced);
+    int k = snprintf(c.name, sizeof c.name, "%s %zux%zux%zu%s%s%s", ops[mc.op].name, mc.M, mc.N, mc.K, mc.ints ? " ints" : "",
+                     mc.acc ? " accumulate" : "", mc.same ? " a = b" : "");
+    if (k > 0 && (size_t)k + 1 < sizeof c.name)   /* the forced choices, cut to what fits */
+        snprintf(c.name + k, sizeof c.name - (size_t)k, "%.*s", (int)(sizeof c.name - (size_t)k - 1), forced);
     th_run_case(&c);
 }
 
