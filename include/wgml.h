@@ -1648,6 +1648,10 @@ WGML_API void wgml_chat_free(wgml_chat *c);
      "completion") is encoded with wgml_tokenizer_encode_ordinary (a special token written
      in the data is text), a chat rendering's segments with wgml_tokenizer_encode (the
      template's markers are its special tokens); each segment is encoded alone.
+   Free text (a text file, a "text" record, a prompt and completion) starts with the
+   tokenizer's template prefix (wgml_tokenizer_specials: Llama 2's and Mistral's <s>), not
+   learned, as Hugging Face's encode(text) starts it; its suffix is not added (append_eos
+   ends an example). A chat rendering carries its template's own BOS text, if any.
    With append_eos, eos_id follows every example of text or prompt and completion
    (learned when the example has a learned token); a chat rendering ends with the
    template's own end-of-turn marker instead. Files of at most 1 GiB, JSONL lines of at most 16 MiB. */

@@ -314,6 +314,18 @@ wgml_status wgml__check_u32_numel(wgml_engine *e, const char *fn, const char *na
                                   const wgml_tensor *t);
 
 static inline bool wgml__same(const wgml_tensor *a, const wgml_tensor *b) { return a->buffer == b->buffer; }
+
+/* The 32-bit integer finaliser the dropout kernels hash with (attention's and
+   wgml_dropout's): the host derives their seed keys with it. */
+static inline uint32_t wgml__mix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
 static inline uint32_t wgml__ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 static inline uint32_t wgml__pow2_at_least(uint32_t n)
 {

@@ -112,6 +112,57 @@ static void test_kinds(void)
     wgml_dataset_free(d);
 }
 
+/* A tokenizer whose template starts a text with <s> (id 1): every byte is its <0xNN> token
+   (3 + byte), nothing else changes the text. Free text gets <s> first, not learned;
+   chat renderings do not. */
+static void test_template_prefix(void)
+{
+    char json[8192];
+    int o = snprintf(json, sizeof json, "{\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true}],"
+                     "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\","
+                     "\"prepend_scheme\":\"never\",\"split\":false},\"decoder\":{\"type\":\"Metaspace\",\"replacement\":"
+                     "\"\\u2581\",\"prepend_scheme\":\"never\"},\"post_processor\":{\"type\":\"TemplateProcessing\","
+                     "\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":"
+                     "{\"<s>\":{\"id\":\"<s>\",\"ids\":[1]}}},\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,"
+                     "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2");
+    for (int b = 0; b < 256; b++) o += snprintf(json + o, sizeof json - (size_t)o, ",\"<0x%02X>\":%d", b, 3 + b);
+    snprintf(json + o, sizeof json - (size_t)o, "},\"merges\":[]}}");
+    wgml_tokenizer *tok = NULL;
+    TH_EXPECT(wgml_tokenizer_parse(json, strlen(json), "t.json", &tok), WGML_OK);
+    if (!tok) return;
+    wgml_dataset_options eos = { .append_eos = true, .eos_id = 2, .chat_format = WGML_CHAT_CHATML };
+    static const struct { const char *name, *text; uint32_t want[8]; const char *train; } cases[] = {
+        { "tp.txt", "ab", { 1, 3 + 'a', 3 + 'b', 2 }, "0111" },
+        { "tp.jsonl", "{\"text\": \"ab\"}\n", { 1, 3 + 'a', 3 + 'b', 2 }, "0111" },
+        { "tpc.jsonl", "{\"prompt\": \"a\", \"completion\": \"b\"}\n", { 1, 3 + 'a', 3 + 'b', 2 }, "0011" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        write_file(cases[c].name, cases[c].text);
+        wgml_dataset *d = NULL;
+        TH_EXPECT(wgml_dataset_load(in_dir(cases[c].name), tok, &eos, &d), WGML_OK);
+        if (!d) continue;
+        const uint8_t *tr;
+        size_t len;
+        const uint32_t *ids = wgml_dataset_example(d, 0, &tr, &len);
+        bool ok = len == 4;
+        for (size_t i = 0; ok && i < 4; i++) ok = ids[i] == cases[c].want[i] && tr[i] == (cases[c].train[i] == '1');
+        TH_CHECK(ok, "%s: %zu ids, first %u", cases[c].name, len, len ? ids[0] : 0);
+        wgml_dataset_free(d);
+    }
+    /* a chat rendering carries its own markers: no <s> before it */
+    write_file("tm.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+               "\"content\": \"b\"}]}\n");
+    wgml_dataset *d = NULL;
+    TH_EXPECT(wgml_dataset_load(in_dir("tm.jsonl"), tok, &eos, &d), WGML_OK);
+    if (d) {
+        size_t len;
+        const uint32_t *ids = wgml_dataset_example(d, 0, NULL, &len);
+        TH_CHECK(len > 0 && ids[0] != 1, "a chat rendering starts with <s>");
+    }
+    wgml_dataset_free(d);
+    wgml_tokenizer_free(tok);
+}
+
 static void test_errors(void)
 {
     wgml_dataset_options o = { .chat_format = WGML_CHAT_UNKNOWN };
@@ -364,7 +415,7 @@ static void test_padded(void)
 static void teardown(void)
 {
     const char *files[] = { "plain.txt", "t.jsonl", "pc.jsonl", "m.jsonl", "bad.jsonl", "latin1.txt", "empty.txt", "fifo.txt",
-                            "long.txt", "ex.jsonl", "long_prompt.jsonl" };
+                            "long.txt", "ex.jsonl", "long_prompt.jsonl", "tp.txt", "tp.jsonl", "tpc.jsonl", "tm.jsonl" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(in_dir(files[i]));
     TH_CHECK(rmdir(dir) == 0, "rmdir %s", dir);
     wgml_tokenizer_free(bytes_tok);
@@ -373,6 +424,7 @@ static void teardown(void)
 static const th_case cases[] = {
     { "setup", setup },
     { "kinds", test_kinds },
+    { "template prefix", test_template_prefix },
     { "errors", test_errors },
     { "packed", test_packed },
     { "padded", test_padded },

@@ -76,6 +76,20 @@ static wgml_status append_id(wgml_dataset *d, const char *what, uint32_t id, boo
     return WGML_OK;
 }
 
+/* The tokenizer's template prefix (Llama 2's and Mistral's <s>), not learned: free text
+   starts with it as Hugging Face's encode(text) starts it. */
+static wgml_status append_prefix(wgml_dataset *d, const wgml_tokenizer *tok, const char *what)
+{
+    const uint32_t *pre;
+    size_t n;
+    wgml_tokenizer_specials(tok, &pre, &n, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        wgml_status s = append_id(d, what, pre[i], false);
+        if (s) return s;
+    }
+    return WGML_OK;
+}
+
 static wgml_status end_example(wgml_dataset *d, const char *what, size_t start, const wgml_dataset_options *o,
                                wgml_data_kind k)
 {
@@ -125,10 +139,12 @@ static wgml_status record(wgml_dataset *d, const wgml_tokenizer *tok, const wgml
     size_t start = d->n;
     if (!s && k == WGML_DATA_TEXT) {
         if (!cJSON_IsString(t)) s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: \"text\" must be a string", what);
-        else s = append_text(d, tok, what, t->valuestring, strlen(t->valuestring), true, true);
+        else if (t->valuestring[0] && !(s = append_prefix(d, tok, what)))
+            s = append_text(d, tok, what, t->valuestring, strlen(t->valuestring), true, true);
     } else if (!s && k == WGML_DATA_PROMPT_COMPLETION) {
         if (!cJSON_IsString(p) || !cJSON_IsString(c))
             s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: \"prompt\" and \"completion\" must both be strings", what);
+        if (!s && (p->valuestring[0] || c->valuestring[0])) s = append_prefix(d, tok, what);
         if (!s) s = append_text(d, tok, what, p->valuestring, strlen(p->valuestring), o->loss_on_prompt, true);
         if (!s) s = append_text(d, tok, what, c->valuestring, strlen(c->valuestring), true, true);
     } else if (!s && k == WGML_DATA_MESSAGES) {
@@ -221,6 +237,7 @@ wgml_status wgml_dataset_load(const char *path, const wgml_tokenizer *tok, const
         if (wgml__utf8_check((const uint8_t *)text, len) != len && !o.allow_bytes)
             s = wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: not UTF-8 text (invalid at byte %zu)", path,
                            wgml__utf8_check((const uint8_t *)text, len));
+        if (!s && len) s = append_prefix(d, tok, path);
         if (!s) s = append_text(d, tok, path, text, len, true, true);
         if (!s) s = end_example(d, path, 0, &o, WGML_DATA_TEXT);
         if (!s) d->kind = WGML_DATA_TEXT;

@@ -1243,6 +1243,23 @@ static void bpe_merge(enc *E, const uint8_t *s, size_t n)
     for (uint32_t i = 0; i != NONE; i = y[i].next) emit(E, y[i].id);
 }
 
+/* *s[0..*n) with a space before it, in the encoder's prefix buffer: *s and *n point to
+   the copy. false (and E->oom) when out of memory. */
+static bool with_space(enc *E, const uint8_t **s, size_t *n)
+{
+    if (*n + 1 > E->pcap) {
+        uint8_t *b = realloc(E->pfx, *n + 1);
+        if (!b) { E->oom = true; return false; }
+        E->pfx = b;
+        E->pcap = *n + 1;
+    }
+    E->pfx[0] = ' ';
+    memcpy(E->pfx + 1, *s, *n);
+    *s = E->pfx;
+    (*n)++;
+    return true;
+}
+
 /* Runs pre-tokenizer steps [step, nsteps) on s[0..n), then BPE on each final piece. */
 static void pretokenize(enc *E, const uint8_t *s, size_t n, int step)
 {
@@ -1273,18 +1290,7 @@ static void pretokenize(enc *E, const uint8_t *s, size_t n, int step)
         }
         return;
     default: /* STEP_BYTELEVEL, always the last step */
-        if (p->add_prefix_space && s[0] != ' ') {
-            if (n + 1 > E->pcap) {
-                uint8_t *b = realloc(E->pfx, n + 1);
-                if (!b) { E->oom = true; return; }
-                E->pfx = b;
-                E->pcap = n + 1;
-            }
-            E->pfx[0] = ' ';
-            memcpy(E->pfx + 1, s, n);
-            s = E->pfx;
-            n++;
-        }
+        if (p->add_prefix_space && s[0] != ' ' && !with_space(E, &s, &n)) return;
         if (!p->use_regex) { bpe(E, s, n); return; }
         for (size_t i = 0; i < n;) {
             size_t e = match_gpt2(s, n, i);
@@ -1335,18 +1341,7 @@ static void sp_piece(enc *E, const uint8_t *s, size_t n, bool first)
     const wgml_tokenizer *t = E->t;
     if (n == 0 || E->oom) return;
     bool prepend = t->prepend == PREPEND_ALWAYS || (t->prepend == PREPEND_FIRST && first);
-    if (prepend && !(t->prepend_if_missing && s[0] == ' ')) {
-        if (n + 1 > E->pcap) {
-            uint8_t *b = realloc(E->pfx, n + 1);
-            if (!b) { E->oom = true; return; }
-            E->pfx = b;
-            E->pcap = n + 1;
-        }
-        E->pfx[0] = ' ';
-        memcpy(E->pfx + 1, s, n);
-        s = E->pfx;
-        n++;
-    }
+    if (prepend && !(t->prepend_if_missing && s[0] == ' ') && !with_space(E, &s, &n)) return;
     if (!t->split_words) { bpe(E, s, n); return; }
     for (size_t i = 0; i < n;) {   /* words: a space and what follows up to the next space */
         size_t e = i + 1;

@@ -164,16 +164,6 @@ static wgml_status check_mask(wgml_engine *e, const char *fn, const wgml_tensor 
     return WGML_OK;
 }
 
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 /* Options into the parameters every kernel shares. */
 static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attention_options *o, const attn_shape *s,
                               attn_params *p)
@@ -214,8 +204,8 @@ static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attenti
         p->drop_threshold = threshold;
         p->drop_scale = (float)(1.0 / (1.0 - (double)o->dropout_prob));
     }
-    p->seed_key = mix32((uint32_t)o->seed ^ mix32((uint32_t)(o->seed >> 32) ^ 0x9e3779b9u));
-    p->seed_key2 = mix32(p->seed_key ^ 0x85ebca6bu);
+    p->seed_key = wgml__mix32((uint32_t)o->seed ^ wgml__mix32((uint32_t)(o->seed >> 32) ^ 0x9e3779b9u));
+    p->seed_key2 = wgml__mix32(p->seed_key ^ 0x85ebca6bu);
     return WGML_OK;
 }
 

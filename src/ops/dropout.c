@@ -12,20 +12,11 @@ typedef struct dropout_params {
     uint32_t pad[3];
 } dropout_params;
 
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
+/* The kernel's keys of a 64-bit seed (the rule is spelled in wgml.h's wgml_dropout). */
 static void dropout_keys(uint64_t seed, uint32_t *key0, uint32_t *key1)
 {
-    *key0 = mix32((uint32_t)seed ^ 0x3c6ef372u);
-    *key1 = mix32((uint32_t)(seed >> 32) ^ mix32(*key0 ^ 0x9e3779b9u));
+    *key0 = wgml__mix32((uint32_t)seed ^ 0x3c6ef372u);
+    *key1 = wgml__mix32((uint32_t)(seed >> 32) ^ wgml__mix32(*key0 ^ 0x9e3779b9u));
 }
 
 static uint32_t dropout_threshold(float p)

@@ -174,6 +174,16 @@ def sp_tokenizer(metaspace, byte_fallback=True):
 put("tokenizer", "tok_sp_normalizer", sp_tokenizer(False).encode())
 put("tokenizer", "tok_sp_metaspace", sp_tokenizer(True, byte_fallback=False).encode())
 put("tokenizer", "tok_sp_bad_fallback", sp_tokenizer(False).replace('"<0x41>"', '"<0x4G>"').encode())
+TEMPLATE = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+    {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                              {"Sequence": {"id": "A", "type_id": 0}},
+                                              {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+     "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]},
+                                    "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}}]}
+with_template = json.loads(sp_tokenizer(False))
+with_template["post_processor"] = TEMPLATE
+put("tokenizer", "tok_sp_template", json.dumps(with_template, ensure_ascii=False).encode())
 texts = {"prose": "Hello world! The quick brown fox, it's 12345 o'clock.\n\nNew paragraph  with  spaces.",
          "code": "def f(x):\n\tif x == 0:\n\t\treturn [1, 2, 3]\r\n    return {'a': x ** 2}  # done\n",
          "unicode": "caf\u00e9 na\u00efve \u4f60\u597d\u4e16\u754c \U0001F600\U0001F44D \u0645\u0631\u062d\u0628\u0627 \u00bd\u2163 e\u0301",

@@ -1,25 +1,16 @@
 /* Reference of wgml_dropout, from the rule in include/wgml.h. */
 #include "ref_dropout.h"
+#include "ref_attention.h"   /* ref_attn_mix32: the finaliser both dropout rules use */
 
 #include <math.h>
 
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 bool ref_dropout_kept(size_t i, float p, uint64_t seed)
 {
-    uint32_t k0 = mix32((uint32_t)seed ^ 0x3c6ef372u);
-    uint32_t k1 = mix32((uint32_t)(seed >> 32) ^ mix32(k0 ^ 0x9e3779b9u));
+    uint32_t k0 = ref_attn_mix32((uint32_t)seed ^ 0x3c6ef372u);
+    uint32_t k1 = ref_attn_mix32((uint32_t)(seed >> 32) ^ ref_attn_mix32(k0 ^ 0x9e3779b9u));
     double t = floor((double)p * 4294967296.0);
     uint32_t threshold = t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
-    return mix32(mix32((uint32_t)i ^ k0) + k1) >= threshold;
+    return ref_attn_mix32(ref_attn_mix32((uint32_t)i ^ k0) + k1) >= threshold;
 }
 
 void ref_dropout(const float *x, double *out, size_t n, float p, uint64_t seed)
