@@ -2074,6 +2074,52 @@ WGML_API void wgml_kv_cache_reset(wgml_kv_cache *c);
            size), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits);
 
+/* ---- sampling: the next token from a position's logits (src/sample.c) --------------------
+
+   The filters of transformers' generate and OpenAI's API, applied to one position's
+   logits in host memory, in this order:
+     1. repetition_penalty r (transformers): each token of the history, once, gets
+        logit / r where its logit is positive, logit * r otherwise;
+     2. presence_penalty a and frequency_penalty f (OpenAI): logit -= a (when the token
+        occurs in the history) + f * (its count in the history);
+     3. temperature t: logit / t; t = 0 is greedy: the largest logit (the lowest id among
+        equals) and nothing below applies;
+     4. top_k: the k largest logits (ties to the lower id);
+     5. top_p: the smallest set of the most probable remaining tokens whose probabilities
+        (softmax over what remains) sum to at least top_p;
+     6. min_p: tokens whose probability is below min_p times the largest are dropped;
+   then one token is drawn from the softmax of what remains with the sampler's own
+   generator (splitmix64 of seed: the same seed and inputs give the same tokens).
+   Costs O(vocab log vocab) per call with top_p (a sort), O(vocab) otherwise; memory: a few
+   words per vocabulary entry, allocated once. The work is on the host: a caller reads the
+   logits back (wgml_tensor_read) first. */
+
+/* Zero-initialise: every zero field is its "off" value (temperature 0: greedy). */
+typedef struct wgml_sampling {
+    float temperature;          /* >= 0, finite; 0: greedy */
+    uint32_t top_k;             /* 0: off */
+    float top_p;                /* in (0, 1]; 0 or 1: off */
+    float min_p;                /* in [0, 1]; 0: off */
+    float repetition_penalty;   /* > 0, finite; 0 or 1: off */
+    float presence_penalty;     /* finite; 0: off */
+    float frequency_penalty;    /* finite; 0: off */
+} wgml_sampling;
+
+typedef struct wgml_sampler wgml_sampler;
+
+/* A sampler for a vocabulary of vocab entries with the given settings (copied) and seed.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL out; vocab 0; a setting outside its range: the
+           message names it), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_sampler_create(const wgml_sampling *settings, uint32_t vocab, uint64_t seed, wgml_sampler **out);
+/* Picks the next token: logits[vocab] (host, f32; read, not written), history[n] the
+   tokens so far (for the penalties; may be NULL when n is 0). Writes *token.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL s, logits or token; a history id >= vocab; no
+           finite logit among those the filters keep: NaN or all -inf). */
+WGML_API wgml_status wgml_sampler_next(wgml_sampler *s, const float *logits, const uint32_t *history, size_t n,
+                                       uint32_t *token);
+/* NULL is a no-op. */
+WGML_API void wgml_sampler_free(wgml_sampler *s);
+
 #ifdef __cplusplus
 }
 #endif
