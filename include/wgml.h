@@ -1748,8 +1748,9 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
 
 /* MODELS
    ======
-   A wgml_model is a Llama-style decoder-only transformer whose every parameter is an f32
-   tensor on the GPU, named as Hugging Face's LlamaForCausalLM names it:
+   A wgml_model is a Llama-style decoder-only transformer (Mistral's and Qwen's variants
+   below) whose every parameter is an f32 tensor on the GPU, named as Hugging Face's
+   LlamaForCausalLM names it:
 
        model.embed_tokens.weight                    [vocab, hidden]
        model.layers.<i>.input_layernorm.weight      [hidden]

@@ -1,5 +1,6 @@
-/* A Llama-family decoder on the GPU: its parameters, training (forward, backward, gradient
-   accumulation, clipping, AdamW) and generation with a KV cache. Every computation is a
+/* A Llama-family decoder (with Mistral's window, Qwen2's biases, Qwen3's head norms) on
+   the GPU: its parameters, training (forward, backward, gradient accumulation, clipping,
+   AdamW) and generation with a KV cache. Every computation is a
    wgml op; this file allocates tensors and sequences the ops. The CPU reference it is
    tested against is tests/ref/ref_model.c (the same model in double, written to be read).
 

@@ -1,4 +1,4 @@
-/* Model files: wgml_model_load reads a Hugging Face Llama-family folder (config.json,
+/* Model files: wgml_model_load reads a Hugging Face folder of a family wgml runs (config.json,
    safetensors weights in f32, f16 or bf16, or MLX affine-quantised weights) and
    wgml_model_save writes one (f32, f16 or bf16). Parsing is src/io/'s: this file maps tensors to the
    model's parameters, checks every shape against config.json, and converts: half and

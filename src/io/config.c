@@ -1,4 +1,5 @@
-/* config.json of Llama-family models (LlamaConfig's keys), validated field by field.
+/* config.json of the model families wgml runs (LlamaConfig's keys, and Mistral's and Qwen's
+   additions), validated field by field.
 
    Every field is checked for its JSON type and range before it is stored, and the fields
    are checked against each other (heads divide evenly, token ids below vocab_size), so a
