@@ -174,6 +174,16 @@ rest=${full#"$got"}
 # the output is the greedy text up to the stop string's first appearance after the prompt
 check '[ "$rest" != "$full" ] && [ "${rest#"$stop"}" != "$rest" ]' "--stop \"$stop\": \"$got\" is not the greedy text cut before it"
 case "${got#ab}" in *"$stop"*) bad "--stop \"$stop\": the output holds it: \"$got\"" ;; *) ok ;; esac
+# the prompt from standard input or a file gives the same text
+run 0 "$wgml" generate --model "$model" --prompt-file - --tokens 12 --temperature 0 < <(printf 'ab')
+check 'cmp -s "$work/out" "$work/greedy.txt"' "--prompt-file - differs from --prompt"
+printf 'ab' >"$work/prompt.txt"
+run 0 "$wgml" generate --model "$model" --prompt-file "$work/prompt.txt" --tokens 12 --temperature 0
+check 'cmp -s "$work/out" "$work/greedy.txt"' "--prompt-file FILE differs from --prompt"
+run 2 "$wgml" generate --model "$model" --prompt-file "$work/prompt.txt" --prompt "x"
+said "not both"
+run 1 "$wgml" generate --model "$model" --prompt-file "$work/no-such-prompt.txt"
+said "no-such-prompt.txt"
 printf '{"temperature": "hot"}\n' >"$work/gc/generation_config.json"
 run 1 "$wgml" generate --model "$work/gc" --prompt "ab" --tokens 2
 said "temperature"

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 typedef struct gen_opts {
-    const char *model, *adapter, *prompt, *stop;
+    const char *model, *adapter, *prompt, *prompt_file, *stop;
     int tokens, top_k, context, bos, ignore_eos;
     double temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
@@ -37,6 +37,8 @@ static const cli_flag gen_flags[] = {
     { "--adapter", CLI_STRING, offsetof(gen_opts, adapter), "a LoRA adapter folder (PEFT's files, e.g. wgml finetune's --out), "
       "run unmerged (wgml merge folds one in)" },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
+    { "--prompt-file", CLI_STRING, offsetof(gen_opts, prompt_file), "read the text to continue from this file (-: standard "
+      "input), at most 16 MiB" },
     { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate", 0, 1e9 },
     { "--temperature", CLI_DOUBLE, offsetof(gen_opts, temperature), "sampling temperature (0: greedy)", 0, 100 },
     { "--top-k", CLI_INT, offsetof(gen_opts, top_k), "sample among the k most likely tokens (0: all)", 0, 1 << 24 },
@@ -222,16 +224,36 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "wgml generate: --stop is empty\n");
         return 2;
     }
+    char *prompt_text = NULL;   /* --prompt-file's */
+    if (o.prompt_file) {
+        for (size_t f = 0; f < NFLAGS; f++)
+            if (given[f] && !strcmp(gen_flags[f].name, "--prompt")) {
+                fprintf(stderr, "wgml generate: give --prompt or --prompt-file, not both\n");
+                return 2;
+            }
+        size_t len = 0;
+        const char *path = strcmp(o.prompt_file, "-") == 0 ? "/dev/stdin" : o.prompt_file;
+        prompt_text = (char *)cli_read_file("wgml generate", path, (size_t)16 << 20, &len);
+        if (!prompt_text) return 1;
+        if (strlen(prompt_text) != len) {
+            fprintf(stderr, "wgml generate: %s holds a NUL byte\n", o.prompt_file);
+            free(prompt_text);
+            return 1;
+        }
+        o.prompt = prompt_text;
+    }
 
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     if (wgml_context_create(NULL, &ctx) != WGML_OK) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(NULL));
+        free(prompt_text);
         return 1;
     }
     if (wgml_engine_create(ctx, &eng) != WGML_OK) {
         fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
         wgml_context_destroy(ctx);
+        free(prompt_text);
         return 1;
     }
     wgml_adapter_info info;
@@ -417,6 +439,7 @@ int cmd_generate(int argc, char **argv)
 
 done:
     free(sm.host);
+    free(prompt_text);
     wgml_sampler_free(sm.smp);
     free(pt.pending);
     free(ids);
