@@ -1475,11 +1475,17 @@ WGML_API wgml_status wgml_tokenizer_load(const char *path, wgml_tokenizer **out)
 /* The tokenizer of a GGUF file: tokenizer.ggml.model "gpt2" (byte-level BPE:
    tokenizer.ggml.tokens, merges, token_type, whose control and user-defined tokens become
    added tokens) with the pre-tokenizer tokenizer.ggml.pre names: default / gpt2 (the GPT-2
-   split), smollm (single digits, then the GPT-2 split), llama-bpe (Llama 3's), qwen2.
-   Validated as wgml_tokenizer_load validates tokenizer.json. what names the file.
+   split), smollm (single digits, then the GPT-2 split), llama-bpe (Llama 3's), qwen2;
+   or "llama" (SentencePiece BPE of Llama 2, Mistral, TinyLlama: tokens spelled with
+   U+2581, tokenizer.ggml.scores ranking the merges Hugging Face's conversion derives (each
+   split of a normal token into two normal tokens, by that token's score), byte tokens
+   (type 6) as the fallback, the first unknown token (type 2) as unk,
+   tokenizer.ggml.add_space_prefix (default true) as the Prepend normalizer and Strip
+   decoder). tokenizer.ggml.add_bos_token / add_eos_token become the template
+   (wgml_tokenizer_specials). Validated as wgml_tokenizer_load validates tokenizer.json.
+   what names the file.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT, WGML_ERROR_UNSUPPORTED
-           (SentencePiece "llama" vocabularies and other pre-tokenizers),
-           WGML_ERROR_OUT_OF_MEMORY. */
+           (other tokenizer models and pre-tokenizers), WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer **out);
 /* As wgml_tokenizer_load on len bytes of JSON text (at most 64 MiB); name is used in
    messages. */

@@ -88,6 +88,18 @@ void gw_i32_array(gguf_writer *w, const char *k, const int32_t *items, size_t n)
     for (size_t i = 0; i < n; i++) le(&w->kv, (uint32_t)items[i], 4);
 }
 
+void gw_f32_array(gguf_writer *w, const char *k, const float *items, size_t n)
+{
+    key(w, k, WGML_GGUF_ARRAY);
+    le(&w->kv, WGML_GGUF_F32, 4);
+    le(&w->kv, n, 8);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &items[i], 4);
+        le(&w->kv, bits, 4);
+    }
+}
+
 void gw_tensor(gguf_writer *w, const char *name, wgml_ggml_type type, uint32_t ndim, const uint64_t *shape, const void *data,
                size_t nbytes)
 {

@@ -21,6 +21,7 @@ void gw_bool(gguf_writer *w, const char *key, bool value);
 void gw_f32(gguf_writer *w, const char *key, float value);
 void gw_str_array(gguf_writer *w, const char *key, const char *const *items, size_t n);
 void gw_i32_array(gguf_writer *w, const char *key, const int32_t *items, size_t n);
+void gw_f32_array(gguf_writer *w, const char *key, const float *items, size_t n);
 /* a tensor: shape innermost first; nbytes of data copied */
 void gw_tensor(gguf_writer *w, const char *name, wgml_ggml_type type, uint32_t ndim, const uint64_t *shape, const void *data,
                size_t nbytes);

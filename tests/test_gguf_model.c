@@ -373,6 +373,79 @@ static void tokens_gguf(const char *path, const char *model, const char *pre)
     gw_free(w);
 }
 
+/* A SentencePiece ("llama") vocabulary: <unk>, <s>, </s>, the byte tokens <0x00> .. <0xFF>
+   (ids 3 .. 258), then "_" a b c "_a" ab "_ab" e-acute "c_" (259 .. 267; "_" is U+2581),
+   with scores that rank ab, then "_ab", "_a", "c_" (the merges Hugging Face derives from
+   them: a b; _ ab and _a b; _ a; c _). */
+static void spm_gguf(const char *path, bool add_space_prefix)
+{
+    enum { N = 268 };
+    static char bytes[256][8];
+    const char *tokens[N];
+    int32_t types[N];
+    float scores[N];
+    tokens[0] = "<unk>", types[0] = 2;
+    tokens[1] = "<s>", types[1] = 3;
+    tokens[2] = "</s>", types[2] = 3;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        tokens[3 + b] = bytes[b], types[3 + b] = 6;
+    }
+    const char *pieces[9] = { "\xE2\x96\x81", "a", "b", "c", "\xE2\x96\x81" "a", "ab", "\xE2\x96\x81" "ab", "\xC3\xA9",
+                              "c" "\xE2\x96\x81" };
+    const float piece_scores[9] = { 0, 0, 0, 0, -3, -1, -2, 0, -4 };
+    for (int i = 0; i < 9; i++) tokens[259 + i] = pieces[i], types[259 + i] = 1, scores[259 + i] = piece_scores[i];
+    for (int i = 0; i < 259; i++) scores[i] = 0;
+    gguf_writer *w = gw_new();
+    gw_str(w, "general.architecture", "llama");
+    gw_str(w, "tokenizer.ggml.model", "llama");
+    gw_str_array(w, "tokenizer.ggml.tokens", tokens, N);
+    gw_f32_array(w, "tokenizer.ggml.scores", scores, N);
+    gw_i32_array(w, "tokenizer.ggml.token_type", types, N);
+    gw_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gw_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gw_bool(w, "tokenizer.ggml.add_bos_token", true);
+    if (!add_space_prefix) gw_bool(w, "tokenizer.ggml.add_space_prefix", false);
+    TH_CHECK(gw_write(w, path, 32), "write %s", path);
+    gw_free(w);
+}
+
+static void test_sentencepiece_gguf(void)
+{
+    for (int prefix = 1; prefix >= 0; prefix--) {
+        spm_gguf(in_dir("spm.gguf"), prefix);
+        wgml_gguf *g = NULL;
+        wgml_tokenizer *tok = NULL;
+        TH_EXPECT(wgml_gguf_open(in_dir("spm.gguf"), &g), WGML_OK);
+        TH_EXPECT(wgml_tokenizer_from_gguf(g, "spm.gguf", &tok), WGML_OK);
+        if (tok) {
+            const char *text = "ab abc \xC3\xA9\xE2\x82\xAC";
+            uint32_t ids[32];
+            size_t n = 0;
+            TH_EXPECT(wgml_tokenizer_encode(tok, text, strlen(text), ids, 32, &n), WGML_OK);
+            /* with the prefix space: _ab _ab c_ e-acute and the euro sign's three bytes; without:
+               ab _ab c_ ... */
+            const uint32_t want[2][7] = { { 264, 265, 267, 266, 3 + 0xE2, 3 + 0x82, 3 + 0xAC },
+                                          { 265, 265, 267, 266, 3 + 0xE2, 3 + 0x82, 3 + 0xAC } };
+            TH_CHECK(n == 7 && !memcmp(ids, want[prefix], sizeof want[prefix]), "add_space_prefix %d: %zu ids, first %u %u", prefix,
+                     n, n ? ids[0] : 0, n > 1 ? ids[1] : 0);
+            char back[64];
+            size_t bl = 0;
+            TH_EXPECT(wgml_tokenizer_decode(tok, ids, n, back, sizeof back, &bl), WGML_OK);
+            TH_CHECK(bl == strlen(text) && !memcmp(back, text, bl), "decode(encode(text)) != text (add_space_prefix %d)", prefix);
+            const uint32_t *pre;
+            size_t np = 0;
+            wgml_tokenizer_specials(tok, &pre, &np, NULL, NULL);
+            TH_CHECK(np == 1 && pre[0] == 1, "add_bos_token: %zu prefix ids", np);
+            TH_CHECK(wgml_tokenizer_token_id(tok, "<s>") == 1 && wgml_tokenizer_token_id(tok, "<0x41>") == 3 + 0x41,
+                     "token ids by spelling");
+        }
+        wgml_tokenizer_free(tok);
+        wgml_gguf_close(g);
+    }
+    unlink(in_dir("spm.gguf"));
+}
+
 static void test_tokenizers(void)
 {
     const char *pres[] = { NULL, "gpt2", "smollm", "llama-bpe", "qwen2" };
@@ -425,8 +498,8 @@ static void test_tokenizers(void)
         wgml_tokenizer_free(tok);
         wgml_gguf_close(g);
     }
-    /* refused: SentencePiece, an unknown pre-tokenizer */
-    const char *bad[][3] = { { "llama", NULL, "tokenizer.ggml.model 'llama'" }, { "gpt2", "falcon", "'falcon'" } };
+    /* refused: an unknown model or pre-tokenizer */
+    const char *bad[][3] = { { "bert", NULL, "tokenizer.ggml.model 'bert'" }, { "gpt2", "falcon", "'falcon'" } };
     for (int k = 0; k < 2; k++) {
         tokens_gguf(in_dir("t.gguf"), bad[k][0], bad[k][1]);
         wgml_gguf *g = NULL;
@@ -451,6 +524,7 @@ static const th_case cases[] = {
     { "rope factors", test_rope_factors },
     { "hostile files", test_hostile },
     { "tokenizers", test_tokenizers },
+    { "sentencepiece vocabulary", test_sentencepiece_gguf },
     { "teardown", teardown },
 };
 TH_MAIN(cases)

@@ -230,6 +230,180 @@ static bool json_raw(char **p, size_t *n, size_t *cap, const char *s)
     return true;
 }
 
+/* tokenizer.ggml.add_bos_token / add_eos_token as the post_processor Hugging Face's file
+   would hold, appended to the tokenizer.json text j (the parser checks the ids). */
+static wgml_status template_json(const wgml_gguf *g, const char *what, char **j, size_t *n, size_t *cap, bool *ok)
+{
+    char tmpl[512] = "";
+    for (int side = 0; side < 2; side++) {
+        wgml_gguf_value flag;
+        uint64_t id;
+        const char *flag_key = side ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token";
+        if (!kv(g, flag_key, &flag, NULL) || flag.type != WGML_GGUF_BOOL || !flag.u) continue;
+        wgml_status s = get_uint(g, what, side ? "tokenizer.ggml.eos_token_id" : "tokenizer.ggml.bos_token_id", true, 0, 0,
+                                 UINT32_MAX, &id);
+        if (s) return s;
+        size_t l = strlen(tmpl);
+        snprintf(tmpl + l, sizeof tmpl - l, "%s\"%s\":{\"id\":\"%s\",\"ids\":[%llu]}", l ? "," : "", side ? "E" : "B",
+                 side ? "E" : "B", (unsigned long long)id);
+    }
+    if (*ok && tmpl[0]) {
+        bool bos = strstr(tmpl, "\"B\"") != NULL, eos = strstr(tmpl, "\"E\"") != NULL;
+        char post[768];
+        snprintf(post, sizeof post, ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[%s{\"Sequence\":"
+                 "{\"id\":\"A\"}}%s],\"special_tokens\":{%s}}", bos ? "{\"SpecialToken\":{\"id\":\"B\"}}," : "",
+                 eos ? ",{\"SpecialToken\":{\"id\":\"E\"}}" : "", tmpl);
+        *ok = json_raw(j, n, cap, post);
+    }
+    return WGML_OK;
+}
+
+/* A merge of two vocab tokens, ranked by the merged token's score (SentencePiece BPE merges
+   the pair whose result scores highest). */
+typedef struct spm_merge { float score; uint32_t merged, left, right; } spm_merge;
+
+static int merge_order(const void *a, const void *b)
+{
+    const spm_merge *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    if (x->merged != y->merged) return x->merged < y->merged ? -1 : 1;
+    if (x->left != y->left) return x->left < y->left ? -1 : 1;
+    return x->right < y->right ? -1 : x->right > y->right;
+}
+
+/* tokenizer.ggml.model "llama": SentencePiece BPE (Llama 2, Mistral, TinyLlama files). The
+   tokens spell spaces U+2581 and carry scores; BPE merges are what Hugging Face's
+   conversion derives from them: each pair of tokens that concatenates to a normal token,
+   ranked by that token's score. Control and user-defined tokens are added tokens, byte
+   tokens (<0xNN>) the fallback, the unknown token unk_token; add_space_prefix (default
+   true) prepends the space the decoder strips. */
+static wgml_status spm_tokenizer(const wgml_gguf *g, const char *what, wgml_tokenizer **out)
+{
+    wgml_gguf_value tv, sv, ty;
+    int64_t ti, si, yi;
+    if (!kv(g, "tokenizer.ggml.tokens", &tv, &ti) || tv.type != WGML_GGUF_ARRAY || tv.elem_type != WGML_GGUF_STRING)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", what);
+    if (!kv(g, "tokenizer.ggml.scores", &sv, &si) || sv.type != WGML_GGUF_ARRAY || sv.elem_type != WGML_GGUF_F32 ||
+        sv.count != tv.count)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.scores must be an array of f32, one per token", what);
+    if (!kv(g, "tokenizer.ggml.token_type", &ty, &yi) || ty.type != WGML_GGUF_ARRAY || !is_int(ty.elem_type) ||
+        ty.count != tv.count)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: tokenizer.ggml.token_type must be an array of integers, one per token",
+                          what);
+    if (tv.count > (1u << 24)) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: more than 2^24 tokens", what);
+    size_t V = (size_t)tv.count;
+    wgml_gguf_value flag;
+    bool prefix = !(kv(g, "tokenizer.ggml.add_space_prefix", &flag, NULL) && flag.type == WGML_GGUF_BOOL && !flag.u);
+    wgml__strmap map;
+    int32_t *type = malloc(sizeof *type * (V ? V : 1));
+    if (!type || !wgml__strmap_init(&map, V)) {
+        free(type);
+        return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    }
+    bool bytes = false;
+    int64_t unk = -1;
+    for (size_t i = 0; i < V; i++) {
+        wgml_gguf_value t, y;
+        wgml_gguf_array_item(g, (size_t)ti, i, &t);
+        wgml_gguf_array_item(g, (size_t)yi, i, &y);
+        type[i] = (int32_t)y.i;
+        bytes |= y.i == 6;
+        if (y.i == 2 && unk < 0) unk = (int64_t)i;
+        if (y.i != 3 && y.i != 4 && wgml__strmap_put(&map, t.str, (size_t)t.len, (uint32_t)i, NULL) < 0) {
+            wgml__strmap_free(&map);
+            free(type);
+            return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+        }
+    }
+    /* the merges: every split of a normal token into two vocab tokens */
+    size_t nm = 0, mcap = 1024;
+    spm_merge *merges = malloc(sizeof *merges * mcap);
+    bool ok = merges != NULL;
+    for (size_t i = 0; i < V && ok; i++) {
+        if (type[i] != 1) continue;
+        wgml_gguf_value t, sc;
+        wgml_gguf_array_item(g, (size_t)ti, i, &t);
+        wgml_gguf_array_item(g, (size_t)si, i, &sc);
+        for (size_t cut = 1; cut < t.len && ok; cut++) {
+            if (((unsigned char)t.str[cut] & 0xC0) == 0x80) continue;   /* inside a character */
+            uint32_t l, r;
+            if (!wgml__strmap_get(&map, t.str, cut, &l) || !wgml__strmap_get(&map, t.str + cut, (size_t)t.len - cut, &r)) continue;
+            if (type[l] != 1 || type[r] != 1) continue;   /* pieces of normal tokens only */
+            if (nm == mcap) {
+                spm_merge *m2 = realloc(merges, sizeof *merges * (mcap *= 2));
+                if (!m2) { ok = false; break; }
+                merges = m2;
+            }
+            merges[nm++] = (spm_merge){ (float)sc.f, (uint32_t)i, l, r };
+        }
+    }
+    if (ok) qsort(merges, nm, sizeof *merges, merge_order);
+    /* tokenizer.json text */
+    size_t n = 0, cap = 1 << 16;
+    char *j = ok ? malloc(cap) : NULL;
+    ok = j && json_raw(&j, &n, &cap, "{\"added_tokens\":[");
+    bool first = true;
+    for (size_t i = 0; i < V && ok; i++) {
+        if (type[i] != 3 && type[i] != 4) continue;
+        wgml_gguf_value t;
+        wgml_gguf_array_item(g, (size_t)ti, i, &t);
+        char num[64];
+        snprintf(num, sizeof num, "%s{\"id\":%zu,\"content\":", first ? "" : ",", i);
+        first = false;
+        ok = json_raw(&j, &n, &cap, num) && json_str(&j, &n, &cap, t.str, (size_t)t.len) &&
+             json_raw(&j, &n, &cap, type[i] == 3 ? ",\"special\":true}" : ",\"special\":false}");
+    }
+    char head[256];
+    snprintf(head, sizeof head, "],\"model\":{\"type\":\"BPE\",\"byte_fallback\":%s,\"fuse_unk\":true,\"unk_token\":",
+             bytes ? "true" : "false");
+    ok = ok && json_raw(&j, &n, &cap, head);
+    if (ok && unk >= 0) {
+        wgml_gguf_value t;
+        wgml_gguf_array_item(g, (size_t)ti, (uint64_t)unk, &t);
+        ok = json_str(&j, &n, &cap, t.str, (size_t)t.len);
+    } else if (ok)
+        ok = json_raw(&j, &n, &cap, "null");
+    ok = ok && json_raw(&j, &n, &cap, ",\"vocab\":{");
+    first = true;
+    for (size_t i = 0; i < V && ok; i++) {
+        if (type[i] == 3 || type[i] == 4) continue;
+        wgml_gguf_value t;
+        wgml_gguf_array_item(g, (size_t)ti, i, &t);
+        char num[32];
+        snprintf(num, sizeof num, ":%zu", i);
+        ok = (first || json_raw(&j, &n, &cap, ",")) && json_str(&j, &n, &cap, t.str, (size_t)t.len) && json_raw(&j, &n, &cap, num);
+        first = false;
+    }
+    ok = ok && json_raw(&j, &n, &cap, "},\"merges\":[");
+    for (size_t k = 0; k < nm && ok; k++) {
+        wgml_gguf_value a, b;
+        wgml_gguf_array_item(g, (size_t)ti, merges[k].left, &a);
+        wgml_gguf_array_item(g, (size_t)ti, merges[k].right, &b);
+        ok = json_raw(&j, &n, &cap, k ? ",[" : "[") && json_str(&j, &n, &cap, a.str, (size_t)a.len) && json_raw(&j, &n, &cap, ",") &&
+             json_str(&j, &n, &cap, b.str, (size_t)b.len) && json_raw(&j, &n, &cap, "]");
+    }
+    ok = ok && json_raw(&j, &n, &cap, "]},\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[") &&
+         json_raw(&j, &n, &cap, prefix ? "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"}," : "") &&
+         json_raw(&j, &n, &cap, "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
+                  "\"pre_tokenizer\":null,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\","
+                  "\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}") &&
+         json_raw(&j, &n, &cap, prefix ? ",{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}" : "]}");
+    free(merges);
+    free(type);
+    wgml__strmap_free(&map);
+    wgml_status s = ok ? template_json(g, what, &j, &n, &cap, &ok) : WGML_OK;
+    ok = ok && json_raw(&j, &n, &cap, "}");
+    if (s || !ok) {
+        free(j);
+        return s ? s : wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%s (tokenizer.ggml.*)", what);
+    s = wgml_tokenizer_parse(j, n, name, out);
+    free(j);
+    return s;
+}
+
 wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_tokenizer **out)
 {
     if (out) *out = NULL;
@@ -239,9 +413,11 @@ wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_
     bool present;
     get_string(g, "tokenizer.ggml.model", model, sizeof model, &present);
     if (!present) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: metadata tokenizer.ggml.model is missing: no tokenizer", what);
-    if (strcmp(model, "gpt2") != 0)
+    bool spm = strcmp(model, "llama") == 0;
+    if (strcmp(model, "gpt2") != 0 && !spm)
         return wgml__fail(NULL, WGML_ERROR_UNSUPPORTED, "%s: tokenizer.ggml.model '%s'; wgml reads byte-level BPE (\"gpt2\") "
-                          "tokenizers", what, wgml__quote(q, sizeof q, model, strlen(model)));
+                          "and SentencePiece BPE (\"llama\") tokenizers", what, wgml__quote(q, sizeof q, model, strlen(model)));
+    if (spm) return spm_tokenizer(g, what, out);
     get_string(g, "tokenizer.ggml.pre", pre, sizeof pre, &present);
     int kind = -1;
     for (size_t i = 0; i < sizeof pre_types / sizeof pre_types[0]; i++)
@@ -297,31 +473,10 @@ wgml_status wgml_tokenizer_from_gguf(const wgml_gguf *g, const char *what, wgml_
                                                                     : "]},\"pre_tokenizer\":") &&
          json_raw(&j, &n, &cap, pre_types[kind].json ? pre_types[kind].json : gpt2_bytelevel) &&
          json_raw(&j, &n, &cap, ",\"decoder\":{\"type\":\"ByteLevel\"}");
-    /* tokenizer.ggml.add_bos_token / add_eos_token: the template Hugging Face's
-       post_processor would hold (the parser checks the ids) */
-    char tmpl[512] = "";
-    for (int side = 0; side < 2; side++) {
-        wgml_gguf_value flag;
-        uint64_t id;
-        const char *flag_key = side ? "tokenizer.ggml.add_eos_token" : "tokenizer.ggml.add_bos_token";
-        if (!kv(g, flag_key, &flag, NULL) || flag.type != WGML_GGUF_BOOL || !flag.u) continue;
-        wgml_status s = get_uint(g, what, side ? "tokenizer.ggml.eos_token_id" : "tokenizer.ggml.bos_token_id", true, 0, 0,
-                                 UINT32_MAX, &id);
-        if (s) {
-            free(j);
-            return s;
-        }
-        size_t l = strlen(tmpl);
-        snprintf(tmpl + l, sizeof tmpl - l, "%s\"%s\":{\"id\":\"%s\",\"ids\":[%llu]}", l ? "," : "", side ? "E" : "B",
-                 side ? "E" : "B", (unsigned long long)id);
-    }
-    if (ok && tmpl[0]) {
-        bool bos = strstr(tmpl, "\"B\"") != NULL, eos = strstr(tmpl, "\"E\"") != NULL;
-        char post[768];
-        snprintf(post, sizeof post, ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[%s{\"Sequence\":"
-                 "{\"id\":\"A\"}}%s],\"special_tokens\":{%s}}", bos ? "{\"SpecialToken\":{\"id\":\"B\"}}," : "",
-                 eos ? ",{\"SpecialToken\":{\"id\":\"E\"}}" : "", tmpl);
-        ok = json_raw(&j, &n, &cap, post);
+    wgml_status ts = ok ? template_json(g, what, &j, &n, &cap, &ok) : WGML_OK;
+    if (ts) {
+        free(j);
+        return ts;
     }
     ok = ok && json_raw(&j, &n, &cap, "}");
     if (!ok) {

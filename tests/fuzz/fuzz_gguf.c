@@ -4,6 +4,7 @@
 #include "fuzz_check.h"
 
 #include <stdint.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -50,6 +51,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(total <= size);   /* no overlap */
     FUZZ_CHECK(wgml_gguf_tensor_data(g, wgml_gguf_tensor_count(g)) == NULL);
     (void)sink;
+    /* the tokenizer built from the metadata (byte-level or SentencePiece): a tokenizer or an
+       error, never a crash; what it builds encodes */
+    wgml_tokenizer *tok = NULL;
+    if (wgml_tokenizer_from_gguf(g, "fuzz", &tok) == WGML_OK) {
+        uint32_t ids[64];
+        size_t n = 0;
+        const char *text = "Hello, world 12 \xC3\xA9";
+        wgml_status es = wgml_tokenizer_encode(tok, text, strlen(text), ids, 64, &n);
+        FUZZ_CHECK(es == WGML_OK || es == WGML_ERROR_SHAPE);
+        for (size_t i = 0; es == WGML_OK && i < n; i++) FUZZ_CHECK(ids[i] < wgml_tokenizer_vocab_size(tok));
+        wgml_tokenizer_free(tok);
+    } else
+        FUZZ_CHECK(tok == NULL);
     wgml_gguf_close(g);
     return 0;
 }

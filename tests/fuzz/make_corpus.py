@@ -248,6 +248,22 @@ TENSORS = [("token_embd.weight", "F32", [4, 3]), ("blk.0.attn_q.weight", "Q8_0",
            ("blk.0.ffn_down.weight", "Q4_K", [256, 1]), ("blk.0.ffn_up.weight", "Q6_K", [256, 1]),
            ("output_norm.weight", "BF16", [3]), ("x", "Q4_0", [64]), ("h", "F16", [2, 2, 2, 2])]
 put("gguf", "model", gguf(META, TENSORS))
+# tokenizers: SentencePiece ("llama": pieces, scores, types 1/2/3/6) and byte-level ("gpt2")
+SPM_TOKENS = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581", "a", "b", "\u2581a", "ab"]
+SPM_TYPES = [2, 3, 3] + [6] * 256 + [1] * 5
+SPM_SCORES = [0.0] * 259 + [0.0, 0.0, 0.0, -2.0, -1.0]
+def str_array(items):
+    return struct.pack("<IQ", 8, len(items)) + b"".join(gs(t) for t in items)
+SPM_META = [gkv("general.architecture", 8, gs("llama")), gkv("tokenizer.ggml.model", 8, gs("llama")),
+            gkv("tokenizer.ggml.tokens", 9, str_array(SPM_TOKENS)),
+            gkv("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, len(SPM_SCORES)) + struct.pack("<%df" % len(SPM_SCORES), *SPM_SCORES)),
+            gkv("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, len(SPM_TYPES)) + struct.pack("<%di" % len(SPM_TYPES), *SPM_TYPES)),
+            gkv("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 1)), gkv("tokenizer.ggml.add_bos_token", 7, b"\1")]
+put("gguf", "tokenizer_spm", gguf(SPM_META, []))
+BPE_TOKENS = [B2U[b] for b in range(256)] + [B2U[ord("a")] + B2U[ord("b")]]
+BPE_META = [gkv("tokenizer.ggml.model", 8, gs("gpt2")), gkv("tokenizer.ggml.tokens", 9, str_array(BPE_TOKENS)),
+            gkv("tokenizer.ggml.merges", 9, str_array(["a b"]))]
+put("gguf", "tokenizer_bpe", gguf(BPE_META, []))
 put("gguf", "aligned64", gguf(META + [gkv("general.alignment", 4, struct.pack("<I", 64))], TENSORS[:3], align=64))
 put("gguf", "version2", gguf(META[:2], TENSORS[:1], version=2))
 put("gguf", "version1", gguf([], [], version=1))
