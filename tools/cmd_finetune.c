@@ -14,7 +14,6 @@
 #include "cli.h"
 #include "commands.h"
 #include "model_files.h"
-#include "plot.h"
 #include "train_loop.h"
 #include "wgml.h"
 
@@ -176,27 +175,6 @@ static bool ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-/* loss.csv and loss.svg, each written atomically; 0, or -1 after a message. */
-static int write_curves(const ft_opts *o, const lr_schedule *sc, const float *losses, const double *val_loss, const char *title)
-{
-    char path[4096], tmp[4200];
-    cli_fmt_path(path, sizeof path, o->out, "loss.csv");
-    FILE *f = cli_atomic_open("wgml finetune", path, tmp, sizeof tmp);
-    if (!f) return -1;
-    fprintf(f, "step,train_loss,val_loss,lr\n");
-    for (int i = 0; i < o->steps; i++) {
-        fprintf(f, "%d,%.6f,", i + 1, losses[i]);
-        if (!isnan(val_loss[i + 1])) fprintf(f, "%.6f", val_loss[i + 1]);
-        fprintf(f, ",%.6g\n", lr_at(sc, i));
-    }
-    if (cli_atomic_commit("wgml finetune", f, tmp, path) != 0) return -1;
-    cli_fmt_path(path, sizeof path, o->out, "loss.svg");
-    f = cli_atomic_open("wgml finetune", path, tmp, sizeof tmp);
-    if (!f) return -1;
-    plot_loss_svg(f, title, losses, val_loss, o->steps, NAN);
-    return cli_atomic_commit("wgml finetune", f, tmp, path);
 }
 
 int cmd_finetune(int argc, char **argv)
@@ -384,7 +362,7 @@ int cmd_finetune(int argc, char **argv)
     if (write_weights(&run, ctx, o.out) != 0) goto done;
     char title[512];
     snprintf(title, sizeof title, "wgml finetune of %s on %s, %s", o.model, o.data, lora ? "LoRA" : "every weight");
-    if (write_curves(&o, &L.sched, L.losses, L.val_loss, title) != 0) goto done;
+    if (train_loop_write_curves(&L, NAN, title) != 0) goto done;
     if (lora) printf("wrote %s/adapter_config.json, %s/adapter_model.safetensors (PEFT), %s/loss.svg, %s/loss.csv\n", o.out, o.out,
                      o.out, o.out);
     else printf("wrote %s/config.json, %s/model.safetensors, the tokenizer, %s/loss.svg, %s/loss.csv\n", o.out, o.out, o.out, o.out);

@@ -16,7 +16,6 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "commands.h"
-#include "plot.h"
 #include "train_loop.h"
 #include "wgml.h"
 
@@ -126,28 +125,6 @@ static size_t min_tokens(int context)
     size_t n = 20;
     while (n - n / 10 < (size_t)context + 2) n++;
     return n;
-}
-
-/* loss.csv and loss.svg, each written atomically; 0, or -1 after a message. */
-static int write_curves(const train_opts *o, const lr_schedule *sc, const float *losses, const double *val_loss, double unigram,
-                        const char *title)
-{
-    char path[4096], tmp[4200];
-    cli_fmt_path(path, sizeof path, o->out, "loss.csv");
-    FILE *f = cli_atomic_open("wgml train", path, tmp, sizeof tmp);
-    if (!f) return -1;
-    fprintf(f, "step,train_loss,val_loss,lr\n");
-    for (int i = 0; i < o->steps; i++) {
-        fprintf(f, "%d,%.6f,", i + 1, losses[i]);
-        if (!isnan(val_loss[i + 1])) fprintf(f, "%.6f", val_loss[i + 1]);
-        fprintf(f, ",%.6g\n", lr_at(sc, i));
-    }
-    if (cli_atomic_commit("wgml train", f, tmp, path) != 0) return -1;
-    cli_fmt_path(path, sizeof path, o->out, "loss.svg");
-    f = cli_atomic_open("wgml train", path, tmp, sizeof tmp);
-    if (!f) return -1;
-    plot_loss_svg(f, title, losses, val_loss, o->steps, unigram);
-    return cli_atomic_commit("wgml train", f, tmp, path);
 }
 
 int cmd_train(int argc, char **argv)
@@ -346,7 +323,7 @@ int cmd_train(int argc, char **argv)
     const char *base = strrchr(o.data, '/');
     snprintf(title, sizeof title, "wgml train on %s: %llu parameters (dim %d, %d layers, context %d), %s", base ? base + 1 : o.data,
              (unsigned long long)nparams, o.dim, o.layers, o.context, info.name);
-    if (write_curves(&o, &L.sched, L.losses, L.val_loss, h, title) != 0) goto done;
+    if (train_loop_write_curves(&L, h, title) != 0) goto done;
     printf("wrote %s/config.json, %s/model.safetensors, %s/loss.svg, %s/loss.csv%s\n", o.out, o.out, o.out, o.out,
            o.tokenizer ? ", tokenizer.json" : "");
     rc = 0;

@@ -1,6 +1,7 @@
 /* The shared training loop (see train_loop.h). */
 #include "train_loop.h"
 #include "cli.h"
+#include "plot.h"
 
 #include <math.h>
 #include <signal.h>
@@ -237,4 +238,24 @@ done:
     free(buf);
     free(fences);
     return rc;
+}
+
+int train_loop_write_curves(const train_loop *L, double unigram, const char *title)
+{
+    char path[4096], tmp[4200];
+    cli_fmt_path(path, sizeof path, L->out, "loss.csv");
+    FILE *f = cli_atomic_open(L->who, path, tmp, sizeof tmp);
+    if (!f) return -1;
+    fprintf(f, "step,train_loss,val_loss,lr\n");
+    for (int i = 0; i < L->sched.steps; i++) {
+        fprintf(f, "%d,%.6f,", i + 1, L->losses[i]);
+        if (!isnan(L->val_loss[i + 1])) fprintf(f, "%.6f", L->val_loss[i + 1]);
+        fprintf(f, ",%.6g\n", lr_at(&L->sched, i));
+    }
+    if (cli_atomic_commit(L->who, f, tmp, path) != 0) return -1;
+    cli_fmt_path(path, sizeof path, L->out, "loss.svg");
+    f = cli_atomic_open(L->who, path, tmp, sizeof tmp);
+    if (!f) return -1;
+    plot_loss_svg(f, title, L->losses, L->val_loss, L->sched.steps, unigram);
+    return cli_atomic_commit(L->who, f, tmp, path);
 }

@@ -50,4 +50,9 @@ wgml_status train_loop_evaluate(train_loop *L, double *mean);
    (or 1 when that failed). */
 int train_loop_run(train_loop *L);
 
+/* L->out/loss.csv (step, training loss, validation loss where measured, learning rate)
+   and L->out/loss.svg (the curves titled title, with a dashed reference line at unigram
+   unless NaN), each written atomically. 0, or -1 after a message. */
+int train_loop_write_curves(const train_loop *L, double unigram, const char *title);
+
 #endif
