@@ -81,14 +81,7 @@ int cmd_eval(int argc, char **argv)
     wgml_trainer *tr = NULL;
     wgml_tensor *loss = NULL;
     uint32_t *ids = NULL, *tg = NULL, *bytes = NULL;
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
-        return 1;
-    }
-    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
-        goto done;
-    }
+    if (model_device(who, &ctx, &eng) != 0) return 1;
     if (model_open(who, ctx, eng, o.model, o.adapter, false, &m, NULL) != 0) goto done;
     const wgml_model_config *cfg = wgml_model_get_config(m);
     if (model_tokenizer(who, o.model, cfg, &tok) != 0) goto done;

@@ -245,14 +245,7 @@ int cmd_generate(int argc, char **argv)
 
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(NULL));
-        free(prompt_text);
-        return 1;
-    }
-    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
-        fprintf(stderr, "wgml generate: %s\n", wgml_last_error(ctx));
-        wgml_context_destroy(ctx);
+    if (model_device("wgml generate", &ctx, &eng) != 0) {
         free(prompt_text);
         return 1;
     }

@@ -48,14 +48,7 @@ int cmd_logits(int argc, char **argv)
     float *host = NULL;
     int rc = 1;
     size_t len = strlen(o.text), n = 0;
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "wgml logits: %s\n", wgml_last_error(NULL));
-        goto done;
-    }
-    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
-        fprintf(stderr, "wgml logits: %s\n", wgml_last_error(ctx));
-        goto done;
-    }
+    if (model_device("wgml logits", &ctx, &eng) != 0) goto done;
     if (model_open("wgml logits", ctx, eng, o.model, o.adapter, false, &m, &lora) != 0) goto done;
     if (model_tokenizer("wgml logits", o.model, wgml_model_get_config(m), &tok) != 0) goto done;
     /* as Hugging Face's encode(text): the tokenizer's template around the text */

@@ -54,14 +54,7 @@ int cmd_merge(int argc, char **argv)
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     wgml_model *m = NULL;
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
-        return 1;
-    }
-    if (wgml_engine_create(ctx, &eng) != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
-        goto done;
-    }
+    if (model_device(who, &ctx, &eng) != 0) return 1;
     if (ckpt_same_folder(o.out, o.adapter)) {
         fprintf(stderr, "%s: --out %s is the adapter's folder: write elsewhere\n", who, o.out);
         goto done;

@@ -6,6 +6,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+int model_device(const char *who, wgml_context **ctx, wgml_engine **eng)
+{
+    *ctx = NULL;
+    *eng = NULL;
+    if (wgml_context_create(NULL, ctx) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    if (wgml_engine_create(*ctx, eng) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(*ctx));
+        wgml_context_destroy(*ctx);
+        *ctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 const char *model_folder(const char *model, char *dir, size_t size)
 {
     struct stat st;

@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A context on the chosen adapter and an engine on it. 0, or -1 after a message that
+   starts with who (then nothing is left allocated). */
+int model_device(const char *who, wgml_context **ctx, wgml_engine **eng);
+
 /* The folder of model: model itself when it is a folder, else the folder of the file. */
 const char *model_folder(const char *model, char *dir, size_t size);
 
