@@ -151,3 +151,24 @@ bool gw_write(const gguf_writer *w, const char *path, uint32_t alignment)
     free(p);
     return ok;
 }
+
+const char *gw_tensor_name(const char *hf, char *out, size_t size)
+{
+    static const char *const pairs[][2] = {
+        { "input_layernorm.weight", "attn_norm.weight" }, { "self_attn.q_proj.weight", "attn_q.weight" },
+        { "self_attn.k_proj.weight", "attn_k.weight" }, { "self_attn.v_proj.weight", "attn_v.weight" },
+        { "self_attn.o_proj.weight", "attn_output.weight" }, { "post_attention_layernorm.weight", "ffn_norm.weight" },
+        { "mlp.gate_proj.weight", "ffn_gate.weight" }, { "mlp.up_proj.weight", "ffn_up.weight" },
+        { "mlp.down_proj.weight", "ffn_down.weight" } };
+    if (!strcmp(hf, "model.embed_tokens.weight")) snprintf(out, size, "token_embd.weight");
+    else if (!strcmp(hf, "model.norm.weight")) snprintf(out, size, "output_norm.weight");
+    else if (!strcmp(hf, "lm_head.weight")) snprintf(out, size, "output.weight");
+    else {
+        unsigned l;
+        int at = 0;
+        sscanf(hf, "model.layers.%u.%n", &l, &at);
+        for (size_t i = 0; i < 9; i++)
+            if (!strcmp(hf + at, pairs[i][0])) snprintf(out, size, "blk.%u.%s", l, pairs[i][1]);
+    }
+    return out;
+}

@@ -28,5 +28,7 @@ void gw_tensor(gguf_writer *w, const char *name, wgml_ggml_type type, uint32_t n
 /* the file's bytes (malloc'd, *size of them), or written to path (true on success) */
 uint8_t *gw_bytes(const gguf_writer *w, uint32_t alignment, size_t *size);
 bool gw_write(const gguf_writer *w, const char *path, uint32_t alignment);
+/* The GGUF name (llama.cpp's) of a Hugging Face Llama tensor name, into out. */
+const char *gw_tensor_name(const char *hf, char *out, size_t size);
 
 #endif

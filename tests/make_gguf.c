@@ -11,27 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *gguf_name(const char *hf, char *out, size_t size)
-{
-    static const char *const pairs[][2] = {
-        { "input_layernorm.weight", "attn_norm.weight" }, { "self_attn.q_proj.weight", "attn_q.weight" },
-        { "self_attn.k_proj.weight", "attn_k.weight" }, { "self_attn.v_proj.weight", "attn_v.weight" },
-        { "self_attn.o_proj.weight", "attn_output.weight" }, { "post_attention_layernorm.weight", "ffn_norm.weight" },
-        { "mlp.gate_proj.weight", "ffn_gate.weight" }, { "mlp.up_proj.weight", "ffn_up.weight" },
-        { "mlp.down_proj.weight", "ffn_down.weight" } };
-    if (!strcmp(hf, "model.embed_tokens.weight")) snprintf(out, size, "token_embd.weight");
-    else if (!strcmp(hf, "model.norm.weight")) snprintf(out, size, "output_norm.weight");
-    else if (!strcmp(hf, "lm_head.weight")) snprintf(out, size, "output.weight");
-    else {
-        unsigned l;
-        int at = 0;
-        sscanf(hf, "model.layers.%u.%n", &l, &at);
-        for (size_t i = 0; i < 9; i++)
-            if (!strcmp(hf + at, pairs[i][0])) snprintf(out, size, "blk.%u.%s", l, pairs[i][1]);
-    }
-    return out;
-}
-
 static uint16_t to_half(float f)   /* normal values of moderate size only: the scales */
 {
     uint32_t u;
@@ -101,7 +80,7 @@ int main(int argc, char **argv)
                         memcpy(y + (h * hd + 2 * j + s) * cols, x + (h * hd + s * hd / 2 + j) * cols, cols * sizeof *x);
         }
         char name[96];
-        gguf_name(hf, name, sizeof name);
+        gw_tensor_name(hf, name, sizeof name);
         uint64_t shape[2] = { cols, rows };
         if (cols > 1 && cols % 32 == 0) {
             uint8_t *b = malloc(n / 32 * 34);

@@ -69,27 +69,6 @@ static double half_value(uint16_t h)
    chosen for it, its bytes, and the f32 values (HF row order) they decode to. */
 typedef struct param { char gguf[96]; wgml_ggml_type type; uint64_t rows, cols; uint8_t *bytes; size_t nbytes; float *want; } param;
 
-static const char *gguf_name(const char *hf, char *out, size_t size)
-{
-    static const char *const pairs[][2] = {
-        { "input_layernorm.weight", "attn_norm.weight" }, { "self_attn.q_proj.weight", "attn_q.weight" },
-        { "self_attn.k_proj.weight", "attn_k.weight" }, { "self_attn.v_proj.weight", "attn_v.weight" },
-        { "self_attn.o_proj.weight", "attn_output.weight" }, { "post_attention_layernorm.weight", "ffn_norm.weight" },
-        { "mlp.gate_proj.weight", "ffn_gate.weight" }, { "mlp.up_proj.weight", "ffn_up.weight" },
-        { "mlp.down_proj.weight", "ffn_down.weight" } };
-    if (!strcmp(hf, "model.embed_tokens.weight")) snprintf(out, size, "token_embd.weight");
-    else if (!strcmp(hf, "model.norm.weight")) snprintf(out, size, "output_norm.weight");
-    else if (!strcmp(hf, "lm_head.weight")) snprintf(out, size, "output.weight");
-    else {
-        unsigned l;
-        int at = 0;
-        sscanf(hf, "model.layers.%u.%n", &l, &at);
-        for (size_t i = 0; i < 9; i++)
-            if (!strcmp(hf + at, pairs[i][0])) snprintf(out, size, "blk.%u.%s", l, pairs[i][1]);
-    }
-    return out;
-}
-
 /* Fills p with values of its type: F32 random; F16 / BF16 random 16-bit patterns of
    moderate exponent; Q8_0 / Q4_0 random codes with power-of-two scales. q / k rows are
    stored permuted as llama.cpp's converter permutes them. */
@@ -156,7 +135,7 @@ static fixture make_fixture(bool tied)
         const char *hf;
         wgml_tensor *t = wgml_model_param(m, i, &hf);
         param *p = &f.p[i];
-        gguf_name(hf, p->gguf, sizeof p->gguf);
+        gw_tensor_name(hf, p->gguf, sizeof p->gguf);
         p->rows = wgml_tensor_dim(t, 0);
         p->cols = wgml_tensor_ndim(t) == 2 ? wgml_tensor_dim(t, 1) : 1;
         bool q = strstr(hf, "q_proj") != NULL, k = strstr(hf, "k_proj") != NULL;
