@@ -258,14 +258,20 @@ typedef enum wgml_dtype {
     WGML_F16,   /* storage only, except where an op says it reads it */
     WGML_BF16,  /* storage only, except where an op says it reads it */
     WGML_U32,
-    WGML_U8
+    WGML_U8,
+    /* packed weight matrices (see PACKED WEIGHTS below; wgml_tensor_create_packed) */
+    WGML_Q8_0,
+    WGML_Q4_0,
+    WGML_Q4_K,
+    WGML_Q6_K,
+    WGML_AFFINE
 } wgml_dtype;
 
 #define WGML_MAX_DIMS 4
 
-/* Bytes per element of dtype (1, 2 or 4); 0 for an unknown dtype. */
+/* Bytes per element of dtype (1, 2 or 4); 0 for a packed or unknown dtype. */
 WGML_API size_t wgml_dtype_size(wgml_dtype dtype);
-/* "f32", "f16", "bf16", "u32", "u8", or "?" */
+/* "f32", "f16", "bf16", "u32", "u8", "q8_0", "q4_0", "q4_k", "q6_k", "affine", or "?" */
 WGML_API const char *wgml_dtype_name(wgml_dtype dtype);
 
 /* Creates a tensor of the given dtype and shape (ndim 1..4, every dimension >= 1). Its
@@ -311,6 +317,81 @@ WGML_API size_t wgml_tensor_dim(const wgml_tensor *t, uint32_t i);
 WGML_API size_t wgml_tensor_numel(const wgml_tensor *t);
 WGML_API size_t wgml_tensor_nbytes(const wgml_tensor *t);
 WGML_API wgml_context *wgml_tensor_context(const wgml_tensor *t);
+
+/* PACKED WEIGHTS
+   ==============
+   A packed tensor is a weight matrix W [rows, cols] (as a linear layer stores it: [out,
+   in]) kept in a compressed layout and unpacked inside the kernels that read it; the
+   arithmetic stays f32. Its numel is rows * cols, its byte size (wgml_tensor_nbytes) the
+   layout's. The ops that read one say so: wgml_matmul_bt (b: out = a @ W^T),
+   wgml_matmul (b: out = a @ W, the input gradient through a frozen weight),
+   wgml_embedding (table) and wgml_unpack (W to f32). Those ops also read f16 and bf16
+   tensors [rows, cols] the same way. A packed tensor cannot be reshaped; any other op
+   refuses it with WGML_ERROR_DTYPE. Every value below is little-endian; rows follow each
+   other with no padding, so row r starts at byte r * row_bytes.
+
+     WGML_Q8_0  ggml's Q8_0: per 32 values of a row, a 34-byte block: f16 d, then 32 int8
+                q; W = q * d. cols a multiple of 32; row_bytes = cols / 32 * 34.
+     WGML_Q4_0  ggml's Q4_0: per 32 values an 18-byte block: f16 d, 16 bytes whose low
+                nibbles are values 0-15 and high nibbles values 16-31; W = (q - 8) * d.
+                cols a multiple of 32; row_bytes = cols / 32 * 18.
+     WGML_Q4_K  ggml's Q4_K: per 256 values a 144-byte block: f16 d, f16 dmin, 12 bytes of
+                6-bit scales and minimums of 8 sub-blocks of 32, 128 bytes of nibbles (each
+                64 values: the low nibbles of 32 bytes, then their high nibbles); with sc, mn
+                sub-block j's scale and minimum (j < 4: the low 6 bits of bytes j and j + 4;
+                else the nibbles of byte j + 4 with the top 2 bits of bytes j - 4 and j),
+                W = (d * sc) * q - dmin * mn. cols a multiple of 256; row_bytes = cols / 256 *
+                144.
+     WGML_Q6_K  ggml's Q6_K: per 256 values a 210-byte block: 128 bytes ql, 64 bytes qh, 16
+                int8 scales, f16 d; in each half h (128 values) value l + 32 k (l < 32, k < 4)
+                has the low (k < 2) or high nibble of ql[64 h + l + 32 (k % 2)] and bits 2k,
+                2k + 1 of qh[32 h + l] above it; W = (d * sc[8 h + l / 16 + 2 k]) * (q - 32).
+                cols a multiple of 256; row_bytes = cols / 256 * 210.
+     WGML_AFFINE  MLX's affine scheme, bits 4 or 8 in groups of group_size (32, 64, 128)
+                along a row: three parts, each starting at a multiple of 16 bytes:
+                codes at byte 0: each row ceil(cols * bits / 32) u32 words, value k in bits
+                [bits * (k % (32 / bits)), +bits) of word k / (32 / bits); then scales at
+                scales_offset and biases at biases_offset, each rows * ceil(cols /
+                group_size) values of scale_dtype (f32, f16 or bf16), row-major;
+                W = q * scale + bias. Any cols >= 1 (the last group of a row may be short):
+                an MLX checkpoint's weight, scales and biases are these parts exactly.
+
+   Unpacking is exact: the kernels evaluate the formulas above in f32, and every product
+   in them is exact in f32 (a code of at most 8 bits times an f16 or bf16 scale, or times
+   d * sc of at most 17 bits), so each value is one correctly rounded operation of known
+   inputs: the same bits on every adapter, and the same bits as the host's expansion of a
+   GGUF model to f32. The one exception is WGML_AFFINE with f32 scales: q * scale is then
+   rounded, and a device may fuse it with the addition or not, so a value may differ in
+   its last bit between adapters. */
+typedef struct wgml_packed_desc {
+    wgml_dtype dtype;           /* WGML_Q8_0, WGML_Q4_0, WGML_Q4_K, WGML_Q6_K or WGML_AFFINE */
+    uint32_t rows, cols;        /* W [rows, cols], each >= 1 */
+    uint32_t bits;              /* WGML_AFFINE only: 4 or 8 */
+    uint32_t group_size;        /* WGML_AFFINE only: 32, 64 or 128 */
+    wgml_dtype scale_dtype;     /* WGML_AFFINE only: WGML_F32 (0), WGML_F16 or WGML_BF16 */
+} wgml_packed_desc;
+
+/* Where each part of a packed tensor lies (byte offsets; the parts that a dtype lacks 0). */
+typedef struct wgml_packed_layout {
+    size_t bytes;               /* the tensor's byte size */
+    size_t row_bytes;           /* bytes of one row of blocks (of codes for WGML_AFFINE) */
+    size_t scales_offset;       /* WGML_AFFINE: the scales */
+    size_t biases_offset;       /* WGML_AFFINE: the biases */
+} wgml_packed_layout;
+
+/* The layout of a packed tensor of desc, computed on the host (no context needed).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; a dtype, bits, group_size or scale_dtype
+           not listed; a zero dimension), WGML_ERROR_SHAPE (cols not a multiple of the
+           block), WGML_ERROR_LIMIT (a size overflowing size_t). */
+WGML_API wgml_status wgml_packed_layout_of(const wgml_packed_desc *desc, wgml_packed_layout *out);
+
+/* Creates a packed tensor [rows, cols] of desc, contents undefined until written with
+   wgml_tensor_write at the layout's offsets. wgml_tensor_create refuses packed dtypes.
+   Errors: wgml_packed_layout_of's, plus wgml_tensor_create's. */
+WGML_API wgml_status wgml_tensor_create_packed(wgml_context *ctx, const wgml_packed_desc *desc, wgml_tensor **out);
+/* The desc a packed tensor was created with (rows and cols for an f16 or bf16 2-D
+   tensor, its dtype for any other; a zeroed desc for NULL). */
+WGML_API wgml_packed_desc wgml_tensor_packed_desc(const wgml_tensor *t);
 
 /* ------------------------------------------------------------------------------------ */
 /* Engine: compiled kernels and the ops that dispatch them                               */
@@ -481,7 +562,8 @@ WGML_API wgml_status wgml_dequantize(wgml_engine *e, const wgml_tensor *input, w
 WGML_API wgml_status wgml_affine_dequantize(wgml_engine *e, const wgml_tensor *weight, const wgml_tensor *scales,
                                             const wgml_tensor *biases, wgml_tensor *out);
 /* MLX affine dequantization of bits-bit values in groups of group_size:
-       out[i] = q(i) * scales[i / group_size] + biases[i / group_size]   (in f32),
+       out[i] = q(i) * scales[i / group_size] + biases[i / group_size]   (in f32, as the
+                packed WGML_AFFINE weights unpack: see PACKED WEIGHTS),
    where q(i) is element i of weight's packed stream, MLX order: weight is read as
    little-endian u32 words (a u32 tensor as MLX stores it, or the same bytes as u8) and
        bits = 8: q(i) = bits [8j, 8j + 8) of word i / 4, j = i % 4 (byte i),
@@ -498,6 +580,13 @@ WGML_API wgml_status wgml_affine_dequantize(wgml_engine *e, const wgml_tensor *w
 WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tensor *weight,
                                                  const wgml_tensor *scales, const wgml_tensor *biases,
                                                  wgml_tensor *out, uint32_t bits, uint32_t group_size);
+/* Unpacks a packed, f16 or bf16 weight w [rows, cols] (see PACKED WEIGHTS) into f32:
+   out (any shape of rows * cols elements) gets W row-major, each value exactly as the
+   layout's formula gives it. For anything no op reads packed.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (w
+           neither packed nor 16-bit, out not f32), WGML_ERROR_SHAPE (w not 2-D; out's
+           element count), WGML_ERROR_LIMIT (w over 4 GiB). */
+WGML_API wgml_status wgml_unpack(wgml_engine *e, const wgml_tensor *w, wgml_tensor *out);
 
 /* ---- matrix products (src/ops/matmul.c) ---------------------------------------------- */
 
@@ -508,6 +597,15 @@ WGML_API wgml_status wgml_affine_dequantize_with(wgml_engine *e, const wgml_tens
      wgml_matmul     a [..., K] is A [M, K]     b [K, N] is B          out = a @ b
      wgml_matmul_bt  a [..., K] is A [M, K]     b [N, K] is B^T        out = a @ b^T
      wgml_matmul_at  a [..., M] is A^T [K, M]   b [..., N] is B        out = a^T @ b
+
+   Packed weights. b of wgml_matmul and wgml_matmul_bt (and their _with forms) may also be
+   a packed, f16 or bf16 weight W [rows, cols] (see PACKED WEIGHTS): wgml_matmul_bt(a, W)
+   is a @ W^T (a linear layer's forward), wgml_matmul(a, W) is a @ W (its input gradient).
+   The kernels unpack W in registers, f32 arithmetic: for M <= 8 (decoding) a
+   matrix-vector kernel that streams the packed bytes once, else 64 x 64 tiles that unpack
+   W's tile into workgroup memory once for 64 rows of a; the result matches the f32
+   product of the unpacked W (wgml_unpack) within the rounding bound below. A W over 4 GiB
+   is WGML_ERROR_LIMIT.
 
    Shapes. b of wgml_matmul and wgml_matmul_bt must be 2-D; the leading dimensions of a
    flatten into M (M = numel(a) / K), so a [batch, seq, K] or a 1-D vector [K] (M = 1) work.
@@ -1072,7 +1170,8 @@ WGML_API wgml_status wgml_clip_grad_by_global_norm(wgml_engine *e, wgml_tensor *
 /* ---- embeddings (src/ops/embedding.c) ------------------------------------------------ */
 
 /* Lookup: out[i, :] = table[ids[i], :], and a row of zeros where ids[i] >= V.
-   table: f32 [V, D] (exactly 2 dimensions). ids: u32, any shape, N elements.
+   table: f32 [V, D] (exactly 2 dimensions), or a packed, f16 or bf16 weight [V, D]
+   (PACKED WEIGHTS: each row unpacked exactly). ids: u32, any shape, N elements.
    out: f32 with N * D elements and last dimension D (e.g. [N, D] or [B, T, D]); not table.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_DTYPE, WGML_ERROR_SHAPE (table
            not 2-D, out not N x D), WGML_ERROR_ALIAS (out is table), WGML_ERROR_CONTEXT. */

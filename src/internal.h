@@ -146,6 +146,15 @@ wgml__fusion_view wgml__fusion_pending(const wgml_context *ctx);
 
 /* ---- tensors ------------------------------------------------------------------------ */
 
+/* A packed tensor's description and layout (src/packed.c); all zero for a dense one. */
+typedef struct wgml__packed {
+    wgml_packed_desc desc;
+    size_t bytes, row_bytes, scales_offset, biases_offset;
+} wgml__packed;
+
+/* Whether d is one of the packed dtypes (wgml_tensor_create_packed makes them). */
+static inline bool wgml__dtype_packed(wgml_dtype d) { return d >= WGML_Q8_0 && d <= WGML_AFFINE; }
+
 struct wgml_tensor {
     wgml_context *ctx;
     WGPUBuffer buffer;
@@ -159,7 +168,22 @@ struct wgml_tensor {
        from the tensor (matmul's transposed copy of a) is current while both are unchanged. */
     uint64_t id;
     uint64_t written;
+    wgml__packed packed;       /* bytes 0 unless the dtype is packed */
 };
+
+/* Creates the packed tensor p describes (the layout already checked) for fn. */
+wgml_status wgml__tensor_create_packed(const char *fn, wgml_context *ctx, const wgml__packed *p, wgml_tensor **out);
+/* Whether t is a weight the packed kernels read: a packed dtype, f16 or bf16. */
+bool wgml__is_packed_operand(const wgml_tensor *t);
+/* out [M, N] (+)= a [M, K] @ W^T (trans false: W [N, K]) or a @ W (trans: W [K, N]) for
+   a packed operand W (src/ops/packed.c); the caller checked the shapes. */
+wgml_status wgml__packed_matmul(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *w, wgml_tensor *out,
+                                uint32_t M, uint32_t N, uint32_t K, bool trans, bool acc);
+/* wgml_embedding from a packed table (the caller checked the shapes). */
+wgml_status wgml__packed_embedding(wgml_engine *e, const char *fn, const wgml_tensor *table, const wgml_tensor *ids,
+                                   wgml_tensor *out);
+/* The layout of desc, or a failure naming fn (ctx may be NULL). */
+wgml_status wgml__packed_layout(wgml_context *ctx, const char *fn, const wgml_packed_desc *desc, wgml__packed *out);
 
 /* Records that t's buffer is (about to be) written. */
 static inline void wgml__wrote(wgml_tensor *t) { t->written = ++t->ctx->writes; }

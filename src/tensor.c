@@ -10,6 +10,7 @@ size_t wgml_dtype_size(wgml_dtype d)
     case WGML_F32: case WGML_U32: return 4;
     case WGML_F16: case WGML_BF16: return 2;
     case WGML_U8: return 1;
+    case WGML_Q8_0: case WGML_Q4_0: case WGML_Q4_K: case WGML_Q6_K: case WGML_AFFINE: return 0;
     }
     return 0;
 }
@@ -22,6 +23,11 @@ const char *wgml_dtype_name(wgml_dtype d)
     case WGML_BF16: return "bf16";
     case WGML_U32: return "u32";
     case WGML_U8: return "u8";
+    case WGML_Q8_0: return "q8_0";
+    case WGML_Q4_0: return "q4_0";
+    case WGML_Q4_K: return "q4_k";
+    case WGML_Q6_K: return "q6_k";
+    case WGML_AFFINE: return "affine";
     }
     return "?";
 }
@@ -49,6 +55,7 @@ static wgml_status check_shape(wgml_context *ctx, const char *fn, uint32_t ndim,
 
 size_t wgml__nbytes(const wgml_tensor *t)
 {
+    if (t->packed.bytes) return t->packed.bytes;
     bool of;
     return numel_of(t->ndim, t->shape, &of) * wgml_dtype_size(t->dtype);
 }
@@ -67,20 +74,26 @@ static void on_pop(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStrin
     r->message[n] = 0;
 }
 
-/* Creates a tensor for the public function fn (named in messages). On failure *out is NULL. */
+/* Creates a tensor for the public function fn (named in messages); packed (NULL for a
+   dense dtype) gives a packed tensor's layout, its dtype and shape [rows, cols] are
+   dtype, ndim and shape. On failure *out is NULL. */
 static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape,
-                                 wgml_tensor **out)
+                                 const wgml__packed *packed, wgml_tensor **out)
 {
     if (out) *out = NULL;
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: ctx is NULL", fn);
     if (!out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     WGML_CHECK(wgml__check_device(ctx));
-    if (wgml_dtype_size(dtype) == 0)
+    if (!packed && wgml__dtype_packed(dtype))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dtype %s is packed; create it with wgml_tensor_create_packed",
+                          fn, wgml_dtype_name(dtype));
+    if (!packed && wgml_dtype_size(dtype) == 0)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dtype %d is not a wgml_dtype", fn, (int)dtype);
     WGML_CHECK(check_shape(ctx, fn, ndim, shape));
     bool overflow;
     size_t n = numel_of(ndim, shape, &overflow);
-    size_t es = wgml_dtype_size(dtype);
+    size_t es = packed ? 1 : wgml_dtype_size(dtype);
+    if (packed) n = packed->bytes;
     if (overflow || n > (SIZE_MAX - 16) / es)
         return wgml__fail(ctx, WGML_ERROR_LIMIT, "%s: the element count overflows size_t", fn);
     uint64_t bytes = (uint64_t)n * es;
@@ -123,6 +136,7 @@ static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype d
     t->dtype = dtype;
     t->ndim = ndim;
     memcpy(t->shape, shape, ndim * sizeof *shape);
+    if (packed) t->packed = *packed;
     ctx->live_tensors++;
     ctx->device_bytes += cap;
     *out = t;
@@ -131,7 +145,7 @@ static wgml_status tensor_create(const char *fn, wgml_context *ctx, wgml_dtype d
 
 wgml_status wgml_tensor_create(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape, wgml_tensor **out)
 {
-    return tensor_create("wgml_tensor_create", ctx, dtype, ndim, shape, out);
+    return tensor_create("wgml_tensor_create", ctx, dtype, ndim, shape, NULL, out);
 }
 
 wgml_status wgml_tensor_from_data(wgml_context *ctx, wgml_dtype dtype, uint32_t ndim, const size_t *shape, const void *data,
@@ -141,7 +155,7 @@ wgml_status wgml_tensor_from_data(wgml_context *ctx, wgml_dtype dtype, uint32_t 
         if (out) *out = NULL;
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_from_data: data is NULL");
     }
-    WGML_CHECK(tensor_create("wgml_tensor_from_data", ctx, dtype, ndim, shape, out));
+    WGML_CHECK(tensor_create("wgml_tensor_from_data", ctx, dtype, ndim, shape, NULL, out));
     wgml_status s = wgml_tensor_write(*out, 0, data, wgml__nbytes(*out));
     if (s != WGML_OK) {
         wgml_tensor_release(*out);
@@ -250,6 +264,9 @@ wgml_status wgml_tensor_reshape(wgml_tensor *t, uint32_t ndim, const size_t *sha
 {
     if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_tensor_reshape: tensor is NULL");
     WGML_CHECK(check_shape(t->ctx, "wgml_tensor_reshape", ndim, shape));
+    if (t->packed.bytes)
+        return wgml__fail(t->ctx, WGML_ERROR_DTYPE, "wgml_tensor_reshape: the tensor is packed (%s); its shape is fixed",
+                          wgml_dtype_name(t->dtype));
     bool of;
     size_t n = numel_of(ndim, shape, &of);
     if (of || n != wgml_tensor_numel(t))
@@ -283,3 +300,8 @@ size_t wgml_tensor_numel(const wgml_tensor *t)
 }
 size_t wgml_tensor_nbytes(const wgml_tensor *t) { return t ? wgml__nbytes(t) : 0; }
 wgml_context *wgml_tensor_context(const wgml_tensor *t) { return t ? t->ctx : NULL; }
+
+wgml_status wgml__tensor_create_packed(const char *fn, wgml_context *ctx, const wgml__packed *p, wgml_tensor **out)
+{
+    return tensor_create(fn, ctx, p->desc.dtype, 2, (size_t[]){ p->desc.rows, p->desc.cols }, p, out);
+}

@@ -34,13 +34,17 @@ wgml_status wgml_embedding(wgml_engine *e, const wgml_tensor *table, const wgml_
 {
     const char *fn = "wgml_embedding";
     WGML_CHECK(wgml__check_engine(e, fn));
-    WGML_CHECK(wgml__check_tensor(e, fn, "table", table, WGML_F32));
+    bool packed = wgml__is_packed_operand(table);
+    WGML_CHECK(wgml__check_tensor(e, fn, "table", table, packed ? -1 : WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "ids", ids, WGML_U32));
     WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
-    WGML_CHECK(check_table(e, fn, "table", table));
+    if (!packed) WGML_CHECK(check_table(e, fn, "table", table));
+    else if (wgml_tensor_ndim(table) != 2)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: table has %u dimensions; it must be [V, D]", fn, wgml_tensor_ndim(table));
     size_t v = wgml_tensor_dim(table, 0), d = wgml_tensor_dim(table, 1), n = wgml_tensor_numel(ids);
     WGML_CHECK(check_rows(e, fn, "out", out, n, d, "table"));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "table", table));
+    if (packed) return wgml__packed_embedding(e, fn, table, ids, out);
 
     bool vec4 = d % 4 == 0;
     uint32_t dd = (uint32_t)(vec4 ? d / 4 : d);

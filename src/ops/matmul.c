@@ -787,16 +787,19 @@ static wgml_status run(wgml_engine *e, const char *fn, int layout, uint32_t M, u
 
 static size_t last_dim(const wgml_tensor *t) { return t->shape[t->ndim - 1]; }
 
-static wgml_status check_common(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b, const wgml_tensor *out)
+/* packed_b: b may be a packed, f16 or bf16 weight (wgml_matmul, wgml_matmul_bt). */
+static wgml_status check_common(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b, const wgml_tensor *out,
+                                bool packed_b)
 {
     WGML_CHECK(wgml__check_engine(e, fn));
     WGML_CHECK(wgml__check_tensor(e, fn, "a", a, WGML_F32));
-    WGML_CHECK(wgml__check_tensor(e, fn, "b", b, WGML_F32));
+    bool packed = packed_b && wgml__is_packed_operand(b);
+    WGML_CHECK(wgml__check_tensor(e, fn, "b", b, packed ? -1 : WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "a", a));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "b", b));
     WGML_CHECK(wgml__check_u32_numel(e, fn, "a", a));
-    WGML_CHECK(wgml__check_u32_numel(e, fn, "b", b));
+    if (!packed) WGML_CHECK(wgml__check_u32_numel(e, fn, "b", b));
     WGML_CHECK(wgml__check_u32_numel(e, fn, "out", out));
     return WGML_OK;
 }
@@ -814,7 +817,7 @@ static wgml_status check_out(wgml_engine *e, const char *fn, const wgml_tensor *
 static wgml_status nn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out, bool acc)
 {
-    WGML_CHECK(check_common(e, fn, a, b, out));
+    WGML_CHECK(check_common(e, fn, a, b, out, true));
     if (b->ndim != 2)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [K, N]; it has %u dimensions", fn, b->ndim);
     size_t K = b->shape[0], N = b->shape[1];
@@ -823,13 +826,14 @@ static wgml_status nn_product(wgml_engine *e, const char *fn, const wgml_tensor 
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
+    if (wgml__is_packed_operand(b)) return wgml__packed_matmul(e, fn, a, b, out, (uint32_t)M, (uint32_t)N, (uint32_t)K, true, acc);
     return run(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
 }
 
 static wgml_status nt_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out, bool acc)
 {
-    WGML_CHECK(check_common(e, fn, a, b, out));
+    WGML_CHECK(check_common(e, fn, a, b, out, true));
     if (b->ndim != 2)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: b must be 2-D [N, K]; it has %u dimensions", fn, b->ndim);
     size_t N = b->shape[0], K = b->shape[1];
@@ -838,13 +842,14 @@ static wgml_status nt_product(wgml_engine *e, const char *fn, const wgml_tensor 
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
+    if (wgml__is_packed_operand(b)) return wgml__packed_matmul(e, fn, a, b, out, (uint32_t)M, (uint32_t)N, (uint32_t)K, false, acc);
     return run(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
 }
 
 static wgml_status tn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
                               wgml_tensor *out, bool acc)
 {
-    WGML_CHECK(check_common(e, fn, a, b, out));
+    WGML_CHECK(check_common(e, fn, a, b, out, false));
     size_t M = last_dim(a), N = last_dim(b);
     size_t Ka = wgml_tensor_numel(a) / M, Kb = wgml_tensor_numel(b) / N;
     if (Ka != Kb)
