@@ -1897,8 +1897,9 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
      prompt runs in one pass, then one token per call.
    - files: wgml_model_load reads a Hugging Face folder (config.json and one or sharded
      safetensors files of f32, f16 or bf16, or MLX affine-quantised weights, which are
-     dequantised to f32 on the GPU) and wgml_model_save writes the same layout (f32, or
-     f16 / bf16 through wgml_model_save_with).
+     dequantised to f32 on the GPU) or a GGUF file, and wgml_model_save writes the same
+     layout (f32, or f16 / bf16 through wgml_model_save_with). wgml_model_load_with keeps
+     the matrices packed or 16-bit instead (PACKED WEIGHTS), or quantises them at load.
 
    A model, trainer or cache belongs to the engine (and context) it was created with and
    follows the THREADS rules of its context. Destroy caches and trainers before their
@@ -1923,7 +1924,8 @@ WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *
    standard deviation std (0 means 0.02), o_proj and down_proj divided by sqrt(2 * layers)
    (GPT-2's scaling of residual projections). The same seed gives the same model on every
    adapter (the numbers are drawn on the host).
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL m; std negative or not finite). */
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL m; std negative or not finite),
+           WGML_ERROR_UNSUPPORTED (packed or 16-bit weights: wgml_model_load_with). */
 WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std);
 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
@@ -1945,6 +1947,40 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
            WGML_ERROR_UNSUPPORTED (another architecture, a tensor it would not use), plus
            wgml_model_create's. */
 WGML_API wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out);
+
+/* How wgml_model_load_with stores the matrices (the embedding, every projection and
+   lm_head; norms and biases are always f32). */
+typedef enum wgml_weights {
+    WGML_WEIGHTS_F32 = 0,   /* every weight expanded to f32 (what wgml_model_load does) */
+    WGML_WEIGHTS_KEEP,      /* each matrix in the file's dtype (see PACKED WEIGHTS): f16 and
+                               bf16 as they are; MLX affine weights (U32 with scales and
+                               biases) as WGML_AFFINE; GGUF Q8_0, Q4_0, Q4_K and Q6_K as those
+                               dtypes; f32 and the GGUF types without a packed dtype (Q4_1,
+                               Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q5_K) expanded to f32 */
+    WGML_WEIGHTS_Q8,        /* every matrix not already packed quantised at load to MLX's
+                               affine scheme, 8 bits in groups of 64 with f16 scales and
+                               biases (per group: bias = min, scale = (max - min) / 255, codes
+                               rounded to the nearest against the rounded scale and bias) */
+    WGML_WEIGHTS_Q4         /* the same with 4 bits (scale = (max - min) / 15) */
+} wgml_weights;
+
+typedef struct wgml_model_load_options {
+    wgml_weights weights;   /* default WGML_WEIGHTS_F32 */
+} wgml_model_load_options;
+
+/* wgml_model_load with options (NULL: the defaults). A model whose matrices are packed or
+   16-bit (wgml_model_weight_bytes shows the memory) runs forward (wgml_model_decode,
+   wgml_trainer_eval) and trains LoRA adapters over its frozen weights; what needs f32
+   matrices refuses it with WGML_ERROR_UNSUPPORTED naming the weight: training every
+   weight (wgml_trainer_create without lora), wgml_model_init_random, wgml_lora_merge.
+   wgml_model_save unpacks each matrix to f32 first (then rounds to opts->dtype).
+   Errors: wgml_model_load's, plus WGML_ERROR_INVALID_ARGUMENT (weights not listed) and
+           WGML_ERROR_UNSUPPORTED (quantising a value beyond f16's range: the message names
+           the tensor). */
+WGML_API wgml_status wgml_model_load_with(wgml_engine *e, const char *path, const wgml_model_load_options *opts,
+                                          wgml_model **out);
+/* Device bytes of the model's parameters (packed sizes for packed matrices); 0 for NULL. */
+WGML_API uint64_t wgml_model_weight_bytes(const wgml_model *m);
 
 /* Writes dir/model.safetensors (every parameter, the names above) and dir/config.json
    (the family's model_type and architecture: qwen3 with qk_norm, qwen2 with qkv_bias,
@@ -2024,6 +2060,8 @@ typedef struct wgml_trainer_desc {
    two AdamW moments per trained parameter (zero).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0; beta1 or beta2 outside
            [0, 1); eps outside [0, 1]; weight_decay or clip_norm not finite; NaN anywhere),
+           WGML_ERROR_UNSUPPORTED (training every weight of a model whose matrices are
+           packed or 16-bit: train a LoRA adapter, or load f32 weights),
            WGML_ERROR_LIMIT, WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out);
 WGML_API void wgml_trainer_destroy(wgml_trainer *t);
@@ -2152,7 +2190,8 @@ WGML_API wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const c
 WGML_API wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out);
 /* Adds scale * B A into each target's base weight (the adapter's effect kept, without
    its cost), then detaches and frees the adapter.
-   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), device errors (the adapter then stays
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_UNSUPPORTED (the model's weights
+   are packed or 16-bit: nothing merged), device errors (the adapter then stays
    attached, and some base weights may hold their merge already: load the model again). */
 WGML_API wgml_status wgml_lora_merge(wgml_lora *l);
 

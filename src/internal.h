@@ -375,7 +375,23 @@ double wgml__now(void);
 
 /* wgml_model_create with the parameters zeroed (zero) or left unwritten, recording nothing
    (for wgml_model_load, which checks the whole file before it writes every parameter). */
-wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, bool zero, wgml_model **out);
+/* What wgml__model_create does with the parameters: zeroes them, leaves them undefined, or
+   leaves the matrices (2-D parameters) NULL for a loader to set (wgml__model_set_param). */
+typedef enum wgml__params_mode { WGML__PARAMS_ZERO, WGML__PARAMS_UNDEFINED, WGML__PARAMS_NO_MATRICES } wgml__params_mode;
+wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, wgml__params_mode mode, wgml_model **out);
+/* Parameter i (a matrix [rows, cols], named name) from host f32 values: f32, or for
+   WGML_WEIGHTS_Q8 / Q4 quantised (src/model_weights.c). */
+wgml_status wgml__model_put_f32(wgml_model *m, size_t i, const char *name, const float *w, uint32_t rows, uint32_t cols,
+                                wgml_weights weights);
+/* Parameter i from a file's packed bytes: d's dtype (f16, bf16 or packed) with its parts:
+   the data (codes), then for WGML_AFFINE the scales and biases (sizes in bytes). */
+wgml_status wgml__model_put_packed(wgml_model *m, size_t i, const wgml_packed_desc *d, const void *const parts[3],
+                                   const size_t sizes[3]);
+/* Puts t in parameter i's place (releasing what was there); the model owns t. */
+void wgml__model_set_param(wgml_model *m, size_t i, wgml_tensor *t);
+/* WGML_ERROR_UNSUPPORTED naming fn and the first packed weight, when the model has one:
+   what (why) needs f32 weights. */
+wgml_status wgml__model_refuse_packed(const wgml_model *m, const char *fn, const char *why);
 
 /* What wgml_model_create checks of a configuration, alone; and the parameters of a
    model of configuration c (one these checks accepted),
@@ -415,7 +431,7 @@ void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d);
    rope_freqs.weight gives them. */
 wgml_status wgml__model_set_rope_factors(wgml_model *m, const float *factors);
 /* wgml_model_load of a .gguf file (src/model_gguf.c). */
-wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_model **out);
+wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_weights weights, wgml_model **out);
 
 /* Shared spelling of the entry check of every op: engine valid, no pending device error. */
 #define WGML_CHECK(expr)                  \

@@ -459,6 +459,7 @@ wgml_status wgml_lora_merge(wgml_lora *l)
     if (!l) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: l is NULL", fn);
     wgml_context *ctx = wgml_tensor_context(l->params[0]);
     wgml_engine *e = wgml__model_engine(l->m);
+    WGML_CHECK(wgml__model_refuse_packed(l->m, fn, "merging an adapter into the weights"));
     wgml_status s = WGML_OK;
     /* W += (scale B) A: B scaled in a copy, then added through the product's accumulate */
     wgml_tensor *bs = NULL;

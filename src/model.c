@@ -236,10 +236,10 @@ void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML
 
 wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out)
 {
-    return wgml__model_create(e, cfg, true, out);
+    return wgml__model_create(e, cfg, WGML__PARAMS_ZERO, out);
 }
 
-wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, bool zero, wgml_model **out)
+wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, wgml__params_mode mode, wgml_model **out)
 {
     if (out) *out = NULL;
     TRY(wgml__check_engine(e, "wgml_model_create"));
@@ -275,8 +275,9 @@ wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, boo
         wgml__model_param_spec(&m->cfg, i, name, &nd, shape);
         m->names[i] = strdup(name);
         if (!m->names[i]) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); break; }
+        if (nd == 2 && mode == WGML__PARAMS_NO_MATRICES) continue;   /* the loader makes them */
         s = nd == 1 ? mk(ctx, &m->p[i], WGML_F32, 1, shape[0], 0, 0, 0) : mk2(ctx, &m->p[i], shape[0], shape[1]);
-        if (s == WGML_OK && zero) s = wgml_tensor_zero(m->p[i]);
+        if (s == WGML_OK && mode == WGML__PARAMS_ZERO) s = wgml_tensor_zero(m->p[i]);
     }
     if (s == WGML_OK && cfg->rope_scaling.type != WGML_ROPE_SCALING_NONE) {
         float *f = malloc(sizeof(float) * (hd / 2));
@@ -315,6 +316,34 @@ void wgml__model_set_lora(wgml_model *m, wgml_lora *l)
 }
 wgml_engine *wgml__model_engine(const wgml_model *m) { return m->e; }
 void wgml__model_set_file_dtype(wgml_model *m, wgml_dtype d) { m->file_dtype = d; }
+void wgml__model_set_param(wgml_model *m, size_t i, wgml_tensor *t)
+{
+    wgml_tensor_release(m->p[i]);
+    m->p[i] = t;
+}
+
+/* The first parameter that is not f32 (a packed or 16-bit matrix), or SIZE_MAX. */
+static size_t first_packed(const wgml_model *m)
+{
+    for (size_t i = 0; i < m->nparams; i++)
+        if (wgml_tensor_dtype(m->p[i]) != WGML_F32) return i;
+    return SIZE_MAX;
+}
+
+wgml_status wgml__model_refuse_packed(const wgml_model *m, const char *fn, const char *why)
+{
+    size_t i = first_packed(m);
+    if (i == SIZE_MAX) return WGML_OK;
+    return wgml__fail(m->ctx, WGML_ERROR_UNSUPPORTED, "%s: %s is %s; %s needs f32 weights (load the model with "
+                      "wgml_model_load, or --dtype f32)", fn, m->names[i], wgml_dtype_name(wgml_tensor_dtype(m->p[i])), why);
+}
+
+uint64_t wgml_model_weight_bytes(const wgml_model *m)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; m && i < m->nparams; i++) n += wgml_tensor_nbytes(m->p[i]);
+    return n;
+}
 
 wgml_status wgml__model_set_rope_factors(wgml_model *m, const float *factors)
 {
@@ -352,6 +381,7 @@ wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
     if (!(std >= 0) || !isfinite(std))
         return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_init_random: std must be finite and >= 0");
     if (std == 0) std = 0.02f;
+    TRY(wgml__model_refuse_packed(m, "wgml_model_init_random", "a random initialisation"));
     uint64_t state = seed;
     size_t maxn = 0;
     for (size_t i = 0; i < m->nparams; i++)
@@ -582,6 +612,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
                           "must be finite", desc->weight_decay, desc->clip_norm);
     if (desc->lora && desc->lora != m->lora)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc lora is not the model's adapter");
+    if (!desc->lora && !desc->eval_only) TRY(wgml__model_refuse_packed(m, "wgml_trainer_create", "training every weight"));
     wgml_trainer *t = calloc(1, sizeof *t);
     if (!t) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory");
     t->m = m;

@@ -141,35 +141,77 @@ static wgml_status check_param(wgml_context *ctx, const wgml_checkpoint *ck, con
     return WGML_OK;
 }
 
-/* Parameter `name` from the checkpoint into p (check_param accepted it). */
-static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const wgml_model_config *cfg, const char *name,
-                              wgml_tensor *p)
+/* Parameter i (`name`) from the checkpoint into the model (check_param accepted it):
+   vectors f32; matrices as weights says (wgml_weights). */
+static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const wgml_model_config *cfg, wgml_model *m, size_t i,
+                              wgml_weights weights)
 {
     wgml_context *ctx = e->ctx;
+    char name[WGML__PARAM_NAME_MAX];
+    uint32_t nd;
+    uint64_t shape[2];
+    wgml__model_param_spec(cfg, i, name, &nd, shape);
     wgml_file_tensor info;
     int64_t idx;
     wgml_status s = find_tensor(ctx, ck, name, &info, &idx);
     if (s != WGML_OK) return s;
     const void *data = wgml_checkpoint_data(ck, (size_t)idx);
-    if (info.dtype == WGML_ST_U32 && wgml_tensor_ndim(p) == 2) {
+    uint32_t rows = nd == 2 ? (uint32_t)shape[0] : 1, cols = (uint32_t)(nd == 2 ? shape[1] : shape[0]);
+    bool quantised = info.dtype == WGML_ST_U32 && nd == 2;
+    if (nd == 2 && weights != WGML_WEIGHTS_F32 && (quantised || (weights == WGML_WEIGHTS_KEEP && info.dtype != WGML_ST_F32))) {
+        /* kept as the file has it: 16-bit, or MLX's codes, scales and biases */
+        wgml_packed_desc d = { .dtype = info.dtype == WGML_ST_F16 ? WGML_F16 : WGML_BF16, .rows = rows, .cols = cols };
+        const void *parts[3] = { data, NULL, NULL };
+        size_t sizes[3] = { (size_t)info.numel * wgml_safetensors_dtype_bits(info.dtype) / 8, 0, 0 };
+        if (quantised) {
+            char sname[512], bname[512];
+            quant_names(name, sname, bname, sizeof sname);
+            wgml_file_tensor si, bi;
+            int64_t sidx, bidx;
+            s = find_tensor(ctx, ck, sname, &si, &sidx);
+            if (s == WGML_OK) s = find_tensor(ctx, ck, bname, &bi, &bidx);
+            if (s != WGML_OK) return s;
+            wgml_dtype sd, bd;
+            wgml_safetensors_dtype_to_wgml(si.dtype, &sd);
+            wgml_safetensors_dtype_to_wgml(bi.dtype, &bd);
+            if (sd != bd)   /* one scale dtype per packed tensor: expand mixed ones */
+                goto expand;
+            d = (wgml_packed_desc){ .dtype = WGML_AFFINE, .rows = rows, .cols = cols, .bits = cfg->quantization.bits,
+                                    .group_size = cfg->quantization.group_size, .scale_dtype = sd };
+            parts[1] = wgml_checkpoint_data(ck, (size_t)sidx);
+            parts[2] = wgml_checkpoint_data(ck, (size_t)bidx);
+            sizes[1] = (size_t)si.numel * wgml_safetensors_dtype_bits(si.dtype) / 8;
+            sizes[2] = (size_t)bi.numel * wgml_safetensors_dtype_bits(bi.dtype) / 8;
+        }
+        return wgml__model_put_packed(m, i, &d, parts, sizes);
+    }
+expand:
+    if (quantised) {
+        /* MLX affine weights dequantised to f32 on the GPU */
         uint32_t bits = cfg->quantization.bits, group = cfg->quantization.group_size;
-        uint64_t rows = wgml_tensor_dim(p, 0), cols = wgml_tensor_dim(p, 1);
         char sname[512], bname[512];
         quant_names(name, sname, bname, sizeof sname);
-        wgml_tensor *w = NULL, *sc = NULL, *bi = NULL;
+        wgml_tensor *w = NULL, *sc = NULL, *bi = NULL, *p = NULL;
         s = wgml_tensor_from_data(ctx, WGML_U32, 1, (size_t[]){ info.numel }, data, &w);
         if (s == WGML_OK) s = load_f32(ctx, ck, sname, rows, cols / group, &sc);
         if (s == WGML_OK) s = load_f32(ctx, ck, bname, rows, cols / group, &bi);
+        if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 2, (size_t[]){ rows, cols }, &p);
         if (s == WGML_OK) s = wgml_affine_dequantize_with(e, w, sc, bi, p, bits, group);
         wgml_tensor_release(w);
         wgml_tensor_release(sc);
         wgml_tensor_release(bi);
-        return s;
+        if (s != WGML_OK) {
+            wgml_tensor_release(p);
+            return s;
+        }
+        wgml__model_set_param(m, i, p);
+        return WGML_OK;
     }
     float *buf = malloc(sizeof(float) * (info.numel ? info.numel : 1));
     if (!buf) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_load: out of host memory");
     to_f32(info.dtype, data, info.numel, buf);
-    s = wgml_tensor_write(p, 0, buf, info.numel * sizeof(float));
+    if (nd == 2) s = wgml__model_put_f32(m, i, name, buf, rows, cols, weights);
+    else s = wgml_tensor_write(wgml_model_param(m, i, NULL), 0, buf, info.numel * sizeof(float));
     free(buf);
     return s;
 }
@@ -288,13 +330,21 @@ static wgml_dtype file_dtype(const wgml_checkpoint *ck, const wgml_model *m)
 
 wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
 {
+    return wgml_model_load_with(e, path, NULL, out);
+}
+
+wgml_status wgml_model_load_with(wgml_engine *e, const char *path, const wgml_model_load_options *opts, wgml_model **out)
+{
     const char *fn = "wgml_model_load";
     if (out) *out = NULL;
     WGML_CHECK(wgml__check_engine(e, fn));
     wgml_context *ctx = e->ctx;
     if (!path || !out) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, path ? "out" : "path");
+    wgml_weights weights = opts ? opts->weights : WGML_WEIGHTS_F32;
+    if (weights < WGML_WEIGHTS_F32 || weights > WGML_WEIGHTS_Q4)
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: opts weights is %d; it must be a wgml_weights", fn, (int)weights);
     size_t plen = strlen(path);
-    if (plen > 5 && strcmp(path + plen - 5, ".gguf") == 0) return wgml__model_load_gguf(e, path, out);
+    if (plen > 5 && strcmp(path + plen - 5, ".gguf") == 0) return wgml__model_load_gguf(e, path, weights, out);
 
     /* config.json sits in the folder, or beside the file given */
     char dir[PATH_MAX], cfg_path[PATH_MAX + 16];
@@ -331,18 +381,14 @@ wgml_status wgml_model_load(wgml_engine *e, const char *path, wgml_model **out)
     if (s == WGML_OK) s = check_no_extra(ctx, ck, &cfg);
     wgml_model *m = NULL;
     if (s == WGML_OK) {
-        s = wgml__model_create(e, &cfg, false, &m);   /* every parameter is written below */
+        s = wgml__model_create(e, &cfg, WGML__PARAMS_NO_MATRICES, &m);   /* every parameter is written below */
         if (s != WGML_OK) {   /* the message names this function */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
             s = wgml__fail(ctx, s, "%s: %s", fn, msg);
         }
     }
-    for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) {
-        const char *name;
-        wgml_tensor *p = wgml_model_param(m, i, &name);
-        s = load_param(e, ck, &cfg, name, p);
-    }
+    for (size_t i = 0; s == WGML_OK && i < wgml_model_param_count(m); i++) s = load_param(e, ck, &cfg, m, i, weights);
     if (s == WGML_OK) wgml__model_set_file_dtype(m, file_dtype(ck, m));
     if (s == WGML_OK) s = wgml_context_flush(ctx);
     wgml_checkpoint_close(ck);
@@ -469,10 +515,17 @@ wgml_status wgml_model_save_with(wgml_model *m, const char *dir, const wgml_mode
         entries[i].dtype = wgml_safetensors_dtype_from_wgml(dtype);
         entries[i].ndim = wgml_tensor_ndim(t);
         for (uint32_t d = 0; d < entries[i].ndim; d++) entries[i].shape[d] = wgml_tensor_dim(t, d);
-        void *buf = malloc(wgml_tensor_nbytes(t));
+        void *buf = malloc(wgml_tensor_numel(t) * sizeof(float));
         if (!buf) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn); break; }
         entries[i].data = buf;
-        s = wgml_tensor_read(t, 0, buf, wgml_tensor_nbytes(t));
+        if (wgml_tensor_dtype(t) == WGML_F32) s = wgml_tensor_read(t, 0, buf, wgml_tensor_nbytes(t));
+        else {   /* a packed or 16-bit matrix: unpacked to f32 on the device */
+            wgml_tensor *f = NULL;
+            s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ wgml_tensor_numel(t) }, &f);
+            if (s == WGML_OK) s = wgml_unpack(wgml__model_engine(m), t, f);
+            if (s == WGML_OK) s = wgml_tensor_read(f, 0, buf, wgml_tensor_numel(t) * sizeof(float));
+            wgml_tensor_release(f);
+        }
         size_t bad;
         if (s == WGML_OK && dtype != WGML_F32 && !to_16_bits(buf, wgml_tensor_numel(t), dtype, &bad))
             s = wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] = %g is beyond F16's range (+-65504): save as BF16 or "

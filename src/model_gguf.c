@@ -1,7 +1,8 @@
 /* wgml_model_load of a llama-architecture GGUF file: the configuration from its metadata
    (wgml_model_config_from_gguf), every tensor checked against it before any device
-   memory is taken, then each weight expanded to f32 on the host (src/io/ggml_dequant.c)
-   and written to the device.
+   memory is taken, then each weight expanded to f32 on the host (src/io/ggml_dequant.c),
+   or with WGML_WEIGHTS_KEEP kept in its blocks where a packed dtype reads them, and
+   written to the device.
 
    llama.cpp's converter stores the rows of attn_q and attn_k permuted for its interleaved
    RoPE: within each head, row 2 j + t holds what Hugging Face's row t * head_dim / 2 + j
@@ -53,14 +54,30 @@ static wgml_status check_tensor(wgml_context *ctx, const wgml_gguf *g, const cha
     return WGML_OK;
 }
 
-/* rows [n_head * hd, cols] from GGUF's interleaved order back to halves. */
-static void unpermute(const float *in, float *out, uint64_t rows, uint64_t cols, uint32_t n_head)
+/* rows [n_head * hd] of row_size bytes each from GGUF's interleaved order back to halves
+   (whole rows move, so packed rows move as they are). */
+static void unpermute(const void *in, void *out, uint64_t rows, size_t row_size, uint32_t n_head)
 {
     uint64_t hd = rows / n_head, half = hd / 2;
     for (uint64_t h = 0; h < n_head; h++)
         for (uint64_t j = 0; j < half; j++)
             for (uint64_t t = 0; t < 2; t++)
-                memcpy(out + (h * hd + t * half + j) * cols, in + (h * hd + 2 * j + t) * cols, cols * sizeof(float));
+                memcpy((uint8_t *)out + (h * hd + t * half + j) * row_size, (const uint8_t *)in + (h * hd + 2 * j + t) * row_size,
+                       row_size);
+}
+
+/* The packed (or 16-bit) dtype a GGUF type is kept in, or WGML_F32 when it has none. */
+static wgml_dtype kept_dtype(wgml_ggml_type t)
+{
+    switch (t) {
+    case WGML_GGML_F16: return WGML_F16;
+    case WGML_GGML_BF16: return WGML_BF16;
+    case WGML_GGML_Q8_0: return WGML_Q8_0;
+    case WGML_GGML_Q4_0: return WGML_Q4_0;
+    case WGML_GGML_Q4_K: return WGML_Q4_K;
+    case WGML_GGML_Q6_K: return WGML_Q6_K;
+    default: return WGML_F32;
+    }
 }
 
 static bool ends_with(const char *s, const char *suffix)
@@ -69,7 +86,7 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_model **out)
+wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_weights weights, wgml_model **out)
 {
     wgml_context *ctx = e->ctx;
     wgml_gguf *g = NULL;
@@ -115,7 +132,7 @@ wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_model *
 
     wgml_model *m = NULL;
     if (!s) {
-        s = wgml__model_create(e, &cfg, false, &m);
+        s = wgml__model_create(e, &cfg, WGML__PARAMS_NO_MATRICES, &m);
         if (s) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", wgml_last_error(ctx));
@@ -140,15 +157,34 @@ wgml_status wgml__model_load_gguf(wgml_engine *e, const char *path, wgml_model *
                 break;
             }
         }
-        wgml__ggml_to_f32(t.type, wgml_gguf_tensor_data(g, (size_t)index[i]), t.numel, buf);
-        const float *src = buf;
+        const void *data = wgml_gguf_tensor_data(g, (size_t)index[i]);
         bool q = ends_with(name, "q_proj.weight"), k = ends_with(name, "k_proj.weight");
+        uint32_t heads = q ? cfg.num_attention_heads : (cfg.num_key_value_heads ? cfg.num_key_value_heads : cfg.num_attention_heads);
+        uint32_t rows = t.ndim == 2 ? (uint32_t)t.shape[1] : 1, cols = (uint32_t)t.shape[0];
+        wgml_dtype kept = kept_dtype(t.type);
+        bool keep = t.ndim == 2 && kept != WGML_F32 &&
+                    (weights == WGML_WEIGHTS_KEEP || (weights != WGML_WEIGHTS_F32 && wgml__dtype_packed(kept)));
+        if (keep) {   /* the blocks as the file has them (tmp has room: a block is smaller than its floats) */
+            uint32_t block, bytes;
+            wgml_ggml_type_block(t.type, &block, &bytes);
+            size_t row_size = (size_t)cols / block * bytes;
+            if (q || k) {
+                unpermute(data, tmp, rows, row_size, heads);
+                data = tmp;
+            }
+            wgml_packed_desc d = { .dtype = kept, .rows = rows, .cols = cols };
+            s = wgml__model_put_packed(m, i, &d, (const void *const[3]){ data, NULL, NULL },
+                                       (const size_t[3]){ row_size * rows, 0, 0 });
+            continue;
+        }
+        wgml__ggml_to_f32(t.type, data, t.numel, buf);
+        const float *src = buf;
         if (q || k) {
-            uint32_t heads = q ? cfg.num_attention_heads : (cfg.num_key_value_heads ? cfg.num_key_value_heads : cfg.num_attention_heads);
-            unpermute(buf, tmp, t.shape[1], t.shape[0], heads);
+            unpermute(buf, tmp, rows, (size_t)cols * sizeof(float), heads);
             src = tmp;
         }
-        s = wgml_tensor_write(p, 0, src, (size_t)t.numel * sizeof(float));
+        if (t.ndim == 2) s = wgml__model_put_f32(m, i, name, src, rows, cols, weights);
+        else s = wgml_tensor_write(p, 0, src, (size_t)t.numel * sizeof(float));
     }
     free(buf);
     free(tmp);

@@ -64,6 +64,7 @@ wgml_status wgml__packed_layout(wgml_context *ctx, const char *fn, const wgml_pa
 
 wgml_status wgml_packed_layout_of(const wgml_packed_desc *desc, wgml_packed_layout *out)
 {
+    if (!out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_packed_layout_of: out is NULL");
     wgml__packed p;
     WGML_CHECK(wgml__packed_layout(NULL, "wgml_packed_layout_of", desc, &p));
     *out = (wgml_packed_layout){ .bytes = p.bytes, .row_bytes = p.row_bytes, .scales_offset = p.scales_offset,

@@ -385,6 +385,33 @@ run 0 "$wgml" generate --model "$work/m.gguf" --prompt "This" --tokens 4 --tempe
 said "MiB of weights"
 run 0 "$wgml" eval --model "$work/m.gguf" --data "$work/qa.jsonl" --context 16
 said "perplexity"
+case="weights kept packed, expanded or quantised at load"
+run 0 "$wgml" train --dim 64 --heads 2 --kv-heads 1 --layers 1 --ffn 64 --context 16 --batch 2 --eval-every 0 --steps 2 \
+    --out "$work/m64"
+check '"$make_gguf" "$work/m64" "$work/m64.gguf"' "make_gguf failed"
+run 0 "$wgml" generate --model "$work/m64.gguf" --prompt "This" --tokens 4 --temperature 0 --dtype f32
+said "(f32)"
+cp "$work/out" "$work/text_f32"
+run 0 "$wgml" generate --model "$work/m64.gguf" --prompt "This" --tokens 4 --temperature 0
+said "(q8_0)"
+check 'cmp -s "$work/out" "$work/text_f32"' "the GGUF's kept Q8_0 blocks and their f32 expansion generate different greedy text"
+run 0 "$wgml" generate --model "$model" --prompt "This" --tokens 4 --temperature 0 --quantize q4
+said "affine 4-bit"
+run 0 "$wgml" eval --model "$model" --data "$work/qa.jsonl" --context 16 --quantize q8
+said "affine 8-bit"
+run 2 "$wgml" generate --model "$model" --dtype f16
+said "auto or f32"
+run 2 "$wgml" eval --model "$model" --data "$work/qa.jsonl" --quantize q3
+said "q8 or q4"
+run 2 "$wgml" logits --model "$model" --dtype f32 --quantize q8 --out "$work/r.bin"
+said "contradict"
+absent "$work/r.bin"
+run 0 "$wgml" "${ft[@]}" --steps 2 --quantize q4 --out "$work/qlora"
+said "over frozen affine 4-bit weights"
+check '[ -e "$work/qlora/adapter_model.safetensors" ]' "QLoRA wrote no adapter"
+run 2 "$wgml" "${ft[@]}" --steps 2 --full --quantize q8 --out "$work/r"
+said "--full"
+absent "$work/r"
 printf 'GGUF\3\0\0\0' >"$work/cut.gguf"
 run 1 "$wgml" generate --model "$work/cut.gguf" --tokens 1
 said "truncated"

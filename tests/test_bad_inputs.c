@@ -200,6 +200,8 @@ static wgml_status c_dropout(wgml_engine *e, wgml_tensor *const *t, const scal *
 { return wgml_dropout(e, t[0], t[1], s->f[0], 7); }
 static wgml_status c_conv1d(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_conv1d(e, t[0], t[1], t[2], t[3]); }
+static wgml_status c_unpack(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ (void)s; return wgml_unpack(e, t[0], t[1]); }
 static wgml_status c_affine_dequantize(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_affine_dequantize(e, t[0], t[1], t[2], t[3]); }
 static wgml_status c_affine_dequantize_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -408,15 +410,21 @@ static const oprow rows[] = {
       .sm = { RULE(SU, 0, 4, WGML_ERROR_SHAPE, "weight"), RULE(SU, 1, 64, WGML_ERROR_SHAPE, "scales") },
       .refused = { { 3, 1 } } },
 
+    /* ---- packed weights (16-bit ones here: the packed dtypes are test_packed.c's) ---- */
+    { .fn = "wgml_unpack", .call = c_unpack,
+      .a = { { .name = "w", .dtype = WGML_F16, .dtypes = DT(WGML_F16) | DT(WGML_BF16), .shape = SH(2, 3),
+               .bad = { { SH(6) }, { SH(1, 2, 3) } } },
+             { .name = "out", .shape = SH(6), .flags = OUT, .bad = { { SH(5) }, { SH(7) } } } } },
+
     /* ---- matrix products: a [M 2, K 3] ---- */
     { .fn = "wgml_matmul", .call = c_matmul,
       .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
-             { .name = "b", .shape = SH(3, 4), .bad = { { SH(12) }, { SH(4, 4) }, { SH(1, 3, 4) } } },
+             { .name = "b", .dtypes = FLOAT_DT, .shape = SH(3, 4), .bad = { { SH(12) }, { SH(4, 4) }, { SH(1, 3, 4) } } },
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 5) }, { SH(3, 4) } } } },
       .refused = { { 2, 0 }, { 2, 1 } } },
     { .fn = "wgml_matmul_bt", .call = c_matmul_bt,
       .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
-             { .name = "b", .shape = SH(4, 3), .bad = { { SH(12) }, { SH(3, 4) }, { SH(1, 4, 3) } } },
+             { .name = "b", .dtypes = FLOAT_DT, .shape = SH(4, 3), .bad = { { SH(12) }, { SH(3, 4) }, { SH(1, 4, 3) } } },
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 3) } } } },
       .refused = { { 2, 0 }, { 2, 1 } } },
     { .fn = "wgml_matmul_at", .call = c_matmul_at,
@@ -428,12 +436,12 @@ static const oprow rows[] = {
     /* the _with forms, accumulating (NULL and zeroed options accepted) */
     { .fn = "wgml_matmul_with", .call = c_matmul_with,
       .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
-             { .name = "b", .shape = SH(3, 4), .bad = { { SH(12) }, { SH(4, 4) }, { SH(1, 3, 4) } } },
+             { .name = "b", .dtypes = FLOAT_DT, .shape = SH(3, 4), .bad = { { SH(12) }, { SH(4, 4) }, { SH(1, 3, 4) } } },
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 5) }, { SH(3, 4) } } } },
       .s = { .u = { 1 } }, .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
     { .fn = "wgml_matmul_bt_with", .call = c_matmul_bt_with,
       .a = { { .name = "a", .shape = SH(2, 3), .bad = { { SH(2, 4) }, { SH(6) } } },
-             { .name = "b", .shape = SH(4, 3), .bad = { { SH(12) }, { SH(3, 4) }, { SH(1, 4, 3) } } },
+             { .name = "b", .dtypes = FLOAT_DT, .shape = SH(4, 3), .bad = { { SH(12) }, { SH(3, 4) }, { SH(1, 4, 3) } } },
              { .name = "out", .shape = SH(2, 4), .flags = OUT, .bad = { { SH(4, 2) }, { SH(8) }, { SH(2, 3) } } } },
       .s = { .u = { 1 } }, .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
     { .fn = "wgml_matmul_at_with", .call = c_matmul_at_with,
@@ -659,7 +667,7 @@ static const oprow rows[] = {
 
     /* ---- embeddings: table [V 2, D 3], ids [2] ---- */
     { .fn = "wgml_embedding", .call = c_embedding,
-      .a = { { .name = "table", .shape = SH(2, 3), .bad = { { SH(6) }, { SH(1, 2, 3) }, { SH(2, 4) } } },
+      .a = { { .name = "table", .dtypes = FLOAT_DT, .shape = SH(2, 3), .bad = { { SH(6) }, { SH(1, 2, 3) }, { SH(2, 4) } } },
              { .name = "ids", .dtype = WGML_U32, .shape = SH(2), .bad = { { SH(3) }, { SH(1) } } },
              { .name = "out", .shape = SH(2, 3), .flags = OUT, .bad = { { SH(2, 4) }, { SH(3, 2) }, { SH(7) }, { SH(1, 1, 6) } } } },
       .refused = { { 2, 0 } } },
@@ -1083,7 +1091,7 @@ static void test_status_and_dtype_names(void)
         const char *s = wgml_status_string((wgml_status)bad_status[i]);
         NOOP("wgml_status_string", s != NULL && s[0] != 0);
     }
-    const int bad_dtype[] = { -1, WGML_U8 + 1, 99 };
+    const int bad_dtype[] = { -1, WGML_AFFINE + 1, 99 };
     for (int i = 0; i < 3; i++) {
         NOOP("wgml_dtype_size", wgml_dtype_size((wgml_dtype)bad_dtype[i]) == 0);
         NOOP("wgml_dtype_name", !strcmp(wgml_dtype_name((wgml_dtype)bad_dtype[i]), "?"));
@@ -1173,6 +1181,34 @@ static void test_tensor_functions(void)
                info.max_buffer_size < info.max_storage_buffer_binding_size ? "maxBufferSize" : "maxStorageBufferBindingSize");
     CREATE_BAD(wgml_tensor_create(th_ctx, WGML_F32, 2, overflow, &t), WGML_ERROR_LIMIT, th_ctx, "size_t");
 #undef CREATE_BAD
+    /* packed tensors: every field of the desc */
+    const char *pfn = "wgml_tensor_create_packed";
+    wgml_packed_layout lay;
+    const wgml_packed_desc q8 = { .dtype = WGML_Q8_0, .rows = 2, .cols = 64 };
+    const wgml_packed_desc bad_descs[] = {
+        { .dtype = WGML_F32, .rows = 2, .cols = 64 }, { .dtype = (wgml_dtype)99, .rows = 2, .cols = 64 },
+        { .dtype = WGML_Q8_0, .rows = 0, .cols = 64 }, { .dtype = WGML_Q4_K, .rows = 2, .cols = 0 },
+        { .dtype = WGML_AFFINE, .rows = 2, .cols = 64, .bits = 2, .group_size = 64 },
+        { .dtype = WGML_AFFINE, .rows = 2, .cols = 64, .bits = 4, .group_size = 48 },
+        { .dtype = WGML_AFFINE, .rows = 2, .cols = 64, .bits = 4, .group_size = 64, .scale_dtype = WGML_U8 },
+    };
+    for (size_t i = 0; i < sizeof bad_descs / sizeof bad_descs[0]; i++) {
+        t = (wgml_tensor *)&t;
+        BAD(pfn, wgml_tensor_create_packed(th_ctx, &bad_descs[i], &t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "desc");
+        TH_CHECK(t == NULL, "%s: *out not NULL after a failure", pfn);
+        BAD("wgml_packed_layout_of", wgml_packed_layout_of(&bad_descs[i], &lay), WGML_ERROR_INVALID_ARGUMENT, NULL, "desc");
+    }
+    BAD(pfn, wgml_tensor_create_packed(th_ctx, &(wgml_packed_desc){ .dtype = WGML_Q6_K, .rows = 2, .cols = 300 }, &t),
+        WGML_ERROR_SHAPE, th_ctx, "256");
+    BAD(pfn, wgml_tensor_create_packed(NULL, &q8, &t), WGML_ERROR_INVALID_ARGUMENT, NULL, "ctx");
+    BAD(pfn, wgml_tensor_create_packed(th_ctx, NULL, &t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "desc");
+    BAD(pfn, wgml_tensor_create_packed(th_ctx, &q8, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+    BAD(pfn, wgml_tensor_create_packed(th_ctx, &(wgml_packed_desc){ .dtype = WGML_Q8_0, .rows = UINT32_MAX, .cols = UINT32_MAX - 31 },
+                                       &t), WGML_ERROR_LIMIT, th_ctx, "size_t");
+    BAD(pfn, wgml_tensor_create_packed(th_ctx, &(wgml_packed_desc){ .dtype = WGML_Q8_0, .rows = 1u << 20, .cols = 1u << 20 }, &t),
+        WGML_ERROR_LIMIT, th_ctx, "maxStorageBufferBindingSize");
+    BAD("wgml_packed_layout_of", wgml_packed_layout_of(&q8, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    NOOP("wgml_tensor_packed_desc", wgml_tensor_packed_desc(NULL).dtype == WGML_F32 && wgml_tensor_packed_desc(NULL).rows == 0);
 #define FROM_BAD(call, want, msg_ctx, needle) do { \
         t = (wgml_tensor *)&t; \
         BAD("wgml_tensor_from_data", call, want, msg_ctx, needle); \
@@ -2019,6 +2055,19 @@ static void test_model_functions(void)
     TH_CHECK(access(sub, F_OK) != 0, "%s: a refused save made %s", fn, sub);
     TH_EXPECT(wgml_model_save(m, sub), WGML_OK);
     NOOP("wgml_model_file_dtype", wgml_model_file_dtype(NULL) == WGML_F32 && wgml_model_file_dtype(m) == WGML_F32);
+    NOOP("wgml_model_weight_bytes", wgml_model_weight_bytes(NULL) == 0 && wgml_model_weight_bytes(m) > 0);
+    {
+        wgml_model *m3 = (wgml_model *)&m3;
+        /* its messages name wgml_model_load, whose work it does */
+        set_sentinels("wgml_model_load_with");
+        snap before = snap_take();
+        wgml_status got = wgml_model_load_with(th_eng, sub, &(wgml_model_load_options){ .weights = (wgml_weights)7 }, &m3);
+        check_rejected_p("wgml_model_load_with", "wgml_model_load", "weights 7", got, WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+                         "weights", NULL, &before);
+        TH_CHECK(m3 == NULL, "wgml_model_load_with: *out not NULL after a failure");
+        BADP("wgml_model_load_with", "wgml_model_load", wgml_model_load_with(NULL, sub, NULL, &m3), WGML_ERROR_INVALID_ARGUMENT,
+             "engine");
+    }
     fn = "wgml_model_load";
     wgml_model *m2 = (wgml_model *)&m2;
     BAD(fn, wgml_model_load(NULL, sub, &m2), WGML_ERROR_INVALID_ARGUMENT, NULL, "engine");

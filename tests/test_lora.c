@@ -67,13 +67,56 @@ typedef struct fixture {
     double *a[64], *b[64];        /* per layer * 7 + target; NULL where none */
 } fixture;
 
-static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout);
+static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout,
+                             wgml_weights weights);
 static void fixture_make(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora)
 {
-    fixture_make_drop(f, tc, rank, targets, rslora, 0.0f);
+    fixture_make_all(f, tc, rank, targets, rslora, 0.0f, WGML_WEIGHTS_F32);
+}
+static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout)
+{
+    fixture_make_all(f, tc, rank, targets, rslora, dropout, WGML_WEIGHTS_F32);
 }
 
-static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout)
+/* The fixture's model saved (as BF16 for WGML_WEIGHTS_KEEP, else F32) and loaded again
+   with weights: its matrices become bf16 or quantised, and the reference's parameters
+   become what the model holds (each matrix unpacked). */
+static void reload_packed(fixture *f, wgml_weights weights)
+{
+    char dir[] = "/tmp/wgml_test_lora_packed_XXXXXX";
+    TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    wgml_model_save_options so = { .dtype = weights == WGML_WEIGHTS_KEEP ? WGML_BF16 : WGML_F32 };
+    TH_EXPECT(wgml_model_save_with(f->m, dir, &so), WGML_OK);
+    wgml_model_destroy(f->m);
+    f->m = NULL;
+    TH_EXPECT(wgml_model_load_with(th_eng, dir, &(wgml_model_load_options){ .weights = weights }, &f->m), WGML_OK);
+    char path[64];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    if (!f->m) return;
+    for (int i = 0; i < f->np; i++) {
+        wgml_tensor *t = wgml_model_param(f->m, (size_t)i, NULL);
+        size_t n = wgml_tensor_numel(t);
+        wgml_tensor *u = th_poisoned(WGML_F32, TH_SHAPE(n));
+        if (wgml_tensor_ndim(t) == 2) {
+            TH_CHECK(wgml_tensor_dtype(t) == (weights == WGML_WEIGHTS_KEEP ? WGML_BF16 : WGML_AFFINE), "parameter %d is %s", i,
+                     wgml_dtype_name(wgml_tensor_dtype(t)));
+            TH_EXPECT(wgml_unpack(th_eng, t, u), WGML_OK);
+        } else {
+            TH_EXPECT(wgml_copy_tensor(th_eng, t, u, 0), WGML_OK);
+        }
+        float *x = th_read(u);
+        th_to_double(x, f->p[i], n);
+        free(x);
+        wgml_tensor_release(u);
+    }
+}
+
+static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout,
+                             wgml_weights weights)
 {
     const ref_model_shape *s = &tc->s;
     memset(f, 0, sizeof *f);
@@ -91,6 +134,7 @@ static void fixture_make_drop(fixture *f, const tiny *tc, uint32_t rank, uint32_
         TH_EXPECT(wgml_tensor_write(wgml_model_param(f->m, (size_t)i, NULL), 0, x, n * sizeof *x), WGML_OK);
         free(x);
     }
+    if (weights != WGML_WEIGHTS_F32) reload_packed(f, weights);
     wgml_lora_desc d = { .rank = rank, .alpha = 5, .targets = targets, .rslora = rslora, .dropout = dropout };
     TH_EXPECT(wgml_lora_create(f->m, &d, th_rand_u32(), &f->l), WGML_OK);
     f->rank = (int)rank;
@@ -145,15 +189,17 @@ static uint32_t *random_ids(size_t n, int vocab)
     return ids;
 }
 
-static float *params_snapshot(wgml_model *m, size_t *count)
+/* Every parameter's bytes (packed ones as they are stored), one after another; *count is
+   their total. */
+static uint8_t *params_snapshot(wgml_model *m, size_t *count)
 {
     size_t total = 0;
-    for (size_t i = 0; i < wgml_model_param_count(m); i++) total += wgml_tensor_numel(wgml_model_param(m, i, NULL));
-    float *all = th_alloc_f(total), *at = all;
+    for (size_t i = 0; i < wgml_model_param_count(m); i++) total += wgml_tensor_nbytes(wgml_model_param(m, i, NULL));
+    uint8_t *all = malloc(total), *at = all;
     for (size_t i = 0; i < wgml_model_param_count(m); i++) {
         wgml_tensor *t = wgml_model_param(m, i, NULL);
         th_read_into(t, at);
-        at += wgml_tensor_numel(t);
+        at += wgml_tensor_nbytes(t);
     }
     *count = total;
     return all;
@@ -161,11 +207,11 @@ static float *params_snapshot(wgml_model *m, size_t *count)
 
 /* Forward and the adapter's gradients against the reference, for each shape and a few
    target sets; the base stays bit for bit what it was through several steps. */
-static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rslora)
+static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, wgml_weights weights)
 {
     const ref_model_shape *s = &tc->s;
     fixture f;
-    fixture_make(&f, tc, rank, targets, rslora);
+    fixture_make_all(&f, tc, rank, targets, rslora, 0.0f, weights);
     size_t N = (size_t)tc->B * tc->T, V = (size_t)s->vocab;
     uint32_t *ids = random_ids(N, s->vocab), *tg = random_ids(N, s->vocab);
     double *ref_logits = th_alloc_d(N * V);
@@ -214,15 +260,15 @@ static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rs
 
     /* steps move the adapter, never the base */
     size_t nb, na;
-    float *before = params_snapshot(f.m, &nb);
+    uint8_t *before = params_snapshot(f.m, &nb);
     float *a0 = th_read(wgml_lora_param(f.l, 0, NULL));
     TH_EXPECT(wgml_trainer_step(t, 1e-2f, NULL), WGML_OK);
     for (int k = 0; k < 2; k++) {
         TH_EXPECT(wgml_trainer_accumulate(t, ids, tg, 1.0f, NULL), WGML_OK);
         TH_EXPECT(wgml_trainer_step(t, 1e-2f, NULL), WGML_OK);
     }
-    float *after = params_snapshot(f.m, &na);
-    TH_CHECK(nb == na && memcmp(before, after, nb * sizeof(float)) == 0, "the frozen base changed while the adapter trained");
+    uint8_t *after = params_snapshot(f.m, &na);
+    TH_CHECK(nb == na && memcmp(before, after, nb) == 0, "the frozen base changed while the adapter trained");
     float *a1 = th_read(wgml_lora_param(f.l, 0, NULL));
     TH_CHECK(memcmp(a0, a1, wgml_tensor_nbytes(wgml_lora_param(f.l, 0, NULL))) != 0, "three steps left the adapter unchanged");
     free(before); free(after); free(a0); free(a1);
@@ -235,11 +281,32 @@ static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rs
 
 static void test_train_against_reference(void)
 {
-    check_train(&tiny_a, 4, WGML_LORA_ALL, false);
-    check_train(&tiny_b, 3, WGML_LORA_Q | WGML_LORA_V | WGML_LORA_DOWN, true);
-    check_train(&tiny_a, 1, WGML_LORA_O | WGML_LORA_GATE | WGML_LORA_UP | WGML_LORA_K, false);
-    check_train(&tiny_qwen2, 2, WGML_LORA_ALL, false);
-    check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false);
+    check_train(&tiny_a, 4, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_b, 3, WGML_LORA_Q | WGML_LORA_V | WGML_LORA_DOWN, true, WGML_WEIGHTS_F32);
+    check_train(&tiny_a, 1, WGML_LORA_O | WGML_LORA_GATE | WGML_LORA_UP | WGML_LORA_K, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_qwen2, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false, WGML_WEIGHTS_F32);
+}
+
+/* LoRA over a frozen base kept packed (QLoRA's setting): 4-bit and 8-bit affine
+   quantised at load, and bf16, against the reference run on the weights the model holds;
+   the base's input gradients go through the packed products (a @ W). */
+static void test_train_over_packed_base(void)
+{
+    check_train(&tiny_a, 4, WGML_LORA_ALL, false, WGML_WEIGHTS_Q4);
+    check_train(&tiny_b, 3, WGML_LORA_Q | WGML_LORA_V | WGML_LORA_DOWN, false, WGML_WEIGHTS_Q8);
+    check_train(&tiny_qwen3, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_KEEP);
+    /* what needs f32 matrices says so, and changes nothing */
+    fixture f;
+    fixture_make_all(&f, &tiny_a, 2, WGML_LORA_ALL, false, 0.0f, WGML_WEIGHTS_Q4);
+    wgml_trainer *t = NULL;
+    TH_EXPECT_ERR(wgml_trainer_create(f.m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 4 }, &t), WGML_ERROR_UNSUPPORTED,
+                  "needs f32 weights");
+    TH_CHECK(t == NULL, "a refused trainer is NULL");
+    TH_EXPECT_ERR(wgml_model_init_random(f.m, 1, 0.02f), WGML_ERROR_UNSUPPORTED, "affine");
+    TH_EXPECT_ERR(wgml_lora_merge(f.l), WGML_ERROR_UNSUPPORTED, "merging");
+    TH_CHECK(wgml_lora_param_count(f.l) > 0, "the adapter survives a refused merge");
+    fixture_free(&f);
 }
 
 static uint64_t mix64(uint64_t z)
@@ -682,6 +749,7 @@ static void test_bad_arguments(void)
 
 static const th_case cases[] = {
     { "train against the reference", test_train_against_reference },
+    { "train over a packed base", test_train_over_packed_base },
     { "dropout against the reference", test_dropout_against_reference },
     { "reference by finite differences", test_reference_by_finite_differences },
     { "full training through an adapter", test_full_training_through_adapter },

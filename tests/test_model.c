@@ -510,7 +510,7 @@ static void write_text(const char *path, const char *text)
 static float *logits_of(wgml_model *m, const uint32_t *ids)
 {
     wgml_trainer *t = NULL;
-    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 8 }, &t), WGML_OK);
+    TH_EXPECT(wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 1, .seq_len = 8, .eval_only = true }, &t), WGML_OK);
     if (!t) return calloc(1, sizeof(float));
     TH_EXPECT(wgml_trainer_eval(t, ids, ids, NULL), WGML_OK);
     float *l = th_read(wgml_trainer_logits(t));
@@ -827,6 +827,38 @@ static void test_checkpoint_quantized(void)
             th_compare(what, got, want[i], wgml_tensor_numel(t), 1e-6, 1e-6);
             free(got);
         }
+        /* kept packed: each matrix an affine tensor unpacking to the same values, the same
+           logits as the expanded model within f32 rounding (LOGIT_ATOL), under a third of
+           the memory (f32 scales and biases: 6 or 9 bits a value instead of 32) */
+        wgml_model *kept = NULL;
+        TH_EXPECT(wgml_model_load_with(th_eng, tmpdir, &(wgml_model_load_options){ .weights = WGML_WEIGHTS_KEEP }, &kept), WGML_OK);
+        for (size_t i = 0; back && kept && i < n; i++) {
+            wgml_tensor *t = wgml_model_param(kept, i, NULL);
+            if (wgml_tensor_ndim(t) != 2) continue;
+            wgml_packed_desc d = wgml_tensor_packed_desc(t);
+            TH_CHECK(d.dtype == WGML_AFFINE && d.bits == (uint32_t)bits && d.group_size == (uint32_t)group &&
+                     d.scale_dtype == WGML_F32, "parameter %zu kept as %s", i, wgml_dtype_name(d.dtype));
+            wgml_tensor *u = th_poisoned(WGML_F32, TH_SHAPE(wgml_tensor_numel(t)));
+            TH_EXPECT(wgml_unpack(th_eng, t, u), WGML_OK);
+            float *got = th_read(u);
+            char what[64];
+            snprintf(what, sizeof what, "%d-bit group %d kept: parameter %zu", bits, group, i);
+            th_compare(what, got, want[i], wgml_tensor_numel(t), 1e-6, 1e-6);
+            free(got);
+            wgml_tensor_release(u);
+        }
+        if (back && kept) {
+            TH_CHECK(wgml_model_weight_bytes(kept) * 3 < wgml_model_weight_bytes(back), "kept: %llu bytes, expanded %llu",
+                     (unsigned long long)wgml_model_weight_bytes(kept), (unsigned long long)wgml_model_weight_bytes(back));
+            uint32_t ids[8];
+            for (int j = 0; j < 8; j++) ids[j] = th_rand_u32() % 64;
+            float *la = logits_of(back, ids), *lb = logits_of(kept, ids);
+            double *ref = th_alloc_d(8 * 64);
+            th_to_double(la, ref, 8 * 64);
+            th_compare("logits kept vs expanded", lb, ref, 8 * 64, LOGIT_ATOL, LOGIT_RTOL);
+            free(la); free(lb); free(ref);
+        }
+        wgml_model_destroy(kept);
         wgml_model_destroy(back);
         /* the last matrix without its biases: found before any earlier matrix is dequantised */
         size_t last = ne;
@@ -846,6 +878,95 @@ static void test_checkpoint_quantized(void)
         free_params(&s, params);
         remove_tmpdir();
     }
+}
+
+/* Matrices quantised at load (WGML_WEIGHTS_Q8, Q4) from an f32 checkpoint: each value
+   within the scheme's bound of the original (half a step of its group, plus the f16
+   rounding of the group's scale and bias: 2^-11 of the group's range and minimum); the
+   vectors untouched; the forward and a save (unpacked to f32) give the quantised values;
+   WGML_WEIGHTS_KEEP of an f32 checkpoint keeps f32. */
+static void test_checkpoint_quantised_at_load(void)
+{
+    const ref_model_shape *s = &tiny_b.s;
+    make_tmpdir();
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    TH_EXPECT(wgml_model_save(m, tmpdir), WGML_OK);
+    for (int bits = 4; bits <= 8; bits += 4) {
+        wgml_model *q = NULL;
+        wgml_weights w = bits == 4 ? WGML_WEIGHTS_Q4 : WGML_WEIGHTS_Q8;
+        TH_EXPECT(wgml_model_load_with(th_eng, tmpdir, &(wgml_model_load_options){ .weights = w }, &q), WGML_OK);
+        if (!q) continue;
+        double levels = (1 << bits) - 1;
+        for (size_t i = 0; i < wgml_model_param_count(q); i++) {
+            wgml_tensor *t = wgml_model_param(q, i, NULL);
+            size_t n = wgml_tensor_numel(t);
+            float *got;
+            if (wgml_tensor_ndim(t) == 1) {
+                got = th_read(t);
+                TH_CHECK(!memcmp(got, params[i], n * sizeof(float)), "%d-bit: vector %zu changed", bits, i);
+                free(got);
+                continue;
+            }
+            wgml_packed_desc d = wgml_tensor_packed_desc(t);
+            TH_CHECK(d.dtype == WGML_AFFINE && d.bits == (uint32_t)bits && d.group_size == 64 && d.scale_dtype == WGML_F16,
+                     "%d-bit: matrix %zu is %s", bits, i, wgml_dtype_name(d.dtype));
+            wgml_tensor *u = th_poisoned(WGML_F32, TH_SHAPE(n));
+            TH_EXPECT(wgml_unpack(th_eng, t, u), WGML_OK);
+            got = th_read(u);
+            size_t cols = wgml_tensor_dim(t, 1), bad = 0;
+            for (size_t r = 0; r < n / cols; r++)
+                for (size_t g0 = 0; g0 < cols; g0 += 64) {
+                    size_t end = g0 + 64 < cols ? g0 + 64 : cols;
+                    double lo = INFINITY, hi = -INFINITY;
+                    for (size_t c = g0; c < end; c++) {
+                        lo = fmin(lo, params[i][r * cols + c]);
+                        hi = fmax(hi, params[i][r * cols + c]);
+                    }
+                    double step = (hi - lo) / levels, bound = step / 2 + ldexp(hi - lo + fabs(lo), -11) + 1e-7;
+                    for (size_t c = g0; c < end; c++) bad += !(fabs(got[r * cols + c] - params[i][r * cols + c]) <= bound);
+                }
+            TH_CHECK(bad == 0, "%d-bit: matrix %zu: %zu values beyond the quantisation bound", bits, i, bad);
+            free(got);
+            wgml_tensor_release(u);
+        }
+        /* saving unpacks: the saved f32 weights are the quantised values, and reload to
+           the same logits */
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s/q", tmpdir);
+        TH_EXPECT(wgml_model_save(q, sub), WGML_OK);
+        wgml_model *back = NULL;
+        TH_EXPECT(wgml_model_load(th_eng, sub, &back), WGML_OK);
+        if (back) {
+            uint32_t ids[8];
+            for (int j = 0; j < 8; j++) ids[j] = th_rand_u32() % (uint32_t)s->vocab;
+            float *la = logits_of(q, ids), *lb = logits_of(back, ids);
+            double *ref = th_alloc_d(8 * (size_t)s->vocab);
+            th_to_double(lb, ref, 8 * (size_t)s->vocab);
+            th_compare("logits of the quantised model and of its saved f32 copy", la, ref, 8 * (size_t)s->vocab, LOGIT_ATOL,
+                       LOGIT_RTOL);
+            free(la); free(lb); free(ref);
+        }
+        wgml_model_destroy(back);
+        char path[160];
+        snprintf(path, sizeof path, "%s/model.safetensors", sub);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/config.json", sub);
+        unlink(path);
+        rmdir(sub);
+        wgml_model_destroy(q);
+    }
+    wgml_model *k = NULL;
+    TH_EXPECT(wgml_model_load_with(th_eng, tmpdir, &(wgml_model_load_options){ .weights = WGML_WEIGHTS_KEEP }, &k), WGML_OK);
+    for (size_t i = 0; k && i < wgml_model_param_count(k); i++)
+        TH_CHECK(wgml_tensor_dtype(wgml_model_param(k, i, NULL)) == WGML_F32, "an f32 checkpoint kept: parameter %zu is %s", i,
+                 wgml_dtype_name(wgml_tensor_dtype(wgml_model_param(k, i, NULL))));
+    wgml_model_destroy(k);
+    TH_EXPECT_ERR(wgml_model_load_with(th_eng, tmpdir, &(wgml_model_load_options){ .weights = (wgml_weights)9 }, &k),
+                  WGML_ERROR_INVALID_ARGUMENT, "weights");
+    wgml_model_destroy(m);
+    free_params(s, params);
+    remove_tmpdir();
 }
 
 static void expect_load_fails_with(const char *what, const char *path, wgml_status want, const char *needle);
@@ -1149,6 +1270,7 @@ static const th_case cases[] = {
     { "checkpoint in f16 and bf16", test_checkpoint_half_precision },
     { "checkpoint in shards", test_checkpoint_sharded },
     { "checkpoint quantized (MLX affine)", test_checkpoint_quantized },
+    { "checkpoint quantised at load", test_checkpoint_quantised_at_load },
     { "malformed checkpoints", test_malformed_checkpoints },
     { "hostile folders", test_hostile_folders },
     { "bad arguments", test_bad_arguments },

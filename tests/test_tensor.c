@@ -116,7 +116,10 @@ static void test_accessors_on_null(void)
     TH_CHECK(wgml_tensor_numel(NULL) == 0 && wgml_tensor_nbytes(NULL) == 0 && wgml_tensor_ndim(NULL) == 0 &&
              wgml_tensor_context(NULL) == NULL, "accessors on NULL");
     TH_CHECK(wgml_dtype_size(WGML_BF16) == 2 && wgml_dtype_size((wgml_dtype)9) == 0, "dtype sizes");
-    TH_CHECK(strcmp(wgml_dtype_name(WGML_U8), "u8") == 0 && strcmp(wgml_dtype_name((wgml_dtype)9), "?") == 0, "dtype names");
+    TH_CHECK(strcmp(wgml_dtype_name(WGML_U8), "u8") == 0 && strcmp(wgml_dtype_name(WGML_Q4_K), "q4_k") == 0 &&
+             strcmp(wgml_dtype_name(WGML_AFFINE), "affine") == 0 && strcmp(wgml_dtype_name((wgml_dtype)(WGML_AFFINE + 1)), "?") == 0,
+             "dtype names");
+    TH_CHECK(wgml_dtype_size(WGML_Q8_0) == 0 && wgml_dtype_size(WGML_AFFINE) == 0, "packed dtypes have no element size");
 }
 
 static void test_create_release_loop(void)

@@ -21,13 +21,15 @@
 #include <unistd.h>
 
 typedef struct eval_opts {
-    const char *model, *adapter, *data, *chat_template;
+    const char *model, *adapter, *data, *chat_template, *dtype, *quantize;
     int context, batch, packing, loss_on_prompt;
 } eval_opts;
 
 static const cli_flag eval_flags[] = {
     { "--model", CLI_STRING, offsetof(eval_opts, model), "model folder (config.json, safetensors, tokenizer.json)" },
     { "--adapter", CLI_STRING, offsetof(eval_opts, adapter), "a LoRA adapter folder (PEFT's files), run unmerged" },
+    { "--dtype", CLI_STRING, offsetof(eval_opts, dtype), MODEL_DTYPE_HELP },
+    { "--quantize", CLI_STRING, offsetof(eval_opts, quantize), MODEL_QUANTIZE_HELP },
     { "--data", CLI_STRING, offsetof(eval_opts, data), "a text file, or .jsonl of {\"text\"}, {\"prompt\", \"completion\"} or "
       "{\"messages\"} records" },
     { "--context", CLI_INT, offsetof(eval_opts, context), "tokens per sequence (0: the model's max_position_embeddings, at most "
@@ -61,7 +63,7 @@ static uint32_t *token_bytes(const wgml_tokenizer *tok, uint32_t vocab)
 int cmd_eval(int argc, char **argv)
 {
     const char *who = "wgml eval";
-    eval_opts o = { .batch = 4, .packing = -1 };
+    eval_opts o = { .batch = 4, .packing = -1, .dtype = "auto" };
     int pr = cli_parse(argc, argv, eval_flags, sizeof eval_flags / sizeof eval_flags[0], &o,
                        "wgml eval --model DIR --data FILE [options]",
                        "The loss, perplexity and bits per byte of a model (and adapter) on a file.");
@@ -81,8 +83,13 @@ int cmd_eval(int argc, char **argv)
     wgml_trainer *tr = NULL;
     wgml_tensor *loss = NULL;
     uint32_t *ids = NULL, *tg = NULL, *bytes = NULL;
+    wgml_weights weights;
+    if (model_weights(who, o.dtype, o.quantize, &weights) != 0) return 2;
     if (model_device(who, &ctx, &eng) != 0) return 1;
-    if (model_open(who, ctx, eng, o.model, o.adapter, false, &m, NULL) != 0) goto done;
+    wgml_context_stats st0, st1, st2;
+    wgml_context_stats_get(ctx, &st0);
+    if (model_open(who, ctx, eng, o.model, weights, o.adapter, false, &m, NULL) != 0) goto done;
+    wgml_context_stats_get(ctx, &st1);
     const wgml_model_config *cfg = wgml_model_get_config(m);
     if (model_tokenizer(who, o.model, cfg, &tok) != 0) goto done;
     wgml_dataset_options dopt;
@@ -120,10 +127,15 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
         goto done;
     }
+    wgml_context_stats_get(ctx, &st2);
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
     printf("model:    %s%s%s: %llu parameters, on %s (%s)\n", o.model, o.adapter ? " with the adapter " : "",
            o.adapter ? o.adapter : "", (unsigned long long)wgml_model_numel(m), info.name, info.backend);
+    char wname[128];
+    printf("memory:   %.2f MiB of weights%s (%s) and %.2f MiB of activations on the GPU\n",
+           (double)(st1.device_bytes - st0.device_bytes) / 1048576.0, o.adapter ? " and adapter" : "",
+           model_weights_name(m, wname, sizeof wname), (double)(st2.device_bytes - st1.device_bytes) / 1048576.0);
     printf("data:     %s: %zu example%s, %zu tokens; %zu predictions counted, %s of %u tokens%s\n", o.data,
            wgml_dataset_examples(data), wgml_dataset_examples(data) == 1 ? "" : "s", wgml_dataset_tokens(data), bst.learned,
            packed ? "windows" : "one example per sequence", T,

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 typedef struct ft_opts {
-    const char *model, *data, *val_data, *out, *resume, *targets, *chat_template, *init_adapter;
+    const char *model, *data, *val_data, *out, *resume, *targets, *chat_template, *init_adapter, *dtype, *quantize;
     int rank, full, rslora, steps, batch, accum, context, warmup, eval_every, save_every, packing, keep_scores, overwrite;
     int loss_on_prompt;
     double alpha, dropout, lr, min_lr_frac, clip, weight_decay, beta1, beta2, eps, val_fraction;
@@ -35,7 +35,7 @@ typedef struct ft_opts {
 } ft_opts;
 
 static const ft_opts defaults = {
-    .out = "finetune-out", .targets = "q,k,v,o,gate,up,down", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
+    .out = "finetune-out", .dtype = "auto", .targets = "q,k,v,o,gate,up,down", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
     .warmup = -1, .eval_every = 0, .packing = -1, .keep_scores = -1, .lr = -1, .min_lr_frac = 0.1, .clip = 1,
     .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .val_fraction = 0.05, .seed = 42,
 };
@@ -54,7 +54,9 @@ static const cli_flag ft_flags[] = {
     { "--init-adapter", CLI_STRING, offsetof(ft_opts, init_adapter), "start from this LoRA adapter (PEFT's files: its rank, "
       "alpha, dropout and targets) instead of a new one" },
     { "--rslora", CLI_BOOL, offsetof(ft_opts, rslora), "scale alpha / sqrt(r) (rank-stabilised LoRA)" },
-    { "--full", CLI_BOOL, offsetof(ft_opts, full), "train every weight instead of an adapter" },
+    { "--full", CLI_BOOL, offsetof(ft_opts, full), "train every weight instead of an adapter (loads f32 weights)" },
+    { "--dtype", CLI_STRING, offsetof(ft_opts, dtype), MODEL_DTYPE_HELP " (the adapter trains over them frozen)" },
+    { "--quantize", CLI_STRING, offsetof(ft_opts, quantize), MODEL_QUANTIZE_HELP " (QLoRA)" },
     { "--steps", CLI_INT, offsetof(ft_opts, steps), "optimizer steps", 1, 1e9 },
     { "--batch", CLI_INT, offsetof(ft_opts, batch), "sequences per micro-batch", 1, 1 << 16 },
     { "--accum", CLI_INT, offsetof(ft_opts, accum), "micro-batches per optimizer step", 1, 1 << 16 },
@@ -206,6 +208,13 @@ int cmd_finetune(int argc, char **argv)
         fprintf(stderr, "%s: --init-adapter brings its own rank, alpha and targets (and is not for --full)\n", who);
         goto early;
     }
+    wgml_weights weights;
+    if (model_weights(who, o.dtype, o.quantize, &weights) != 0) goto early;
+    if (o.full && o.quantize && o.quantize[0]) {
+        fprintf(stderr, "%s: --full trains every weight in f32; --quantize is for LoRA\n", who);
+        goto early;
+    }
+    if (o.full) weights = WGML_WEIGHTS_F32;
     if (o.lr < 0) o.lr = o.full ? 2e-5 : 2e-4;
     if (o.warmup < 0) o.warmup = o.steps / 10;
     else if (o.warmup >= o.steps) {
@@ -241,7 +250,8 @@ int cmd_finetune(int argc, char **argv)
     wgml_context_info(ctx, &info);
     /* a resumed --full run goes on from its checkpoint's weights; an adapter's base is --model */
     wgml_status s = wgml_engine_create(ctx, &eng);
-    if (s == WGML_OK) s = wgml_model_load(eng, o.resume && o.full ? ckdir : o.model, &model);
+    if (s == WGML_OK)
+        s = wgml_model_load_with(eng, o.resume && o.full ? ckdir : o.model, &(wgml_model_load_options){ .weights = weights }, &model);
     if (s != WGML_OK) {
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
         goto done;
@@ -329,11 +339,13 @@ int cmd_finetune(int argc, char **argv)
     for (int k = 0; lora && k < 7; k++)
         if (wgml_lora_get_desc(lora)->targets & (1u << k))
             snprintf(on + strlen(on), sizeof on - strlen(on), "%s%s", on[0] ? "," : "", names[k]);
+    char wname[128];
     if (lora)
-        printf("training: LoRA rank %u, alpha %g (scale %g), on %s%s: %llu trainable parameters of %llu (%.2f%%)\n",
-               wgml_lora_get_desc(lora)->rank, wgml_lora_get_desc(lora)->alpha, wgml_lora_scale(lora), on,
-               o.init_adapter ? " (from --init-adapter)" : "",
-               (unsigned long long)trained, (unsigned long long)total, 100.0 * trained / total);
+        printf("training: LoRA rank %u, alpha %g (scale %g), on %s%s over frozen %s weights (%.1f MiB): %llu trainable "
+               "parameters of %llu (%.2f%%)\n", wgml_lora_get_desc(lora)->rank, wgml_lora_get_desc(lora)->alpha,
+               wgml_lora_scale(lora), on, o.init_adapter ? " (from --init-adapter)" : "", model_weights_name(model, wname, sizeof wname),
+               wgml_model_weight_bytes(model) / 1048576.0, (unsigned long long)trained, (unsigned long long)total,
+               100.0 * trained / total);
     else printf("training: every weight: %llu trainable parameters\n", (unsigned long long)trained);
     printf("          %d steps x %d micro-batch%s x %d sequences, AdamW lr %g (betas %g, %g, eps %g; warm-up %d, cosine to %g), "
            "clip %g, weight decay %g, seed %llu; %.1f MiB of GPU memory in tensors\n", o.steps, o.accum, o.accum > 1 ? "es" : "",

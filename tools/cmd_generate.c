@@ -23,19 +23,21 @@
 #include <sys/stat.h>
 
 typedef struct gen_opts {
-    const char *model, *adapter, *prompt, *prompt_file, *stop;
+    const char *model, *adapter, *prompt, *prompt_file, *stop, *dtype, *quantize;
     int tokens, top_k, context, bos, ignore_eos;
     double temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
     uint64_t seed;
 } gen_opts;
 
-static const gen_opts defaults = { .model = "out", .prompt = "The ", .tokens = 200, .top_k = 40, .temperature = 0.8, .seed = 1,
+static const gen_opts defaults = { .model = "out", .dtype = "auto", .prompt = "The ", .tokens = 200, .top_k = 40, .temperature = 0.8, .seed = 1,
                                    .bos = -1, .top_p = 1, .repetition_penalty = 1 };
 
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
     { "--adapter", CLI_STRING, offsetof(gen_opts, adapter), "a LoRA adapter folder (PEFT's files, e.g. wgml finetune's --out), "
       "run unmerged (wgml merge folds one in)" },
+    { "--dtype", CLI_STRING, offsetof(gen_opts, dtype), MODEL_DTYPE_HELP },
+    { "--quantize", CLI_STRING, offsetof(gen_opts, quantize), MODEL_QUANTIZE_HELP },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
     { "--prompt-file", CLI_STRING, offsetof(gen_opts, prompt_file), "read the text to continue from this file (-: standard "
       "input), at most 16 MiB" },
@@ -243,6 +245,11 @@ int cmd_generate(int argc, char **argv)
         o.prompt = prompt_text;
     }
 
+    wgml_weights weights;
+    if (model_weights("wgml generate", o.dtype, o.quantize, &weights) != 0) {
+        free(prompt_text);
+        return 2;
+    }
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     if (model_device("wgml generate", &ctx, &eng) != 0) {
@@ -264,7 +271,7 @@ int cmd_generate(int argc, char **argv)
     wgml_context_stats st0, st1, st2;
     wgml_context_stats_get(ctx, &st0);
     double t0 = cli_now();
-    if (model_open("wgml generate", ctx, eng, o.model, o.adapter, false, &m, NULL) != 0) goto done;
+    if (model_open("wgml generate", ctx, eng, o.model, weights, o.adapter, false, &m, NULL) != 0) goto done;
     double t_load = cli_now() - t0;
     wgml_context_stats_get(ctx, &st1);
     const wgml_model_config *cfg = wgml_model_get_config(m);
@@ -365,9 +372,10 @@ int cmd_generate(int argc, char **argv)
     fprintf(stderr, "model: %s%s%s: %llu parameters, %u layers, vocab %u, loaded in %.2f s on %s (%s)\n", o.model,
             o.adapter ? " with the adapter " : "", o.adapter ? o.adapter : "", (unsigned long long)wgml_model_numel(m),
             cfg->num_hidden_layers, cfg->vocab_size, t_load, info.name, info.backend);
-    fprintf(stderr, "memory: %.1f MiB of weights%s (f32) and %.1f MiB of KV cache on the GPU\n",
+    char wname[128];
+    fprintf(stderr, "memory: %.2f MiB of weights%s (%s) and %.2f MiB of KV cache on the GPU\n",
             (double)(st1.device_bytes - st0.device_bytes) / 1048576.0, o.adapter ? " and adapter" : "",
-            (double)(st2.device_bytes - st1.device_bytes) / 1048576.0);
+            model_weights_name(m, wname, sizeof wname), (double)(st2.device_bytes - st1.device_bytes) / 1048576.0);
     fprintf(stderr, "sampling: %s", o.temperature > 0 ? cli_fmt("temperature %g", o.temperature) : "greedy");
     if (o.temperature > 0 && o.top_k) fprintf(stderr, ", top-k %d", o.top_k);
     if (o.temperature > 0 && o.top_p < 1) fprintf(stderr, ", top-p %g", o.top_p);

@@ -61,7 +61,7 @@ int cmd_merge(int argc, char **argv)
     }
     /* merged before --out is touched: a merge that fails leaves an old model there */
     double t0 = cli_now();
-    if (model_open(who, ctx, eng, o.model, o.adapter, true, &m, NULL) != 0) goto done;
+    if (model_open(who, ctx, eng, o.model, WGML_WEIGHTS_F32, o.adapter, true, &m, NULL) != 0) goto done;   /* merging needs f32 */
     if (ckpt_prepare_out(who, o.out, &(out_options){ .overwrite = o.overwrite, .input = o.model }, &made) != 0) goto done;
     prepared = true;
     static const wgml_dtype dtypes[] = { WGML_F32, WGML_F32, WGML_F16, WGML_BF16 };

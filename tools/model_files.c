@@ -35,13 +35,57 @@ const char *model_folder(const char *model, char *dir, size_t size)
     return dir;
 }
 
-int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, const char *adapter, bool merge,
-               wgml_model **m, wgml_lora **lora)
+int model_weights(const char *who, const char *dtype, const char *quantize, wgml_weights *out)
+{
+    bool f32 = dtype && !strcmp(dtype, "f32");
+    if (dtype && !f32 && strcmp(dtype, "auto") != 0) {
+        fprintf(stderr, "%s: --dtype %s: it must be auto or f32\n", who, dtype);
+        return -1;
+    }
+    *out = f32 ? WGML_WEIGHTS_F32 : WGML_WEIGHTS_KEEP;
+    if (!quantize || !quantize[0]) return 0;
+    if (strcmp(quantize, "q8") != 0 && strcmp(quantize, "q4") != 0) {
+        fprintf(stderr, "%s: --quantize %s: it must be q8 or q4\n", who, quantize);
+        return -1;
+    }
+    if (f32) {
+        fprintf(stderr, "%s: --quantize and --dtype f32 contradict each other\n", who);
+        return -1;
+    }
+    *out = quantize[1] == '8' ? WGML_WEIGHTS_Q8 : WGML_WEIGHTS_Q4;
+    return 0;
+}
+
+const char *model_weights_name(const wgml_model *m, char *buf, size_t size)
+{
+    char seen[8][24];
+    size_t n = 0;
+    for (size_t i = 0; i < wgml_model_param_count(m); i++) {
+        wgml_tensor *t = wgml_model_param(m, i, NULL);
+        if (wgml_tensor_ndim(t) != 2) continue;
+        wgml_packed_desc d = wgml_tensor_packed_desc(t);
+        char name[24];
+        if (d.dtype == WGML_AFFINE) snprintf(name, sizeof name, "affine %u-bit", d.bits);
+        else snprintf(name, sizeof name, "%s", wgml_dtype_name(d.dtype));
+        bool known = false;
+        for (size_t k = 0; k < n && !known; k++) known = !strcmp(seen[k], name);
+        if (!known && n < 8) memcpy(seen[n++], name, sizeof name);
+    }
+    buf[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, size - at, "%s%s", k == 0 ? "" : k + 1 == n ? " and " : ", ", seen[k]);
+    }
+    return buf;
+}
+
+int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, wgml_weights weights,
+               const char *adapter, bool merge, wgml_model **m, wgml_lora **lora)
 {
     *m = NULL;
     if (lora) *lora = NULL;
     wgml_lora *l = NULL;
-    if (wgml_model_load(eng, model, m) != WGML_OK) {
+    if (wgml_model_load_with(eng, model, &(wgml_model_load_options){ .weights = weights }, m) != WGML_OK) {
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
         return -1;
     }

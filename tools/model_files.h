@@ -15,12 +15,26 @@ int model_device(const char *who, wgml_context **ctx, wgml_engine **eng);
 /* The folder of model: model itself when it is a folder, else the folder of the file. */
 const char *model_folder(const char *model, char *dir, size_t size);
 
-/* Loads model (a folder or a .safetensors file) and, when adapter is not NULL, the PEFT
-   adapter in that folder: merged into the weights when merge (*lora then NULL), else
-   attached unmerged (*lora, freed with the model). Returns 0, or -1 after a
-   message on stderr that starts with who. */
-int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, const char *adapter, bool merge,
-               wgml_model **m, wgml_lora **lora);
+/* How the weights are stored, from the --dtype (auto: the checkpoint's packed or 16-bit
+   dtype; f32) and --quantize (NULL or "": none; q8, q4) flags. 0, or -1 after a message
+   that starts with who. */
+int model_weights(const char *who, const char *dtype, const char *quantize, wgml_weights *out);
+
+/* The help of --dtype and --quantize. */
+#define MODEL_DTYPE_HELP "weights on the GPU: auto (as the checkpoint stores them: bf16, f16, MLX 4/8-bit, GGUF " \
+                         "Q8_0/Q4_0/Q4_K/Q6_K) or f32"
+#define MODEL_QUANTIZE_HELP "quantise the f32 / 16-bit matrices at load: q8 or q4 (MLX's affine scheme, groups of 64)"
+
+/* The dtypes of the model's matrices, e.g. "bf16", "affine 4-bit", "q4_k and q6_k". */
+const char *model_weights_name(const wgml_model *m, char *buf, size_t size);
+
+/* Loads model (a folder, a .safetensors or a .gguf file) with its weights stored as
+   weights says and, when adapter is not NULL, the PEFT adapter in that folder: merged
+   into the weights when merge (*lora then NULL; the weights must be f32), else attached
+   unmerged (*lora, freed with the model). Returns 0, or -1 after a message on stderr
+   that starts with who. */
+int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char *model, wgml_weights weights,
+               const char *adapter, bool merge, wgml_model **m, wgml_lora **lora);
 
 /* The tokenizer of a .gguf file; else tokenizer.json in the folder of model, else the
    byte tokenizer when the vocabulary is 256 (a checkpoint of wgml train without
