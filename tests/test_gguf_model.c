@@ -1,5 +1,5 @@
 /* Models and tokenizers from GGUF files the test writes (tests/gguf_writer.c): every
-   weight of a llama model in F32, F16, BF16, Q8_0 and Q4_0 loads to the values its blocks
+   weight of a llama model in F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K loads to the values its blocks
    encode, attn_q / attn_k rows back from llama.cpp's interleaved order; rope_freqs.weight
    factors act as RoPE scaling; loaded with WGML_WEIGHTS_KEEP the blocks stay packed and
    unpack to the same values and give the reference's logits; the configuration comes from the metadata; hostile files
@@ -8,6 +8,7 @@
    as the same tokenizer.json does. */
 #include "gguf_writer.h"
 #include "harness.h"
+#include "ref_packed.h"
 #include "ref_model.h"
 
 #include <math.h>
@@ -16,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { V = 40, D = 64, L = 2, H = 4, HK = 2, HD = 16, F = 96 };
+enum { V = 40, D = 64, L = 2, H = 4, HK = 2, HD = 16, F = 256 };   /* F: whole K-quant blocks in down_proj */
 
 static char dir[64];
 static const char *in_dir(const char *name)
@@ -72,7 +73,8 @@ static double half_value(uint16_t h)
 typedef struct param { char gguf[96]; wgml_ggml_type type; uint64_t rows, cols; uint8_t *bytes; size_t nbytes; float *want; } param;
 
 /* Fills p with values of its type: F32 random; F16 / BF16 random 16-bit patterns of
-   moderate exponent; Q8_0 / Q4_0 random codes with power-of-two scales. q / k rows are
+   moderate exponent; Q8_0 / Q4_0 random codes with power-of-two scales; Q4_K / Q6_K random
+   blocks with finite scales, decoded by tests/ref/ref_packed.c. q / k rows are
    stored permuted as llama.cpp's converter permutes them. */
 static void fill(param *p, bool permute_heads, uint32_t heads)
 {
@@ -97,6 +99,17 @@ static void fill(param *p, bool permute_heads, uint32_t heads)
             float f;
             memcpy(&f, &u, 4);
             x[0] = p->type == WGML_GGML_F16 ? (float)half_value(h) : f;
+            break;
+        }
+        case WGML_GGML_Q4_K:
+        case WGML_GGML_Q6_K: {   /* random bytes, finite f16 scales; values from tests/ref/ref_packed.c */
+            for (uint32_t i = 0; i < by; i++) blk[i] = (uint8_t)rnd();
+            uint16_t h = (uint16_t)((15 - 6 - (int)(rnd() % 3)) << 10 | (rnd() & 1023));
+            size_t at = p->type == WGML_GGML_Q6_K ? 208 : 0;
+            blk[at] = (uint8_t)h, blk[at + 1] = (uint8_t)(h >> 8);
+            if (p->type == WGML_GGML_Q4_K) blk[2] = (uint8_t)h, blk[3] = (uint8_t)(h >> 8);   /* dmin */
+            ref_packed rp = { .format = p->type == WGML_GGML_Q6_K ? REF_Q6_K : REF_Q4_K, .rows = 1, .cols = 256, .row_bytes = by };
+            ref_packed_unpack(&rp, blk, x);
             break;
         }
         default: {   /* Q8_0, Q4_0: d = 2^-e, codes random */
@@ -145,7 +158,8 @@ static fixture make_fixture(bool tied)
                   : q || k ? (i % 2 ? WGML_GGML_Q8_0 : WGML_GGML_F32)
                   : strstr(hf, "embed") || strstr(hf, "lm_head") ? WGML_GGML_F16
                   : strstr(hf, "gate_proj") ? WGML_GGML_BF16
-                  : strstr(hf, "o_proj") || strstr(hf, "down") ? WGML_GGML_Q4_0 : WGML_GGML_Q8_0;
+                  : strstr(hf, "down") ? (strstr(hf, "layers.0.") ? WGML_GGML_Q4_K : WGML_GGML_Q6_K)
+                  : strstr(hf, "o_proj") ? WGML_GGML_Q4_0 : WGML_GGML_Q8_0;
         fill(p, q || k, q ? H : HK);
     }
     wgml_model_destroy(m);
@@ -196,7 +210,7 @@ static float *logits_of(wgml_model *m, size_t n)
 static wgml_dtype kept(wgml_ggml_type t)
 {
     return t == WGML_GGML_F16 ? WGML_F16 : t == WGML_GGML_BF16 ? WGML_BF16 : t == WGML_GGML_Q8_0 ? WGML_Q8_0
-         : t == WGML_GGML_Q4_0 ? WGML_Q4_0 : WGML_F32;
+         : t == WGML_GGML_Q4_0 ? WGML_Q4_0 : t == WGML_GGML_Q4_K ? WGML_Q4_K : t == WGML_GGML_Q6_K ? WGML_Q6_K : WGML_F32;
 }
 
 /* The fixture's file loaded with its blocks kept: each matrix in its packed or 16-bit
