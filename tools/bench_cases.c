@@ -95,6 +95,47 @@ static int su_affine(bench_state *b, const uint64_t *d)
 static wgml_status r_affine(bench_state *b) { return wgml_affine_dequantize(b->eng, b->t[0], b->t[1], b->t[2], b->t[3]); }
 static double affine_b(const uint64_t *d) { double n = (double)d[0] * (double)d[1]; return n + 2.0 * 4.0 * n / 64 + 4.0 * n; }
 
+/* ---- packed weights: dims {M, N, K, dtype, bits}: out [M, N] = a [M, K] @ W^T with W [N, K]
+   packed (affine: groups of 64, f16 scales) or bf16. Every byte of W is below 0x40, so each
+   16-bit scale it holds is a finite f16 and bf16; the codes' values do not change the work. */
+
+static wgml_packed_desc packed_desc(const uint64_t *d)
+{
+    return (wgml_packed_desc){ .dtype = (wgml_dtype)d[3], .rows = (uint32_t)d[1], .cols = (uint32_t)d[2], .bits = (uint32_t)d[4],
+                               .group_size = 64, .scale_dtype = WGML_F16 };
+}
+static size_t packed_bytes(const uint64_t *d)
+{
+    wgml_packed_desc pd = packed_desc(d);
+    wgml_packed_layout lay = { 0 };
+    if (pd.dtype == WGML_BF16) return (size_t)d[1] * d[2] * 2;
+    return wgml_packed_layout_of(&pd, &lay) == WGML_OK ? lay.bytes : 0;
+}
+static int su_packed(bench_state *b, const uint64_t *d)
+{
+    wgml_packed_desc pd = packed_desc(d);
+    size_t nbytes = packed_bytes(d);
+    wgml_tensor *w = NULL;
+    wgml_status s = pd.dtype == WGML_BF16 ? wgml_tensor_create(b->ctx, WGML_BF16, 2, SH(D1, D2), &w)
+                                          : wgml_tensor_create_packed(b->ctx, &pd, &w);
+    uint8_t *bytes = s == WGML_OK ? malloc(nbytes) : NULL;
+    for (size_t i = 0; bytes && i < nbytes; i++) bytes[i] = (uint8_t)((i * 2654435761u >> 13) & 0x3F);
+    if (bytes) s = wgml_tensor_write(w, 0, bytes, nbytes);
+    free(bytes);
+    b->t[1] = w;
+    return OK(s == WGML_OK && bytes && RAND(0, -1, 1, D0, D2) && EMPTY(2, WGML_F32, D0, D1));
+}
+static wgml_status r_packed(bench_state *b) { return wgml_matmul_bt(b->eng, b->t[0], b->t[1], b->t[2]); }
+static double packed_b(const uint64_t *d) { return (double)packed_bytes(d) + 4.0 * (double)d[0] * ((double)d[2] + (double)d[1]); }
+static double packed_f(const uint64_t *d) { return 2.0 * (double)d[0] * (double)d[1] * (double)d[2]; }
+#define PACKED(name, dt, bits)                                                                                                 \
+    { "matmul_bt", "1x4096x4096 " name, { 1, 4096, 4096, dt, bits }, { 1, 512, 512, dt, bits }, packed_b, packed_f, su_packed,   \
+      r_packed, "packed" },                                                                                                    \
+    { "matmul_bt", "1x14336x4096 " name, { 1, 14336, 4096, dt, bits }, { 1, 512, 512, dt, bits }, packed_b, packed_f, su_packed, \
+      r_packed, "packed" },                                                                                                    \
+    { "matmul_bt", "512x4096x4096 " name, { 512, 4096, 4096, dt, bits }, { 64, 512, 512, dt, bits }, packed_b, packed_f,       \
+      su_packed, r_packed, "packed" }
+
 /* ---- training: adamw over dims {n}; cross-entropy over {rows, vocab}; embedding {V, D, N} */
 
 static int su_adam(bench_state *b, const uint64_t *d)
@@ -395,6 +436,14 @@ const bench_case bench_cases[] = {
     { "top_k", "262144 k1024", { 262144, 1024 }, { 262144, 1024 }, topk_b, NULL, su_topk, r_topk, "latency" },
     { "conv1d", "2048x8192", { 2048, 8192 }, { 256, 1024 }, conv_b, NULL, su_conv, r_conv, "memory" },
     { "affine_dequantize", "4096x14336 q8 g64", { 4096, 14336 }, { 256, 1024 }, affine_b, NULL, su_affine, r_affine, "memory" },
+    /* packed weights read by the products (decode: bytes of W against the copy bandwidth) */
+    PACKED("bf16", WGML_BF16, 0),
+    PACKED("q8_0", WGML_Q8_0, 0),
+    PACKED("q4_0", WGML_Q4_0, 0),
+    PACKED("q4_k", WGML_Q4_K, 0),
+    PACKED("q6_k", WGML_Q6_K, 0),
+    PACKED("affine4", WGML_AFFINE, 4),
+    PACKED("affine8", WGML_AFFINE, 8),
     /* training */
     { "adamw_update", "1e8", { 100000000 }, { 1 << 20 }, adam_b, NULL, su_adam, r_adam, "memory" },
     { "sgd_update", "1e8", { 100000000 }, { 1 << 20 }, b3, NULL, su_adam, r_sgd, "memory" },
