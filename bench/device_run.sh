@@ -21,7 +21,7 @@ args=(--peak-tflops 67); [ -n "$filter" ] && args+=(--filter "$filter")
 # One process per group: in a single process timing every case, the row ops were seen up to
 # 2.6x slower than in a fresh one (cause not yet found), so each group starts fresh.
 : > "$out/wgml.jsonl"
-for g in memory latency matmul decode decode-fit decode-ops train-ops attention overhead overhead-record overhead-gpu roundtrip; do
+for g in memory latency matmul decode decode-fit decode-ops train-ops attention packed overhead overhead-record overhead-gpu roundtrip; do
     build-device/wgml bench --group "$g" --json "$out/wgml-$g.jsonl" "${args[@]}" | tee -a "$out/wgml_bench.md"
     cat "$out/wgml-$g.jsonl" >> "$out/wgml.jsonl"; rm -f "$out/wgml-$g.jsonl"
 done
