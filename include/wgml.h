@@ -2210,6 +2210,12 @@ WGML_API uint32_t wgml_kv_cache_length(const wgml_kv_cache *c);
 WGML_API uint32_t wgml_kv_cache_capacity(const wgml_kv_cache *c);
 /* Empties the cache (the next token is at position 0). */
 WGML_API void wgml_kv_cache_reset(wgml_kv_cache *c);
+/* Keeps the first n positions and forgets the rest: the next token goes to position n
+   (a chat whose new prompt shares its first n tokens with what the cache holds goes on
+   from there instead of running them again). Nothing on the GPU changes.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_SHAPE (n beyond the positions
+           filled). */
+WGML_API wgml_status wgml_kv_cache_truncate(wgml_kv_cache *c, uint32_t n);
 
 /* Runs n tokens (host ids) at positions length .. length + n - 1 of the cache in one pass,
    appends their keys and values, and writes logits: a tensor of vocab_size elements gets

@@ -1180,6 +1180,15 @@ uint32_t wgml_kv_cache_length(const wgml_kv_cache *c) { return c ? c->len : 0; }
 uint32_t wgml_kv_cache_capacity(const wgml_kv_cache *c) { return c ? c->cap : 0; }
 void wgml_kv_cache_reset(wgml_kv_cache *c) { if (c) c->len = 0; }
 
+wgml_status wgml_kv_cache_truncate(wgml_kv_cache *c, uint32_t n)
+{
+    if (!c) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_kv_cache_truncate: c is NULL");
+    if (n > c->len)
+        return wgml__fail(c->m->ctx, WGML_ERROR_SHAPE, "wgml_kv_cache_truncate: n is %u; the cache holds %u positions", n, c->len);
+    c->len = n;
+    return WGML_OK;
+}
+
 wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
 {
     const char *fn = "wgml_model_decode";

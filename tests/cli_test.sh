@@ -412,6 +412,24 @@ check '[ -e "$work/qlora/adapter_model.safetensors" ]' "QLoRA wrote no adapter"
 run 2 "$wgml" "${ft[@]}" --steps 2 --full --quantize q8 --out "$work/r"
 said "--full"
 absent "$work/r"
+case="chat"
+run 0 "$wgml" train --dim 16 --heads 2 --kv-heads 1 --layers 1 --ffn 32 --context 128 --batch 2 --eval-every 0 --steps 2 \
+    --out "$work/m128"
+printf 'hi\n/reset\nhi\nhow are you\n' >"$work/turns"
+run 0 sh -c '"$1" chat --model "$2" --chat-template chatml --temperature 0 --max-tokens 6 <"$3"' sh "$wgml" "$work/m128" \
+    "$work/turns"
+said "(turn 3: "
+said "the conversation is forgotten"
+check 'grep -q "turn 3: [0-9]* prompt tokens, [1-9][0-9]* of them from the cache" "$work/err"' \
+    "the third turn reused nothing of the cache"
+run 0 sh -c 'printf "hi\n/reset\nhi\n" | "$1" chat --model "$2" --chat-template chatml --temperature 0 --max-tokens 6' sh \
+    "$wgml" "$work/m128"
+check 'size=$(wc -c <"$work/out"); [ $((size % 2)) -eq 0 ] && [ "$(head -c $((size / 2)) "$work/out")" = "$(tail -c $((size / 2)) "$work/out")" ]' \
+    "the same turn after /reset gave another greedy reply"
+run 1 sh -c 'echo hi | "$1" chat --model "$2"' sh "$wgml" "$work/m128"
+said "--chat-template"
+run 1 sh -c 'echo hi | "$1" chat --model "$2" --chat-template nonesuch' sh "$wgml" "$work/m128"
+said "nonesuch"
 printf 'GGUF\3\0\0\0' >"$work/cut.gguf"
 run 1 "$wgml" generate --model "$work/cut.gguf" --tokens 1
 said "truncated"

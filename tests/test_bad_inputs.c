@@ -2023,6 +2023,9 @@ static void test_model_functions(void)
         TH_EXPECT(wgml_model_decode(kv, ids, 1, lg), WGML_OK);
         TH_CHECK(wgml_kv_cache_length(kv) == 4, "cache length %u after 4 tokens", wgml_kv_cache_length(kv));
         BAD(fn, wgml_model_decode(kv, ids, 1, lg), WGML_ERROR_SHAPE, th_ctx, "capacity");   /* full */
+        BAD("wgml_kv_cache_truncate", wgml_kv_cache_truncate(kv, 5), WGML_ERROR_SHAPE, th_ctx, "holds 4");
+        BAD("wgml_kv_cache_truncate", wgml_kv_cache_truncate(NULL, 0), WGML_ERROR_INVALID_ARGUMENT, NULL, "NULL");
+        TH_CHECK(wgml_kv_cache_length(kv) == 4, "a refused truncation changed the length");
         wgml_tensor_release(lg);
         wgml_tensor_release(lg_all);
         wgml_tensor_release(lg_bad);

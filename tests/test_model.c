@@ -434,6 +434,14 @@ static void check_kv_cache(const tiny *tc)
     got = th_read(one);
     th_compare("prefill of 7 tokens, last logits only", got, ref + 6 * V, V, LOGIT_ATOL, LOGIT_RTOL);
     free(got);
+    /* keep the first 3 positions; positions 3.. are written again over the old ones */
+    TH_EXPECT(wgml_kv_cache_truncate(c, 3), WGML_OK);
+    TH_CHECK(wgml_kv_cache_length(c) == 3, "cache length %u after truncating to 3", wgml_kv_cache_length(c));
+    TH_EXPECT(wgml_model_decode(c, ids + 3, 3, one), WGML_OK);
+    got = th_read(one);
+    th_compare("3 tokens after truncating to 3, last logits", got, ref + 5 * V, V, LOGIT_ATOL, LOGIT_RTOL);
+    free(got);
+    TH_EXPECT_ERR(wgml_kv_cache_truncate(c, 7), WGML_ERROR_SHAPE, "holds 6");
 
     /* bad calls change nothing */
     uint32_t len = wgml_kv_cache_length(c);

@@ -11,6 +11,7 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     { "eval", cmd_eval, "the loss, perplexity and bits per byte of a model (with an adapter) on a text or JSONL file" },
     { "merge", cmd_merge, "merge a LoRA adapter into its base model and write a whole model folder" },
     { "generate", cmd_generate, "generate text from a checkpoint (wgml's own, a Hugging Face Llama, Mistral or Qwen folder, or a GGUF file)" },
+    { "chat", cmd_chat, "talk with a model through its chat template (the KV cache kept across turns)" },
     { "logits", cmd_logits, "write the token ids and logits of a text (for comparisons with other implementations)" },
     { "bench", cmd_bench, "time every op on representative shapes (see tools/cmd_bench.c)" },
 };
