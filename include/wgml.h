@@ -836,13 +836,20 @@ typedef struct wgml_rope_options {
        included; the angle is reduced exactly from the f32 bits). */
     const wgml_tensor *inv_freq;
     bool inverse;                 /* rotate by -angle: the gradient of rope */
+    /* Optional u32 tensor of one element per sequence (the batch dimension: 1 for a 1-D
+       or 2-D tensor) giving each sequence its own first position: token t of sequence b
+       is at positions[b] + t (pos must then be 0). For sequences decoded together, each at
+       its own length. */
+    const wgml_tensor *positions;
 } wgml_rope_options;
 
 /* Rotary embeddings as configured by opts (see wgml_rope for the layouts and accuracy).
    Errors: as wgml_rope, plus WGML_ERROR_INVALID_ARGUMENT (opts NULL, pairing not a
            wgml_rope_pairing, theta out of range), and for inv_freq WGML_ERROR_SHAPE
-           (not head_dim/2 elements), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. inv_freq can
-           never be the rotated tensor (its length rules that out). */
+           (not head_dim/2 elements), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT; for positions
+           WGML_ERROR_SHAPE (not one per sequence), WGML_ERROR_DTYPE (not u32),
+           WGML_ERROR_INVALID_ARGUMENT (pos not 0). inv_freq can never be the rotated
+           tensor (its length rules that out). */
 WGML_API wgml_status wgml_rope_with(wgml_engine *e, wgml_tensor *tensor, const wgml_rope_options *opts);
 /* The gradient of wgml_rope_theta: the inverse rotation of grad, in place (rotate-half;
    for other options use wgml_rope_with with inverse = true). theta: finite and >= 1.
@@ -2224,6 +2231,41 @@ WGML_API wgml_status wgml_kv_cache_truncate(wgml_kv_cache *c, uint32_t n);
            WGML_ERROR_SHAPE (length + n > capacity: nothing is run; logits of another
            size), WGML_ERROR_DTYPE, WGML_ERROR_CONTEXT. */
 WGML_API wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits);
+
+/* SEQUENCES DECODED TOGETHER
+   A wgml_kv_batch holds the caches of n_seq sequences (each up to max_tokens positions,
+   each at its own length) that advance one token each per wgml_model_decode_batch: every
+   layer's projections are one product over the n_seq rows, each sequence attends to its
+   own keys. A prompt enters an empty sequence through wgml_kv_batch_prefill; a finished
+   sequence is emptied with wgml_kv_batch_reset and may take a new prompt (continuous
+   batching). Greedy decoding gives each sequence the tokens it gets alone with a
+   wgml_kv_cache, up to f32 rounding of the different products.
+   Memory: 2 * layers * n_seq * max_tokens * kv_heads * head_dim floats of keys and values,
+   a cache of max_tokens positions for prompts, and an n_seq x max_tokens mask. */
+typedef struct wgml_kv_batch wgml_kv_batch;
+/* Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; max_tokens or n_seq 0), WGML_ERROR_LIMIT (a
+   layer's keys beyond one device buffer), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_kv_batch_create(wgml_model *m, uint32_t max_tokens, uint32_t n_seq, wgml_kv_batch **out);
+WGML_API void wgml_kv_batch_destroy(wgml_kv_batch *b);
+/* Positions sequence seq holds (0 for NULL or seq out of range). */
+WGML_API uint32_t wgml_kv_batch_length(const wgml_kv_batch *b, uint32_t seq);
+/* Empties sequence seq (no-op for NULL or seq out of range). */
+WGML_API void wgml_kv_batch_reset(wgml_kv_batch *b, uint32_t seq);
+/* Runs the n tokens of a prompt into empty sequence seq, as wgml_model_decode does into an
+   empty cache (logits of the last token, or of every token: its shapes and errors), then
+   places them in the sequence's block.
+   Errors: wgml_model_decode's, plus WGML_ERROR_INVALID_ARGUMENT (seq out of range; a
+           sequence that is not empty). */
+WGML_API wgml_status wgml_kv_batch_prefill(wgml_kv_batch *b, uint32_t seq, const uint32_t *ids, uint32_t n,
+                                           wgml_tensor *logits);
+/* One token for every sequence: ids[i] goes to sequence i at position
+   wgml_kv_batch_length(b, i) (an empty sequence starts with it); logits [n_seq, vocab]
+   (any shape of that many elements): row i is sequence i's. Every length grows by one;
+   give a sequence with nothing to decode any token and reset it before its next prompt.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; an id >= vocab_size), WGML_ERROR_DTYPE,
+           WGML_ERROR_SHAPE (logits' size; a sequence already at max_tokens: nothing is
+           decoded). */
+WGML_API wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_tensor *logits);
 
 /* ---- sampling: the next token from a position's logits (src/sample.c) --------------------
 

@@ -173,6 +173,11 @@ struct wgml_tensor {
 
 /* Creates the packed tensor p describes (the layout already checked) for fn. */
 wgml_status wgml__tensor_create_packed(const char *fn, wgml_context *ctx, const wgml__packed *p, wgml_tensor **out);
+/* Batched decoding's cache write (src/ops/copy.c): row b of src [blocks, words] (u32 or
+   f32 words) into row positions[b] of block b of dst [blocks, rows, words]; the caller
+   checked the shapes and that each position is below rows. */
+wgml_status wgml__copy_rows_at(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst, const wgml_tensor *positions,
+                               uint32_t blocks, uint32_t rows, uint32_t words);
 /* Whether t is a weight the packed kernels read: a packed dtype, f16 or bf16. */
 bool wgml__is_packed_operand(const wgml_tensor *t);
 /* out [M, N] (+)= a [M, K] @ W^T (trans false: W [N, K]) or a @ W (trans: W [K, N]) for

@@ -1189,52 +1189,22 @@ wgml_status wgml_kv_cache_truncate(wgml_kv_cache *c, uint32_t n)
     return WGML_OK;
 }
 
-wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
+/* The attention step of a forward pass over n tokens for layer l: q, k, v of the new
+   tokens in w; writes w->att. A single cache or a batch of them (below). */
+typedef wgml_status (*attend_fn)(void *u, uint32_t l, decode_ws *w);
+
+/* A forward pass of w->n tokens (ids already in w->ids) through the layers, attention by
+   attend; logits of every row (all) or of the last. */
+static wgml_status forward_pass(wgml_model *m, decode_ws *w, attend_fn attend, void *u, bool all, wgml_tensor *logits)
 {
-    const char *fn = "wgml_model_decode";
-    if (!c) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: c is NULL", fn);
-    wgml_model *m = c->m;
     wgml_engine *e = m->e;
-    wgml_context *ctx = m->ctx;
-    if (!n) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: n must be at least 1", fn);
-    TRY(check_ids(ctx, fn, "ids", ids, n, m->V, false));
-    TRY(wgml__check_tensor(e, fn, "logits", logits, WGML_F32));
-    size_t numel = wgml_tensor_numel(logits);
-    bool all = numel == (size_t)n * m->V && n > 1;
-    if (numel != m->V && !all)
-        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: logits has %zu elements; it must have vocab_size (%u) or n * vocab_size (%zu)",
-                          fn, numel, m->V, (size_t)n * m->V);
-    if ((uint64_t)c->len + n > c->cap)
-        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: %u cached + %u new tokens exceed the cache's capacity %u", fn, c->len, n, c->cap);
-    decode_ws *w = &c->ws[n == 1 ? 0 : 1];
-    if (w->n != n) {
-        ws_free(w);
-        TRY(ws_make(m, w, n));
-    }
-    if (m->lora && (!w->xas || wgml_tensor_dim(w->xas, 1) != m->lora->d.rank)) {
-        wgml_tensor_release(w->xas);
-        w->xas = NULL;
-        TRY(mk2(ctx, &w->xas, n, m->lora->d.rank));
-    }
-    uint32_t pos = c->len;
-    TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
-    wgml_attention_options ao = { .causal = true, .causal_offset = pos, .window = m->cfg.sliding_window };
+    uint32_t n = w->n;
     TRY(wgml_embedding(e, m->p[0], w->ids, w->h));
     for (uint32_t l = 0; l < m->L; l++) {
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
         TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
-        TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
-        TRY(shape4(w->att, 1, n, m->H, m->hd));
-        wgml_status s = rope(m, w->q, pos, false);
-        if (s == WGML_OK) s = rope(m, w->k, pos, false);
-        /* the cache is [1, cap, Hk, hd]: the new tokens' rows are one contiguous range */
-        size_t at = (size_t)pos * m->KD * sizeof(float);
-        if (s == WGML_OK) s = wgml_copy_tensor(e, w->k, c->k[l], at);
-        if (s == WGML_OK) s = wgml_copy_tensor(e, w->v, c->v[l], at);
-        if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, c->k[l], c->v[l], w->att, &ao, NULL);
-        TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
-        TRY(s);
+        TRY(attend(u, l, w));
         TRY(proj(m, NULL, l, P_WO, w->att, w->o, w->xas));
         TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
         TRY(proj(m, NULL, l, P_WG, w->xn, w->g, w->xas));
@@ -1256,7 +1226,237 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
     TRY(shape2(logits, rows, m->V));
     wgml_status s = wgml_matmul_bt(e, x, m->p[head_index(m)], logits);
     TRY(wgml_tensor_reshape(logits, nd, shape));
-    TRY(s);
+    return s;
+}
+
+/* The workspace for n rows (remade when n changed), with the adapter's scratch. */
+static wgml_status ws_ready(wgml_model *m, decode_ws *w, uint32_t n)
+{
+    if (w->n != n) {
+        ws_free(w);
+        TRY(ws_make(m, w, n));
+    }
+    if (m->lora && (!w->xas || wgml_tensor_dim(w->xas, 1) != m->lora->d.rank)) {
+        wgml_tensor_release(w->xas);
+        w->xas = NULL;
+        TRY(mk2(m->ctx, &w->xas, n, m->lora->d.rank));
+    }
+    return WGML_OK;
+}
+
+/* One cache: the new tokens at positions pos.., their keys and values one contiguous
+   range of the cache [1, cap, Hk, hd], causal attention from position pos. */
+typedef struct attend_one { wgml_kv_cache *c; uint32_t pos; } attend_one;
+
+static wgml_status attend_single(void *u, uint32_t l, decode_ws *w)
+{
+    attend_one *a = u;
+    wgml_model *m = a->c->m;
+    wgml_engine *e = m->e;
+    uint32_t n = w->n;
+    wgml_attention_options ao = { .causal = true, .causal_offset = a->pos, .window = m->cfg.sliding_window };
+    TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
+    TRY(shape4(w->att, 1, n, m->H, m->hd));
+    wgml_status s = rope(m, w->q, a->pos, false);
+    if (s == WGML_OK) s = rope(m, w->k, a->pos, false);
+    size_t at = (size_t)a->pos * m->KD * sizeof(float);
+    if (s == WGML_OK) s = wgml_copy_tensor(e, w->k, a->c->k[l], at);
+    if (s == WGML_OK) s = wgml_copy_tensor(e, w->v, a->c->v[l], at);
+    if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, a->c->k[l], a->c->v[l], w->att, &ao, NULL);
+    TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
+    return s;
+}
+
+wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
+{
+    const char *fn = "wgml_model_decode";
+    if (!c) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: c is NULL", fn);
+    wgml_model *m = c->m;
+    wgml_engine *e = m->e;
+    wgml_context *ctx = m->ctx;
+    if (!n) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: n must be at least 1", fn);
+    TRY(check_ids(ctx, fn, "ids", ids, n, m->V, false));
+    TRY(wgml__check_tensor(e, fn, "logits", logits, WGML_F32));
+    size_t numel = wgml_tensor_numel(logits);
+    bool all = numel == (size_t)n * m->V && n > 1;
+    if (numel != m->V && !all)
+        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: logits has %zu elements; it must have vocab_size (%u) or n * vocab_size (%zu)",
+                          fn, numel, m->V, (size_t)n * m->V);
+    if ((uint64_t)c->len + n > c->cap)
+        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: %u cached + %u new tokens exceed the cache's capacity %u", fn, c->len, n, c->cap);
+    decode_ws *w = &c->ws[n == 1 ? 0 : 1];
+    TRY(ws_ready(m, w, n));
+    TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
+    attend_one a = { .c = c, .pos = c->len };
+    TRY(forward_pass(m, w, attend_single, &a, all, logits));
     c->len += n;
+    return WGML_OK;
+}
+
+/* ---- sequences decoded together --------------------------------------------------------- */
+
+struct wgml_kv_batch {
+    wgml_model *m;
+    uint32_t cap, nseq;
+    uint32_t *len;              /* positions each sequence holds */
+    wgml_tensor **k, **v;       /* per layer [nseq, cap, Hk, hd] */
+    wgml_tensor *positions;     /* u32 [nseq]: each sequence's position in this step */
+    wgml_tensor *mask;          /* f32 [nseq, 1, 1, cap]: the keys each sequence sees */
+    uint32_t *host_pos;
+    float *host_mask;
+    wgml_kv_cache *one;         /* a prompt's pass, then copied into its sequence's block */
+    decode_ws ws;
+};
+
+wgml_status wgml_kv_batch_create(wgml_model *m, uint32_t max_tokens, uint32_t n_seq, wgml_kv_batch **out)
+{
+    const char *fn = "wgml_kv_batch_create";
+    if (out) *out = NULL;
+    if (!m) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: m is NULL", fn);
+    if (!out) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    if (!max_tokens || !n_seq)
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: max_tokens (%u) and n_seq (%u) must be at least 1", fn,
+                          max_tokens, n_seq);
+    uint64_t layer_bytes = 4ull * n_seq * max_tokens * m->Hk * m->hd;
+    if (layer_bytes > m->ctx->limits.maxStorageBufferBindingSize || layer_bytes > m->ctx->limits.maxBufferSize ||
+        (uint64_t)n_seq * max_tokens * m->KD > 0xFFFFFFFFu)
+        return wgml__fail(m->ctx, WGML_ERROR_LIMIT, "%s: %u sequences of %u positions need %llu bytes of keys per layer, more "
+                          "than one buffer of the device holds", fn, n_seq, max_tokens, (unsigned long long)layer_bytes);
+    wgml_kv_batch *b = calloc(1, sizeof *b);
+    if (b) {
+        b->m = m;
+        b->k = calloc(m->L, sizeof *b->k);
+        b->v = calloc(m->L, sizeof *b->v);
+        b->len = calloc(n_seq, sizeof *b->len);
+        b->host_pos = calloc(n_seq, sizeof *b->host_pos);
+        b->host_mask = malloc(sizeof(float) * n_seq * (size_t)max_tokens);
+    }
+    if (!b || !b->k || !b->v || !b->len || !b->host_pos || !b->host_mask) {
+        wgml_kv_batch_destroy(b);
+        return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    }
+    b->cap = max_tokens;
+    b->nseq = n_seq;
+    wgml_status s = WGML_OK;
+    for (uint32_t l = 0; l < m->L && s == WGML_OK; l++) {
+        s = mk(m->ctx, &b->k[l], WGML_F32, 4, n_seq, max_tokens, m->Hk, m->hd);
+        if (s == WGML_OK) s = wgml_tensor_zero(b->k[l]);   /* masked positions must not be NaN */
+        if (s == WGML_OK) s = mk(m->ctx, &b->v[l], WGML_F32, 4, n_seq, max_tokens, m->Hk, m->hd);
+        if (s == WGML_OK) s = wgml_tensor_zero(b->v[l]);
+    }
+    if (s == WGML_OK) s = mk(m->ctx, &b->positions, WGML_U32, 1, n_seq, 0, 0, 0);
+    if (s == WGML_OK) s = mk(m->ctx, &b->mask, WGML_F32, 4, n_seq, 1, 1, max_tokens);
+    if (s == WGML_OK) s = wgml_kv_cache_create(m, max_tokens, &b->one);
+    if (s != WGML_OK) {
+        wgml_kv_batch_destroy(b);
+        return s;
+    }
+    *out = b;
+    return WGML_OK;
+}
+
+void wgml_kv_batch_destroy(wgml_kv_batch *b)
+{
+    if (!b) return;
+    if (b->k) release_all(b->k, b->m->L);
+    if (b->v) release_all(b->v, b->m->L);
+    wgml_tensor_release(b->positions);
+    wgml_tensor_release(b->mask);
+    wgml_kv_cache_destroy(b->one);
+    ws_free(&b->ws);
+    free(b->k);
+    free(b->v);
+    free(b->len);
+    free(b->host_pos);
+    free(b->host_mask);
+    free(b);
+}
+
+uint32_t wgml_kv_batch_length(const wgml_kv_batch *b, uint32_t seq) { return b && seq < b->nseq ? b->len[seq] : 0; }
+
+void wgml_kv_batch_reset(wgml_kv_batch *b, uint32_t seq)
+{
+    if (b && seq < b->nseq) b->len[seq] = 0;
+}
+
+wgml_status wgml_kv_batch_prefill(wgml_kv_batch *b, uint32_t seq, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
+{
+    const char *fn = "wgml_kv_batch_prefill";
+    if (!b) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: b is NULL", fn);
+    wgml_model *m = b->m;
+    if (seq >= b->nseq)
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: seq is %u; the batch has %u sequences", fn, seq, b->nseq);
+    if (b->len[seq])
+        return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: sequence %u holds %u positions; a prompt starts an empty "
+                          "sequence (wgml_kv_batch_reset)", fn, seq, b->len[seq]);
+    wgml_kv_cache_reset(b->one);
+    wgml_status s = wgml_model_decode(b->one, ids, n, logits);
+    if (s != WGML_OK) {   /* its checks and messages are this function's */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wgml_last_error(m->ctx));
+        const char *tail = strncmp(msg, "wgml_model_decode: ", 19) == 0 ? msg + 19 : msg;
+        return wgml__fail(m->ctx, s, "%s: %s", fn, tail);
+    }
+    size_t at = (size_t)seq * b->cap * m->KD * sizeof(float);
+    for (uint32_t l = 0; l < m->L; l++) {
+        TRY(wgml_copy_tensor(m->e, b->one->k[l], b->k[l], at));
+        TRY(wgml_copy_tensor(m->e, b->one->v[l], b->v[l], at));
+    }
+    b->len[seq] = n;
+    return WGML_OK;
+}
+
+/* Each sequence's new token at its own position: rotated there, written into its block of
+   the cache, attending to its own keys (the mask hides the others and those past it). */
+static wgml_status attend_batch(void *u, uint32_t l, decode_ws *w)
+{
+    wgml_kv_batch *b = u;
+    wgml_model *m = b->m;
+    wgml_engine *e = m->e;
+    uint32_t n = w->n;
+    TRY(shape4(w->q, n, 1, m->H, m->hd)); TRY(shape4(w->k, n, 1, m->Hk, m->hd));
+    TRY(shape4(w->att, n, 1, m->H, m->hd));
+    wgml_rope_options ro = { .head_dim = m->hd, .theta = m->theta, .pairing = WGML_ROPE_ROTATE_HALF, .inv_freq = m->inv_freq,
+                             .positions = b->positions };
+    wgml_attention_options ao = { 0 };
+    wgml_status s = wgml_rope_with(e, w->q, &ro);
+    if (s == WGML_OK) s = wgml_rope_with(e, w->k, &ro);
+    if (s == WGML_OK) s = wgml__copy_rows_at(e, w->k, b->k[l], b->positions, n, b->cap, m->KD);
+    if (s == WGML_OK) s = wgml__copy_rows_at(e, w->v, b->v[l], b->positions, n, b->cap, m->KD);
+    if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, b->k[l], b->v[l], w->att, &ao, b->mask);
+    TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
+    return s;
+}
+
+wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_tensor *logits)
+{
+    const char *fn = "wgml_model_decode_batch";
+    if (!b) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: b is NULL", fn);
+    wgml_model *m = b->m;
+    wgml_context *ctx = m->ctx;
+    uint32_t n = b->nseq;
+    TRY(check_ids(ctx, fn, "ids", ids, n, m->V, false));
+    TRY(wgml__check_tensor(m->e, fn, "logits", logits, WGML_F32));
+    if (wgml_tensor_numel(logits) != (size_t)n * m->V)
+        return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: logits has %zu elements; it must have n_seq * vocab_size = %u * %u", fn,
+                          wgml_tensor_numel(logits), n, m->V);
+    for (uint32_t i = 0; i < n; i++)
+        if (b->len[i] >= b->cap)
+            return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: sequence %u fills its %u positions", fn, i, b->cap);
+    /* each sequence's position, and the keys it sees: its own, up to and including the new
+       one (within the sliding window) */
+    uint32_t win = m->cfg.sliding_window;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t at = b->len[i];
+        b->host_pos[i] = at;
+        float *row = b->host_mask + (size_t)i * b->cap;
+        for (uint32_t j = 0; j < b->cap; j++) row[j] = j <= at && (!win || at - j < win) ? 0.0f : -INFINITY;
+    }
+    TRY(wgml_tensor_write(b->positions, 0, b->host_pos, n * sizeof(uint32_t)));
+    TRY(wgml_tensor_write(b->mask, 0, b->host_mask, (size_t)n * b->cap * sizeof(float)));
+    TRY(ws_ready(m, &b->ws, n));
+    TRY(wgml_tensor_write(b->ws.ids, 0, ids, n * sizeof(uint32_t)));
+    TRY(forward_pass(m, &b->ws, attend_batch, b, true, logits));
+    for (uint32_t i = 0; i < n; i++) b->len[i]++;
     return WGML_OK;
 }

@@ -426,6 +426,16 @@ run 0 sh -c 'printf "hi\n/reset\nhi\n" | "$1" chat --model "$2" --chat-template 
     "$wgml" "$work/m128"
 check 'size=$(wc -c <"$work/out"); [ $((size % 2)) -eq 0 ] && [ "$(head -c $((size / 2)) "$work/out")" = "$(tail -c $((size / 2)) "$work/out")" ]' \
     "the same turn after /reset gave another greedy reply"
+case="generate --n: completions decoded together"
+run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 0
+cp "$work/out" "$work/one"
+run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 0 --n 3
+for i in 1 2 3; do printf -- '---- %d\n' "$i"; cat "$work/one"; done >"$work/three"
+check 'cmp -s "$work/out" "$work/three"' "greedy completions decoded together differ from the one decoded alone"
+said "3 completions decoded together"
+run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 1 --n 2 --seed 5
+said "seeds 5..6"
+case="chat"
 run 1 sh -c 'echo hi | "$1" chat --model "$2"' sh "$wgml" "$work/m128"
 said "--chat-template"
 run 1 sh -c 'echo hi | "$1" chat --model "$2" --chat-template nonesuch' sh "$wgml" "$work/m128"

@@ -2040,6 +2040,44 @@ static void test_model_functions(void)
     wgml_kv_cache_destroy(NULL);
     NOOP("wgml_kv_cache_destroy", true);
 
+    /* sequences decoded together */
+    {
+        const char *bfn = "wgml_kv_batch_create";
+        wgml_kv_batch *kb = (wgml_kv_batch *)&kb;
+        BAD(bfn, wgml_kv_batch_create(NULL, 4, 2, &kb), WGML_ERROR_INVALID_ARGUMENT, NULL, "m");
+        TH_CHECK(kb == NULL, "%s: *out not NULL after a failure", bfn);
+        BAD(bfn, wgml_kv_batch_create(m, 4, 2, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "out");
+        BAD(bfn, wgml_kv_batch_create(m, 0, 2, &kb), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "max_tokens");
+        BAD(bfn, wgml_kv_batch_create(m, 4, 0, &kb), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "n_seq");
+        BAD(bfn, wgml_kv_batch_create(m, 1u << 30, 1u << 12, &kb), WGML_ERROR_LIMIT, th_ctx, "buffer");
+        TH_EXPECT(wgml_kv_batch_create(m, 4, 2, &kb), WGML_OK);
+        uint32_t two[2] = { 1, 2 }, bad_id[2] = { 1, 1u << 30 };
+        wgml_tensor *lg2 = th_poisoned(WGML_F32, TH_SHAPE(2, wgml_model_get_config(m)->vocab_size));
+        wgml_tensor *lg1 = th_poisoned(WGML_F32, TH_SHAPE(wgml_model_get_config(m)->vocab_size));
+        bfn = "wgml_kv_batch_prefill";
+        BAD(bfn, wgml_kv_batch_prefill(NULL, 0, two, 2, lg1), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
+        BAD(bfn, wgml_kv_batch_prefill(kb, 2, two, 2, lg1), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "seq");
+        BAD(bfn, wgml_kv_batch_prefill(kb, 0, bad_id, 2, lg1), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids[1]");
+        BAD(bfn, wgml_kv_batch_prefill(kb, 0, two, 0, lg1), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "n");
+        BAD(bfn, wgml_kv_batch_prefill(kb, 0, two, 2, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "logits");
+        bfn = "wgml_model_decode_batch";
+        BAD(bfn, wgml_model_decode_batch(NULL, two, lg2), WGML_ERROR_INVALID_ARGUMENT, NULL, "b");
+        BAD(bfn, wgml_model_decode_batch(kb, NULL, lg2), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids");
+        BAD(bfn, wgml_model_decode_batch(kb, bad_id, lg2), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "ids[1]");
+        BAD(bfn, wgml_model_decode_batch(kb, two, lg1), WGML_ERROR_SHAPE, th_ctx, "logits");
+        BAD(bfn, wgml_model_decode_batch(kb, two, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "logits");
+        NOOP("wgml_kv_batch_length", wgml_kv_batch_length(NULL, 0) == 0 && wgml_kv_batch_length(kb, 0) == 0 &&
+                                     wgml_kv_batch_length(kb, 7) == 0);
+        wgml_kv_batch_reset(NULL, 0);
+        wgml_kv_batch_reset(kb, 7);
+        NOOP("wgml_kv_batch_reset", true);
+        wgml_kv_batch_destroy(kb);
+        wgml_kv_batch_destroy(NULL);
+        NOOP("wgml_kv_batch_destroy", true);
+        wgml_tensor_release(lg1);
+        wgml_tensor_release(lg2);
+    }
+
     /* files */
     char dir[] = "/tmp/wgml_bad_model_XXXXXX";
     TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");

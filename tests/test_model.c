@@ -442,6 +442,10 @@ static void check_kv_cache(const tiny *tc)
     th_compare("3 tokens after truncating to 3, last logits", got, ref + 5 * V, V, LOGIT_ATOL, LOGIT_RTOL);
     free(got);
     TH_EXPECT_ERR(wgml_kv_cache_truncate(c, 7), WGML_ERROR_SHAPE, "holds 6");
+    TH_EXPECT(wgml_model_decode(c, ids + 6, 1, one), WGML_OK);   /* 7 cached again */
+    got = th_read(one);
+    th_compare("the token after them", got, ref + 6 * V, V, LOGIT_ATOL, LOGIT_RTOL);
+    free(got);
 
     /* bad calls change nothing */
     uint32_t len = wgml_kv_cache_length(c);
@@ -467,6 +471,85 @@ static void test_kv_cache_matches_full_forward(void)
     check_kv_cache(&tiny_a);
     check_kv_cache(&tiny_b);
     for (size_t f = 0; f < FAMILIES; f++) check_kv_cache(families[f]);
+}
+
+/* Sequences decoded together: three sequences of different prompt lengths (one started by
+   the batch step itself), each step's row i against sequence i decoded alone in its own
+   cache; a finished sequence reset and given a new prompt while the others go on; the
+   refusals. */
+static void check_batch(const tiny *tc)
+{
+    const ref_model_shape *s = &tc->s;
+    float **params = random_params(s);
+    wgml_model *m = make_model(s, params);
+    const uint32_t nseq = 3, cap = 16, steps = 6, plen[3] = { 5, 0, 2 };
+    size_t V = (size_t)s->vocab;
+    uint32_t *toks[3];
+    wgml_kv_cache *alone[3] = { 0 };
+    wgml_kv_batch *b = NULL;
+    TH_EXPECT(wgml_kv_batch_create(m, cap, nseq, &b), WGML_OK);
+    wgml_tensor *lb = th_poisoned(WGML_F32, TH_SHAPE(nseq, V)), *one = th_poisoned(WGML_F32, TH_SHAPE(V));
+    for (uint32_t i = 0; i < nseq; i++) {
+        toks[i] = random_ids(cap + 1, s->vocab);   /* one past cap for the too-long prompt below */
+        TH_EXPECT(wgml_kv_cache_create(m, cap, &alone[i]), WGML_OK);
+        if (plen[i]) {
+            TH_EXPECT(wgml_kv_batch_prefill(b, i, toks[i], plen[i], one), WGML_OK);
+            TH_EXPECT(wgml_model_decode(alone[i], toks[i], plen[i], one), WGML_OK);
+        }
+    }
+    char what[128];
+    for (uint32_t t = 0; t < steps; t++) {
+        uint32_t ids[3];
+        for (uint32_t i = 0; i < nseq; i++) ids[i] = toks[i][wgml_kv_batch_length(b, i)];
+        if (t == 3) {   /* sequence 0 finishes; a new prompt of 3 tokens takes its place */
+            wgml_kv_batch_reset(b, 0);
+            wgml_kv_cache_reset(alone[0]);
+            TH_EXPECT(wgml_kv_batch_prefill(b, 0, toks[0] + 8, 3, one), WGML_OK);
+            TH_EXPECT(wgml_model_decode(alone[0], toks[0] + 8, 3, one), WGML_OK);
+            ids[0] = toks[0][11];
+        }
+        TH_EXPECT(wgml_model_decode_batch(b, ids, lb), WGML_OK);
+        float *got = th_read(lb);
+        for (uint32_t i = 0; i < nseq; i++) {
+            TH_EXPECT(wgml_model_decode(alone[i], &ids[i], 1, one), WGML_OK);
+            float *want = th_read(one);
+            double *ref = th_alloc_d(V);
+            th_to_double(want, ref, V);
+            snprintf(what, sizeof what, "%s: step %u, sequence %u", family_name(s), t, i);
+            th_compare(what, got + i * V, ref, V, LOGIT_ATOL, LOGIT_RTOL);
+            TH_CHECK(wgml_kv_batch_length(b, i) == wgml_kv_cache_length(alone[i]), "%s: length %u, alone %u", what,
+                     wgml_kv_batch_length(b, i), wgml_kv_cache_length(alone[i]));
+            free(want);
+            free(ref);
+        }
+        free(got);
+    }
+    /* refusals: a prompt into a sequence that holds one, a sequence out of range, a full
+       sequence, logits of the wrong size; none changes a length */
+    TH_EXPECT_ERR(wgml_kv_batch_prefill(b, 1, toks[1], 2, one), WGML_ERROR_INVALID_ARGUMENT, "empty");
+    TH_EXPECT_ERR(wgml_kv_batch_prefill(b, 3, toks[1], 2, one), WGML_ERROR_INVALID_ARGUMENT, "seq");
+    TH_EXPECT_ERR(wgml_model_decode_batch(b, toks[0], one), WGML_ERROR_SHAPE, "logits");
+    wgml_kv_batch_reset(b, 2);
+    TH_EXPECT_ERR(wgml_kv_batch_prefill(b, 2, toks[2], cap + 1, one), WGML_ERROR_SHAPE, "capacity");
+    TH_EXPECT(wgml_kv_batch_prefill(b, 2, toks[2], cap, one), WGML_OK);
+    uint32_t l0 = wgml_kv_batch_length(b, 0);
+    TH_EXPECT_ERR(wgml_model_decode_batch(b, toks[0], lb), WGML_ERROR_SHAPE, "fills");
+    TH_CHECK(wgml_kv_batch_length(b, 0) == l0, "a refused step changed a length");
+    wgml_tensor_release(lb);
+    wgml_tensor_release(one);
+    for (uint32_t i = 0; i < nseq; i++) {
+        wgml_kv_cache_destroy(alone[i]);
+        free(toks[i]);
+    }
+    wgml_kv_batch_destroy(b);
+    wgml_model_destroy(m);
+    free_params(s, params);
+}
+
+static void test_batched_decoding(void)
+{
+    check_batch(&tiny_a);
+    for (size_t f = 0; f < FAMILIES; f++) check_batch(families[f]);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -1274,6 +1357,7 @@ static const th_case cases[] = {
     { "optimizer step", test_optimizer_step },
     { "training reduces loss", test_training_reduces_loss },
     { "kv cache matches full forward", test_kv_cache_matches_full_forward },
+    { "batched decoding", test_batched_decoding },
     { "checkpoint round trip", test_checkpoint_round_trip },
     { "checkpoint in f16 and bf16", test_checkpoint_half_precision },
     { "checkpoint in shards", test_checkpoint_sharded },

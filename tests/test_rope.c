@@ -256,6 +256,57 @@ static void test_inv_freq(void)
     }
 }
 
+/* Each sequence at its own position (opts.positions): bit for bit what rotating each
+   sequence alone at that position gives (the single-position path is checked against the
+   reference above), for both pairings, the vec4 and scalar layouts, theta and inv_freq. */
+static void test_positions(void)
+{
+    static const uint32_t hds[] = { 6, 8, 64, 128 };
+    const size_t B = 5, T = 3, H = 3;
+    uint32_t pos[5] = { 0, 17, 4096, 1u << 20, UINT32_MAX - 8 };
+    wgml_tensor *tp = th_tensor(WGML_U32, pos, TH_SHAPE(B));
+    for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++)
+        for (int il = 0; il < 2; il++)
+            for (int freqs = 0; freqs < 2; freqs++) {
+                uint32_t hd = hds[h];
+                size_t per = T * H * hd, n = B * per;
+                float *x = th_random(n, -1, 1), *f = th_random(hd / 2, 0, 1);
+                wgml_tensor *tf = th_tensor(WGML_F32, f, TH_SHAPE(hd / 2));
+                wgml_tensor *all = th_tensor(WGML_F32, x, TH_SHAPE(B, T, H, hd));
+                wgml_rope_options o = { .head_dim = hd, .theta = 500000, .pairing = il ? WGML_ROPE_INTERLEAVED : WGML_ROPE_ROTATE_HALF,
+                                        .inv_freq = freqs ? tf : NULL, .positions = tp };
+                TH_EXPECT(wgml_rope_with(th_eng, all, &o), WGML_OK);
+                float *got = th_read(all);
+                size_t bad = 0;
+                for (size_t b = 0; b < B; b++) {
+                    wgml_tensor *one = th_tensor(WGML_F32, x + b * per, TH_SHAPE(1, T, H, hd));
+                    wgml_rope_options ob = o;
+                    ob.positions = NULL;
+                    ob.pos = pos[b];
+                    TH_EXPECT(wgml_rope_with(th_eng, one, &ob), WGML_OK);
+                    float *want = th_read(one);
+                    bad += memcmp(want, got + b * per, per * sizeof(float)) != 0;
+                    free(want);
+                    wgml_tensor_release(one);
+                }
+                TH_CHECK(bad == 0, "head_dim %u %s%s: %zu of %zu sequences differ from their own rotation", hd,
+                         il ? "interleaved" : "rotate-half", freqs ? " inv_freq" : "", bad, B);
+                free(got); free(x); free(f);
+                wgml_tensor_release(all);
+                wgml_tensor_release(tf);
+            }
+    /* bad positions */
+    wgml_tensor *t = th_poisoned(WGML_F32, TH_SHAPE(4, 2, 8));
+    wgml_tensor *p3 = th_tensor(WGML_U32, pos, TH_SHAPE(3)), *pf = th_poisoned(WGML_F32, TH_SHAPE(4));
+    wgml_tensor *p4 = th_tensor(WGML_U32, pos, TH_SHAPE(4));
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &(wgml_rope_options){ .head_dim = 8, .positions = p3 }), WGML_ERROR_SHAPE, "one per sequence");
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &(wgml_rope_options){ .head_dim = 8, .positions = pf }), WGML_ERROR_DTYPE, "positions");
+    TH_EXPECT_ERR(wgml_rope_with(th_eng, t, &(wgml_rope_options){ .head_dim = 8, .pos = 1, .positions = p4 }),
+                  WGML_ERROR_INVALID_ARGUMENT, "exclusive");
+    wgml_tensor_release(t); wgml_tensor_release(p3); wgml_tensor_release(pf); wgml_tensor_release(p4);
+    wgml_tensor_release(tp);
+}
+
 /* inverse(rope(x)) == x, and rope_backward == rope_with(inverse), for both pairings: two
    rotations, the second of a vector at most sqrt(2) times larger, so k = 2.5. */
 static void test_inverse_roundtrip(void)
@@ -443,6 +494,7 @@ static void test_robust(void)
 
 static const th_case cases[] = {
     { "theta", test_theta },
+    { "positions", test_positions },
     { "inv_freq", test_inv_freq },
     { "inverse_roundtrip", test_inverse_roundtrip },
     { "backward_finite_differences", test_backward_finite_differences },

@@ -24,11 +24,11 @@
 
 typedef struct gen_opts {
     const char *model, *adapter, *prompt, *prompt_file, *stop, *dtype, *quantize;
-    int tokens, context, bos, ignore_eos;
+    int tokens, context, bos, ignore_eos, n;
     sample_opts sp;
 } gen_opts;
 
-static const gen_opts defaults = { .model = "out", .dtype = "auto", .prompt = "The ", .tokens = 200, .bos = -1,
+static const gen_opts defaults = { .model = "out", .dtype = "auto", .prompt = "The ", .tokens = 200, .bos = -1, .n = 1,
                                    .sp = SAMPLE_DEFAULTS };
 
 static const cli_flag gen_flags[] = {
@@ -41,6 +41,8 @@ static const cli_flag gen_flags[] = {
     { "--prompt-file", CLI_STRING, offsetof(gen_opts, prompt_file), "read the text to continue from this file (-: standard "
       "input), at most 16 MiB" },
     { "--tokens", CLI_INT, offsetof(gen_opts, tokens), "tokens to generate", 0, 1e9 },
+    { "--n", CLI_INT, offsetof(gen_opts, n), "completions of the prompt, decoded together (each sampled with seed + i; "
+      "printed when all are done)", 1, 1024 },
     SAMPLE_FLAGS(gen_opts, sp),
     { "--stop", CLI_STRING, offsetof(gen_opts, stop), "stop before this text (matched across token boundaries)" },
     { "--context", CLI_INT, offsetof(gen_opts, context), "KV cache positions (0: prompt + tokens, at most "
@@ -50,6 +52,119 @@ static const cli_flag gen_flags[] = {
     { "--ignore-eos", CLI_BOOL, offsetof(gen_opts, ignore_eos), "go on past end-of-sequence tokens" },
 };
 #define NFLAGS (sizeof gen_flags / sizeof gen_flags[0])
+
+/* --n > 1: n completions of the prompt ids[0..n_ids) decoded together in a wgml_kv_batch
+   (each sequence's sampler seeded with seed + i), printed in order when all are done.
+   Each stops at an EOS id, its stop string, the token count or the context. */
+static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, const wgml_tokenizer *tok,
+                          const uint32_t *ids, size_t n_ids, uint32_t cap)
+{
+    const char *who = "wgml generate";
+    const wgml_model_config *cfg = wgml_model_get_config(m);
+    uint32_t ns = (uint32_t)o->n, V = cfg->vocab_size;
+    int rc = 1;
+    wgml_kv_batch *b = NULL;
+    wgml_tensor *logits = NULL, *last = NULL;
+    wgml_sampler **smp = calloc(ns, sizeof *smp);
+    uint32_t *hist = malloc(sizeof *hist * (size_t)ns * cap), *next = calloc(ns, sizeof *next);
+    size_t *len = calloc(ns, sizeof *len);
+    bool *done = calloc(ns, sizeof *done);
+    float *host = malloc(sizeof *host * (size_t)ns * V);
+    char *text = NULL;
+    if (!smp || !hist || !next || !len || !done || !host) {
+        fprintf(stderr, "%s: out of host memory\n", who);
+        goto out;
+    }
+    wgml_sampling set = { .temperature = (float)o->sp.temperature, .top_k = (uint32_t)o->sp.top_k, .top_p = (float)o->sp.top_p,
+                          .min_p = (float)o->sp.min_p, .repetition_penalty = (float)o->sp.repetition_penalty,
+                          .presence_penalty = (float)o->sp.presence_penalty, .frequency_penalty = (float)o->sp.frequency_penalty };
+    for (uint32_t i = 0; i < ns; i++)
+        if (wgml_sampler_create(&set, V, o->sp.seed + i, &smp[i]) != WGML_OK) {
+            fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+            goto out;
+        }
+    wgml_status s = wgml_kv_batch_create(m, cap, ns, &b);
+    if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 2, (size_t[]){ ns, V }, &logits);
+    if (s == WGML_OK) s = wgml_tensor_create(ctx, WGML_F32, 1, (size_t[]){ V }, &last);
+    /* the prompt into every sequence; each samples its first token from it */
+    double t0 = cli_now();
+    for (uint32_t i = 0; i < ns && s == WGML_OK; i++) {
+        memcpy(hist + (size_t)i * cap, ids, n_ids * sizeof *ids);
+        len[i] = n_ids;
+        s = wgml_kv_batch_prefill(b, i, ids, (uint32_t)n_ids, last);
+        if (s == WGML_OK) s = wgml_tensor_read(last, 0, host, V * sizeof *host);
+        if (s == WGML_OK) s = wgml_sampler_next(smp[i], host, hist + (size_t)i * cap, len[i], &next[i]);
+    }
+    double t_prefill = cli_now() - t0;
+    fprintf(stderr, "%u completions decoded together, context %u each; sampling: ", ns, cap);
+    sample_opts_describe(&o->sp, stderr);
+    fprintf(stderr, " (seeds %llu..%llu)\n", (unsigned long long)o->sp.seed, (unsigned long long)(o->sp.seed + ns - 1));
+    t0 = cli_now();
+    int steps = 0;
+    for (int t = 0; s == WGML_OK && t < o->tokens; t++) {
+        bool any = false;
+        for (uint32_t i = 0; i < ns; i++) {
+            if (done[i]) continue;
+            bool eos = false;
+            for (uint32_t e = 0; e < cfg->num_eos_token_ids; e++) eos |= next[i] == cfg->eos_token_ids[e];
+            if ((eos && !o->ignore_eos) || len[i] == cap) { done[i] = true; continue; }
+            hist[(size_t)i * cap + len[i]++] = next[i];
+            if (t + 1 == o->tokens || len[i] == cap) done[i] = true;
+            any |= !done[i];
+        }
+        if (!any) break;
+        /* a finished sequence takes its last token again: its row is not read */
+        for (uint32_t i = 0; i < ns; i++) next[i] = hist[(size_t)i * cap + len[i] - 1];
+        s = wgml_model_decode_batch(b, next, logits);
+        if (s == WGML_OK) s = wgml_tensor_read(logits, 0, host, (size_t)ns * V * sizeof *host);
+        for (uint32_t i = 0; i < ns && s == WGML_OK; i++)
+            if (!done[i]) s = wgml_sampler_next(smp[i], host + (size_t)i * V, hist + (size_t)i * cap, len[i], &next[i]);
+        steps++;
+    }
+    if (s != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(ctx));
+        goto out;
+    }
+    double t_decode = cli_now() - t0;
+    size_t room = 0, total = 0;
+    for (uint32_t i = 0; i < ns; i++) {
+        total += len[i] - n_ids;
+        size_t need = 0;
+        wgml_status ds = wgml_tokenizer_decode(tok, hist + (size_t)i * cap + n_ids, len[i] - n_ids, text, room, &need);
+        if (ds == WGML_ERROR_SHAPE) {
+            free(text);
+            room = need + 1;
+            text = malloc(room);
+            if (!text) {
+                fprintf(stderr, "%s: out of host memory\n", who);
+                goto out;
+            }
+            ds = wgml_tokenizer_decode(tok, hist + (size_t)i * cap + n_ids, len[i] - n_ids, text, room, &need);
+        }
+        if (ds != WGML_OK) {
+            fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+            goto out;
+        }
+        if (o->stop && o->stop[0]) {   /* the text ends before its stop string */
+            for (size_t k = 0; k + strlen(o->stop) <= need; k++)
+                if (!memcmp(text + k, o->stop, strlen(o->stop))) { need = k; break; }
+        }
+        printf("---- %u\n%s", i + 1, o->prompt);
+        fwrite(text, 1, need, stdout);
+        printf("\n");
+    }
+    fflush(stdout);
+    fprintf(stderr, "----\nprefill: %u x %zu tokens in %.3f s; decode: %d steps of %u sequences in %.3f s (%.1f tokens/s)\n", ns,
+            n_ids, t_prefill, steps, ns, t_decode, t_decode > 0 ? total / t_decode : 0.0);
+    rc = 0;
+out:
+    for (uint32_t i = 0; smp && i < ns; i++) wgml_sampler_free(smp[i]);
+    free(smp); free(hist); free(next); free(len); free(done); free(host); free(text);
+    wgml_tensor_release(logits);
+    wgml_tensor_release(last);
+    wgml_kv_batch_destroy(b);
+    return rc;
+}
 
 int cmd_generate(int argc, char **argv)
 {
@@ -182,6 +297,10 @@ int cmd_generate(int argc, char **argv)
     }
     memcpy(hist, ids, n * sizeof *ids);
     size_t nhist = n;
+    if (o.n > 1) {
+        rc = generate_batch(&o, ctx, m, tok, ids, n, cap);
+        goto done;
+    }
 
     s = wgml_kv_cache_create(m, cap, &cache);
     wgml_context_stats_get(ctx, &st2);

@@ -6,6 +6,9 @@
 // (bench/notes/memory.md). copy_vec4 copies whole vec4 (offset and size multiples of 16
 // bytes), copy_word whole words; copy_bytes any byte range: one thread per destination
 // word the range touches keeps that word's other bytes, so no two threads write one word.
+// copy_rows_at (internal: batched decoding's cache writes): row b of src (n words) goes to
+// row positions[b] of block b of dst (blocks of dst_offset rows of n words), for b below
+// first_word; one thread per word (words = first_word * n of them).
 // The grid may be 2-D (linear workgroup index wid.x + wid.y * nwg.x).
 
 struct Params {
@@ -23,6 +26,7 @@ override WG: u32 = 256u;
 
 @group(0) @binding(1) var<storage, read> src1: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst1: array<u32>;
+@group(0) @binding(3) var<storage, read> positions: array<u32>;
 
 @compute @workgroup_size(WG)
 fn copy_vec4(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
@@ -56,4 +60,15 @@ fn copy_bytes(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) l
         }
     }
     dst1[w] = word;
+}
+
+@compute @workgroup_size(WG)
+fn copy_rows_at(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u,
+                @builtin(num_workgroups) nwg: vec3u) {
+    let i = (wid.x + wid.y * nwg.x) * WG + lid.x;
+    if (i >= p.words) { return; }
+    let b = i / p.n;
+    let row = positions[b];
+    if (row >= p.dst_offset) { return; }   // past the block: the host never asks for it
+    dst1[(b * p.dst_offset + row) * p.n + i % p.n] = src1[i];
 }

@@ -2,6 +2,9 @@
 //
 //   rope        frequencies theta^(-2i/head_dim), given by the host as exact turn fractions
 //   rope_freqs  frequencies read from an f32 inv_freq tensor [head_dim / 2]
+//   rope_at, rope_freqs_at  the same with each sequence's own first position:
+//               positions[b] for the tokens of sequence b (batched decoding, where every
+//               sequence is at its own length)
 //
 // Every head vector of token n (position P = pos + n % seq) has its pairs rotated by the
 // angle P * f_i, or by -P * f_i when `inverse` (the gradient). Pairs are (i, i + head_dim/2)
@@ -61,6 +64,8 @@ override MODE: u32 = 0u;   // 0 rotate-half vec4, 1 interleaved vec4, 2 rotate-h
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> io: array<vec4f>;
 @group(0) @binding(2) var<storage, read> inv_freq: array<f32>;
+@group(0) @binding(2) var<storage, read> positions2: array<u32>;   // rope_at
+@group(0) @binding(3) var<storage, read> positions3: array<u32>;   // rope_freqs_at
 
 var<workgroup> tab: array<vec2u, 128>;   // T_i as (lo, hi)
 
@@ -212,6 +217,7 @@ struct Slot {
     hgi: u32,
     P: u32,     // position of the token
     tok: u32,   // element offset of the token
+    n: u32,     // the token
 }
 
 fn slot_of(g: u32, lid: u32) -> Slot {
@@ -224,6 +230,7 @@ fn slot_of(g: u32, lid: u32) -> Slot {
     sl.ok = tk < p.tpw && n < p.ntok;
     sl.P = p.pos + n % p.seq;
     sl.tok = n * p.hidden;
+    sl.n = n;
     return sl;
 }
 
@@ -338,6 +345,32 @@ fn rope_freqs(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     if (g >= p.groups) { return; }
     let sl = slot_of(g, lid);
     let ab = first_units(sl);   // in flight while the table is built
+    for (var i = lid; i < p.half; i += WG) { tab[i] = f32_turns(inv_freq[i]); }
+    workgroupBarrier();
+    if (sl.ok) { rotate_heads(sl, ab[0], ab[1]); }
+}
+
+@compute @workgroup_size(WG)
+fn rope_at(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= p.groups) { return; }
+    var sl = slot_of(g, lid);
+    if (sl.ok) { sl.P = positions2[sl.n / p.seq] + sl.n % p.seq; }
+    let ab = first_units(sl);
+    for (var i = lid; i < p.half; i += WG) { tab[i] = theta_turns(i); }
+    workgroupBarrier();
+    if (sl.ok) { rotate_heads(sl, ab[0], ab[1]); }
+}
+
+@compute @workgroup_size(WG)
+fn rope_freqs_at(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                 @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    if (g >= p.groups) { return; }
+    var sl = slot_of(g, lid);
+    if (sl.ok) { sl.P = positions3[sl.n / p.seq] + sl.n % p.seq; }
+    let ab = first_units(sl);
     for (var i = lid; i < p.half; i += WG) { tab[i] = f32_turns(inv_freq[i]); }
     workgroupBarrier();
     if (sl.ok) { rotate_heads(sl, ab[0], ab[1]); }

@@ -44,6 +44,20 @@ wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor
     return wgml__dispatch(e, &k, &p, sizeof p, args, 2, gx, gy, 1);
 }
 
+wgml_status wgml__copy_rows_at(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst, const wgml_tensor *positions,
+                               uint32_t blocks, uint32_t rows, uint32_t words)
+{
+    uint64_t total = (uint64_t)blocks * words;
+    if (total > 0xFFFFFFFFu || (uint64_t)blocks * rows * words > 0xFFFFFFFFu)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "copy_rows_at: more than 2^32 words");
+    copy_params p = { .n = words, .dst_offset = rows, .first_word = blocks, .words = (uint32_t)total };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, (total + WG - 1) / WG, &gx, &gy));
+    wgml__kernel k = { .file = "copy", .entry = "copy_rows_at", .layout = "urwr" };
+    wgml__arg args[3] = { wgml__t(src), wgml__t(dst), wgml__t(positions) };
+    return wgml__dispatch(e, &k, &p, sizeof p, args, 3, gx, gy, 1);
+}
+
 const wgml__kernel wgml__copy_kernels[] = {
     { .file = "copy", .entry = "copy_vec4", .layout = "urw" },
     { .file = "copy", .entry = "copy_word", .layout = "urw" },

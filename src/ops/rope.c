@@ -77,6 +77,14 @@ static wgml_status rope_impl(wgml_engine *e, const char *fn, const char *tname, 
                           tname, hidden, hd);
     if ((uint64_t)o->pos + seq - 1 > UINT32_MAX)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: pos (%u) + seq (%zu) - 1 exceeds 2^32 - 1", fn, o->pos, seq);
+    if (o->positions) {
+        WGML_CHECK(wgml__check_tensor(e, fn, "positions", o->positions, WGML_U32));
+        if (wgml_tensor_numel(o->positions) != batch)
+            return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: positions has %zu elements; it must have one per sequence (%zu)", fn,
+                              wgml_tensor_numel(o->positions), batch);
+        if (o->pos)
+            return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: pos (%u) and positions are exclusive", fn, o->pos);
+    }
     if (o->inv_freq) {
         if (wgml_tensor_numel(o->inv_freq) != hd / 2)
             return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: inv_freq has %zu elements; it must have head_dim / 2 = %u", fn,
@@ -100,17 +108,16 @@ static wgml_status rope_impl(wgml_engine *e, const char *fn, const char *tname, 
     WGML_CHECK(wgml__grid(e->ctx, p.groups, &gx, &gy));
 
     wgml__kernel k = { .file = "rope", .nconst = 2, .constants = { { "WG", WG }, { "MODE", mode } } };
-    wgml__arg args[2] = { wgml__t(tensor) };
-    if (o->inv_freq) {
-        k.entry = "rope_freqs";
-        k.layout = "uwr";
-        args[1] = wgml__t(o->inv_freq);
-        return wgml__dispatch(e, &k, &p, sizeof p, args, 2, gx, gy, 1);
-    }
-    theta_table(&p, theta);
-    k.entry = "rope";
-    k.layout = "uw";
-    return wgml__dispatch(e, &k, &p, sizeof p, args, 1, gx, gy, 1);
+    wgml__arg args[3] = { wgml__t(tensor) };
+    uint32_t nargs = 1;
+    if (o->inv_freq) args[nargs++] = wgml__t(o->inv_freq);
+    else theta_table(&p, theta);
+    if (o->positions) args[nargs++] = wgml__t(o->positions);
+    static const char *const entries[2][2] = { { "rope", "rope_at" }, { "rope_freqs", "rope_freqs_at" } };
+    static const char *const layouts[3] = { "uw", "uwr", "uwrr" };
+    k.entry = entries[o->inv_freq != NULL][o->positions != NULL];
+    k.layout = layouts[nargs - 1];
+    return wgml__dispatch(e, &k, &p, sizeof p, args, nargs, gx, gy, 1);
 }
 
 wgml_status wgml_rope(wgml_engine *e, wgml_tensor *tensor, uint32_t head_dim, uint32_t pos)
