@@ -9,6 +9,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -99,6 +99,16 @@ static size_t stop_prefix(const unsigned char *s, size_t n, const char *stop, si
     return 0;
 }
 
+static void put(printer *p, const char *text, size_t len)
+{
+    if (p->write) {
+        if (len) p->write(p->user, text, len);
+        return;
+    }
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
 bool printer_emit(printer *p, uint32_t id)
 {
     if (p->stop && !p->stop_len) p->stop_len = strlen(p->stop);
@@ -126,19 +136,17 @@ bool printer_emit(printer *p, uint32_t id)
             keep = stop_prefix(p->pending, p->n, p->stop, p->stop_len);
     }
     size_t cut = p->stopped ? p->n : complete_utf8(p->pending, p->n - keep);
-    fwrite(p->pending, 1, cut, stdout);
+    put(p, (const char *)p->pending, cut);
     memmove(p->pending, p->pending + cut, p->n - cut);
     p->n -= cut;
-    fflush(stdout);
     return true;
 }
 
 
 void printer_finish(printer *p)
 {
-    if (p->n) fwrite(p->pending, 1, p->n, stdout);
+    put(p, (const char *)p->pending, p->n);
     p->n = 0;
-    fflush(stdout);
 }
 
 int sampler_init(const char *who, sampler *s, wgml_context *c, wgml_engine *e, uint32_t vocab, const sample_opts *o)

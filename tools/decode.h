@@ -64,13 +64,16 @@ void sampler_free(sampler *s);
 /* The next token from s->logits; hist[0..n) is the text so far (for the penalties). */
 wgml_status sampler_next(sampler *s, const uint32_t *hist, size_t n, uint32_t *out);
 
-/* Streams decoded text to stdout. With a stop string, the text that could still begin it
-   is held back until the next token decides; the output ends before the stop string
-   (stopped then true). Zero-initialise, set tok and stop. */
+/* Streams decoded text to stdout, or to write (user its first argument) when set. With a
+   stop string, the text that could still begin it is held back until the next token
+   decides; the output ends before the stop string (stopped then true). Zero-initialise,
+   set tok and stop (and write). */
 typedef struct printer {
     const wgml_tokenizer *tok;
     const char *stop;
     size_t stop_len;
+    void (*write)(void *user, const char *text, size_t len);
+    void *user;
     unsigned char *pending;   /* not yet printed */
     size_t n, cap;
     bool stopped;

@@ -12,6 +12,7 @@ static const struct { const char *name; int (*run)(int, char **); const char *he
     { "merge", cmd_merge, "merge a LoRA adapter into its base model and write a whole model folder" },
     { "generate", cmd_generate, "generate text from a checkpoint (wgml's own, a Hugging Face Llama, Mistral or Qwen folder, or a GGUF file)" },
     { "chat", cmd_chat, "talk with a model through its chat template (the KV cache kept across turns)" },
+    { "serve", cmd_serve, "serve a model over HTTP with OpenAI's API (completions, chat, streaming; requests decoded together)" },
     { "logits", cmd_logits, "write the token ids and logits of a text (for comparisons with other implementations)" },
     { "bench", cmd_bench, "time every op on representative shapes (see tools/cmd_bench.c)" },
 };
