@@ -138,11 +138,7 @@ int cmd_chat(int argc, char **argv)
     if (model_weights(who, o.dtype, o.quantize, &weights) != 0) return 2;
 
     int rc = 1;
-    wgml_context *ctx = NULL;
-    wgml_engine *eng = NULL;
-    wgml_model *m = NULL;
-    wgml_tokenizer *tok = NULL;
-    wgml_tokenizer_config tcfg = { 0 };
+    model_chat mc;
     wgml_kv_cache *cache = NULL;
     sampler sm = { 0 };
     printer pt = { 0 };
@@ -151,28 +147,22 @@ int cmd_chat(int argc, char **argv)
     size_t ids_cap = 0, nhist = 0;
     char *line = NULL, *text = NULL;
     size_t line_cap = 0;
-    if (model_device(who, &ctx, &eng) != 0) return 1;
-    if (model_open(who, ctx, eng, o.model, weights, o.adapter, false, &m, NULL) != 0) goto done;
+    if (model_chat_open(who, o.model, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
+    wgml_context *ctx = mc.ctx;
+    wgml_engine *eng = mc.eng;
+    wgml_model *m = mc.m;
+    const wgml_tokenizer *tok = mc.tok;
     const wgml_model_config *cfg = wgml_model_get_config(m);
-    if (model_tokenizer(who, o.model, cfg, &tok) != 0) goto done;
-    wgml_dataset_options dopt;
-    if (model_data_options(who, o.model, cfg, tok, o.chat_template, false, &tcfg, &dopt) != 0) goto done;
-    wgml_chat_format f = dopt.chat_format;
+    wgml_chat_format f = mc.chat;
     if (f == WGML_CHAT_UNKNOWN) {
         fprintf(stderr, "%s: %s has no chat template wgml recognises; name its format with --chat-template (chatml, smollm2, "
                 "qwen2, llama3, llama3.1, zephyr)\n", who, o.model);
         goto done;
     }
-    wgml_chat_options copt = dopt.chat;
+    wgml_chat_options copt = mc.chat_opts;
     copt.add_generation_prompt = true;
-
-    uint32_t cap = (uint32_t)o.context;
-    if (cap > cfg->max_position_embeddings) {
-        fprintf(stderr, "%s: --context %u is beyond the model's %u positions (max_position_embeddings)\n", who, cap,
-                cfg->max_position_embeddings);
-        goto done;
-    }
-    if (!cap) cap = cfg->max_position_embeddings < 4096 ? cfg->max_position_embeddings : 4096;
+    uint32_t cap;
+    if (model_context(who, cfg, o.context, &cap) != 0) goto done;
     uint32_t max_tokens = (uint32_t)o.max_tokens < cap / 2 ? (uint32_t)o.max_tokens : cap / 2;
     hist = malloc(sizeof *hist * cap);
     reply = malloc(sizeof *reply * (max_tokens + 1));
@@ -288,10 +278,6 @@ done:
     free(pt.pending);
     sampler_free(&sm);
     wgml_kv_cache_destroy(cache);
-    wgml_tokenizer_config_clear(&tcfg);
-    wgml_tokenizer_free(tok);
-    wgml_model_destroy(m);
-    wgml_engine_destroy(eng);
-    wgml_context_destroy(ctx);
+    model_chat_close(&mc);
     return rc;
 }

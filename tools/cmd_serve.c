@@ -509,33 +509,21 @@ int cmd_serve(int argc, char **argv)
     }
 
     int rc = 1;
-    wgml_context *ctx = NULL;
-    wgml_engine *eng = NULL;
-    wgml_model *m = NULL;
-    wgml_tokenizer *tok = NULL;
-    wgml_tokenizer_config tcfg = { 0 };
     struct MHD_Daemon *d = NULL;
     server sv = { .o = &o };
-    if (model_device(who, &ctx, &eng) != 0) return 1;
-    if (model_open(who, ctx, eng, o.model, weights, o.adapter, false, &m, NULL) != 0) goto done;
+    model_chat mc;
+    if (model_chat_open(who, o.model, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
+    wgml_model *m = mc.m;
     sv.cfg = wgml_model_get_config(m);
-    if (model_tokenizer(who, o.model, sv.cfg, &tok) != 0) goto done;
-    wgml_dataset_options dopt;
-    if (model_data_options(who, o.model, sv.cfg, tok, o.chat_template, false, &tcfg, &dopt) != 0) goto done;
-    sv.chat = dopt.chat_format;
-    sv.chat_opts = dopt.chat;
-    wgml_tokenizer_specials(tok, &sv.prefix, &sv.nprefix, NULL, NULL);
+    sv.chat = mc.chat;
+    sv.chat_opts = mc.chat_opts;
+    wgml_tokenizer_specials(mc.tok, &sv.prefix, &sv.nprefix, NULL, NULL);
     const char *slash = strrchr(o.model, '/');
     sv.name = o.name ? o.name : slash && slash[1] ? slash + 1 : o.model;
-    uint32_t cap = (uint32_t)o.context;
-    if (cap > sv.cfg->max_position_embeddings) {
-        fprintf(stderr, "%s: --context %u is beyond the model's %u positions (max_position_embeddings)\n", who, cap,
-                sv.cfg->max_position_embeddings);
-        goto done;
-    }
-    if (!cap) cap = sv.cfg->max_position_embeddings < 4096 ? sv.cfg->max_position_embeddings : 4096;
-    sv.eng = (serve_engine){ .ctx = ctx, .eng = eng, .model = m, .tok = tok, .slots = (uint32_t)o.slots, .context = cap,
-                             .queue_max = (uint32_t)o.queue };
+    uint32_t cap;
+    if (model_context(who, sv.cfg, o.context, &cap) != 0) goto done;
+    sv.eng = (serve_engine){ .ctx = mc.ctx, .eng = mc.eng, .model = m, .tok = mc.tok, .slots = (uint32_t)o.slots,
+                             .context = cap, .queue_max = (uint32_t)o.queue };
     if (serve_engine_start(&sv.eng) != 0) goto done;
 
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
@@ -574,10 +562,6 @@ done:
     serve_engine_stop(&sv.eng);
     if (d) MHD_stop_daemon(d);
     serve_engine_free(&sv.eng);
-    wgml_tokenizer_config_clear(&tcfg);
-    wgml_tokenizer_free(tok);
-    wgml_model_destroy(m);
-    wgml_engine_destroy(eng);
-    wgml_context_destroy(ctx);
+    model_chat_close(&mc);
     return rc;
 }

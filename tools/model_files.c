@@ -165,3 +165,42 @@ int model_tokenizer(const char *who, const char *model, const wgml_model_config 
     }
     return 0;
 }
+
+int model_chat_open(const char *who, const char *model, wgml_weights weights, const char *adapter, const char *chat_template,
+                    model_chat *mc)
+{
+    *mc = (model_chat){ 0 };
+    if (model_device(who, &mc->ctx, &mc->eng) != 0) return -1;
+    wgml_dataset_options dopt;
+    if (model_open(who, mc->ctx, mc->eng, model, weights, adapter, false, &mc->m, NULL) != 0 ||
+        model_tokenizer(who, model, wgml_model_get_config(mc->m), &mc->tok) != 0 ||
+        model_data_options(who, model, wgml_model_get_config(mc->m), mc->tok, chat_template, false, &mc->tcfg, &dopt) != 0) {
+        model_chat_close(mc);
+        return -1;
+    }
+    mc->chat = dopt.chat_format;
+    mc->chat_opts = dopt.chat;
+    return 0;
+}
+
+void model_chat_close(model_chat *mc)
+{
+    wgml_tokenizer_config_clear(&mc->tcfg);
+    wgml_tokenizer_free(mc->tok);
+    wgml_model_destroy(mc->m);
+    wgml_engine_destroy(mc->eng);
+    wgml_context_destroy(mc->ctx);
+    *mc = (model_chat){ 0 };
+}
+
+int model_context(const char *who, const wgml_model_config *cfg, int requested, uint32_t *out)
+{
+    uint32_t cap = (uint32_t)requested;
+    if (cap > cfg->max_position_embeddings) {
+        fprintf(stderr, "%s: --context %u is beyond the model's %u positions (max_position_embeddings)\n", who, cap,
+                cfg->max_position_embeddings);
+        return -1;
+    }
+    *out = cap ? cap : cfg->max_position_embeddings < 4096 ? cfg->max_position_embeddings : 4096;
+    return 0;
+}

@@ -42,6 +42,28 @@ int model_open(const char *who, wgml_context *ctx, wgml_engine *eng, const char 
    on stderr that starts with who. */
 int model_tokenizer(const char *who, const char *model, const wgml_model_config *cfg, wgml_tokenizer **tok);
 
+/* What chat and serve open: the device, the model (its weights as weights says, the
+   adapter unmerged), its tokenizer, and its chat format (chat_template by name, else the
+   folder's template; WGML_CHAT_UNKNOWN when it has none wgml recognises) with the
+   tokenizer's BOS and EOS texts. */
+typedef struct model_chat {
+    wgml_context *ctx;
+    wgml_engine *eng;
+    wgml_model *m;
+    wgml_tokenizer *tok;
+    wgml_tokenizer_config tcfg;     /* holds the strings chat_opts points to */
+    wgml_chat_format chat;
+    wgml_chat_options chat_opts;
+} model_chat;
+/* 0, or -1 after a message that starts with who (mc then holds nothing: no close needed). */
+int model_chat_open(const char *who, const char *model, wgml_weights weights, const char *adapter, const char *chat_template,
+                    model_chat *mc);
+void model_chat_close(model_chat *mc);
+
+/* The positions of a --context flag: requested, or 0 for max_position_embeddings up to
+   4096. 0, or -1 after a message when requested is beyond max_position_embeddings. */
+int model_context(const char *who, const wgml_model_config *cfg, int requested, uint32_t *out);
+
 /* The options that read training or evaluation data for this model: the chat format
    (chat_template by name, else recognised from the folder's tokenizer_config.json or
    chat_template.jinja; unknown is an error only for data with messages), the BOS and EOS
