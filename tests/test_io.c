@@ -3,9 +3,11 @@
 
    Every malformed input must come back as WGML_ERROR_FORMAT with a message that starts
    with the file's name and names the problem. The tokenizer is checked three ways: ids
-   worked out by hand for a tiny vocabulary; pre-tokenizer cuts against the reference cuts
-   of Python's `regex` module (tests/ref/ref_io_pretok.h); and BPE merging against a naive
-   reference (merge the leftmost lowest-rank pair, repeat) on random merge tables. */
+   worked out by hand for a tiny vocabulary; pre-tokenizer cuts (through PCRE2) against
+   the reference cuts of Python's `regex` module (tests/ref/ref_io_pretok.h); other Split
+   patterns and the Unicode normalizers on cuts worked out from their definitions; and
+   BPE merging against a naive reference (merge the leftmost lowest-rank pair, repeat) on
+   random merge tables. */
 #include "harness.h"
 #include "ref_io_pretok.h"
 
@@ -939,6 +941,68 @@ static void test_tokenizer_pretokenizers(void)
     }
 }
 
+/* Split patterns beyond the three known ones (a digits regex, a literal string removed),
+   and the Unicode normalizers, on cuts worked out from their definitions (a byte vocab
+   plus one token per expected piece). */
+static void test_tokenizer_split_and_normalizers(void)
+{
+    /* a Split by {"Regex": "\\d+"} (Isolated): digits runs and the text between them are
+       pieces; then {"String": "-"} Removed drops each "-" */
+    tj j;
+    tj_init(&j, PRE_WHOLE);
+    cJSON_ReplaceItemInObject(j.model, "ignore_merges", cJSON_CreateTrue());
+    cJSON *seq = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(seq, "pretokenizers");
+    cJSON_AddStringToObject(seq, "type", "Sequence");
+    cJSON *sp = cJSON_CreateObject(), *pat = cJSON_AddObjectToObject(sp, "pattern");
+    cJSON_AddStringToObject(sp, "type", "Split");
+    cJSON_AddStringToObject(pat, "Regex", "\\d+");
+    cJSON_AddStringToObject(sp, "behavior", "Isolated");
+    cJSON_AddFalseToObject(sp, "invert");
+    cJSON_AddItemToArray(list, sp);
+    cJSON *dash = cJSON_Duplicate(sp, true);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(dash, "pattern"), "Regex", cJSON_CreateString("x"));
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(dash, "pattern"), "Regex");
+    cJSON_AddStringToObject(cJSON_GetObjectItem(dash, "pattern"), "String", "-");
+    cJSON_ReplaceItemInObject(dash, "behavior", cJSON_CreateString("Removed"));
+    cJSON_AddItemToArray(list, dash);
+    cJSON_AddItemToArray(list, cJSON_DetachItemFromObject(j.root, "pre_tokenizer"));
+    cJSON_AddItemToObject(j.root, "pre_tokenizer", seq);
+    int ab = tj_token(&j, "ab"), n12 = tj_token(&j, "12"), cd = tj_token(&j, "cd"), n345 = tj_token(&j, "345");
+    tj_token(&j, "ab12");
+    tj_token(&j, "b-c");
+    wgml_tokenizer *t = tj_build(&j);
+    if (t) {
+        check_ids_rt(t, "ab12cd-345", IDS((uint32_t)ab, (uint32_t)n12, (uint32_t)cd, (uint32_t)n345), false);
+        check_ids_rt(t, "-ab-", IDS((uint32_t)ab), false);
+        wgml_tokenizer_free(t);
+    }
+    /* the normalizers, before a GPT-2 split over bytes: the ids are the normalized text's
+       bytes */
+    static const struct { const char *form, *text, *want; } norms[] = {
+        { "NFC", "e\xcc\x81", "\xc3\xa9" },                  /* e + combining acute -> U+00E9 */
+        { "NFD", "\xc3\xa9", "e\xcc\x81" },
+        { "NFKC", "\xef\xac\x81 \xe2\x91\xa0", "fi 1" },     /* U+FB01 ligature, U+2460 circled one */
+        { "NFKD", "\xe2\x84\xab", "A\xcc\x8a" },             /* U+212B Angstrom sign -> A + ring */
+        { "NFC", "\xe2\x84\xab", "\xc3\x85" },               /* -> U+00C5 */
+    };
+    for (size_t c = 0; c < sizeof norms / sizeof norms[0]; c++) {
+        tj k;
+        tj_init(&k, PRE_GPT2);
+        cJSON *n = cJSON_CreateObject();
+        cJSON_AddStringToObject(n, "type", norms[c].form);
+        cJSON_ReplaceItemInObject(k.root, "normalizer", n);
+        wgml_tokenizer *nt = tj_build(&k);
+        if (!nt) continue;
+        uint32_t want[64];
+        size_t nwant = strlen(norms[c].want);
+        for (size_t i = 0; i < nwant; i++) want[i] = (uint8_t)norms[c].want[i];
+        uint32_t got[64];
+        size_t ng = enc(nt, norms[c].text, strlen(norms[c].text), got, 64);
+        TH_CHECK(ng == nwant && memcmp(got, want, ng * sizeof *got) == 0, "%s of case %zu: %zu ids", norms[c].form, c, ng);
+        wgml_tokenizer_free(nt);
+    }
+}
+
 /* The reference merge: repeatedly the leftmost adjacent pair of lowest rank, one at a time
    (the order Hugging Face's BPE merges in, also for merge tables whose ranks are not in
    creation order). O(n^2 * merges): tiny inputs only. */
@@ -1130,7 +1194,7 @@ static void test_tokenizer_malformed(void)
 {
     static const struct { int edit; const char *needle; } cases[] = {
         { 0, "model.type 'WordPiece' is not supported (BPE only)" },
-        { 1, "normalizer 'NFC' is not supported" },
+        { 1, "normalizer 'Lowercase' is not supported" },
         { 2, "model.vocab lacks the token of byte 0x41 (spelled U+0041)" },
         { 3, "merges[1]: 'zz' is not a byte-level token of the vocab" },
         { 4, "merges[1] 'a c': 'ac' is not in the vocab" },
@@ -1138,7 +1202,7 @@ static void test_tokenizer_malformed(void)
         { 6, "model.vocab gives id 256 to both" },
         { 7, "added_tokens[1] repeats '<|x|>'" },
         { 8, "token id 9000000 is far beyond the" },
-        { 9, "pattern.Regex '\\w+' is not supported" },
+        { 9, "pattern '(\\w+' does not compile: missing closing parenthesis" },
         { 10, "behavior must be \"Isolated\"" },
         { 11, "pre_tokenizer.replacement must be" },
         { 12, "decoder type 'WordPiece' is not supported" },
@@ -1166,7 +1230,7 @@ static void test_tokenizer_malformed(void)
         cJSON *m;
         switch (cases[c].edit) {
         case 0: cJSON_ReplaceItemInObject(j.model, "type", cJSON_CreateString("WordPiece")); break;
-        case 1: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "NFC");
+        case 1: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "Lowercase");
                 cJSON_ReplaceItemInObject(j.root, "normalizer", m); break;
         case 2: cJSON_DeleteItemFromObject(j.vocab, "A"); break;
         case 3: cJSON_AddItemToArray(j.merges, cJSON_CreateString("zz b")); break;
@@ -1178,10 +1242,10 @@ static void test_tokenizer_malformed(void)
         case 9: m = cJSON_GetObjectItem(j.root, "pre_tokenizer");
                 cJSON_ReplaceItemInObject(j.root, "pre_tokenizer", pre_tokenizer(PRE_LLAMA3));
                 m = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j.root, "pre_tokenizer"), "pretokenizers"), 0);
-                cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "pattern"), "Regex", cJSON_CreateString("\\w+")); break;
+                cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "pattern"), "Regex", cJSON_CreateString("(\\w+")); break;
         case 10: cJSON_ReplaceItemInObject(j.root, "pre_tokenizer", pre_tokenizer(PRE_LLAMA3));
                 m = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j.root, "pre_tokenizer"), "pretokenizers"), 0);
-                cJSON_ReplaceItemInObject(m, "behavior", cJSON_CreateString("Removed")); break;
+                cJSON_ReplaceItemInObject(m, "behavior", cJSON_CreateString("MergedWithPrevious")); break;
         case 11: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "Metaspace");
                 cJSON_ReplaceItemInObject(j.root, "pre_tokenizer", m); break;
         case 12: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "WordPiece");
@@ -1404,7 +1468,7 @@ static void test_tokenizer_sentencepiece_malformed(void)
         { 6, "must be an integer in [0, 1]" },
         { 7, "a normalizer with a pre_tokenizer" },
         { 8, "prepend_scheme must be" },
-        { 9, "normalizer.normalizers[..] 'NFKC' is not supported" },
+        { 9, "normalizer.normalizers[..] 'Lowercase' is not supported" },
         { 10, "merges[4]: 'zz' is not a token of the vocab" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -1425,7 +1489,7 @@ static void test_tokenizer_sentencepiece_malformed(void)
                 cJSON_ReplaceItemInObject(root, "pre_tokenizer", m); break;
         case 8: cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "pre_tokenizer"), "prepend_scheme",
                                           cJSON_CreateString("sometimes")); break;
-        case 9: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "NFKC"); cJSON_AddItemToArray(norms, m); break;
+        case 9: m = cJSON_CreateObject(); cJSON_AddStringToObject(m, "type", "Lowercase"); cJSON_AddItemToArray(norms, m); break;
         case 10: cJSON_AddItemToArray(cJSON_GetObjectItem(model, "merges"), cJSON_CreateString("zz a")); break;
         }
         char *s = cJSON_PrintUnformatted(root);
@@ -1592,6 +1656,7 @@ static const th_case cases[] = {
     { "tokenizer_tiny", test_tokenizer_tiny },
     { "tokenizer_ignore_merges", test_tokenizer_ignore_merges },
     { "tokenizer_pretokenizers", test_tokenizer_pretokenizers },
+    { "tokenizer_split_and_normalizers", test_tokenizer_split_and_normalizers },
     { "tokenizer_bpe_vs_reference", test_tokenizer_bpe_vs_reference },
     { "tokenizer_utf8_roundtrip", test_tokenizer_utf8_roundtrip },
     { "tokenizer_bytes", test_tokenizer_bytes },

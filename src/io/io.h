@@ -64,6 +64,29 @@ uint16_t wgml__float_to_half(float f);
 float wgml__bf16_to_float(uint16_t h);
 uint16_t wgml__float_to_bf16(float f);
 
+/* ---- PCRE2 and utf8proc (src/io/text_engines.c) ------------------------------------ */
+
+/* A compiled pattern: UTF-8 with Unicode properties (\p{L}, \s as Unicode space); literal:
+   the pattern's text matched as it is. NULL with a message in err when it does not compile
+   (or out of memory). */
+typedef struct wgml__regex wgml__regex;
+wgml__regex *wgml__regex_compile(const char *pattern, size_t len, bool literal, char *err, size_t errsize);
+void wgml__regex_free(wgml__regex *r);
+/* Match scratch for r (one per thread at a time), NULL when out of memory; and its free. */
+void *wgml__regex_scratch(const wgml__regex *r);
+void wgml__regex_scratch_free(void *scratch);
+/* The first match in s[0..n) starting at or after from: 1 with [*start, *end) (it may be
+   empty), 0 when there is none, -1 when s is not valid UTF-8 (or another match error).
+   s is checked for valid UTF-8 only when from is 0: search a subject from 0 first, and
+   later from ends of matches (character boundaries). */
+int wgml__regex_next(const wgml__regex *r, void *scratch, const uint8_t *s, size_t n, size_t from, size_t *start,
+                     size_t *end);
+
+enum { WGML__NFC = 1, WGML__NFD, WGML__NFKC, WGML__NFKD };
+/* s[0..n) in Unicode normalization form `form` (malloc'd, *out_len bytes), or NULL when s
+   is not valid UTF-8 or memory ran out. */
+uint8_t *wgml__unicode_normalize(const uint8_t *s, size_t n, int form, size_t *out_len);
+
 /* ---- ggml's block formats (src/io/ggml_dequant.c) ----------------------------------- */
 
 /* n values (a whole number of blocks) of type t at src to f32; false for a type that is

@@ -5,9 +5,13 @@
    1. added tokens are cut out of the text first (leftmost, then longest; lstrip/rstrip
       swallow the whitespace beside them; single_word needs non-word neighbours);
    2. each stretch between them goes through the pre-tokenizer steps in order, each step
-      cutting its pieces smaller: Digits (numbers alone or one by one), Split by the
-      GPT-2 / Llama 3 / Qwen 2 regex (hand-written matchers below, exact for these three
-      patterns), ByteLevel last (optional prefix space, optional GPT-2 split);
+      cutting its pieces smaller: Digits (numbers alone or one by one), Split by any
+      regex (PCRE2 with Unicode properties and JIT, src/io/text_engines.c: matches and the
+      text between them become pieces, or the matches are dropped with behavior Removed;
+      as fast as the hand-written matchers of the GPT-2 / Llama 3 / Qwen 2 patterns it
+      replaced, and cutting as Python's regex module does on the tests' corpus),
+      ByteLevel last (optional prefix space, optional GPT-2 split); before them a Unicode
+      normalizer (NFC, NFD, NFKC, NFKD through utf8proc) rewrites each stretch;
    3. each final piece is BPE-merged over its bytes: pairs of adjacent symbols are merged
       lowest rank first (leftmost on ties) through a hash map (a, b) -> (rank, merged id)
       and a binary heap, O(n log n) per piece; with ignore_merges a piece that is itself a
@@ -43,11 +47,11 @@
 #define MAX_SPECIALS 8
 
 enum { STEP_DIGITS, STEP_SPLIT, STEP_BYTELEVEL };
-enum { RX_GPT2, RX_LLAMA3, RX_QWEN2 };
 
 typedef struct pre_step {
     uint8_t type;
-    uint8_t regex;          /* STEP_SPLIT */
+    bool removed;           /* STEP_SPLIT: behavior Removed (matches dropped) */
+    wgml__regex *rx;        /* STEP_SPLIT: the pattern; STEP_BYTELEVEL with use_regex: GPT-2's */
     bool individual;        /* STEP_DIGITS */
     bool add_prefix_space;  /* STEP_BYTELEVEL */
     bool use_regex;         /* STEP_BYTELEVEL: the GPT-2 split */
@@ -93,6 +97,7 @@ struct wgml_tokenizer {
     bool fuse_unk;
     uint32_t unk_id;               /* NONE: characters without a token are dropped, as Hugging Face does */
     bool strip_space;              /* decode removes one leading space */
+    uint8_t unorm;                 /* 0, or the normalizer's Unicode form (WGML__NFC ...) */
     /* the post-processor's template: ids put before and after an encoded text */
     uint32_t prefix[MAX_SPECIALS], suffix[MAX_SPECIALS];
     size_t nprefix, nsuffix;
@@ -161,100 +166,8 @@ static size_t run_of(const uint8_t *s, size_t n, size_t i, int cls, size_t max)
     return i;
 }
 
-/* A whitespace run at i, ending as \s*[\r\n]+ (when crlf), \s+(?!\S) or \s+ do. */
-static size_t space_run(const uint8_t *s, size_t n, size_t i, bool crlf)
-{
-    size_t e = i, last = i, count = 0, nl_end = 0;
-    while (e < n) {
-        uint32_t c;
-        size_t l = char_at(s, n, e, &c);
-        if (char_class(c) != C_SPACE) break;
-        if (c == '\r' || c == '\n') nl_end = e + 1;
-        last = e;
-        e += l;
-        count++;
-    }
-    if (crlf && nl_end) return nl_end;     /* \s*[\r\n]+ : through the last CR or LF */
-    if (e == n) return e;                  /* \s+(?!\S) at the end of the text */
-    if (count >= 2) return last;           /* \s+(?!\S) : all but the last */
-    return e;                              /* \s+ */
-}
-
-/* 's|'t|'re|'ve|'m|'ll|'d at i, case-insensitively or not: the end, or 0. */
-static size_t contraction(const uint8_t *s, size_t n, size_t i, bool fold)
-{
-    if (s[i] != '\'' || i + 1 >= n) return 0;
-    uint8_t a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-    if (fold) {
-        if (a >= 'A' && a <= 'Z') a |= 0x20;
-        if (b >= 'A' && b <= 'Z') b |= 0x20;
-    }
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-    return 0;
-}
-
-/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ : end of the
-   match at i (> i). */
-static size_t match_gpt2(const uint8_t *s, size_t n, size_t i)
-{
-    size_t e = contraction(s, n, i, false);
-    if (e) return e;
-    uint32_t c;
-    size_t l = char_at(s, n, i, &c);
-    size_t start = c == ' ' ? i + 1 : i;
-    static const int classes[3] = { C_LETTER, C_NUMBER, C_OTHER };
-    for (int k = 0; k < 3; k++) {
-        e = run_of(s, n, start, classes[k], SIZE_MAX);
-        if (e > start) return e;
-    }
-    if (char_class(c) == C_SPACE) return space_run(s, n, i, false);
-    return i + l;
-}
-
-/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
-   \s*[\r\n]+|\s+(?!\S)|\s+ with D = 3 (Llama 3) or 1 (Qwen 2). */
-static size_t match_llama3(const uint8_t *s, size_t n, size_t i, size_t max_digits)
-{
-    size_t e = contraction(s, n, i, true);
-    if (e) return e;
-    uint32_t c;
-    size_t l = char_at(s, n, i, &c);
-    int cls = char_class(c);
-    if (cls == C_LETTER) return run_of(s, n, i, C_LETTER, SIZE_MAX);
-    if (cls != C_NUMBER && c != '\r' && c != '\n') {
-        e = run_of(s, n, i + l, C_LETTER, SIZE_MAX);
-        if (e > i + l) return e;
-    }
-    if (cls == C_NUMBER) return run_of(s, n, i, C_NUMBER, max_digits);
-    size_t start = c == ' ' ? i + 1 : i;
-    e = run_of(s, n, start, C_OTHER, SIZE_MAX);
-    if (e > start) {
-        while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
-        return e;
-    }
-    if (cls == C_SPACE) return space_run(s, n, i, true);
-    return i + l;
-}
-
-static size_t match_regex(int rx, const uint8_t *s, size_t n, size_t i)
-{
-    switch (rx) {
-    case RX_LLAMA3: return match_llama3(s, n, i, 3);
-    case RX_QWEN2: return match_llama3(s, n, i, 1);
-    default: return match_gpt2(s, n, i);
-    }
-}
-
-/* The regexes of tokenizer.json files this file implements, as written there. */
-static const struct { const char *pattern; int rx; } known_regexes[] = {
-    { "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", RX_GPT2 },
-    { "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)", RX_GPT2 },
-    { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-      RX_LLAMA3 },
-    { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-      RX_QWEN2 },
-};
+/* GPT-2's pre-tokenizer regex, which ByteLevel's use_regex applies. */
+static const char gpt2_regex[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* ---- the GPT-2 byte-to-unicode alphabet ---------------------------------------------- */
 
@@ -374,6 +287,18 @@ static wgml_status get_flag(const char *what, const cJSON *obj, const char *fiel
     return WGML_OK;
 }
 
+/* A Split or ByteLevel pattern compiled with PCRE2 into *out (a step's count is already
+   taken, so a failure frees nothing the tokenizer does not). */
+static wgml_status compile_rx(const char *what, const char *field, const char *pattern, bool literal, wgml__regex **out)
+{
+    char err[256], q[WGML__QUOTE_MAX];
+    *out = wgml__regex_compile(pattern, strlen(pattern), literal, err, sizeof err);
+    if (!*out)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.pattern '%s' does not compile: %s", what, field,
+                          wgml__quote(q, sizeof q, pattern, strlen(pattern)), err);
+    return WGML_OK;
+}
+
 /* The "type" string of a component object, or an error. */
 static wgml_status get_type(const char *what, const cJSON *obj, const char *field, const char **type)
 {
@@ -406,13 +331,14 @@ static wgml_status parse_pre(wgml_tokenizer *t, const char *what, const cJSON *p
         return WGML_OK;
     }
     if (t->nsteps == MAX_STEPS) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: pre_tokenizer has more than %d steps", what, MAX_STEPS);
-    pre_step *st = &t->steps[t->nsteps];
+    pre_step *st = &t->steps[t->nsteps++];   /* counted now: a failure below frees its pattern */
     *st = (pre_step){ 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         st->type = STEP_BYTELEVEL;
         /* Hugging Face's defaults when a flag is absent */
         if ((s = get_flag(what, p, field, "add_prefix_space", true, &st->add_prefix_space))) return s;
         if ((s = get_flag(what, p, field, "use_regex", true, &st->use_regex))) return s;
+        if (st->use_regex && (s = compile_rx(what, field, gpt2_regex, false, &st->rx))) return s;
     } else if (strcmp(type, "Digits") == 0) {
         st->type = STEP_DIGITS;
         if ((s = get_flag(what, p, field, "individual_digits", false, &st->individual))) return s;
@@ -420,24 +346,22 @@ static wgml_status parse_pre(wgml_tokenizer *t, const char *what, const cJSON *p
         st->type = STEP_SPLIT;
         const cJSON *pat = get(p, "pattern");
         const cJSON *rx = pat && cJSON_IsObject(pat) ? get(pat, "Regex") : NULL;
-        if (!cJSON_IsString(rx))
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.pattern must be {\"Regex\": \"...\"}", what, field);
-        size_t k, nk = sizeof known_regexes / sizeof known_regexes[0];
-        for (k = 0; k < nk && strcmp(rx->valuestring, known_regexes[k].pattern) != 0; k++) {}
-        if (k == nk)
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.pattern.Regex '%s' is not supported (GPT-2, Llama 3, Qwen 2 only)",
-                              what, field, wgml__quote(q, sizeof q, rx->valuestring, strlen(rx->valuestring)));
-        st->regex = (uint8_t)known_regexes[k].rx;
+        const cJSON *lit = pat && cJSON_IsObject(pat) ? get(pat, "String") : NULL;
+        if (!cJSON_IsString(rx) && !cJSON_IsString(lit))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.pattern must be {\"Regex\": \"...\"} or {\"String\": \"...\"}", what,
+                              field);
+        const char *text = cJSON_IsString(rx) ? rx->valuestring : lit->valuestring;
+        if ((s = compile_rx(what, field, text, !cJSON_IsString(rx), &st->rx))) return s;
         const cJSON *beh = get(p, "behavior");
-        if (!cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0)
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.behavior must be \"Isolated\"", what, field);
+        st->removed = cJSON_IsString(beh) && strcmp(beh->valuestring, "Removed") == 0;
+        if (!cJSON_IsString(beh) || (strcmp(beh->valuestring, "Isolated") != 0 && !st->removed))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.behavior must be \"Isolated\" or \"Removed\"", what, field);
         bool invert = false;
         if ((s = get_flag(what, p, field, "invert", false, &invert))) return s;
         if (invert) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s.invert true is not supported", what, field);
     } else
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s type '%s' is not supported (ByteLevel, Digits, Split, Sequence)",
                           what, field, wgml__quote(q, sizeof q, type, strlen(type)));
-    t->nsteps++;
     return WGML_OK;
 }
 
@@ -473,6 +397,14 @@ static wgml_status parse_norm(wgml_tokenizer *t, const char *what, const cJSON *
             if ((s = parse_norm(t, what, c, "normalizer.normalizers[..]", depth + 1, replace))) return s;
         return WGML_OK;
     }
+    static const char *const forms[] = { "NFC", "NFD", "NFKC", "NFKD" };
+    for (int f = 0; f < 4; f++)
+        if (strcmp(type, forms[f]) == 0) {
+            if (t->unorm && t->unorm != WGML__NFC + f)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s: two Unicode normalizers", what, field);
+            t->unorm = (uint8_t)(WGML__NFC + f);
+            return WGML_OK;
+        }
     if (strcmp(type, "Prepend") == 0 && string_is(n, "prepend", SP_SPACE) && t->prepend == PREPEND_NONE) {
         t->prepend = PREPEND_ALWAYS;
         return WGML_OK;
@@ -481,8 +413,9 @@ static wgml_status parse_norm(wgml_tokenizer *t, const char *what, const cJSON *
         *replace = true;
         return WGML_OK;
     }
-    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (Prepend \"\\u2581\", Replace \" \" with "
-                      "\"\\u2581\", in a Sequence or alone)", what, field, wgml__quote(q, sizeof q, type, strlen(type)));
+    return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (NFC, NFD, NFKC, NFKD, Prepend \"\\u2581\", "
+                      "Replace \" \" with \"\\u2581\", in a Sequence or alone)", what, field,
+                      wgml__quote(q, sizeof q, type, strlen(type)));
 }
 
 /* The Metaspace pre-tokenizer: replacement "\u2581", prepend_scheme (or the older
@@ -668,17 +601,17 @@ static wgml_status tok_parse(wgml_tokenizer *t, const char *what, const cJSON *r
     const cJSON *norm = get(root, "normalizer"), *pre = get(root, "pre_tokenizer"), *dec = get(root, "decoder");
     const char *pre_type = NULL;
     if (pre && (s = get_type(what, pre, "pre_tokenizer", &pre_type))) return s;
-    bool metaspace = pre_type && strcmp(pre_type, "Metaspace") == 0;
-    t->sp = norm || metaspace;
-    if (norm) {
-        bool replace = false;
-        if ((s = parse_norm(t, what, norm, "normalizer", 0, &replace))) return s;
-        if (!replace)
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: normalizer does not replace \" \" with \"\\u2581\"", what);
-        if (pre)
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a normalizer with a pre_tokenizer (%s) is not supported", what,
-                              wgml__quote(q, sizeof q, pre_type, strlen(pre_type)));
-    } else if (metaspace) {
+    bool metaspace = pre_type && strcmp(pre_type, "Metaspace") == 0, replace = false;
+    if (norm && (s = parse_norm(t, what, norm, "normalizer", 0, &replace))) return s;
+    /* SentencePiece style: a normalizer that turns spaces into U+2581, or Metaspace; a
+       Unicode normalizer alone goes with either kind */
+    t->sp = replace || metaspace || t->prepend != PREPEND_NONE;
+    if (t->prepend != PREPEND_NONE && !replace)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: normalizer does not replace \" \" with \"\\u2581\"", what);
+    if (replace && pre)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: a normalizer with a pre_tokenizer (%s) is not supported", what,
+                          wgml__quote(q, sizeof q, pre_type, strlen(pre_type)));
+    if (metaspace) {
         if ((s = parse_metaspace(what, pre, "pre_tokenizer", &t->prepend, &t->split_words))) return s;
         t->prepend_if_missing = true;
     }
@@ -976,6 +909,7 @@ void wgml_tokenizer_free(wgml_tokenizer *t)
     free(t->merges);
     free(t->added);
     free(t->scratch);
+    for (int i = 0; i < t->nsteps; i++) wgml__regex_free(t->steps[i].rx);
     free(t);
 }
 
@@ -1261,6 +1195,36 @@ static bool with_space(enc *E, const uint8_t **s, size_t *n)
 }
 
 /* Runs pre-tokenizer steps [step, nsteps) on s[0..n), then BPE on each final piece. */
+static void pretokenize(enc *E, const uint8_t *s, size_t n, int step);
+
+/* A Split step through its pattern: each match, and the text between matches, becomes a
+   piece for the next step (step -1: BPE directly, the ByteLevel split); with Removed the
+   matches are dropped. Empty matches cut nothing. Text PCRE2 refuses as UTF-8 goes on as
+   one piece (Hugging Face's tokenizers only take valid UTF-8). */
+static void split_rx(enc *E, const pre_step *p, const uint8_t *s, size_t n, int step)
+{
+    void *scratch = wgml__regex_scratch(p->rx);
+    if (!scratch) { E->oom = true; return; }
+#define NEXT(a, b) (step < 0 ? bpe(E, a, b) : pretokenize(E, a, b, step + 1))
+    size_t done = 0, from = 0;
+    while (from < n && !E->oom) {
+        size_t ms, me;
+        int r = wgml__regex_next(p->rx, scratch, s, n, from, &ms, &me);
+        if (r <= 0) break;
+        if (me == ms) {   /* past the character at ms */
+            from = ms + 1;
+            while (from < n && (s[from] & 0xC0) == 0x80) from++;
+            continue;
+        }
+        if (ms > done) NEXT(s + done, ms - done);
+        if (!p->removed) NEXT(s + ms, me - ms);
+        done = from = me;
+    }
+    if (done < n) NEXT(s + done, n - done);
+#undef NEXT
+    wgml__regex_scratch_free(scratch);
+}
+
 static void pretokenize(enc *E, const uint8_t *s, size_t n, int step)
 {
     const wgml_tokenizer *t = E->t;
@@ -1283,20 +1247,12 @@ static void pretokenize(enc *E, const uint8_t *s, size_t n, int step)
         return;
     }
     case STEP_SPLIT:
-        for (size_t i = 0; i < n;) {
-            size_t e = match_regex(p->regex, s, n, i);
-            pretokenize(E, s + i, e - i, step + 1);
-            i = e;
-        }
+        split_rx(E, p, s, n, step);
         return;
     default: /* STEP_BYTELEVEL, always the last step */
         if (p->add_prefix_space && s[0] != ' ' && !with_space(E, &s, &n)) return;
         if (!p->use_regex) { bpe(E, s, n); return; }
-        for (size_t i = 0; i < n;) {
-            size_t e = match_gpt2(s, n, i);
-            bpe(E, s + i, e - i);
-            i = e;
-        }
+        split_rx(E, p, s, n, -1);
         return;
     }
 }
@@ -1351,12 +1307,24 @@ static void sp_piece(enc *E, const uint8_t *s, size_t n, bool first)
     }
 }
 
-/* Encodes one piece of text between added tokens, as the tokenizer's kind does. */
+/* Encodes one piece of text between added tokens, as the tokenizer's kind does, after
+   its Unicode normalizer (text that is not valid UTF-8 goes on as it is). */
 static void piece(enc *E, const uint8_t *s, size_t n, bool first)
 {
+    uint8_t *norm = NULL;
+    if (E->t->unorm && n) {
+        size_t len = 0;
+        norm = wgml__unicode_normalize(s, n, E->t->unorm, &len);
+        if (norm) {
+            s = norm;
+            n = len;
+        }
+    }
     if (E->t->sp) sp_piece(E, s, n, first);
     else pretokenize(E, s, n, 0);
+    free(norm);
 }
+
 
 static wgml_status encode(const wgml_tokenizer *t, const char *text, size_t len, uint32_t *ids, size_t cap, size_t *n,
                           bool specials, const char *fn)
