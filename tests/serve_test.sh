@@ -1,12 +1,15 @@
 #!/bin/bash
-# wgml serve through a real HTTP client (curl): every endpoint, streaming as server-sent
+# wgml serve through real HTTP clients (curl, and Python's http.client in
+# tests/serve_client.py): every endpoint, streaming as server-sent
 # events, 50 concurrent clients whose greedy answers equal their answers alone, a full
 # queue (503), bad requests (400, 404, 405, 413), a client that disconnects mid-stream
 # (its request cancelled, the server going on), and a clean stop on SIGTERM.
 #   bash tests/serve_test.sh <path to the wgml program>
 set -u
 wgml=${1:?usage: serve_test.sh <wgml>}
-command -v curl >/dev/null || { echo "serve_test.sh: curl is missing (scripts/bootstrap.sh installs it)"; exit 2; }
+for tool in curl python3; do
+    command -v "$tool" >/dev/null || { echo "serve_test.sh: $tool is missing (scripts/bootstrap.sh installs it)"; exit 2; }
+done
 work=$(mktemp -d /tmp/wgml_serve_test.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
@@ -103,6 +106,9 @@ for i in $(seq 1 50); do
 done
 check '[ "$lost" = 0 ]' "$lost of 50 concurrent requests got no answer"
 check '[ "$differ" = 0 ]' "$differ of 50 concurrent answers differ from the same request alone"
+
+case="Python's http.client"
+if python3 "$(dirname "$0")/serve_client.py" "$port" >"$work/py" 2>&1; then ok; else bad "$(tail -5 "$work/py")"; fi
 
 case="a client that disconnects"
 curl -sN "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_tokens": 1000, "stream": true}' >"$work/gone" &
