@@ -386,7 +386,8 @@ said "MiB of weights"
 run 0 "$wgml" eval --model "$work/m.gguf" --data "$work/qa.jsonl" --context 16
 said "perplexity"
 case="weights kept packed, expanded or quantised at load"
-run 0 "$wgml" train --dim 64 --heads 2 --kv-heads 1 --layers 1 --ffn 64 --context 16 --batch 2 --eval-every 0 --steps 2 \
+# one model for the cases below: rows of 64 (whole Q8_0 blocks), 128 positions (chat turns)
+run 0 "$wgml" train --dim 64 --heads 2 --kv-heads 1 --layers 1 --ffn 64 --context 128 --batch 2 --eval-every 0 --steps 2 \
     --out "$work/m64"
 check '"$make_gguf" "$work/m64" "$work/m64.gguf"' "make_gguf failed"
 run 0 "$wgml" generate --model "$work/m64.gguf" --prompt "This" --tokens 4 --temperature 0 --dtype f32
@@ -413,32 +414,30 @@ run 2 "$wgml" "${ft[@]}" --steps 2 --full --quantize q8 --out "$work/r"
 said "--full"
 absent "$work/r"
 case="chat"
-run 0 "$wgml" train --dim 16 --heads 2 --kv-heads 1 --layers 1 --ffn 32 --context 128 --batch 2 --eval-every 0 --steps 2 \
-    --out "$work/m128"
 printf 'hi\n/reset\nhi\nhow are you\n' >"$work/turns"
-run 0 sh -c '"$1" chat --model "$2" --chat-template chatml --temperature 0 --max-tokens 6 <"$3"' sh "$wgml" "$work/m128" \
+run 0 sh -c '"$1" chat --model "$2" --chat-template chatml --temperature 0 --max-tokens 6 <"$3"' sh "$wgml" "$work/m64" \
     "$work/turns"
 said "(turn 3: "
 said "the conversation is forgotten"
 check 'grep -q "turn 3: [0-9]* prompt tokens, [1-9][0-9]* of them from the cache" "$work/err"' \
     "the third turn reused nothing of the cache"
 run 0 sh -c 'printf "hi\n/reset\nhi\n" | "$1" chat --model "$2" --chat-template chatml --temperature 0 --max-tokens 6' sh \
-    "$wgml" "$work/m128"
+    "$wgml" "$work/m64"
 check 'size=$(wc -c <"$work/out"); [ $((size % 2)) -eq 0 ] && [ "$(head -c $((size / 2)) "$work/out")" = "$(tail -c $((size / 2)) "$work/out")" ]' \
     "the same turn after /reset gave another greedy reply"
 case="generate --n: completions decoded together"
-run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 0
+run 0 "$wgml" generate --model "$work/m64" --prompt "ab" --tokens 9 --temperature 0
 cp "$work/out" "$work/one"
-run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 0 --n 3
+run 0 "$wgml" generate --model "$work/m64" --prompt "ab" --tokens 9 --temperature 0 --n 3
 for i in 1 2 3; do printf -- '---- %d\n' "$i"; cat "$work/one"; done >"$work/three"
 check 'cmp -s "$work/out" "$work/three"' "greedy completions decoded together differ from the one decoded alone"
 said "3 completions decoded together"
-run 0 "$wgml" generate --model "$work/m128" --prompt "ab" --tokens 9 --temperature 1 --n 2 --seed 5
+run 0 "$wgml" generate --model "$work/m64" --prompt "ab" --tokens 9 --temperature 1 --n 2 --seed 5
 said "seeds 5..6"
 case="chat"
-run 1 sh -c 'echo hi | "$1" chat --model "$2"' sh "$wgml" "$work/m128"
+run 1 sh -c 'echo hi | "$1" chat --model "$2"' sh "$wgml" "$work/m64"
 said "--chat-template"
-run 1 sh -c 'echo hi | "$1" chat --model "$2" --chat-template nonesuch' sh "$wgml" "$work/m128"
+run 1 sh -c 'echo hi | "$1" chat --model "$2" --chat-template nonesuch' sh "$wgml" "$work/m64"
 said "nonesuch"
 printf 'GGUF\3\0\0\0' >"$work/cut.gguf"
 run 1 "$wgml" generate --model "$work/cut.gguf" --tokens 1

@@ -134,6 +134,7 @@ curl -sN "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_token
 for _ in $(seq 1 100); do [ -s "$work/long" ] && break; sleep 0.05; done
 post /v1/completions '{"prompt": "x", "max_tokens": 2}'
 check '[ "$status" = 503 ] && grep -q "queue is full" "$work/body"' "a request beyond the slots and queue: $status"
+kill $(jobs -p | grep -v "^${pids[1]}$") 2>/dev/null   # the long request: its client leaves
 wait $(jobs -p | grep -v "^${pids[1]}$") 2>/dev/null
 kill -TERM "${pids[1]}"
 wait "${pids[1]}"
