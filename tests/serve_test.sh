@@ -28,15 +28,16 @@ start() {
     pids+=($!)
     port=0
     for _ in $(seq 1 200); do
-        port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$')
+        port=$(grep -o 'listening on .*127\.0\.0\.1:[0-9]*' "$log" | grep -o '[0-9]*$')
         [ -n "$port" ] && return
         sleep 0.1
     done
     port=0
     bad "the server did not start: $(tail -3 "$log")"
 }
+# (curl reads a bare host:port as plain HTTP)
 # post <path> <json>: the body in $work/body, the status in $status
-post() { status=$(curl -s -o "$work/body" -w '%{http_code}' "http://127.0.0.1:$port$1" -d "$2"); }
+post() { status=$(curl -s -o "$work/body" -w '%{http_code}' "127.0.0.1:$port$1" -d "$2"); }
 # the JSON strings of a field, escapes kept, one per line
 strings_of() { grep -oE "\"$1\":\"([^\"\\\\]|\\\\.)*\"" "$2" | sed -E "s/^\"$1\":\"//; s/\"$//"; }
 
@@ -47,9 +48,9 @@ strings_of() { grep -oE "\"$1\":\"([^\"\\\\]|\\\\.)*\"" "$2" | sed -E "s/^\"$1\"
 
 case="endpoints"
 start "$work/log" --slots 4 --queue 64
-curl -s "http://127.0.0.1:$port/v1/models" >"$work/models"
+curl -s "127.0.0.1:$port/v1/models" >"$work/models"
 check 'grep -q "\"id\":\"m\"" "$work/models" && grep -q "\"object\":\"list\"" "$work/models"' "/v1/models: $(cat "$work/models")"
-check '[ "$(curl -s "http://127.0.0.1:$port/health")" = "{\"status\":\"ok\"}" ]' "/health"
+check '[ "$(curl -s "127.0.0.1:$port/health")" = "{\"status\":\"ok\"}" ]' "/health"
 post /v1/completions '{"prompt": "Hello", "max_tokens": 5}'
 check '[ "$status" = 200 ] && grep -q "\"object\":\"text_completion\"" "$work/body"' "completion: $status $(cat "$work/body")"
 check 'grep -q "\"completion_tokens\":5" "$work/body" && grep -q "\"finish_reason\":\"length\"" "$work/body"' \
@@ -57,7 +58,7 @@ check 'grep -q "\"completion_tokens\":5" "$work/body" && grep -q "\"finish_reaso
 post /v1/chat/completions '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_tokens": 6}'
 check '[ "$status" = 200 ] && grep -q "\"object\":\"chat.completion\"" "$work/body"' "chat: $status $(cat "$work/body")"
 strings_of content "$work/body" | tr -d '\n' >"$work/whole"
-curl -sN "http://127.0.0.1:$port/v1/chat/completions" \
+curl -sN "127.0.0.1:$port/v1/chat/completions" \
     -d '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_tokens": 6, "stream": true}' \
     >"$work/sse"
 check '[ "$(grep -c "^data: " "$work/sse")" -ge 3 ] && [ "$(grep "^data: " "$work/sse" | tail -1)" = "data: [DONE]" ]' \
@@ -86,21 +87,21 @@ post /v1/completions "{\"prompt\": \"$(head -c 1100 /dev/zero | tr '\0' 'a')\"}"
 check '[ "$status" = 400 ] && grep -q "context" "$work/body"' "a prompt past the context: $status $(cat "$work/body")"
 post /v1/nothing '{}'
 check '[ "$status" = 404 ]' "unknown route: $status"
-check '[ "$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$port/v1/completions")" = 405 ]' "GET on completions"
+check '[ "$(curl -s -o /dev/null -w "%{http_code}" "127.0.0.1:$port/v1/completions")" = 405 ]' "GET on completions"
 head -c 1100000 /dev/zero | tr '\0' ' ' >"$work/big"
-check '[ "$(curl -s -o /dev/null -w "%{http_code}" "http://127.0.0.1:$port/v1/completions" --data-binary @"$work/big")" = 413 ]' \
+check '[ "$(curl -s -o /dev/null -w "%{http_code}" "127.0.0.1:$port/v1/completions" --data-binary @"$work/big")" = 413 ]' \
     "a body over 1 MiB"
 
 case="50 concurrent clients"
 for i in $(seq 1 50); do
-    curl -s "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"q$i\", \"max_tokens\": 6}" >"$work/c$i" &
+    curl -s "127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"q$i\", \"max_tokens\": 6}" >"$work/c$i" &
 done
 wait $(jobs -p | grep -v "^${pids[0]}$") 2>/dev/null
 lost=0
 differ=0
 for i in $(seq 1 50); do
     strings_of text "$work/c$i" >"$work/t$i" || lost=$((lost + 1))
-    curl -s "http://127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"q$i\", \"max_tokens\": 6}" >"$work/a$i"
+    curl -s "127.0.0.1:$port/v1/completions" -d "{\"prompt\": \"q$i\", \"max_tokens\": 6}" >"$work/a$i"
     strings_of text "$work/a$i" >"$work/u$i"
     cmp -s "$work/t$i" "$work/u$i" || differ=$((differ + 1))
 done
@@ -111,7 +112,7 @@ case="Python's http.client"
 if python3 "$(dirname "$0")/serve_client.py" "$port" >"$work/py" 2>&1; then ok; else bad "$(tail -5 "$work/py")"; fi
 
 case="a client that disconnects"
-curl -sN "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_tokens": 1000, "stream": true}' >"$work/gone" &
+curl -sN "127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_tokens": 1000, "stream": true}' >"$work/gone" &
 gone=$!
 for _ in $(seq 1 100); do [ -s "$work/gone" ] && break; sleep 0.05; done
 kill "$gone"
@@ -130,7 +131,7 @@ check '[ $? = 0 ] && grep -q "stopping" "$work/log"' "exit status after SIGTERM"
 
 case="a full queue"
 start "$work/log2" --slots 1 --queue 0
-curl -sN "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_tokens": 1000, "stream": true}' >"$work/long" &
+curl -sN "127.0.0.1:$port/v1/completions" -d '{"prompt": "Hi", "max_tokens": 1000, "stream": true}' >"$work/long" &
 for _ in $(seq 1 100); do [ -s "$work/long" ] && break; sleep 0.05; done
 post /v1/completions '{"prompt": "x", "max_tokens": 2}'
 check '[ "$status" = 503 ] && grep -q "queue is full" "$work/body"' "a request beyond the slots and queue: $status"
