@@ -2267,7 +2267,7 @@ WGML_API wgml_status wgml_kv_batch_prefill(wgml_kv_batch *b, uint32_t seq, const
            decoded). */
 WGML_API wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_tensor *logits);
 
-/* ---- sampling: the next token from a position's logits (src/sample.c) --------------------
+/* ---- sampling: the next token from a position's logits (src/sample.c, src/sample_gpu.c) ---
 
    The filters of transformers' generate and OpenAI's API, applied to one position's
    logits in host memory, in this order:
@@ -2285,7 +2285,8 @@ WGML_API wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *i
    generator (splitmix64 of seed: the same seed and inputs give the same tokens).
    Costs O(vocab log vocab) per call with top_p (a sort), O(vocab) otherwise; memory: a few
    words per vocabulary entry, allocated once. The work is on the host: a caller reads the
-   logits back (wgml_tensor_read) first. */
+   logits back (wgml_tensor_read) first; wgml_sampler_next_gpu below keeps the work per
+   vocabulary entry on the GPU. */
 
 /* Zero-initialise: every zero field is its "off" value (temperature 0: greedy). */
 typedef struct wgml_sampling {
@@ -2310,6 +2311,34 @@ WGML_API wgml_status wgml_sampler_create(const wgml_sampling *settings, uint32_t
            finite logit among those the filters keep: NaN or all -inf). */
 WGML_API wgml_status wgml_sampler_next(wgml_sampler *s, const float *logits, const uint32_t *history, size_t n,
                                        uint32_t *token);
+/* The same choice for n rows of logits that live on the GPU (a batch's last positions),
+   with the work per vocabulary entry done there: row i of logits (f32, numel n * vocab,
+   read only) is drawn with samplers[i] (distinct samplers) and its history histories[i]
+   [0..lengths[i]) (histories and lengths may be NULL: no history); a NULL samplers[i]
+   skips row i (tokens[i] untouched). One workgroup per row applies the penalties, finds
+   the row's maximum and softmax normaliser at the temperature, then either draws the
+   token itself (no top_k, top_p or min_p) or selects candidates: top_k's, the best
+   (temperature 0), or the 256 best when top_p or min_p filter without top_k. The host
+   reads back 16 bytes per row and 8 per candidate and applies top_p, min_p and the draw
+   with the steps above (top_p weighs the candidates against the whole row's normaliser).
+   A row whose kept tokens may reach past its 256 candidates (a flat distribution), whose
+   top_k is over 1024 or that holds a +inf logit is read back whole and given to
+   wgml_sampler_next. The same seeds and inputs give the same tokens. Against
+   wgml_sampler_next on the same logits: the adjusted logits and the normaliser are f32
+   here (double there), so a draw within rounding of the boundary between two tokens may
+   pick the other; greedy choices and the candidate sets agree exactly where penalties
+   are off (they are computed in f32 here).
+   Memory: the engine keeps scratch for the adjusted rows (4 * vocab bytes per row) and the
+   candidates until it is destroyed.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL e, samplers, logits or tokens; n 0; a history
+           NULL with a nonzero length; an id >= vocab; a row with no logit that is a number
+           above -inf), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (logits not f32),
+           WGML_ERROR_SHAPE (samplers of different vocabularies; numel(logits) not n * vocab),
+           WGML_ERROR_LIMIT (n * vocab over 2^32 - 1). Tokens of rows before a failing one
+           may have been written. */
+WGML_API wgml_status wgml_sampler_next_gpu(wgml_engine *e, wgml_sampler *const *samplers, uint32_t n,
+                                           const wgml_tensor *logits, const uint32_t *const *histories,
+                                           const size_t *lengths, uint32_t *tokens);
 /* NULL is a no-op. */
 WGML_API void wgml_sampler_free(wgml_sampler *s);
 

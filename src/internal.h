@@ -250,7 +250,8 @@ typedef struct wgml__pipeline wgml__pipeline;
 /* Scratch buffers owned by an engine, one per slot (see wgml__scratch). */
 /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K;
    MATMUL_T: matmul.c's transposed copy of matmul_bt's b (M >= 1024 on GPUs); ATTN_DS:
-   attention.c's dS blocks of the backward (up to 1 GiB).
+   attention.c's dS blocks of the backward (up to 1 GiB); SAMPLE_*: sample_gpu.c's row
+   settings, adjusted logits and candidates.
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 /* FUSE_SPARE .. + 2: distinct buffers bound to the fused element-wise kernel's unused slots
@@ -260,6 +261,7 @@ typedef struct wgml__pipeline wgml__pipeline;
    the call does not use (the prefill entries' scores output without options.scores). */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
        WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED,
+       WGML__SCRATCH_SAMPLE_META, WGML__SCRATCH_SAMPLE_Z, WGML__SCRATCH_SAMPLE_OUT,
        WGML__SCRATCH_FUSE_SPARE, WGML__SCRATCH_SLOTS = WGML__SCRATCH_FUSE_SPARE + WGML__FUSE_SLOTS - 1 };
 
 /* What a scratch slot holds when an op may reuse it: a copy of tensor `src` (its id), made

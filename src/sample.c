@@ -1,24 +1,12 @@
 /* Sampling the next token from host logits: the penalties and filters of transformers'
    generate and OpenAI's API, in the order wgml.h lists them, then a seeded draw. */
-#include "internal.h"
+#include "sample.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A candidate: its adjusted logit (then probability) and id. */
-typedef struct cand { double z; uint32_t v; } cand;
-
-struct wgml_sampler {
-    wgml_sampling set;
-    uint32_t vocab;
-    uint64_t rng;
-    double *z;          /* the adjusted logits */
-    cand *c;            /* the candidates still in */
-    uint32_t *count;    /* history counts (zero between calls) */
-};
-
-static uint64_t rng_next(uint64_t *s)
+uint64_t wgml__sample_rng(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -70,16 +58,14 @@ void wgml_sampler_free(wgml_sampler *s)
     free(s);
 }
 
-/* Candidates by decreasing adjusted logit, ties to the lower id (a strict order: ids are
-   unique). */
-static bool before(const cand *a, const cand *b) { return a->z > b->z || (a->z == b->z && a->v < b->v); }
+static bool before(const cand *a, const cand *b) { return wgml__cand_before(a, b); }
 static int by_logit(const void *a, const void *b) { return before(a, b) ? -1 : before(b, a) ? 1 : 0; }
 
 static void swap(cand *a, cand *b) { cand t = *a; *a = *b; *b = t; }
 
 /* Puts the k best of c[0..n) first, in order: a three-way quickselect (expected O(n)),
    then a sort of those k. */
-static void best_first(cand *c, size_t n, size_t k)
+void wgml__sample_best_first(cand *c, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     while (k < n && hi - lo > 1) {
@@ -136,10 +122,17 @@ wgml_status wgml_sampler_next(wgml_sampler *s, const float *logits, const uint32
         return WGML_OK;
     }
     for (size_t i = 0; i < m; i++) cd[i].z /= c->temperature;
+    wgml__sample_filter_draw(s, cd, m, token);
+    return WGML_OK;
+}
+
+void wgml__sample_filter_draw(wgml_sampler *s, cand *cd, size_t m, uint32_t *token)
+{
+    const wgml_sampling *c = &s->set;
     /* 4: top_k (5 needs the order too) */
     bool nucleus = c->top_p > 0 && c->top_p < 1;
     size_t k = c->top_k && c->top_k < m ? c->top_k : m;
-    if (k < m || nucleus) best_first(cd, m, k);
+    if (k < m || nucleus) wgml__sample_best_first(cd, m, k);
     m = k;
     /* probabilities over what remains (+inf logits share the mass) */
     double mx = -INFINITY, sum = 0;
@@ -171,12 +164,20 @@ wgml_status wgml_sampler_next(wgml_sampler *s, const float *logits, const uint32
             }
         m = w;
     }
-    double u = (double)(rng_next(&s->rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
-    uint32_t pick = cd[m - 1].v;
+    *token = wgml__sample_draw(s, cd, m, sum);
+}
+
+uint32_t wgml__sample_draw(wgml_sampler *s, const cand *cd, size_t m, double sum)
+{
+    double u = wgml__sample_uniform(s) * sum;
     for (size_t i = 0; i < m; i++) {
-        if (u < cd[i].z) { pick = cd[i].v; break; }
+        if (u < cd[i].z) return cd[i].v;
         u -= cd[i].z;
     }
-    *token = pick;
-    return WGML_OK;
+    return cd[m - 1].v;
+}
+
+double wgml__sample_uniform(wgml_sampler *s)
+{
+    return (double)(wgml__sample_rng(&s->rng) >> 11) * (1.0 / 9007199254740992.0);
 }

@@ -6,7 +6,7 @@
 
 #define FAMILIES(X) \
     X(elementwise) X(copy) X(activation) X(select) X(conv) X(quant) X(matmul) X(norm) X(softmax) \
-    X(rope) X(attention) X(optim) X(loss) X(grad) X(embedding)
+    X(rope) X(attention) X(optim) X(loss) X(grad) X(embedding) X(sample)
 
 #define DECLARE(name)                                                          \
     extern const wgml__kernel wgml__##name##_kernels[] __attribute__((weak));  \

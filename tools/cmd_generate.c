@@ -1,15 +1,16 @@
 /* wgml generate: loads a checkpoint (one wgml train wrote, or a Hugging Face folder of a
-   family wgml runs: config.json, safetensors in f32/f16/bf16 or MLX 4/8-bit, tokenizer.json) and
-   optionally a LoRA adapter (run unmerged), runs
-   the prompt through the model in one pass, then samples one token at a time with a KV
-   cache, printing each as it comes, and reports prefill and decode speeds.
+   family wgml runs: config.json, safetensors in f32/f16/bf16 or MLX 4/8-bit, tokenizer.json)
+   and optionally a LoRA adapter (run unmerged), runs the prompt through the model in one
+   pass, then samples one token at a time with a KV cache, printing each as it comes, and
+   reports prefill and decode speeds.
 
-   Sampling: greedy without penalties takes the GPU's top 1 (one id read back); anything
-   else reads the position's logits and lets wgml_sampler_next apply the penalties,
-   temperature, top-k, top-p and min-p and draw. Defaults the command line leaves out come
-   from generation_config.json; --stop ends the text before a string, matched across
-   tokens (text that may begin it is held back). When the cache is full (a model trained on short contexts),
-   the most recent half of the text is run again as a new prompt and generation goes on. */
+   Sampling: wgml_sampler_next_gpu applies the penalties, temperature, top-k, top-p and
+   min-p and draws, all sequences of a step in one call (the GPU does the work per
+   vocabulary entry; the host reads back a few candidates per sequence). Defaults the
+   command line leaves out come from generation_config.json; --stop ends the text before a
+   string, matched across tokens (text that may begin it is held back). When the cache is
+   full (a model trained on short contexts), the most recent half of the text is run again
+   as a new prompt and generation goes on. */
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
@@ -56,8 +57,8 @@ static const cli_flag gen_flags[] = {
 /* --n > 1: n completions of the prompt ids[0..n_ids) decoded together in a wgml_kv_batch
    (each sequence's sampler seeded with seed + i), printed in order when all are done.
    Each stops at an EOS id, its stop string, the token count or the context. */
-static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, const wgml_tokenizer *tok,
-                          const uint32_t *ids, size_t n_ids, uint32_t cap)
+static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_engine *eng, wgml_model *m,
+                          const wgml_tokenizer *tok, const uint32_t *ids, size_t n_ids, uint32_t cap)
 {
     const char *who = "wgml generate";
     const wgml_model_config *cfg = wgml_model_get_config(m);
@@ -69,9 +70,10 @@ static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, c
     uint32_t *hist = malloc(sizeof *hist * (size_t)ns * cap), *next = calloc(ns, sizeof *next);
     size_t *len = calloc(ns, sizeof *len);
     bool *done = calloc(ns, sizeof *done);
-    float *host = malloc(sizeof *host * (size_t)ns * V);
+    wgml_sampler **live = calloc(ns, sizeof *live);   /* smp[i], NULL once sequence i is done */
+    const uint32_t **hp = calloc(ns, sizeof *hp);
     char *text = NULL;
-    if (!smp || !hist || !next || !len || !done || !host) {
+    if (!smp || !hist || !next || !len || !done || !live || !hp) {
         fprintf(stderr, "%s: out of host memory\n", who);
         goto out;
     }
@@ -91,9 +93,9 @@ static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, c
     for (uint32_t i = 0; i < ns && s == WGML_OK; i++) {
         memcpy(hist + (size_t)i * cap, ids, n_ids * sizeof *ids);
         len[i] = n_ids;
+        hp[i] = hist + (size_t)i * cap;
         s = wgml_kv_batch_prefill(b, i, ids, (uint32_t)n_ids, last);
-        if (s == WGML_OK) s = wgml_tensor_read(last, 0, host, V * sizeof *host);
-        if (s == WGML_OK) s = wgml_sampler_next(smp[i], host, hist + (size_t)i * cap, len[i], &next[i]);
+        if (s == WGML_OK) s = wgml_sampler_next_gpu(eng, &smp[i], 1, last, &hp[i], &len[i], &next[i]);
     }
     double t_prefill = cli_now() - t0;
     fprintf(stderr, "%u completions decoded together, context %u each; sampling: ", ns, cap);
@@ -116,9 +118,8 @@ static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, c
         /* a finished sequence takes its last token again: its row is not read */
         for (uint32_t i = 0; i < ns; i++) next[i] = hist[(size_t)i * cap + len[i] - 1];
         s = wgml_model_decode_batch(b, next, logits);
-        if (s == WGML_OK) s = wgml_tensor_read(logits, 0, host, (size_t)ns * V * sizeof *host);
-        for (uint32_t i = 0; i < ns && s == WGML_OK; i++)
-            if (!done[i]) s = wgml_sampler_next(smp[i], host + (size_t)i * V, hist + (size_t)i * cap, len[i], &next[i]);
+        for (uint32_t i = 0; i < ns; i++) live[i] = done[i] ? NULL : smp[i];
+        if (s == WGML_OK) s = wgml_sampler_next_gpu(eng, live, ns, logits, hp, len, next);
         steps++;
     }
     if (s != WGML_OK) {
@@ -159,7 +160,7 @@ static int generate_batch(const gen_opts *o, wgml_context *ctx, wgml_model *m, c
     rc = 0;
 out:
     for (uint32_t i = 0; smp && i < ns; i++) wgml_sampler_free(smp[i]);
-    free(smp); free(hist); free(next); free(len); free(done); free(host); free(text);
+    free(smp); free(hist); free(next); free(len); free(done); free(live); free(hp); free(text);
     wgml_tensor_release(logits);
     wgml_tensor_release(last);
     wgml_kv_batch_destroy(b);
@@ -298,7 +299,7 @@ int cmd_generate(int argc, char **argv)
     memcpy(hist, ids, n * sizeof *ids);
     size_t nhist = n;
     if (o.n > 1) {
-        rc = generate_batch(&o, ctx, m, tok, ids, n, cap);
+        rc = generate_batch(&o, ctx, eng, m, tok, ids, n, cap);
         goto done;
     }
 

@@ -10,12 +10,7 @@
 
 wgml_status sampler_next(sampler *s, const uint32_t *hist, size_t n, uint32_t *out)
 {
-    if (s->gpu_greedy) {
-        wgml_status st = wgml_top_k(s->e, s->logits, s->idx, 1);
-        return st ? st : wgml_tensor_read(s->idx, 0, out, sizeof *out);
-    }
-    wgml_status st = wgml_tensor_read(s->logits, 0, s->host, (size_t)s->vocab * sizeof(float));
-    return st ? st : wgml_sampler_next(s->smp, s->host, hist, n, out);
+    return wgml_sampler_next_gpu(s->e, &s->smp, 1, s->logits, &hist, &n, out);
 }
 
 int generation_config(const char *who, const char *model, sample_opts *o, const bool *given, const cli_flag *flags,
@@ -151,15 +146,11 @@ void printer_finish(printer *p)
 
 int sampler_init(const char *who, sampler *s, wgml_context *c, wgml_engine *e, uint32_t vocab, const sample_opts *o)
 {
-    *s = (sampler){ .e = e, .vocab = vocab,
-                    .gpu_greedy = o->temperature == 0 && o->repetition_penalty == 1 && o->presence_penalty == 0 &&
-                                  o->frequency_penalty == 0 };
+    *s = (sampler){ .e = e, .vocab = vocab };
     wgml_sampling set = { .temperature = (float)o->temperature, .top_k = (uint32_t)o->top_k, .top_p = (float)o->top_p,
                           .min_p = (float)o->min_p, .repetition_penalty = (float)o->repetition_penalty,
                           .presence_penalty = (float)o->presence_penalty, .frequency_penalty = (float)o->frequency_penalty };
-    wgml_status st = wgml_tensor_create(c, WGML_F32, 1, (size_t[]){ vocab }, &s->logits);
-    if (st == WGML_OK) st = wgml_tensor_create(c, WGML_U32, 1, (size_t[]){ 1 }, &s->idx);
-    if (st != WGML_OK) {
+    if (wgml_tensor_create(c, WGML_F32, 1, (size_t[]){ vocab }, &s->logits) != WGML_OK) {
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(c));
         sampler_free(s);
         return -1;
@@ -169,21 +160,13 @@ int sampler_init(const char *who, sampler *s, wgml_context *c, wgml_engine *e, u
         sampler_free(s);
         return -1;
     }
-    s->host = malloc(sizeof(float) * vocab);
-    if (!s->host) {
-        fprintf(stderr, "%s: out of host memory\n", who);
-        sampler_free(s);
-        return -1;
-    }
     return 0;
 }
 
 void sampler_free(sampler *s)
 {
-    free(s->host);
     wgml_sampler_free(s->smp);
     wgml_tensor_release(s->logits);
-    wgml_tensor_release(s->idx);
     *s = (sampler){ 0 };
 }
 

@@ -1,7 +1,6 @@
 /* What `wgml generate` and `wgml chat` share: the sampling options and their flags, the
-   defaults generation_config.json gives them, the sampler that picks each token (the
-   GPU's top 1 for greedy decoding without penalties, else wgml_sampler_next on the
-   position's logits), and the printer that streams decoded text up to a stop string. */
+   defaults generation_config.json gives them, the sampler that picks each token
+   (wgml_sampler_next_gpu on the position's logits), and the printer that streams decoded text up to a stop string. */
 #ifndef WGML_TOOLS_DECODE_H
 #define WGML_TOOLS_DECODE_H
 
@@ -51,11 +50,8 @@ void sample_opts_describe(const sample_opts *o, FILE *f);
 typedef struct sampler {
     wgml_engine *e;
     wgml_tensor *logits;     /* the model writes the position's logits here */
-    wgml_tensor *idx;
     uint32_t vocab;
-    bool gpu_greedy;
     wgml_sampler *smp;
-    float *host;             /* vocab logits */
 } sampler;
 
 /* 0, or -1 after a message (nothing left allocated). */

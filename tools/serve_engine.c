@@ -23,9 +23,11 @@ typedef struct engine_state {
     bool started;               /* the thread runs */
     wgml_kv_batch *batch;
     wgml_tensor *logits, *last;
-    float *host;
     uint32_t *step_ids;
     slot *slot;
+    wgml_sampler **smp;         /* each sequence's sampler (NULL: idle) for one GPU call */
+    const uint32_t **hist;
+    size_t *len;
 } engine_state;
 
 serve_job *serve_job_new(void)
@@ -123,8 +125,8 @@ static void admit(serve_engine *s, engine_state *st, uint32_t i, serve_job *j)
     wgml_kv_batch_reset(st->batch, i);
     wgml_status r = wgml_sampler_create(&j->sampling, V, j->seed, &sl->smp);
     if (r == WGML_OK) r = wgml_kv_batch_prefill(st->batch, i, j->ids, (uint32_t)j->n_ids, st->last);
-    if (r == WGML_OK) r = wgml_tensor_read(st->last, 0, st->host, V * sizeof *st->host);
-    if (r == WGML_OK) r = wgml_sampler_next(sl->smp, st->host, sl->hist, sl->len, &sl->next);
+    const uint32_t *h = sl->hist;
+    if (r == WGML_OK) r = wgml_sampler_next_gpu(s->eng, &sl->smp, 1, st->last, &h, &sl->len, &sl->next);
     if (r != WGML_OK) finish_slot(s, st, i, NULL, wgml_last_error(s->ctx));
 }
 
@@ -188,7 +190,6 @@ static void *engine_main(void *arg)
 {
     serve_engine *s = arg;
     engine_state *st = s->state;
-    uint32_t V = wgml_model_get_config(s->model)->vocab_size;
     for (;;) {
         /* wait for work; take queued jobs into free sequences */
         pthread_mutex_lock(&s->mu);
@@ -236,11 +237,16 @@ static void *engine_main(void *arg)
         }
         if (!any) continue;
         wgml_status r = wgml_model_decode_batch(st->batch, st->step_ids, st->logits);
-        if (r == WGML_OK) r = wgml_tensor_read(st->logits, 0, st->host, (size_t)s->slots * V * sizeof *st->host);
-        for (uint32_t i = 0; i < s->slots && r == WGML_OK; i++) {
+        uint32_t *next = st->step_ids;   /* reused: the tokens just decoded are in the histories */
+        for (uint32_t i = 0; i < s->slots; i++) {
             slot *sl = &st->slot[i];
-            if (sl->job) r = wgml_sampler_next(sl->smp, st->host + (size_t)i * V, sl->hist, sl->len, &sl->next);
+            st->smp[i] = sl->job ? sl->smp : NULL;
+            st->hist[i] = sl->hist;
+            st->len[i] = sl->len;
         }
+        if (r == WGML_OK) r = wgml_sampler_next_gpu(s->eng, st->smp, s->slots, st->logits, st->hist, st->len, next);
+        for (uint32_t i = 0; i < s->slots && r == WGML_OK; i++)
+            if (st->slot[i].job) st->slot[i].next = next[i];
         if (r != WGML_OK) {   /* a device error: every running job fails, and the server stops taking work */
             snprintf(s->error, sizeof s->error, "%s", wgml_last_error(s->ctx));
             for (uint32_t i = 0; i < s->slots; i++)
@@ -276,8 +282,10 @@ int serve_engine_start(serve_engine *s)
     s->state = st;
     st->slot = calloc(s->slots, sizeof *st->slot);
     st->step_ids = calloc(s->slots, sizeof *st->step_ids);
-    st->host = malloc(sizeof *st->host * (size_t)s->slots * V);
-    bool ok = st->slot && st->step_ids && st->host;
+    st->smp = calloc(s->slots, sizeof *st->smp);
+    st->hist = calloc(s->slots, sizeof *st->hist);
+    st->len = calloc(s->slots, sizeof *st->len);
+    bool ok = st->slot && st->step_ids && st->smp && st->hist && st->len;
     for (uint32_t i = 0; ok && i < s->slots; i++) ok = (st->slot[i].hist = malloc(sizeof(uint32_t) * s->context)) != NULL;
     if (!ok) {
         fprintf(stderr, "wgml serve: out of host memory\n");
@@ -318,7 +326,9 @@ void serve_engine_free(serve_engine *s)
     for (uint32_t i = 0; st->slot && i < s->slots; i++) free(st->slot[i].hist);
     free(st->slot);
     free(st->step_ids);
-    free(st->host);
+    free(st->smp);
+    free(st->hist);
+    free(st->len);
     wgml_tensor_release(st->logits);
     wgml_tensor_release(st->last);
     wgml_kv_batch_destroy(st->batch);
