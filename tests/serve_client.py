@@ -1,7 +1,8 @@
 """wgml serve through Python's http.client (the standard library's HTTP client, as OpenAI's
 SDK speaks it underneath): the responses parsed as JSON, a streamed chat reassembled from
 its server-sent events and compared with the same request unstreamed, usage counts, and
-concurrent clients from threads each answered as when alone (greedy).
+concurrent clients from threads each answered as when alone (greedy), random bytes
+answered as valid UTF-8.
 
     python3 tests/serve_client.py <port>
 
@@ -97,6 +98,17 @@ for t in threads:
 check(len(together) == 20, "%d of 20 concurrent clients answered" % len(together))
 differ = [p for p in prompts if together.get(p) != alone[p]]
 check(not differ, "%d concurrent answers differ from the same request alone" % len(differ))
+
+# random bytes (temperature 20 over a byte vocabulary): never valid UTF-8 for long, yet the
+# JSON must be, streamed or not; each invalid byte comes back as U+FFFD
+wild = {"prompt": "hello", "max_tokens": 48, "temperature": 20, "top_k": 0, "seed": 3}
+status, _, data = request("POST", "/v1/completions", wild)
+text = json.loads(data.decode("utf-8"))["choices"][0]["text"]
+check(status == 200 and "\ufffd" in text, "random bytes: %d %r" % (status, text))
+status, _, data = request("POST", "/v1/completions", dict(wild, stream=True))
+joined = "".join(json.loads(e[len("data: "):])["choices"][0]["text"] for e in data.decode("utf-8").split("\n\n")
+                 if e.startswith("data: {"))
+check(joined == text, "random bytes streamed: %r, whole %r" % (joined, text))
 
 print("python client: %d failed" % len(failures))
 sys.exit(1 if failures else 0)

@@ -263,11 +263,7 @@ static cJSON *result_json(const server *sv, bool chat, bool chunk, bool first, u
     cJSON *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
     cJSON_AddNumberToObject(c, "index", 0);
-    char *t = malloc(len + 1);
-    if (t) {
-        memcpy(t, text ? text : "", len);
-        t[len] = 0;
-    }
+    char *t = text_utf8(text ? text : "", len);
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(c, chunk ? "delta" : "message");
         if (!chunk || first) cJSON_AddStringToObject(m, "role", "assistant");

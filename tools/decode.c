@@ -86,6 +86,46 @@ static size_t complete_utf8(const unsigned char *s, size_t n)
 }
 
 
+/* The length of the valid UTF-8 sequence at s[0..n) (1 to 4), or 0 when none starts there
+   (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short). */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || len > n) return 0;
+    unsigned lo = 0x80, hi = 0xBF;   /* the second byte's range */
+    if (c == 0xE0) lo = 0xA0;
+    else if (c == 0xED) hi = 0x9F;
+    else if (c == 0xF0) lo = 0x90;
+    else if (c == 0xF4) hi = 0x8F;
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+char *text_utf8(const char *text, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence(s + i, n - i);
+        if (len && s[i]) {
+            memcpy(o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(o, "\xEF\xBF\xBD", 3);   /* U+FFFD */
+            o += 3;
+            i++;
+        }
+    }
+    *o = 0;
+    return out;
+}
+
 /* The longest suffix of s[0..n) that is a proper prefix of stop. */
 static size_t stop_prefix(const unsigned char *s, size_t n, const char *stop, size_t sl)
 {

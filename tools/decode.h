@@ -75,6 +75,12 @@ typedef struct printer {
     bool stopped;
 } printer;
 
+/* text[0..n) as a NUL-terminated string of valid UTF-8 (malloc'd; NULL when out of
+   memory): each byte that starts no valid sequence, and each NUL, becomes U+FFFD, as
+   Python's errors="replace" does. Decoded tokens need not be valid UTF-8 (byte tokens
+   of a model that has not learned them), JSON strings must. */
+char *text_utf8(const char *text, size_t n);
+
 /* Prints what token id decides; false when out of memory. */
 bool printer_emit(printer *p, uint32_t id);
 /* Prints what is held back (the text ended without the stop string). */
