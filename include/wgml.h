@@ -546,6 +546,30 @@ WGML_API wgml_status wgml_top_k(wgml_engine *e, const wgml_tensor *input, wgml_t
 WGML_API wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
                                  const wgml_tensor *bias, wgml_tensor *out);
 
+/* Causal depthwise 1-D convolution (LFM2's short convolution), over each sequence of
+   input [batch, seq, dim] (2-D [seq, dim]: one sequence) on its own:
+       out[b, t, d] = bias[d] + sum_{j<K} weight[d, j] * input[b, t - (K - 1) + j, d],
+   input zero before each sequence's start (PyTorch's Conv1d with groups = dim and padding
+   K - 1, its first seq outputs). weight [dim, K] (any shape of dim * K elements, K in
+   1 .. 16; Hugging Face stores it [dim, 1, K]); bias [dim], or NULL for none; out of
+   input's shape. All f32.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL e, input, weight or out), WGML_ERROR_CONTEXT,
+           WGML_ERROR_DTYPE, WGML_ERROR_ALIAS (out is input, weight or bias),
+           WGML_ERROR_SHAPE (input not 2-D or 3-D; weight not dim * K elements with K in
+           1 .. 16; bias not dim elements; out not input's shape), WGML_ERROR_LIMIT. */
+WGML_API wgml_status wgml_conv1d_causal(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                        const wgml_tensor *bias, wgml_tensor *out);
+/* The backward of wgml_conv1d_causal given grad_out (input's shape): writes grad_input
+   (input's shape; NULL: not computed); grad_weight (weight's element count) and grad_bias
+   ([dim]) written, or added to with accumulate (NULL: not computed; grad_bias only with
+   grad_weight: one pass over the rows computes both, each sum in row order, so the same
+   inputs give the same bits). Each output distinct from the others and the inputs.
+   Errors: as wgml_conv1d_causal, plus WGML_ERROR_INVALID_ARGUMENT (grad_bias without
+           grad_weight) and WGML_ERROR_SHAPE for the gradients' shapes. */
+WGML_API wgml_status wgml_conv1d_causal_backward(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                                 const wgml_tensor *grad_out, wgml_tensor *grad_input,
+                                                 wgml_tensor *grad_weight, wgml_tensor *grad_bias, bool accumulate);
+
 /* ---- quantization (src/ops/quant.c) -------------------------------------------------- */
 
 /* Unpacks bytes to floats, unscaled: out[i] = (float)(byte i of input) for every

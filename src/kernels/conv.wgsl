@@ -58,3 +58,87 @@ fn conv1d_k3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
     }
     out[j] = r;
 }
+
+// ---- causal depthwise convolution (LFM2's short convolution) ----------------------------
+//
+//   conv_causal           out[b, t, d] = bias[d] + sum_{j<K} w[d, j] * x[b, t - (K-1) + j, d]
+//   conv_causal_dx        dx[b, t, d] = sum_{j<K} w[d, j] * g[b, t + (K-1) - j, d]
+//   conv_causal_dw        dw[d, j] (+)= sum_{b,t} g[b, t, d] * x[b, t - (K-1) + j, d], and for
+//                         j = K the bias: db[d] (+)= sum_{b,t} g[b, t, d]
+// x, out, g, dx: [rows, dim] row-major f32, rows = batch * seq (positions outside a
+// sequence are zero); w: [dim, K]. One thread per element for the first two (consecutive
+// threads take consecutive channels: coalesced rows); one per (j, d) for the weights,
+// which walks every row (the sum in row order, the same on every run).
+
+struct CausalParams {
+    rows: u32,
+    dim: u32,
+    seq: u32,
+    k: u32,
+    has_bias: u32,   // conv_causal: bias bound and added; conv_causal_dw: the bias row computed
+    accumulate: u32, // conv_causal_dw: add into dw (and db) instead of writing
+    groups_x: u32,   // workgroups along x of a 2-D grid
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> cp: CausalParams;
+@group(0) @binding(1) var<storage, read> cx: array<f32>;        // x, or g (conv_causal_dx)
+@group(0) @binding(2) var<storage, read> cw: array<f32>;        // w, or g (conv_causal_dw)
+@group(0) @binding(3) var<storage, read> cb: array<f32>;        // bias (conv_causal)
+@group(0) @binding(4) var<storage, read_write> cout: array<f32>;
+@group(0) @binding(3) var<storage, read_write> cdb: array<f32>; // conv_causal_dw
+
+fn causal_index(wid: vec3u, lid: vec3u) -> u32 { return (wid.x + wid.y * cp.groups_x) * WG + lid.x; }
+
+@compute @workgroup_size(WG)
+fn conv_causal(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = causal_index(wid, lid);
+    if (i >= cp.rows * cp.dim) { return; }
+    let row = i / cp.dim;
+    let d = i - row * cp.dim;
+    let t = row % cp.seq;
+    var acc = 0.0;
+    if (cp.has_bias != 0u) { acc = cb[d]; }
+    for (var j = 0u; j < cp.k; j++) {
+        let back = cp.k - 1u - j;   // x[t - back]
+        if (back <= t) { acc += cw[d * cp.k + j] * cx[i - back * cp.dim]; }
+    }
+    cout[i] = acc;
+}
+
+@compute @workgroup_size(WG)
+fn conv_causal_dx(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = causal_index(wid, lid);
+    if (i >= cp.rows * cp.dim) { return; }
+    let row = i / cp.dim;
+    let d = i - row * cp.dim;
+    let t = row % cp.seq;
+    var acc = 0.0;
+    for (var j = 0u; j < cp.k; j++) {
+        let ahead = cp.k - 1u - j;   // g[t + ahead]
+        if (t + ahead < cp.seq) { acc += cw[d * cp.k + j] * cx[i + ahead * cp.dim]; }
+    }
+    cout[i] = acc;
+}
+
+// cx = x, cw = g; cout = dw [dim, K], cdb = db [dim]
+@compute @workgroup_size(WG)
+fn conv_causal_dw(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = causal_index(wid, lid);
+    let j = i / cp.dim;
+    let d = i - j * cp.dim;
+    if (j > cp.k || (j == cp.k && cp.has_bias == 0u)) { return; }
+    var acc = 0.0;
+    if (j == cp.k) {
+        for (var row = 0u; row < cp.rows; row++) { acc += cw[row * cp.dim + d]; }
+        if (cp.accumulate != 0u) { acc += cdb[d]; }
+        cdb[d] = acc;
+        return;
+    }
+    let back = cp.k - 1u - j;
+    for (var row = 0u; row < cp.rows; row++) {
+        if (back <= row % cp.seq) { acc += cw[row * cp.dim + d] * cx[(row - back) * cp.dim + d]; }
+    }
+    if (cp.accumulate != 0u) { acc += cout[d * cp.k + j]; }
+    cout[d * cp.k + j] = acc;
+}

@@ -1,4 +1,5 @@
-/* Depthwise 1-D convolution, kernel 3, padding 1. Kernel: src/kernels/conv.wgsl. */
+/* Depthwise 1-D convolutions: kernel 3 with padding 1, and causal with any kernel up to 16
+   (LFM2's short convolution) with its backward. Kernels: src/kernels/conv.wgsl. */
 #include "internal.h"
 
 #define WG 256
@@ -42,5 +43,120 @@ wgml_status wgml_conv1d(wgml_engine *e, const wgml_tensor *input, const wgml_ten
     return wgml__dispatch(e, &conv_kernel, &p, sizeof p, args, 4, gx, gy, 1);
 }
 
-const wgml__kernel wgml__conv_kernels[] = { { .file = "conv", .entry = "conv1d_k3", .layout = "urrrw" } };
-const size_t wgml__conv_kernel_count = 1;
+/* ---- causal -------------------------------------------------------------------------- */
+
+#define KMAX 16
+
+typedef struct causal_params { uint32_t rows, dim, seq, k, has_bias, accumulate, groups_x, pad; } causal_params;
+
+#define CAUSAL(e, l) { .file = "conv", .entry = e, .layout = l }
+static const wgml__kernel k_causal = CAUSAL("conv_causal", "urrrw"), k_causal_dx = CAUSAL("conv_causal_dx", "urrrw"),
+                          k_causal_dw = CAUSAL("conv_causal_dw", "urrww");
+
+/* The shape of a causal convolution: input [batch, seq, dim] or [seq, dim], weight [dim, K]
+   by element count, bias [dim]; fills p's rows, dim, seq and k. */
+static wgml_status causal_shape(wgml_engine *e, const char *fn, const wgml_tensor *input, const wgml_tensor *weight,
+                                const wgml_tensor *bias, causal_params *p)
+{
+    if (input->ndim != 2 && input->ndim != 3)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: input has %u dimensions; it must be [batch, seq, dim] or [seq, dim]",
+                          fn, input->ndim);
+    size_t dim = input->shape[input->ndim - 1], seq = input->shape[input->ndim - 2], rows = wgml_tensor_numel(input) / dim;
+    size_t nw = wgml_tensor_numel(weight);
+    if (nw % dim || nw / dim < 1 || nw / dim > KMAX)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: weight has %zu elements; it must be [dim, K] with dim = %zu and K in "
+                          "1 .. %d", fn, nw, dim, KMAX);
+    if (bias && wgml_tensor_numel(bias) != dim)
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: bias has %zu elements; it must have dim = %zu", fn,
+                          wgml_tensor_numel(bias), dim);
+    WGML_CHECK(wgml__check_u32_numel(e, fn, "input", input));
+    *p = (causal_params){ .rows = (uint32_t)rows, .dim = (uint32_t)dim, .seq = (uint32_t)seq, .k = (uint32_t)(nw / dim) };
+    return WGML_OK;
+}
+
+static bool same_shape(const wgml_tensor *a, const wgml_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (uint32_t i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static wgml_status causal_dispatch(wgml_engine *e, const wgml__kernel *k, causal_params *p, uint64_t threads,
+                                   const wgml__arg *args)
+{
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, (threads + WG - 1) / WG, &gx, &gy));
+    p->groups_x = gx;
+    return wgml__dispatch(e, k, p, sizeof *p, args, 4, gx, gy, 1);
+}
+
+wgml_status wgml_conv1d_causal(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, const wgml_tensor *bias,
+                               wgml_tensor *out)
+{
+    const char *fn = "wgml_conv1d_causal";
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
+    if (bias) WGML_CHECK(wgml__check_tensor(e, fn, "bias", bias, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
+    if (bias) WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "bias", bias));
+    causal_params p;
+    WGML_CHECK(causal_shape(e, fn, input, weight, bias, &p));
+    if (!same_shape(out, input)) return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: out must have input's shape", fn);
+    p.has_bias = bias != NULL;
+    wgml__arg args[4] = { wgml__t(input), wgml__t(weight), wgml__t(bias ? bias : weight), wgml__t(out) };
+    return causal_dispatch(e, &k_causal, &p, (uint64_t)p.rows * p.dim, args);
+}
+
+wgml_status wgml_conv1d_causal_backward(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight,
+                                        const wgml_tensor *grad_out, wgml_tensor *grad_input, wgml_tensor *grad_weight,
+                                        wgml_tensor *grad_bias, bool accumulate)
+{
+    const char *fn = "wgml_conv1d_causal_backward";
+    WGML_CHECK(wgml__check_engine(e, fn));
+    WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, "grad_out", grad_out, WGML_F32));
+    wgml_tensor *outs[3] = { grad_input, grad_weight, grad_bias };
+    const char *names[3] = { "grad_input", "grad_weight", "grad_bias" };
+    const wgml_tensor *ins[3] = { input, weight, grad_out };
+    const char *in_names[3] = { "input", "weight", "grad_out" };
+    for (int o = 0; o < 3; o++) {
+        if (!outs[o]) continue;
+        WGML_CHECK(wgml__check_tensor(e, fn, names[o], outs[o], WGML_F32));
+        for (int i = 0; i < 3; i++) WGML_CHECK(wgml__check_no_alias(e, fn, names[o], outs[o], in_names[i], ins[i]));
+        for (int q = 0; q < o; q++)
+            if (outs[q]) WGML_CHECK(wgml__check_no_alias(e, fn, names[o], outs[o], names[q], outs[q]));
+    }
+    if (grad_bias && !grad_weight)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_bias needs grad_weight (one pass computes both)", fn);
+    causal_params p;
+    WGML_CHECK(causal_shape(e, fn, input, weight, grad_bias, &p));
+    if (!same_shape(grad_out, input)) return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: grad_out must have input's shape", fn);
+    if (grad_input && !same_shape(grad_input, input))
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: grad_input must have input's shape", fn);
+    if (grad_weight && wgml_tensor_numel(grad_weight) != wgml_tensor_numel(weight))
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: grad_weight must have weight's %zu elements", fn,
+                          wgml_tensor_numel(weight));
+    if (grad_input) {
+        wgml__arg args[4] = { wgml__t(grad_out), wgml__t(weight), wgml__t(weight), wgml__t(grad_input) };
+        WGML_CHECK(causal_dispatch(e, &k_causal_dx, &p, (uint64_t)p.rows * p.dim, args));
+    }
+    if (!grad_weight) return WGML_OK;
+    p.accumulate = accumulate;
+    p.has_bias = grad_bias != NULL;
+    wgml__arg db;   /* without a bias gradient, the binding takes the engine's unused one */
+    if (grad_bias) db = wgml__t(grad_bias);
+    else WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_UNUSED, 16, &db));
+    wgml__arg args[4] = { wgml__t(input), wgml__t(grad_out), db, wgml__t(grad_weight) };
+    return causal_dispatch(e, &k_causal_dw, &p, (uint64_t)p.dim * (p.k + 1), args);
+}
+
+const wgml__kernel wgml__conv_kernels[] = {
+    { .file = "conv", .entry = "conv1d_k3", .layout = "urrrw" },
+    CAUSAL("conv_causal", "urrrw"), CAUSAL("conv_causal_dx", "urrrw"), CAUSAL("conv_causal_dw", "urrww"),
+};
+const size_t wgml__conv_kernel_count = 4;
