@@ -1512,8 +1512,15 @@ typedef struct wgml_model_config {
                                        wgml takes only when every layer slides) */
     bool qkv_bias;                  /* q, k and v projections add biases (model_type "qwen2") */
     bool qk_norm;                   /* each head's q and k RMS-normalised, with weights of
-                                       head_dim, before RoPE (model_type "qwen3"); not with
-                                       qkv_bias (wgml_model_config_check) */
+                                       head_dim, before RoPE (model_type "qwen3", and LFM2's
+                                       attention layers); not with qkv_bias
+                                       (wgml_model_config_check) */
+    /* LFM2 (model_type "lfm2"): blocks of gated short convolutions among the attention
+       blocks. Set conv_kernel for an LFM2 model (its names and layer kinds; every layer
+       may still be attention); the bits of conv_layers say which layers convolve. */
+    uint32_t conv_kernel;           /* conv_L_cache: the convolutions' width, 1 .. 16; 0: not LFM2 */
+    uint32_t conv_layers[32];       /* bit l % 32 of word l / 32: layer l is a convolution
+                                       block (only with conv_kernel) */
     struct {
         wgml_rope_scaling_type type;
         double factor;              /* linear, llama3: >= 1 */
@@ -1879,7 +1886,7 @@ typedef struct wgml_batcher_stats {
 WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_stats *st);
 
 /* ------------------------------------------------------------------------------------ */
-/* Models: Llama, Mistral, Qwen2, Qwen3 decoders, trained and run on the GPU (src/model.c) */
+/* Models: Llama, Mistral, Qwen2, Qwen3, LFM2 decoders, trained and run on the GPU (src/model.c) */
 /* ------------------------------------------------------------------------------------ */
 
 /* MODELS
@@ -1907,6 +1914,14 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
        model.layers.<i>.self_attn.q_norm.weight     [head_dim]             (qk_norm)
        model.layers.<i>.self_attn.k_norm.weight     [head_dim]             (qk_norm)
 
+   LFM2 (conv_kernel set) names them as Lfm2ForCausalLM does: operator_norm, self_attn.
+   {q,k,v,out}_proj, ffn_norm, feed_forward.w1 (gate), w3 (up), w2 (down), the extras
+   self_attn.q_layernorm and k_layernorm, and model.embedding_norm for the final norm; a
+   convolution layer holds, in this order, operator_norm, conv.in_proj.weight
+   [3 * hidden, hidden], conv.conv.weight [hidden, conv_kernel] ([hidden, 1, conv_kernel]
+   in the files), conv.out_proj.weight [hidden, hidden], ffn_norm, w1, w3, w2, and no
+   extras.
+
    (wgml_model_param lists them in this order.) For tokens x the model computes
        h = embed[x]; per layer: h += Wo attn(rope(Wq n1(h)), rope(Wk n1(h)), Wv n1(h));
        h += Wd (silu(Wg n2(h)) * Wu n2(h)); logits = Wout nf(h)
@@ -1915,7 +1930,12 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
    tie_word_embeddings. The families add to it: qkv_bias (Qwen2) adds the biases to the
    q, k, v projections; qk_norm (Qwen3) RMS-normalises each head of q and k (its own
    weights, eps rms_norm_eps) before RoPE; sliding_window (Mistral, Qwen with
-   use_sliding_window) lets query i see keys j with i - j < sliding_window only. The
+   use_sliding_window) lets query i see keys j with i - j < sliding_window only. An LFM2
+   convolution layer replaces the attention term by Wout_c (C * conv(B * X)), where
+   (B, C, X) = Win n1(h) split in three along the features and conv is the causal
+   depthwise convolution of width conv_kernel along each sequence (wgml_conv1d_causal);
+   its generation cache holds the convolution's inputs, as the attention layers' hold
+   keys and values. LoRA adapters of LFM2 models are refused (WGML_ERROR_UNSUPPORTED). The
    configuration is the wgml_model_config of config.json, RoPE scaling (linear, Llama 3)
    included; o_proj or MLP biases (attention_bias, mlp_bias) are refused with
    WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 128 (the attention kernel's

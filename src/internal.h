@@ -173,6 +173,21 @@ struct wgml_tensor {
 
 /* Creates the packed tensor p describes (the layout already checked) for fn. */
 wgml_status wgml__tensor_create_packed(const char *fn, wgml_context *ctx, const wgml__packed *p, wgml_tensor **out);
+/* LFM2's convolution blocks (src/ops/conv.c; shapes are the caller's to get right, as
+   model.c's). bcx [rows, 3 dim] = (B, C, x) from in_proj; the others [rows, dim].
+   gate_in: bx = B * x. gate_out: y = C * cv. gate_out_backward: dcv = dy * C and dbcx's C
+   columns = dy * cv. gate_in_backward: dbcx's B columns = dbx * x and its x columns =
+   dbx * B. conv_rows: out[i] = sum_j w[:, j] * hist[rowpos[i] - (K-1) + j], hist [*, dim]
+   the convolution inputs so far (K - 1 zero rows before each sequence's), w [dim, K],
+   rowpos u32 [rows]. */
+wgml_status wgml__conv_gate_in(wgml_engine *e, const wgml_tensor *bcx, wgml_tensor *bx);
+wgml_status wgml__conv_gate_out(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, wgml_tensor *y);
+wgml_status wgml__conv_gate_out_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, const wgml_tensor *dy,
+                                         wgml_tensor *dcv, wgml_tensor *dbcx);
+wgml_status wgml__conv_gate_in_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *dbx, wgml_tensor *dbcx);
+wgml_status wgml__conv_rows(wgml_engine *e, const wgml_tensor *hist, const wgml_tensor *rowpos, const wgml_tensor *w,
+                            wgml_tensor *out);
+
 /* Batched decoding's cache write (src/ops/copy.c): row b of src [blocks, words] (u32 or
    f32 words) into row positions[b] of block b of dst [blocks, rows, words]; the caller
    checked the shapes and that each position is below rows. */

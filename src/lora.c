@@ -138,6 +138,9 @@ wgml_status wgml_lora_create(wgml_model *m, const wgml_lora_desc *desc, uint64_t
     const char *fn = "wgml_lora_create";
     if (out) *out = NULL;
     if (!m || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? "out" : "m");
+    if (wgml_model_get_config(m)->conv_kernel)
+        return wgml__fail(wgml_tensor_context(wgml_model_param(m, 0, NULL)), WGML_ERROR_UNSUPPORTED, "%s: LoRA adapters of "
+                          "LFM2 models are not supported yet", fn);
     wgml_lora *l;
     WGML_CHECK(make(m, fn, desc ? *desc : (wgml_lora_desc){ 0 }, true, &l));
     /* A: kaiming_uniform_(a = sqrt(5)), gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / in)
@@ -351,6 +354,8 @@ wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out)
     if (out) *out = NULL;
     if (!m || !dir || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: m, dir and out must not be NULL", fn);
     wgml_context *ctx = wgml_tensor_context(wgml_model_param(m, 0, NULL));
+    if (wgml_model_get_config(m)->conv_kernel)
+        return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: LoRA adapters of LFM2 models are not supported yet", fn);
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     char *json = NULL;

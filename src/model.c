@@ -25,46 +25,75 @@
 
 #define TRY(expr) WGML_CHECK(expr)
 
-enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_WG, P_WU, P_WD, P_PER_LAYER };
+/* A layer's parameters by kind. Attention layers (every layer of the Llama-like families)
+   have the first nine; LFM2's convolution layers have the norms, the MLP and the three
+   P_CONV_* in place of the attention's four projections. */
+enum { P_ATTN_NORM, P_WQ, P_WK, P_WV, P_WO, P_FFN_NORM, P_WG, P_WU, P_WD, P_CONV_IN, P_CONV_W, P_CONV_OUT, P_KINDS };
+#define P_PER_LAYER 9   /* the kinds of an attention layer */
 
-static const char *const layer_names[P_PER_LAYER] = {
+/* Each family's names of the kinds, and of the final norm. */
+static const char *const llama_names[P_KINDS] = {
     "input_layernorm.weight",       "self_attn.q_proj.weight", "self_attn.k_proj.weight",
     "self_attn.v_proj.weight",      "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-    "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight",
+    "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight", NULL, NULL, NULL,
 };
+static const char *const lfm2_names[P_KINDS] = {
+    "operator_norm.weight",   "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.out_proj.weight", "ffn_norm.weight",      "feed_forward.w1.weight",  "feed_forward.w3.weight",
+    "feed_forward.w2.weight", "conv.in_proj.weight",     "conv.conv.weight",        "conv.out_proj.weight",
+};
+/* the kinds of a convolution layer, in their order */
+static const int conv_kinds[8] = { P_ATTN_NORM, P_CONV_IN, P_CONV_W, P_CONV_OUT, P_FFN_NORM, P_WG, P_WU, P_WD };
 
-/* The families' extra parameters, after the Llama ones (the head included), layer by
-   layer in this order: Qwen2's q, k, v biases; Qwen3's q and k norms. */
+/* The families' extra parameters, after the others (the head included), layer by layer in
+   this order: Qwen2's q, k, v biases; Qwen3's (and LFM2's attention layers') q and k norms. */
 enum { X_BQ, X_BK, X_BV, X_QNORM, X_KNORM, X_KINDS };
 static const char *const extra_names[X_KINDS] = {
     "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.q_norm.weight",
     "self_attn.k_norm.weight",
 };
-/* The extra kinds a configuration has, as bits, and how many per layer. */
-static uint32_t extras_of(const wgml_model_config *c)
+static const char *const lfm2_extra_names[X_KINDS] = { NULL, NULL, NULL, "self_attn.q_layernorm.weight",
+                                                       "self_attn.k_layernorm.weight" };
+#define SLOTS (P_KINDS + X_KINDS)   /* a layer's kinds, the extras after the others */
+
+static bool is_lfm2(const wgml_model_config *c) { return c->conv_kernel != 0; }
+/* Whether layer l of c is a gated short convolution (LFM2) rather than attention. */
+static bool conv_layer(const wgml_model_config *c, uint32_t l)
 {
+    return c->conv_kernel && (c->conv_layers[l / 32] >> (l % 32) & 1);
+}
+/* The extra kinds layer l has, as bits. */
+static uint32_t extras_of(const wgml_model_config *c, uint32_t l)
+{
+    if (conv_layer(c, l)) return 0;
     return (c->qkv_bias ? (1u << X_BQ | 1u << X_BK | 1u << X_BV) : 0) | (c->qk_norm ? (1u << X_QNORM | 1u << X_KNORM) : 0);
 }
-static size_t extras_per_layer(const wgml_model_config *c)
+
+/* One entry of the parameter list: its layer (-1: none) and slot (a P_* kind, P_KINDS + an
+   X_* kind, or one of these). */
+enum { S_EMBED = -1, S_FINAL_NORM = -2, S_HEAD = -3 };
+typedef struct pentry { int layer, slot; } pentry;
+
+/* The parameter list of c, in wgml.h's order: the embedding, each layer's kinds, the
+   final norm, the untied head, then each layer's extras. Writes up to cap entries of out
+   (out may be NULL) and returns the count. */
+static size_t param_list(const wgml_model_config *c, pentry *out, size_t cap)
 {
     size_t n = 0;
-    for (int x = 0; x < X_KINDS; x++) n += extras_of(c) >> x & 1;
+#define PUT(l, k) do { if (out && n < cap) out[n] = (pentry){ (l), (k) }; n++; } while (0)
+    PUT(-1, S_EMBED);
+    for (uint32_t l = 0; l < c->num_hidden_layers; l++)
+        if (conv_layer(c, l))
+            for (int j = 0; j < 8; j++) PUT((int)l, conv_kinds[j]);
+        else
+            for (int k = 0; k < P_PER_LAYER; k++) PUT((int)l, k);
+    PUT(-1, S_FINAL_NORM);
+    if (!c->tie_word_embeddings) PUT(-1, S_HEAD);
+    for (uint32_t l = 0; l < c->num_hidden_layers; l++)
+        for (int x = 0; x < X_KINDS; x++)
+            if (extras_of(c, l) >> x & 1) PUT((int)l, P_KINDS + x);
+#undef PUT
     return n;
-}
-static size_t llama_params(const wgml_model_config *c)
-{
-    return 2 + (size_t)c->num_hidden_layers * P_PER_LAYER + (c->tie_word_embeddings ? 0 : 1);
-}
-/* The extra kind (X_*) of parameter i, or -1 for a Llama parameter. */
-static int extra_kind_of(const wgml_model_config *c, size_t i)
-{
-    size_t base = llama_params(c), per = extras_per_layer(c);
-    if (i < base || !per) return -1;
-    size_t j = (i - base) % per;
-    uint32_t bits = extras_of(c);
-    for (int x = 0; x < X_KINDS; x++)
-        if (bits >> x & 1 && j-- == 0) return x;
-    return -1;
 }
 
 struct wgml_model {
@@ -77,39 +106,32 @@ struct wgml_model {
     size_t nparams;
     wgml_tensor **p;
     char **names;
+    pentry *list;                 /* what each parameter is */
+    size_t *slot;                 /* [L * SLOTS]: the index of each layer's kinds, SIZE_MAX where absent */
+    size_t final_norm, head;      /* their indices (head 0 when tied) */
     wgml_lora *lora;              /* the attached adapter, or NULL */
     uint64_t lora_changes;        /* adapters attached or detached so far */
     wgml_dtype file_dtype;        /* of the weights in the files it was loaded from */
 };
 
-static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[1 + (size_t)layer * P_PER_LAYER + kind]; }
-/* The index of extra kind x of layer l, or SIZE_MAX when the model has none. */
-static size_t extra_index(const wgml_model *m, uint32_t l, int x)
-{
-    uint32_t bits = extras_of(&m->cfg);
-    if (!(bits >> x & 1)) return SIZE_MAX;
-    size_t before = 0;
-    for (int k = 0; k < x; k++) before += bits >> k & 1;
-    return llama_params(&m->cfg) + (size_t)l * extras_per_layer(&m->cfg) + before;
-}
+static size_t slot_index(const wgml_model *m, uint32_t l, int slot) { return m->slot[(size_t)l * SLOTS + (size_t)slot]; }
+static wgml_tensor *P(const wgml_model *m, uint32_t layer, int kind) { return m->p[slot_index(m, layer, kind)]; }
+/* The index of extra kind x of layer l, or SIZE_MAX when the layer has none. */
+static size_t extra_index(const wgml_model *m, uint32_t l, int x) { return slot_index(m, l, P_KINDS + x); }
 static wgml_tensor *X(const wgml_model *m, uint32_t l, int x)
 {
     size_t i = extra_index(m, l, x);
     return i == SIZE_MAX ? NULL : m->p[i];
 }
-static size_t final_norm_index(const wgml_model *m) { return 1 + (size_t)m->L * P_PER_LAYER; }
-static size_t head_index(const wgml_model *m) { return m->cfg.tie_word_embeddings ? 0 : 2 + (size_t)m->L * P_PER_LAYER; }
-/* The extra kind of parameter i, or -1 for a Llama parameter. */
-static int extra_kind(const wgml_model *m, size_t i) { return extra_kind_of(&m->cfg, i); }
-/* The norms' weights (RMSNorm gains, Qwen3's q and k norms included). */
+static size_t final_norm_index(const wgml_model *m) { return m->final_norm; }
+static size_t head_index(const wgml_model *m) { return m->head; }
+/* The extra kind of parameter i, or -1 for another parameter. */
+static int extra_kind(const wgml_model *m, size_t i) { return m->list[i].slot >= P_KINDS ? m->list[i].slot - P_KINDS : -1; }
+/* The norms' weights (RMSNorm gains, the q and k norms included). */
 static bool is_norm_index(const wgml_model *m, size_t i)
 {
-    if (i == final_norm_index(m)) return true;
-    int x = extra_kind(m, i);
-    if (x >= 0) return x == X_QNORM || x == X_KNORM;
-    if (i == 0 || i > (size_t)m->L * P_PER_LAYER) return false;
-    size_t k = (i - 1) % P_PER_LAYER;
-    return k == P_ATTN_NORM || k == P_FFN_NORM;
+    int k = m->list[i].slot;
+    return k == S_FINAL_NORM || k == P_ATTN_NORM || k == P_FFN_NORM || k == P_KINDS + X_QNORM || k == P_KINDS + X_KNORM;
 }
 /* Parameters without weight decay: the norms' weights and the biases. */
 static bool no_decay_index(const wgml_model *m, size_t i) { return is_norm_index(m, i) || extra_kind(m, i) >= 0; }
@@ -192,46 +214,63 @@ wgml_status wgml__model_check_config(wgml_context *ctx, const char *fn, const wg
     return check_config(ctx, fn, c, &Hk, &hd);
 }
 
-size_t wgml__model_param_total(const wgml_model_config *c)
-{
-    return llama_params(c) + (size_t)c->num_hidden_layers * extras_per_layer(c);
-}
+size_t wgml__model_param_total(const wgml_model_config *c) { return param_list(c, NULL, 0); }
 
-void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
-                            uint64_t shape[2])
+/* The name and shape of entry pe of c's list. */
+static void entry_spec(const wgml_model_config *c, pentry pe, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
+                       uint64_t shape[2])
 {
-    uint64_t V = c->vocab_size, D = c->hidden_size, F = c->intermediate_size, L = c->num_hidden_layers;
+    uint64_t V = c->vocab_size, D = c->hidden_size, F = c->intermediate_size;
     uint64_t H = c->num_attention_heads, Hk = c->num_key_value_heads ? c->num_key_value_heads : H;
     uint64_t hd = c->head_dim ? c->head_dim : D / H, QD = H * hd, KD = Hk * hd;
-    size_t final_norm = 1 + (size_t)L * P_PER_LAYER, base = llama_params(c);
+    bool lfm2 = is_lfm2(c);
     uint64_t rows, cols = D;
     *ndim = 2;
-    if (i >= base) {   /* the families' extras */
-        size_t l = (i - base) / extras_per_layer(c);
-        int x = extra_kind_of(c, i);
-        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%zu.%s", l, extra_names[x]);
-        shape[0] = x == X_BQ ? QD : x == X_BK || x == X_BV ? KD : hd;
-        shape[1] = 0;
+    switch (pe.slot) {
+    case S_EMBED: snprintf(name, WGML__PARAM_NAME_MAX, "model.embed_tokens.weight"); rows = V; break;
+    case S_FINAL_NORM:
+        snprintf(name, WGML__PARAM_NAME_MAX, lfm2 ? "model.embedding_norm.weight" : "model.norm.weight");
+        rows = D;
         *ndim = 1;
-        return;
-    }
-    if (i == 0) { snprintf(name, WGML__PARAM_NAME_MAX, "model.embed_tokens.weight"); rows = V; }
-    else if (i == final_norm) { snprintf(name, WGML__PARAM_NAME_MAX, "model.norm.weight"); rows = D; *ndim = 1; }
-    else if (i == final_norm + 1) { snprintf(name, WGML__PARAM_NAME_MAX, "lm_head.weight"); rows = V; }   /* untied */
-    else {
-        size_t l = (i - 1) / P_PER_LAYER, k = (i - 1) % P_PER_LAYER;
-        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%zu.%s", l, layer_names[k]);
-        switch (k) {
+        break;
+    case S_HEAD: snprintf(name, WGML__PARAM_NAME_MAX, "lm_head.weight"); rows = V; break;
+    default:
+        if (pe.slot >= P_KINDS) {   /* the families' extras */
+            int x = pe.slot - P_KINDS;
+            snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%d.%s", pe.layer, (lfm2 ? lfm2_extra_names : extra_names)[x]);
+            rows = x == X_BQ ? QD : x == X_BK || x == X_BV ? KD : hd;
+            *ndim = 1;
+            break;
+        }
+        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%d.%s", pe.layer, (lfm2 ? lfm2_names : llama_names)[pe.slot]);
+        switch (pe.slot) {
         case P_ATTN_NORM: case P_FFN_NORM: rows = D; *ndim = 1; break;
         case P_WQ: rows = QD; break;
         case P_WK: case P_WV: rows = KD; break;
         case P_WO: rows = D; cols = QD; break;
         case P_WG: case P_WU: rows = F; break;
+        case P_CONV_IN: rows = 3 * D; break;
+        case P_CONV_W: rows = D; cols = c->conv_kernel; break;   /* [D, 1, K] in Hugging Face's files */
+        case P_CONV_OUT: rows = D; break;
         default: rows = D; cols = F; break;   /* P_WD */
         }
     }
     shape[0] = rows;
     shape[1] = *ndim == 2 ? cols : 0;
+}
+
+void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML__PARAM_NAME_MAX], uint32_t *ndim,
+                            uint64_t shape[2])
+{
+    size_t n = param_list(c, NULL, 0);
+    pentry *list = malloc(sizeof *list * n);
+    pentry pe = { -1, S_EMBED };
+    if (list && i < n) {
+        param_list(c, list, n);
+        pe = list[i];
+    }
+    free(list);
+    entry_spec(c, pe, name, ndim, shape);
 }
 
 wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out)
@@ -265,14 +304,27 @@ wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, wgm
     m->nparams = wgml__model_param_total(cfg);
     m->p = calloc(m->nparams, sizeof *m->p);
     m->names = calloc(m->nparams, sizeof *m->names);
+    m->list = calloc(m->nparams, sizeof *m->list);
+    m->slot = malloc(sizeof *m->slot * (size_t)m->L * SLOTS);
     wgml_status s = WGML_OK;
-    if (!m->p || !m->names) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); goto fail; }
+    if (!m->p || !m->names || !m->list || !m->slot) {
+        s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory");
+        goto fail;
+    }
+    param_list(&m->cfg, m->list, m->nparams);
+    for (size_t j = 0; j < (size_t)m->L * SLOTS; j++) m->slot[j] = SIZE_MAX;
+    for (size_t i = 0; i < m->nparams; i++) {
+        pentry pe = m->list[i];
+        if (pe.layer >= 0) m->slot[(size_t)pe.layer * SLOTS + (size_t)pe.slot] = i;
+        else if (pe.slot == S_FINAL_NORM) m->final_norm = i;
+        else if (pe.slot == S_HEAD) m->head = i;
+    }
 
     for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
         char name[WGML__PARAM_NAME_MAX];
         uint32_t nd;
         uint64_t shape[2];
-        wgml__model_param_spec(&m->cfg, i, name, &nd, shape);
+        entry_spec(&m->cfg, m->list[i], name, &nd, shape);
         m->names[i] = strdup(name);
         if (!m->names[i]) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_model_create: out of host memory"); break; }
         if (nd == 2 && mode == WGML__PARAMS_NO_MATRICES) continue;   /* the loader makes them */
@@ -304,6 +356,8 @@ void wgml_model_destroy(wgml_model *m)
     wgml_tensor_release(m->inv_freq);
     free(m->p);
     free(m->names);
+    free(m->list);
+    free(m->slot);
     free(m);
 }
 
@@ -396,8 +450,8 @@ wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
             for (size_t j = 0; j < n; j++) buf[j] = v;
         } else {
             double sd = std;
-            size_t k = (i - 1) % P_PER_LAYER;
-            if (i != 0 && i < final_norm_index(m) && (k == P_WO || k == P_WD)) sd /= sqrt(2.0 * m->L);
+            int k = m->list[i].slot;
+            if (k == P_WO || k == P_WD || k == P_CONV_OUT) sd /= sqrt(2.0 * m->L);
             for (size_t j = 0; j < n; j += 2) {
                 double u1 = uniform01(&state), u2 = uniform01(&state), r = sqrt(-2 * log(u1));
                 buf[j] = (float)(sd * r * cos(2 * 3.14159265358979323846 * u2));
@@ -501,10 +555,33 @@ static wgml_status qkv(const wgml_model *m, const wgml_trainer *t, uint32_t l, c
     return WGML_OK;
 }
 
+static wgml_status shape3(wgml_tensor *t, size_t a, size_t b, size_t c) { return wgml_tensor_reshape(t, 3, (size_t[]){ a, b, c }); }
+
+/* A convolution block of layer l (LFM2) over B sequences of T rows of x [B * T, hidden]:
+   bcx = in_proj(x) = (B, C, x'), bx = B * x', cv = the causal convolution of bx along each
+   sequence, y = C * cv, out = out_proj(y). t: see proj. */
+static wgml_status conv_block(const wgml_model *m, const wgml_trainer *t, uint32_t l, const wgml_tensor *x, wgml_tensor *bcx,
+                              wgml_tensor *bx, wgml_tensor *cv, wgml_tensor *y, wgml_tensor *out, uint32_t B, uint32_t T)
+{
+    TRY(proj(m, t, l, P_CONV_IN, x, bcx, NULL));
+    TRY(wgml__conv_gate_in(m->e, bcx, bx));
+    TRY(shape3(bx, B, T, m->D));
+    TRY(shape3(cv, B, T, m->D));
+    wgml_status s = wgml_conv1d_causal(m->e, bx, P(m, l, P_CONV_W), NULL, cv);
+    TRY(shape2(bx, (size_t)B * T, m->D));
+    TRY(shape2(cv, (size_t)B * T, m->D));
+    TRY(s);
+    TRY(wgml__conv_gate_out(m->e, bcx, cv, y));
+    return proj(m, t, l, P_CONV_OUT, y, out, NULL);
+}
+
 /* ---- training ------------------------------------------------------------------------- */
 
 typedef struct layer_acts {
     wgml_tensor *hin, *xn, *q, *k, *v, *att, *h2, *xn2, *g, *u, *a;
+    wgml_tensor *bcx, *bx, *cv, *y;   /* a convolution layer's (LFM2): in_proj's output, B * x, its
+                                         convolution, the gated result; NULL for attention layers
+                                         (whose q, k, v, att, lse are NULL in a convolution layer) */
     wgml_tensor *qr, *kr;   /* q and k before their heads' norms (qk_norm), else NULL */
     wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
     wgml_tensor *scores; /* attention's scores, kept for its backward (keep_attention_scores), or NULL */
@@ -526,6 +603,7 @@ struct wgml_trainer {
     wgml_tensor *dres, *dxn, *datt, *dq, *dk, *dv, *da, *dg, *du, *demb;
     wgml_tensor *dxa;           /* [N, rank]: scale dy B of an adapter target */
     wgml_tensor *dqr, *dkr;     /* the gradients of q and k before their heads' norms (qk_norm) */
+    wgml_tensor *dbcx, *dbx, *dcv, *dy;   /* a convolution layer's gradients (LFM2) */
     float drop_p;               /* LoRA dropout of the adapter trained, or 0 */
     wgml_tensor *xdrop[3];      /* its scratch [N, in] per input width: hidden, intermediate, heads * head_dim */
     wgml_tensor *dnorm;         /* [D]: where a frozen norm's weight gradient goes */
@@ -546,7 +624,8 @@ void wgml_trainer_destroy(wgml_trainer *t)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
                               t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm,
-                              t->dxa, t->dnorm, t->dqr, t->dkr, t->xdrop[0], t->xdrop[1], t->xdrop[2] };
+                              t->dxa, t->dnorm, t->dqr, t->dkr, t->xdrop[0], t->xdrop[1], t->xdrop[2],
+                              t->dbcx, t->dbx, t->dcv, t->dy };
     release_all(single, sizeof single / sizeof single[0]);
     release_all(t->grad, t->nt); release_all(t->gscratch, t->nt); release_all(t->m1, t->nt); release_all(t->m2, t->nt);
     free(t->la); free(t->tp); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
@@ -648,12 +727,20 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
                 wgml__attention_keeps_scores(m->e, m->hd, t->T) &&
                 score_floats <= 0xFFFFFFFFu && score_floats * 4 <= ctx->limits.maxStorageBufferBindingSize;
 #define MK(expr) do { if ((s = (expr)) != WGML_OK) goto fail; } while (0)
+    bool any_conv = false;
     for (uint32_t l = 0; l < m->L; l++) {
         layer_acts *A = &t->la[l];
         MK(mk2(ctx, &A->hin, N, m->D)); MK(mk2(ctx, &A->xn, N, m->D));
-        MK(mk2(ctx, &A->q, N, m->QD)); MK(mk2(ctx, &A->k, N, m->KD)); MK(mk2(ctx, &A->v, N, m->KD));
-        MK(mk2(ctx, &A->att, N, m->QD)); MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
+        MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
+        if (conv_layer(&m->cfg, l)) {
+            any_conv = true;
+            MK(mk2(ctx, &A->bcx, N, 3 * (size_t)m->D)); MK(mk2(ctx, &A->bx, N, m->D));
+            MK(mk2(ctx, &A->cv, N, m->D)); MK(mk2(ctx, &A->y, N, m->D));
+            continue;
+        }
+        MK(mk2(ctx, &A->q, N, m->QD)); MK(mk2(ctx, &A->k, N, m->KD)); MK(mk2(ctx, &A->v, N, m->KD));
+        MK(mk2(ctx, &A->att, N, m->QD));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
         if (m->cfg.qk_norm) { MK(mk2(ctx, &A->qr, N, m->QD)); MK(mk2(ctx, &A->kr, N, m->KD)); }
         for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
@@ -672,6 +759,10 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (m->cfg.tie_word_embeddings && !t->lora) MK(mk2(ctx, &t->demb, m->V, m->D));
     if (m->lora) MK(mk2(ctx, &t->dxa, N, m->lora->d.rank));
     if (m->cfg.qk_norm) { MK(mk2(ctx, &t->dqr, N, m->QD)); MK(mk2(ctx, &t->dkr, N, m->KD)); }
+    if (any_conv) {
+        MK(mk2(ctx, &t->dbcx, N, 3 * (size_t)m->D)); MK(mk2(ctx, &t->dbx, N, m->D));
+        MK(mk2(ctx, &t->dcv, N, m->D)); MK(mk2(ctx, &t->dy, N, m->D));
+    }
     if (t->lora && t->lora->d.dropout > 0) {   /* a scratch per input width the adapter's targets have */
         t->drop_p = t->lora->d.dropout;
         const size_t width[3] = { m->D, m->F, m->QD };
@@ -698,6 +789,7 @@ scratch_done:
     /* last, and only where the device can hold them beside the rest: a device that cannot
        gets a trainer that recomputes them instead of an error */
     for (uint32_t l = 0; keep && l < m->L; l++) {
+        if (conv_layer(&m->cfg, l)) continue;
         if (mk(ctx, &t->la[l].scores, WGML_F32, 1, (size_t)score_floats, 0, 0, 0) == WGML_OK) continue;
         for (uint32_t j = 0; j < l; j++) {
             wgml_tensor_release(t->la[j].scores);
@@ -753,6 +845,9 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         layer_acts *A = &t->la[l];
         if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
+        if (conv_layer(&m->cfg, l)) {
+            TRY(conv_block(m, drop, l, A->xn, A->bcx, A->bx, A->cv, A->y, t->o, t->B, t->T));
+        } else {
         TRY(qkv(m, drop, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
@@ -764,6 +859,7 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
         TRY(proj(m, drop, l, P_WO, A->att, t->o, A->xas[3]));
+        }
         TRY(wgml_rms_norm_residual_with(e, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2, m->eps));
         TRY(proj(m, drop, l, P_WG, A->xn2, A->g, A->xas[4]));
         TRY(proj(m, drop, l, P_WU, A->xn2, A->u, A->xas[5]));
@@ -836,7 +932,7 @@ static wgml_status proj_backward(wgml_trainer *t, uint32_t l, int kind, const wg
     wgml_model *m = t->m;
     wgml_engine *e = m->e;
     const wgml_matmul_options acc = { .accumulate = true };
-    wgml_tensor *gw = grad_of(t, 1 + (size_t)l * P_PER_LAYER + (size_t)kind);
+    wgml_tensor *gw = grad_of(t, slot_index(m, l, kind));
     if (gw) TRY(wgml_matmul_at_with(e, dy, x, gw, wa));
     if (dx) TRY(wgml_matmul_with(e, dy, P(m, l, kind), dx, accumulate ? &acc : NULL));
     wgml_tensor *a, *b;
@@ -878,6 +974,26 @@ static wgml_status head_norm_backward(wgml_trainer *t, uint32_t l, int x_kind, w
     return s;
 }
 
+/* The backward of conv_block for layer l: from the residual stream's gradient t->dres to
+   t->dxn, the gradient of the block's input; the weights' gradients written on a step's
+   first micro-batch (fresh), added after. */
+static wgml_status conv_block_backward(wgml_trainer *t, uint32_t l, bool fresh, const wgml_matmul_options *wa)
+{
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
+    layer_acts *A = &t->la[l];
+    TRY(proj_backward(t, l, P_CONV_OUT, A->y, t->dres, t->dy, false, wa));
+    TRY(wgml__conv_gate_out_backward(e, A->bcx, A->cv, t->dy, t->dcv, t->dbcx));
+    wgml_tensor *three[] = { A->bx, t->dcv, t->dbx };
+    for (int i = 0; i < 3; i++) TRY(shape3(three[i], t->B, t->T, m->D));
+    wgml_status s = wgml_conv1d_causal_backward(e, A->bx, P(m, l, P_CONV_W), t->dcv, t->dbx,
+                                                grad_of(t, slot_index(m, l, P_CONV_W)), NULL, !fresh);
+    for (int i = 0; i < 3; i++) TRY(shape2(three[i], t->N, m->D));
+    TRY(s);
+    TRY(wgml__conv_gate_in_backward(e, A->bcx, t->dbx, t->dbcx));
+    return proj_backward(t, l, P_CONV_IN, A->xn, t->dbcx, t->dxn, false, wa);
+}
+
 wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
                                     wgml_tensor *mean_loss)
 {
@@ -917,13 +1033,19 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
-        size_t base = 1 + (size_t)l * P_PER_LAYER;
+
         /* h_out = h2 + (silu(g) * u) @ Wd^T */
         TRY(proj_backward(t, l, P_WD, A->a, t->dres, t->da, false, wa));
         TRY(wgml_silu_gate_backward(e, A->g, A->u, t->da, t->dg, t->du));
         TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
         TRY(proj_backward(t, l, P_WU, A->xn2, t->du, t->dxn, true, wa));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(base + P_FFN_NORM), m->eps, &acc_in));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(slot_index(m, l, P_FFN_NORM)), m->eps, &acc_in));
+        if (conv_layer(&m->cfg, l)) {
+            TRY(conv_block_backward(t, l, fresh, wa));
+            TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)),
+                                            m->eps, &acc_in));
+            continue;
+        }
         /* h2 = hin + att @ Wo^T */
         TRY(proj_backward(t, l, P_WO, A->att, t->dres, t->datt, false, wa));
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
@@ -952,7 +1074,7 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(proj_backward(t, l, P_WQ, A->xn, dq, t->dxn, false, wa));
         TRY(proj_backward(t, l, P_WK, A->xn, dk, t->dxn, true, wa));
         TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(base + P_ATTN_NORM), m->eps, &acc_in));
+        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), m->eps, &acc_in));
     }
     /* h0 = embed[ids]; with tied weights the head's gradient is already in grad[0] */
     if (!t->lora) {
@@ -1097,6 +1219,7 @@ typedef struct decode_ws {
     uint32_t n;
     wgml_tensor *ids, *h, *h2, *xn, *q, *k, *v, *att, *o, *g, *u, *a, *f, *xf, *last, *xlast;
     wgml_tensor *qr, *kr;   /* q and k before their heads' norms (qk_norm), else NULL */
+    wgml_tensor *bcx, *bx, *cv, *y, *rowpos;   /* convolution layers' (LFM2), else NULL */
     wgml_tensor *xas;   /* [n, rank]: scale x A^T of an adapter target, made when first needed */
 } decode_ws;
 #define WS_TENSORS ((offsetof(decode_ws, xas) - offsetof(decode_ws, ids)) / sizeof(wgml_tensor *) + 1)
@@ -1104,7 +1227,9 @@ typedef struct decode_ws {
 struct wgml_kv_cache {
     wgml_model *m;
     uint32_t cap, len;
-    wgml_tensor **k, **v;
+    wgml_tensor **k, **v;   /* per attention layer [1, cap, Hk, hd] (NULL for a convolution layer) */
+    wgml_tensor **conv;     /* per convolution layer [K - 1 + cap, hidden]: K - 1 zero rows, then the
+                               convolution's input at each position (NULL for attention) */
     decode_ws ws[2];   /* [0] for single tokens, [1] for the last prompt length */
 };
 
@@ -1127,6 +1252,10 @@ static wgml_status ws_make(wgml_model *m, decode_ws *w, uint32_t n)
     MK(mk2(ctx, &w->f, n, m->D)); MK(mk2(ctx, &w->xf, n, m->D));
     MK(mk(ctx, &w->last, WGML_U32, 1, 1, 0, 0, 0)); MK(mk2(ctx, &w->xlast, 1, m->D));
     if (m->cfg.qk_norm) { MK(mk2(ctx, &w->qr, n, m->QD)); MK(mk2(ctx, &w->kr, n, m->KD)); }
+    if (m->cfg.conv_kernel) {
+        MK(mk2(ctx, &w->bcx, n, 3 * (size_t)m->D)); MK(mk2(ctx, &w->bx, n, m->D)); MK(mk2(ctx, &w->cv, n, m->D));
+        MK(mk2(ctx, &w->y, n, m->D)); MK(mk(ctx, &w->rowpos, WGML_U32, 1, n, 0, 0, 0));
+    }
 #undef MK
     uint32_t last = n - 1;
     s = wgml_tensor_write(w->last, 0, &last, sizeof last);
@@ -1146,14 +1275,20 @@ wgml_status wgml_kv_cache_create(wgml_model *m, uint32_t max_tokens, wgml_kv_cac
         return wgml__fail(m->ctx, WGML_ERROR_LIMIT, "wgml_kv_cache_create: max_tokens %u needs %llu bytes of keys per layer, "
                           "more than one buffer of the device holds", max_tokens, (unsigned long long)layer_bytes);
     wgml_kv_cache *c = calloc(1, sizeof *c);
-    if (c) { c->k = calloc(m->L, sizeof *c->k); c->v = calloc(m->L, sizeof *c->v); }
-    if (!c || !c->k || !c->v) {
+    if (c) { c->k = calloc(m->L, sizeof *c->k); c->v = calloc(m->L, sizeof *c->v); c->conv = calloc(m->L, sizeof *c->conv); }
+    if (!c || !c->k || !c->v || !c->conv) {
         wgml_kv_cache_destroy(c);
         return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_kv_cache_create: out of host memory");
     }
     c->m = m;
     c->cap = max_tokens;
     for (uint32_t l = 0; l < m->L; l++) {
+        if (conv_layer(&m->cfg, l)) {   /* zeroed: the rows before the first position */
+            wgml_status s = mk2(m->ctx, &c->conv[l], (size_t)m->cfg.conv_kernel - 1 + max_tokens, m->D);
+            if (s == WGML_OK) s = wgml_tensor_zero(c->conv[l]);
+            if (s != WGML_OK) { wgml_kv_cache_destroy(c); return s; }
+            continue;
+        }
         /* zeroed: positions past the cached ones are masked, and must not be NaN */
         wgml_status s = mk(m->ctx, &c->k[l], WGML_F32, 4, 1, max_tokens, m->Hk, m->hd);
         if (s == WGML_OK) s = wgml_tensor_zero(c->k[l]);
@@ -1168,11 +1303,12 @@ wgml_status wgml_kv_cache_create(wgml_model *m, uint32_t max_tokens, wgml_kv_cac
 void wgml_kv_cache_destroy(wgml_kv_cache *c)
 {
     if (!c) return;
-    if (c->m) { release_all(c->k, c->m->L); release_all(c->v, c->m->L); }
+    if (c->m) { release_all(c->k, c->m->L); release_all(c->v, c->m->L); release_all(c->conv, c->m->L); }
     ws_free(&c->ws[0]);
     ws_free(&c->ws[1]);
     free(c->k);
     free(c->v);
+    free(c->conv);
     free(c);
 }
 
@@ -1189,13 +1325,16 @@ wgml_status wgml_kv_cache_truncate(wgml_kv_cache *c, uint32_t n)
     return WGML_OK;
 }
 
-/* The attention step of a forward pass over n tokens for layer l: q, k, v of the new
-   tokens in w; writes w->att. A single cache or a batch of them (below). */
-typedef wgml_status (*attend_fn)(void *u, uint32_t l, decode_ws *w);
+/* The steps of a forward pass over n tokens that read and write the cache, for layer l:
+   attend (q, k, v of the new tokens in w; writes w->att) and, in a convolution layer,
+   convolve (the new rows' convolution inputs in w->bx; writes w->cv). A single cache or
+   a batch of them (below). */
+typedef wgml_status (*step_fn)(void *u, uint32_t l, decode_ws *w);
+typedef struct cache_steps { step_fn attend, convolve; } cache_steps;
 
-/* A forward pass of w->n tokens (ids already in w->ids) through the layers, attention by
-   attend; logits of every row (all) or of the last. */
-static wgml_status forward_pass(wgml_model *m, decode_ws *w, attend_fn attend, void *u, bool all, wgml_tensor *logits)
+/* A forward pass of w->n tokens (ids already in w->ids) through the layers, the cache by
+   steps; logits of every row (all) or of the last. */
+static wgml_status forward_pass(wgml_model *m, decode_ws *w, const cache_steps *steps, void *u, bool all, wgml_tensor *logits)
 {
     wgml_engine *e = m->e;
     uint32_t n = w->n;
@@ -1203,9 +1342,17 @@ static wgml_status forward_pass(wgml_model *m, decode_ws *w, attend_fn attend, v
     for (uint32_t l = 0; l < m->L; l++) {
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
-        TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
-        TRY(attend(u, l, w));
-        TRY(proj(m, NULL, l, P_WO, w->att, w->o, w->xas));
+        if (conv_layer(&m->cfg, l)) {
+            TRY(proj(m, NULL, l, P_CONV_IN, w->xn, w->bcx, NULL));
+            TRY(wgml__conv_gate_in(e, w->bcx, w->bx));
+            TRY(steps->convolve(u, l, w));
+            TRY(wgml__conv_gate_out(e, w->bcx, w->cv, w->y));
+            TRY(proj(m, NULL, l, P_CONV_OUT, w->y, w->o, NULL));
+        } else {
+            TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
+            TRY(steps->attend(u, l, w));
+            TRY(proj(m, NULL, l, P_WO, w->att, w->o, w->xas));
+        }
         TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
         TRY(proj(m, NULL, l, P_WG, w->xn, w->g, w->xas));
         TRY(proj(m, NULL, l, P_WU, w->xn, w->u, w->xas));
@@ -1267,6 +1414,17 @@ static wgml_status attend_single(void *u, uint32_t l, decode_ws *w)
     return s;
 }
 
+/* One cache: the new rows' convolution inputs into the history at positions pos.., each
+   row's convolution over its last K. */
+static wgml_status convolve_single(void *u, uint32_t l, decode_ws *w)
+{
+    attend_one *a = u;
+    wgml_model *m = a->c->m;
+    uint32_t K = m->cfg.conv_kernel;
+    TRY(wgml_copy_tensor(m->e, w->bx, a->c->conv[l], ((size_t)K - 1 + a->pos) * m->D * sizeof(float)));
+    return wgml__conv_rows(m->e, a->c->conv[l], w->rowpos, P(m, l, P_CONV_W), w->cv);
+}
+
 wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n, wgml_tensor *logits)
 {
     const char *fn = "wgml_model_decode";
@@ -1288,7 +1446,16 @@ wgml_status wgml_model_decode(wgml_kv_cache *c, const uint32_t *ids, uint32_t n,
     TRY(ws_ready(m, w, n));
     TRY(wgml_tensor_write(w->ids, 0, ids, n * sizeof(uint32_t)));
     attend_one a = { .c = c, .pos = c->len };
-    TRY(forward_pass(m, w, attend_single, &a, all, logits));
+    if (w->rowpos) {   /* the history rows of the new positions */
+        uint32_t *rp = malloc(sizeof *rp * n);
+        if (!rp) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        for (uint32_t i = 0; i < n; i++) rp[i] = m->cfg.conv_kernel - 1 + c->len + i;
+        wgml_status s = wgml_tensor_write(w->rowpos, 0, rp, n * sizeof *rp);
+        free(rp);
+        TRY(s);
+    }
+    const cache_steps steps = { attend_single, convolve_single };
+    TRY(forward_pass(m, w, &steps, &a, all, logits));
     c->len += n;
     return WGML_OK;
 }
@@ -1299,7 +1466,11 @@ struct wgml_kv_batch {
     wgml_model *m;
     uint32_t cap, nseq;
     uint32_t *len;              /* positions each sequence holds */
-    wgml_tensor **k, **v;       /* per layer [nseq, cap, Hk, hd] */
+    wgml_tensor **k, **v;       /* per attention layer [nseq, cap, Hk, hd] */
+    wgml_tensor **conv;         /* per convolution layer [nseq, K - 1 + cap, hidden]: each sequence's
+                                   history as wgml_kv_cache's */
+    wgml_tensor *conv_at, *conv_row;   /* u32 [nseq]: each new row's place in its block, and overall */
+    uint32_t *host_conv;
     wgml_tensor *positions;     /* u32 [nseq]: each sequence's position in this step */
     wgml_tensor *mask;          /* f32 [nseq, 1, 1, cap]: the keys each sequence sees */
     uint32_t *host_pos;
@@ -1327,11 +1498,13 @@ wgml_status wgml_kv_batch_create(wgml_model *m, uint32_t max_tokens, uint32_t n_
         b->m = m;
         b->k = calloc(m->L, sizeof *b->k);
         b->v = calloc(m->L, sizeof *b->v);
+        b->conv = calloc(m->L, sizeof *b->conv);
+        b->host_conv = calloc(2 * (size_t)n_seq, sizeof *b->host_conv);
         b->len = calloc(n_seq, sizeof *b->len);
         b->host_pos = calloc(n_seq, sizeof *b->host_pos);
         b->host_mask = malloc(sizeof(float) * n_seq * (size_t)max_tokens);
     }
-    if (!b || !b->k || !b->v || !b->len || !b->host_pos || !b->host_mask) {
+    if (!b || !b->k || !b->v || !b->conv || !b->host_conv || !b->len || !b->host_pos || !b->host_mask) {
         wgml_kv_batch_destroy(b);
         return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
@@ -1339,12 +1512,19 @@ wgml_status wgml_kv_batch_create(wgml_model *m, uint32_t max_tokens, uint32_t n_
     b->nseq = n_seq;
     wgml_status s = WGML_OK;
     for (uint32_t l = 0; l < m->L && s == WGML_OK; l++) {
+        if (conv_layer(&m->cfg, l)) {
+            s = mk(m->ctx, &b->conv[l], WGML_F32, 3, n_seq, (size_t)m->cfg.conv_kernel - 1 + max_tokens, m->D, 0);
+            if (s == WGML_OK) s = wgml_tensor_zero(b->conv[l]);
+            continue;
+        }
         s = mk(m->ctx, &b->k[l], WGML_F32, 4, n_seq, max_tokens, m->Hk, m->hd);
         if (s == WGML_OK) s = wgml_tensor_zero(b->k[l]);   /* masked positions must not be NaN */
         if (s == WGML_OK) s = mk(m->ctx, &b->v[l], WGML_F32, 4, n_seq, max_tokens, m->Hk, m->hd);
         if (s == WGML_OK) s = wgml_tensor_zero(b->v[l]);
     }
     if (s == WGML_OK) s = mk(m->ctx, &b->positions, WGML_U32, 1, n_seq, 0, 0, 0);
+    if (s == WGML_OK && m->cfg.conv_kernel) s = mk(m->ctx, &b->conv_at, WGML_U32, 1, n_seq, 0, 0, 0);
+    if (s == WGML_OK && m->cfg.conv_kernel) s = mk(m->ctx, &b->conv_row, WGML_U32, 1, n_seq, 0, 0, 0);
     if (s == WGML_OK) s = mk(m->ctx, &b->mask, WGML_F32, 4, n_seq, 1, 1, max_tokens);
     if (s == WGML_OK) s = wgml_kv_cache_create(m, max_tokens, &b->one);
     if (s != WGML_OK) {
@@ -1360,12 +1540,17 @@ void wgml_kv_batch_destroy(wgml_kv_batch *b)
     if (!b) return;
     if (b->k) release_all(b->k, b->m->L);
     if (b->v) release_all(b->v, b->m->L);
+    if (b->conv) release_all(b->conv, b->m->L);
+    wgml_tensor_release(b->conv_at);
+    wgml_tensor_release(b->conv_row);
     wgml_tensor_release(b->positions);
     wgml_tensor_release(b->mask);
     wgml_kv_cache_destroy(b->one);
     ws_free(&b->ws);
     free(b->k);
     free(b->v);
+    free(b->conv);
+    free(b->host_conv);
     free(b->len);
     free(b->host_pos);
     free(b->host_mask);
@@ -1398,7 +1583,12 @@ wgml_status wgml_kv_batch_prefill(wgml_kv_batch *b, uint32_t seq, const uint32_t
         return wgml__fail(m->ctx, s, "%s: %s", fn, tail);
     }
     size_t at = (size_t)seq * b->cap * m->KD * sizeof(float);
+    size_t conv_at = (size_t)seq * (m->cfg.conv_kernel - 1 + (size_t)b->cap) * m->D * sizeof(float);
     for (uint32_t l = 0; l < m->L; l++) {
+        if (conv_layer(&m->cfg, l)) {
+            TRY(wgml_copy_tensor(m->e, b->one->conv[l], b->conv[l], conv_at));
+            continue;
+        }
         TRY(wgml_copy_tensor(m->e, b->one->k[l], b->k[l], at));
         TRY(wgml_copy_tensor(m->e, b->one->v[l], b->v[l], at));
     }
@@ -1428,6 +1618,16 @@ static wgml_status attend_batch(void *u, uint32_t l, decode_ws *w)
     return s;
 }
 
+/* Each sequence's new convolution input into its history, its convolution over its last K. */
+static wgml_status convolve_batch(void *u, uint32_t l, decode_ws *w)
+{
+    wgml_kv_batch *b = u;
+    wgml_model *m = b->m;
+    uint32_t rows = m->cfg.conv_kernel - 1 + b->cap;
+    TRY(wgml__copy_rows_at(m->e, w->bx, b->conv[l], b->conv_at, w->n, rows, m->D));
+    return wgml__conv_rows(m->e, b->conv[l], b->conv_row, P(m, l, P_CONV_W), w->cv);
+}
+
 wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_tensor *logits)
 {
     const char *fn = "wgml_model_decode_batch";
@@ -1453,10 +1653,20 @@ wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_
         for (uint32_t j = 0; j < b->cap; j++) row[j] = j <= at && (!win || at - j < win) ? 0.0f : -INFINITY;
     }
     TRY(wgml_tensor_write(b->positions, 0, b->host_pos, n * sizeof(uint32_t)));
+    if (m->cfg.conv_kernel) {
+        uint32_t K = m->cfg.conv_kernel, *at = b->host_conv, *row = b->host_conv + n;
+        for (uint32_t i = 0; i < n; i++) {
+            at[i] = K - 1 + b->len[i];
+            row[i] = i * (K - 1 + b->cap) + at[i];
+        }
+        TRY(wgml_tensor_write(b->conv_at, 0, at, n * sizeof(uint32_t)));
+        TRY(wgml_tensor_write(b->conv_row, 0, row, n * sizeof(uint32_t)));
+    }
     TRY(wgml_tensor_write(b->mask, 0, b->host_mask, (size_t)n * b->cap * sizeof(float)));
     TRY(ws_ready(m, &b->ws, n));
     TRY(wgml_tensor_write(b->ws.ids, 0, ids, n * sizeof(uint32_t)));
-    TRY(forward_pass(m, &b->ws, attend_batch, b, true, logits));
+    const cache_steps steps = { attend_batch, convolve_batch };
+    TRY(forward_pass(m, &b->ws, &steps, b, true, logits));
     for (uint32_t i = 0; i < n; i++) b->len[i]++;
     return WGML_OK;
 }

@@ -98,6 +98,15 @@ static void quant_names(const char *name, char *sname, char *bname, size_t size)
     snprintf(bname, size, "%.*s.biases", (int)base, name);
 }
 
+/* LFM2's convolution weights: [hidden, K] in the model, [hidden, 1, K] in Hugging Face's
+   files (Conv1d's), always f32 on the GPU (no product reads them). */
+static bool conv_weight(const char *name)
+{
+    const char *tail = ".conv.conv.weight";
+    size_t n = strlen(name), t = strlen(tail);
+    return n > t && strcmp(name + n - t, tail) == 0;
+}
+
 /* Everything that can be wrong with parameter `name` (shape want[0 .. nd)) in the file,
    checked before anything is allocated on the device, so that a bad file costs no GPU
    memory and records no work. */
@@ -112,6 +121,17 @@ static wgml_status check_param(wgml_context *ctx, const wgml_checkpoint *ck, con
     shape_string(got, sizeof got, info.ndim, info.shape);
     shape_string(exp, sizeof exp, nd, want);
 
+    if (conv_weight(name)) {
+        bool ok = info.shape[0] == want[0] && ((info.ndim == 3 && info.shape[1] == 1 && info.shape[2] == want[1]) ||
+                                               (info.ndim == 2 && info.shape[1] == want[1]));
+        if (!ok)
+            return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has shape %s; config.json implies [%llu, 1, "
+                              "%llu]", name, got, (unsigned long long)want[0], (unsigned long long)want[1]);
+        if (!is_float_dtype(info.dtype))
+            return wgml__fail(ctx, WGML_ERROR_FORMAT, "wgml_model_load: tensor '%s' has dtype %s; expected F32, F16 or BF16",
+                              name, wgml_safetensors_dtype_name(info.dtype));
+        return WGML_OK;
+    }
     if (info.dtype == WGML_ST_U32 && nd == 2) {
         /* MLX affine quantisation: bits-wide codes packed little-endian into u32 along the
            input dimension; one scale and bias per group_size codes. */
@@ -157,6 +177,7 @@ static wgml_status load_param(wgml_engine *e, const wgml_checkpoint *ck, const w
     if (s != WGML_OK) return s;
     const void *data = wgml_checkpoint_data(ck, (size_t)idx);
     uint32_t rows = nd == 2 ? (uint32_t)shape[0] : 1, cols = (uint32_t)(nd == 2 ? shape[1] : shape[0]);
+    if (conv_weight(name)) weights = WGML_WEIGHTS_F32;
     bool quantised = info.dtype == WGML_ST_U32 && nd == 2;
     if (nd == 2 && weights != WGML_WEIGHTS_F32 && (quantised || (weights == WGML_WEIGHTS_KEEP && info.dtype != WGML_ST_F32))) {
         /* kept as the file has it: 16-bit, or MLX's codes, scales and biases */
@@ -219,7 +240,8 @@ expand:
 /* The families wgml runs, by config.json's model_type and architectures[0]: Llama's
    (SmolLM2, TinyLlama, Llama 2 and 3, and MLX conversions of them), Mistral's (Llama's
    with sliding-window attention), Qwen2's (biases on q, k and v) and Qwen3's (each head's
-   q and k RMS-normalised). model_type decides what the model computes, so an
+   q and k RMS-normalised) and LFM2's (gated short convolutions among attention layers).
+   model_type decides what the model computes, so an
    architecture other than Llama's must come with its own model_type. A folder of another
    family may hold Llama-shaped tensors plus more, so it is refused by name rather than
    run without what makes it that family. */
@@ -228,6 +250,7 @@ static const char *const families[][2] = {
     { "mistral", "MistralForCausalLM" },
     { "qwen2", "Qwen2ForCausalLM" },
     { "qwen3", "Qwen3ForCausalLM" },
+    { "lfm2", "Lfm2ForCausalLM" },
 };
 #define FAMILIES (sizeof families / sizeof families[0])
 
@@ -245,8 +268,8 @@ static wgml_status check_architecture(wgml_context *ctx, const wgml_model_config
     int f = family_of_type(c->model_type);
     if (f >= 0 && (!c->architecture[0] || strcmp(c->architecture, families[f][1]) == 0)) return WGML_OK;
     return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: config.json describes model_type '%s'%s%s%s; wgml runs "
-                      "model_type llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM) and qwen3 "
-                      "(Qwen3ForCausalLM)", c->model_type, c->architecture[0] ? " (" : "", c->architecture,
+                      "model_type llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
+                      "(Qwen3ForCausalLM) and lfm2 (Lfm2ForCausalLM)", c->model_type, c->architecture[0] ? " (" : "", c->architecture,
                       c->architecture[0] ? ")" : "");
 }
 
@@ -416,7 +439,7 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
     }
     /* the family that computes what the model does: its flags first (a model made through
        the API may leave model_type empty), then its model_type */
-    int fam = c->qk_norm ? 3 : c->qkv_bias ? 2 : family_of_type(c->model_type);
+    int fam = c->conv_kernel ? 4 : c->qk_norm ? 3 : c->qkv_bias ? 2 : family_of_type(c->model_type);
     if (fam <= 0) fam = c->sliding_window ? 1 : 0;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", families[fam][1], families[fam][0]);
     fprintf(f, "  \"vocab_size\": %u,\n  \"hidden_size\": %u,\n  \"intermediate_size\": %u,\n", c->vocab_size, c->hidden_size,
@@ -440,7 +463,14 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
         fprintf(f, "],\n");
     }
     fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
-    if (fam == 1) {
+    if (fam == 4) {   /* LFM2: its own names for the norm's epsilon and the MLP's size, which is the size itself */
+        fprintf(f, "  \"norm_eps\": %.9g,\n  \"conv_L_cache\": %u,\n  \"conv_bias\": false,\n", c->rms_norm_eps,
+                c->conv_kernel);
+        fprintf(f, "  \"block_auto_adjust_ff_dim\": false,\n  \"layer_types\": [");
+        for (uint32_t l = 0; l < c->num_hidden_layers; l++)
+            fprintf(f, "%s\"%s\"", l ? ", " : "", c->conv_layers[l / 32] >> (l % 32) & 1 ? "conv" : "full_attention");
+        fprintf(f, "],\n");
+    } else if (fam == 1) {
         if (c->sliding_window) fprintf(f, "  \"sliding_window\": %u,\n", c->sliding_window);
         else fprintf(f, "  \"sliding_window\": null,\n");
     } else if (fam >= 2) {
@@ -515,6 +545,11 @@ wgml_status wgml_model_save_with(wgml_model *m, const char *dir, const wgml_mode
         entries[i].dtype = wgml_safetensors_dtype_from_wgml(dtype);
         entries[i].ndim = wgml_tensor_ndim(t);
         for (uint32_t d = 0; d < entries[i].ndim; d++) entries[i].shape[d] = wgml_tensor_dim(t, d);
+        if (conv_weight(name)) {   /* [hidden, 1, K], as Conv1d keeps it */
+            entries[i].ndim = 3;
+            entries[i].shape[2] = entries[i].shape[1];
+            entries[i].shape[1] = 1;
+        }
         void *buf = malloc(wgml_tensor_numel(t) * sizeof(float));
         if (!buf) { s = wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn); break; }
         entries[i].data = buf;

@@ -206,6 +206,30 @@ sed 's/"llama"/"qwen3"/; s/LlamaForCausalLM/Qwen3ForCausalLM/' "$model/config.js
 run 1 "$wgml" generate --model "$work/qwen" --tokens 1
 said "q_norm"
 
+# ---- 5b. LFM2: trained from scratch with convolution layers (written as Hugging Face's
+# Lfm2ForCausalLM), resumed, then run by every command; LoRA adapters refused by name
+case="lfm2"
+lfm2=(--dim 16 --heads 2 --kv-heads 1 --layers 3 --layer-types cac --ffn 32 --context 16 --batch 2 --eval-every 0)
+run 0 "$wgml" train "${lfm2[@]}" --steps 4 --save-every 2 --out "$work/lfm2"
+check 'grep -q "\"model_type\": \"lfm2\"" "$work/lfm2/config.json"' "config.json does not say lfm2"
+check 'grep -q "\"layer_types\": \[\"conv\", \"full_attention\", \"conv\"\]" "$work/lfm2/config.json"' "layer_types"
+cp -r "$work/lfm2" "$work/lfm2b"
+rm -r "$work/lfm2b/checkpoint-4" "$work/lfm2b/model.safetensors"
+run 0 "$wgml" train --resume "$work/lfm2b" --out "$work/lfm2b"
+check 'cmp -s "$work/lfm2/model.safetensors" "$work/lfm2b/model.safetensors"' "resumed LFM2 differs"
+run 0 "$wgml" generate --model "$work/lfm2" --prompt "The" --tokens 6 --temperature 0
+said "decode"
+run 0 "$wgml" eval --model "$work/lfm2" --data "$model/loss.csv" --context 16
+run 0 "$wgml" logits --model "$work/lfm2" --text "This" --out "$work/lfm2.bin"
+for i in $(seq 1 40); do printf '{"text": "the quick brown fox %d"}\n' $i; done >"$work/fox.jsonl"
+run 0 "$wgml" finetune --model "$work/lfm2" --full --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --out "$work/lfm2ft"
+run 1 "$wgml" finetune --model "$work/lfm2" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --out "$work/lfm2lora"
+said "LoRA adapters of LFM2 models are not supported yet"
+absent "$work/lfm2lora"
+run 2 "$wgml" train "${lfm2[@]}" --layer-types cxa --steps 1 --out "$work/lfm2bad"
+said "one letter, c or a"
+absent "$work/lfm2bad"
+
 # ---- 6. output files that cannot be written
 # on_full_disk <command...>: runs it with $work/full a 4 KiB file system of its own (a
 # mount namespace: nothing outside sees it); $work/ls lists what was left there.

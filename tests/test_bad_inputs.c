@@ -200,6 +200,10 @@ static wgml_status c_dropout(wgml_engine *e, wgml_tensor *const *t, const scal *
 { return wgml_dropout(e, t[0], t[1], s->f[0], 7); }
 static wgml_status c_conv1d(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_conv1d(e, t[0], t[1], t[2], t[3]); }
+static wgml_status c_conv1d_causal(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ (void)s; return wgml_conv1d_causal(e, t[0], t[1], t[2], t[3]); }
+static wgml_status c_conv1d_causal_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ return wgml_conv1d_causal_backward(e, t[0], t[1], t[2], t[3], t[4], t[5], s->u[0] != 0); }
 static wgml_status c_unpack(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_unpack(e, t[0], t[1]); }
 static wgml_status c_affine_dequantize(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -376,6 +380,20 @@ static const oprow rows[] = {
              { .name = "bias", .shape = SH(2), .bad = { { SH(3) }, { SH(1) } } },
              { .name = "out", .shape = SH(2, 3), .flags = OUT, .bad = { { SH(3, 2) }, { SH(6) }, { SH(2, 4) } } } },
       .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 } } },
+    { .fn = "wgml_conv1d_causal", .call = c_conv1d_causal,
+      .a = { { .name = "input", .shape = SH(2, 3, 4), .bad = { { SH(24) }, { SH(1, 2, 3, 4) } } },
+             { .name = "weight", .shape = SH(4, 3), .bad = { { SH(7) }, { SH(4, 17) } } },
+             { .name = "bias", .shape = SH(4), .flags = OPT, .bad = { { SH(3) }, { SH(5) } } },
+             { .name = "out", .shape = SH(2, 3, 4), .flags = OUT, .bad = { { SH(3, 2, 4) }, { SH(24) } } } },
+      .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 } } },
+    { .fn = "wgml_conv1d_causal_backward", .call = c_conv1d_causal_backward,
+      .a = { { .name = "input", .shape = SH(2, 3, 4), .bad = { { SH(24) } } },
+             { .name = "weight", .shape = SH(4, 3), .bad = { { SH(7) }, { SH(4, 17) } } },
+             { .name = "grad_out", .shape = SH(2, 3, 4), .bad = { { SH(3, 2, 4) } } },
+             { .name = "grad_input", .shape = SH(2, 3, 4), .flags = OUT | OPT, .bad = { { SH(3, 2, 4) } } },
+             { .name = "grad_weight", .shape = SH(4, 3), .flags = OUT, .bad = { { SH(4, 2) } } },
+             { .name = "grad_bias", .shape = SH(4), .flags = OUT | OPT, .bad = { { SH(3) } } } },
+      .refused = { { 3, 0 }, { 3, 2 }, { 4, 1 }, { 5, 2 }, { 4, 3 }, { 5, 4 } }, .s = { .u = { 1 } } },
     { .fn = "wgml_dequantize", .call = c_dequantize,
       .a = { { .name = "input", .dtype = WGML_U32, .dtypes = DT(WGML_U32) | DT(WGML_U8), .shape = SH(2),
                .bad = { { SH(7), DTY(WGML_U8) }, { SH(1) } } },
@@ -1708,6 +1726,25 @@ static void test_tokenizer_functions(void)
     BAD(fn, wgml_sampler_next(smp, NULL, NULL, 0, &tok_id), WGML_ERROR_INVALID_ARGUMENT, NULL, "logits");
     BAD(fn, wgml_sampler_next(smp, four, NULL, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "token");
     BAD(fn, wgml_sampler_next(smp, four, bad_hist, 1, &tok_id), WGML_ERROR_INVALID_ARGUMENT, NULL, "history[0]");
+    fn = "wgml_sampler_next_gpu";
+    {
+        wgml_tensor *lg = th_tensor(WGML_F32, four, TH_SHAPE(1, 4)), *lu = th_tensor(WGML_U32, four, TH_SHAPE(1, 4));
+        wgml_tensor *l3 = th_tensor(WGML_F32, four, TH_SHAPE(3));
+        const uint32_t *hp[1] = { bad_hist };
+        size_t one = 1;
+        BAD(fn, wgml_sampler_next_gpu(NULL, &smp, 1, lg, NULL, NULL, &tok_id), WGML_ERROR_INVALID_ARGUMENT, NULL, "engine");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, NULL, 1, lg, NULL, NULL, &tok_id), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "samplers");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 1, lg, NULL, NULL, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "tokens");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 0, lg, NULL, NULL, &tok_id), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "n");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 1, NULL, NULL, NULL, &tok_id), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "logits");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 1, lu, NULL, NULL, &tok_id), WGML_ERROR_DTYPE, th_ctx, "logits");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 1, l3, NULL, NULL, &tok_id), WGML_ERROR_SHAPE, th_ctx, "n * vocab");
+        BAD(fn, wgml_sampler_next_gpu(th_eng, &smp, 1, lg, hp, &one, &tok_id), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
+            "histories[0][0]");
+        wgml_tensor_release(lg);
+        wgml_tensor_release(lu);
+        wgml_tensor_release(l3);
+    }
     wgml_sampler_free(smp);
     wgml_sampler_free(NULL);
     NOOP("wgml_sampler_free", true);

@@ -525,9 +525,35 @@ static void test_config(void)
                  "family case %zu: window %u, qkv_bias %d, qk_norm %d", i, c.sliding_window, c.qkv_bias, c.qk_norm);
     }
 
+    /* LFM2 as its released files write it (LFM2-350M's fields): block_ff_dim 6656 becomes
+       256 * ceil(int(2 * 6656 / 3) / 256) = 4608; layer_types; norm_eps; theta; tied */
+    const char *lfm2 = "{\"architectures\":[\"Lfm2ForCausalLM\"],\"model_type\":\"lfm2\",\"vocab_size\":65536,"
+                       "\"hidden_size\":1024,\"intermediate_size\":6656,\"block_ff_dim\":6656,\"block_auto_adjust_ff_dim\":true,"
+                       "\"block_ffn_dim_multiplier\":1.0,\"block_multiple_of\":256,\"num_hidden_layers\":4,"
+                       "\"num_attention_heads\":16,\"num_key_value_heads\":8,\"norm_eps\":1e-05,\"conv_L_cache\":3,"
+                       "\"conv_bias\":false,\"theta\":1000000.0,\"tie_embedding\":true,\"max_position_embeddings\":128000,"
+                       "\"layer_types\":[\"conv\",\"conv\",\"full_attention\",\"conv\"]}";
+    TH_EXPECT(wgml_model_config_parse(lfm2, strlen(lfm2), "lfm2.json", &c), WGML_OK);
+    TH_CHECK(c.intermediate_size == 4608 && c.conv_kernel == 3 && c.conv_layers[0] == 0xB && c.qk_norm && !c.qkv_bias &&
+                 c.rms_norm_eps == 1e-5 && c.rope_theta == 1e6 && c.tie_word_embeddings && c.head_dim == 64,
+             "lfm2: ffn %u, kernel %u, layers 0x%x, eps %g, theta %g", c.intermediate_size, c.conv_kernel, c.conv_layers[0],
+             c.rms_norm_eps, c.rope_theta);
+    /* the older full_attn_idxs; no multiplier (null): 2/3 only; defaults (tied, theta 1e6) */
+    const char *lfm2b = "{\"model_type\":\"lfm2\"," DIMS ",\"block_ffn_dim_multiplier\":null,\"full_attn_idxs\":[1]}";
+    TH_EXPECT(wgml_model_config_parse(lfm2b, strlen(lfm2b), "lfm2b.json", &c), WGML_OK);
+    TH_CHECK(c.intermediate_size == 85 && c.conv_layers[0] == 0x1 && c.tie_word_embeddings && c.rope_theta == 1e6 &&
+                 c.rms_norm_eps == 1e-5,
+             "lfm2 full_attn_idxs: ffn %u, layers 0x%x", c.intermediate_size, c.conv_layers[0]);
+
     static const struct { const char *json; const char *needle; } bad[] = {
         { "{\"model_type\":\"qwen2\"," DIMS ",\"use_sliding_window\":true,\"sliding_window\":64,\"max_window_layers\":1}",
           "use_sliding_window with max_window_layers 1" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"conv_bias\":true}", "conv_bias true is not supported" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"conv_L_cache\":17}", "conv_L_cache must be an integer in [1, 16]" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"layer_types\":[\"conv\"]}", "layer_types must be a list of num_hidden_layers (2)" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"layer_types\":[\"conv\",\"mamba\"]}", "layer_types[1] must be" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"full_attn_idxs\":[2]}", "full_attn_idxs must hold layer indices below 2" },
+        { "{\"model_type\":\"lfm2\"," DIMS ",\"block_multiple_of\":0}", "block_multiple_of must be an integer in [1," },
         { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":0}", "sliding_window must be an integer in [1, 16777216]" },
         { "{\"model_type\":\"mistral\"," DIMS ",\"sliding_window\":\"4096\"}", "sliding_window must be an integer" },
 #undef DIMS

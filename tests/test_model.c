@@ -28,11 +28,17 @@ static const tiny tiny_qwen2 = { { .vocab = 59, .dim = 28, .layers = 2, .heads =
                                    .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qkv_bias = true }, 2, 11 };
 static const tiny tiny_qwen3 = { { .vocab = 53, .dim = 24, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 30,
                                    .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qk_norm = true }, 2, 9 };
-static const tiny *const families[] = { &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
+/* LFM2: convolution (width 3), attention with per-head q and k norms, convolution; a
+   sequence of 10 (past several widths of the kernel). */
+static const bool lfm2_conv[3] = { true, false, true };
+static const tiny tiny_lfm2 = { { .vocab = 47, .dim = 20, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 26,
+                                  .rope_theta = 1000000, .eps = 1e-5, .tied = true, .qk_norm = true, .conv_kernel = 3,
+                                  .conv = lfm2_conv }, 2, 10 };
+static const tiny *const families[] = { &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
 #define FAMILIES (sizeof families / sizeof families[0])
 static const char *family_name(const ref_model_shape *s)
 {
-    return s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : s->window ? "mistral" : "llama";
+    return s->conv_kernel ? "lfm2" : s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : s->window ? "mistral" : "llama";
 }
 
 static wgml_model_config config_of(const ref_model_shape *s)
@@ -55,6 +61,9 @@ static wgml_model_config config_of(const ref_model_shape *s)
     c.sliding_window = (uint32_t)s->window;
     c.qkv_bias = s->qkv_bias;
     c.qk_norm = s->qk_norm;
+    c.conv_kernel = (uint32_t)s->conv_kernel;
+    for (int l = 0; l < s->layers && s->conv_kernel; l++)
+        if (s->conv[l]) c.conv_layers[l / 32] |= 1u << (l % 32);
     return c;
 }
 
@@ -178,8 +187,8 @@ static void test_forward_matches_reference(void)
    1e-6 + 1e-5 * |g|. */
 static void test_reference_gradients_by_finite_differences(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
-    for (int c = 0; c < 5; c++) {
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
+    for (int c = 0; c < 6; c++) {
         const ref_model_shape *s = &cases[c]->s;
         int B = cases[c]->B, T = cases[c]->T, np = ref_model_param_count(s);
         size_t N = (size_t)B * T;
@@ -612,9 +621,9 @@ static float *logits_of(wgml_model *m, const uint32_t *ids)
 /* Saving and loading gives the same parameters bit for bit, and so the same logits. */
 static void test_checkpoint_round_trip(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3 };
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
     make_tmpdir();
-    for (int c = 0; c < 5; c++) {
+    for (int c = 0; c < 6; c++) {
         const ref_model_shape *s = &cases[c]->s;
         float **params = random_params(s);
         wgml_model *m = make_model(s, params), *back = NULL;
@@ -628,6 +637,7 @@ static void test_checkpoint_round_trip(void)
                  a->tie_word_embeddings == b->tie_word_embeddings && a->rope_theta == b->rope_theta &&
                  a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings &&
                  a->sliding_window == b->sliding_window && a->qkv_bias == b->qkv_bias && a->qk_norm == b->qk_norm &&
+                 a->conv_kernel == b->conv_kernel && !memcmp(a->conv_layers, b->conv_layers, sizeof a->conv_layers) &&
                  !strcmp(a->model_type, b->model_type),
                  "config.json does not round-trip (%s)", family_name(s));
         TH_CHECK(wgml_model_param_count(back) == wgml_model_param_count(m), "parameter count changed");

@@ -34,7 +34,7 @@ typedef struct train_opts {
     int overwrite;
     double lr, min_lr_frac, clip, weight_decay, rope_theta, beta1, beta2, eps;
     uint64_t seed;
-    const char *data, *out, *tokenizer, *resume;
+    const char *data, *out, *tokenizer, *resume, *layer_types;
 } train_opts;
 
 static const train_opts defaults = {
@@ -66,6 +66,8 @@ static const cli_flag train_flags[] = {
     { "--weight-decay", CLI_DOUBLE, offsetof(train_opts, weight_decay), "AdamW weight decay (matrices and embeddings)", 0, 10 },
     { "--rope-theta", CLI_DOUBLE, offsetof(train_opts, rope_theta), "RoPE base", 1, 1e15 },
     { "--tied", CLI_INT, offsetof(train_opts, tied), "1: output head shares the embedding; 0: its own matrix", 0, 1 },
+    { "--layer-types", CLI_STRING, offsetof(train_opts, layer_types), "an LFM2 model instead of Llama: one letter per layer, "
+      "c a gated short convolution (width 3), a attention with per-head q and k norms (e.g. ccacca)" },
     { "--keep-scores", CLI_INT, offsetof(train_opts, keep_scores),
       "1: keep attention's scores for the backward (faster; batch*heads*(context/64)^2*16 KiB per layer), 0: recompute "
       "them; -1: 1 on a GPU, 0 on a CPU adapter", -1, 1 },
@@ -183,6 +185,19 @@ int cmd_train(int argc, char **argv)
     cfg.rope_theta = o.rope_theta;
     cfg.tie_word_embeddings = o.tied != 0;
     cfg.bos_token_id = -1;
+    if (o.layer_types) {
+        if (strlen(o.layer_types) != (size_t)o.layers || strspn(o.layer_types, "ca") != (size_t)o.layers) {
+            fprintf(stderr, "wgml train: --layer-types '%s' must have one letter, c or a, for each of the %d layers\n",
+                    o.layer_types, o.layers);
+            return 2;
+        }
+        strcpy(cfg.model_type, "lfm2");
+        strcpy(cfg.architecture, "Lfm2ForCausalLM");
+        cfg.conv_kernel = 3;
+        cfg.qk_norm = true;
+        for (int l = 0; l < o.layers; l++)
+            if (o.layer_types[l] == 'c') cfg.conv_layers[l / 32] |= 1u << (l % 32);
+    }
     if (wgml_model_config_check(&cfg) != WGML_OK) {
         fprintf(stderr, "wgml train: %s\n", wgml_last_error(NULL));
         return 2;

@@ -181,6 +181,77 @@ static wgml_status parse_quantization(const char *what, const cJSON *q, const ch
     return WGML_OK;
 }
 
+/* LFM2's own fields (model_type "lfm2"), as transformers' Lfm2Config reads them: the MLP's
+   size (block_ff_dim or intermediate_size, then block_auto_adjust_ff_dim's 2/3,
+   block_ffn_dim_multiplier and rounding up to block_multiple_of), norm_eps, tie_embedding,
+   conv_L_cache, conv_bias (refused when true), and which layers convolve (layer_types, or
+   the attention layers' indices full_attn_idxs; neither: all attention). Its attention
+   layers normalise each head's q and k. Runs after the common fields. */
+static wgml_status parse_lfm2(const char *what, const cJSON *root, wgml_model_config *c)
+{
+    wgml_status s;
+    bool adjust = true;
+    if (get(root, "block_ff_dim") &&
+        (s = get_u32(what, root, "block_ff_dim", true, 0, 1, 1u << 20, &c->intermediate_size)))
+        return s;
+    if ((s = get_bool(what, root, "block_auto_adjust_ff_dim", true, &adjust))) return s;
+    if (adjust) {
+        uint64_t ff = (uint64_t)(2.0 * c->intermediate_size / 3);
+        /* null (not absent: get() reads null as absent) skips the multiplier and the rounding */
+        const cJSON *mult = cJSON_GetObjectItemCaseSensitive(root, "block_ffn_dim_multiplier");
+        if (!mult || !cJSON_IsNull(mult)) {
+            double k;
+            uint32_t of;
+            if ((s = get_real(what, root, "", "block_ffn_dim_multiplier", false, 1.0, 0, true, 64, &k))) return s;
+            if ((s = get_u32(what, root, "block_multiple_of", false, 256, 1, 1u << 20, &of))) return s;
+            ff = (uint64_t)(k * (double)ff);
+            ff = (ff + of - 1) / of * of;
+        }
+        if (ff < 1 || ff > (1u << 20))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: the MLP's size after block_auto_adjust_ff_dim is %llu, not in [1, "
+                              "1048576]", what, (unsigned long long)ff);
+        c->intermediate_size = (uint32_t)ff;
+    }
+    if ((s = get_real(what, root, "", "norm_eps", false, 1e-5, 0, true, 0.5, &c->rms_norm_eps))) return s;
+    if (get(root, "tie_embedding") && (s = get_bool(what, root, "tie_embedding", true, &c->tie_word_embeddings))) return s;
+    if (!get(root, "tie_embedding") && !get(root, "tie_word_embeddings")) c->tie_word_embeddings = true;
+    if (!get(root, "rope_theta") && get(root, "theta") &&
+        (s = get_real(what, root, "", "theta", true, 0, 0, true, 1e15, &c->rope_theta)))
+        return s;
+    if ((s = get_u32(what, root, "conv_L_cache", false, 3, 1, 16, &c->conv_kernel))) return s;
+    bool bias = false;
+    if ((s = get_bool(what, root, "conv_bias", false, &bias))) return s;
+    if (bias) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: conv_bias true is not supported (LFM2's convolutions without "
+                                "biases only)", what);
+    c->qk_norm = true;
+    uint32_t L = c->num_hidden_layers;
+    const cJSON *types = get(root, "layer_types"), *idx = get(root, "full_attn_idxs");
+    if (types) {
+        if (!cJSON_IsArray(types) || (uint32_t)cJSON_GetArraySize(types) != L)
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%u) strings", what,
+                              L);
+        uint32_t l = 0;
+        for (const cJSON *t = types->child; t; t = t->next, l++) {
+            bool conv = cJSON_IsString(t) && !strcmp(t->valuestring, "conv");
+            if (!conv && !(cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention")))
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types[%u] must be \"conv\" or \"full_attention\"", what,
+                                  l);
+            if (conv) c->conv_layers[l / 32] |= 1u << (l % 32);
+        }
+    } else if (idx) {
+        if (!cJSON_IsArray(idx))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: full_attn_idxs must be a list of layer indices", what);
+        for (uint32_t l = 0; l < L; l++) c->conv_layers[l / 32] |= 1u << (l % 32);
+        for (const cJSON *t = idx->child; t; t = t->next) {
+            if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble < L) || t->valuedouble != (uint32_t)t->valuedouble)
+                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: full_attn_idxs must hold layer indices below %u", what, L);
+            uint32_t l = (uint32_t)t->valuedouble;
+            c->conv_layers[l / 32] &= ~(1u << (l % 32));
+        }
+    }
+    return WGML_OK;
+}
+
 static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_config *c)
 {
     if (!cJSON_IsObject(root))
@@ -216,7 +287,10 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
 
     if ((s = get_u32(what, root, "vocab_size", true, 0, 1, 1u << 24, &c->vocab_size))) return s;
     if ((s = get_u32(what, root, "hidden_size", true, 0, 1, 65536, &c->hidden_size))) return s;
-    if ((s = get_u32(what, root, "intermediate_size", true, 0, 1, 1u << 20, &c->intermediate_size))) return s;
+    bool lfm2 = !strcmp(c->model_type, "lfm2");
+    if ((s = get_u32(what, root, "intermediate_size", !(lfm2 && get(root, "block_ff_dim")), 0, 1, 1u << 20,
+                     &c->intermediate_size)))
+        return s;
     if ((s = get_u32(what, root, "num_hidden_layers", true, 0, 1, 1024, &c->num_hidden_layers))) return s;
     if ((s = get_u32(what, root, "num_attention_heads", true, 0, 1, 1024, &c->num_attention_heads))) return s;
     uint32_t heads = c->num_attention_heads;
@@ -269,9 +343,10 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     const cJSON *rp = get(root, "rope_parameters");
     if (rp && !cJSON_IsObject(rp))
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: rope_parameters must be an object, not %s", what, wgml__json_type(rp));
+    double theta = lfm2 ? 1e6 : 10000;   /* the family's default */
     if (get(root, "rope_theta") || !rp) {
-        if ((s = get_real(what, root, "", "rope_theta", false, 10000, 0, true, 1e15, &c->rope_theta))) return s;
-    } else if ((s = get_real(what, rp, "rope_parameters.", "rope_theta", false, 10000, 0, true, 1e15, &c->rope_theta)))
+        if ((s = get_real(what, root, "", "rope_theta", false, theta, 0, true, 1e15, &c->rope_theta))) return s;
+    } else if ((s = get_real(what, rp, "rope_parameters.", "rope_theta", false, theta, 0, true, 1e15, &c->rope_theta)))
         return s;
     const cJSON *rs = get(root, "rope_scaling");
     if (rs) {
@@ -310,6 +385,8 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
         c->eos_token_ids[0] = (uint32_t)v;
         c->num_eos_token_ids = 1;
     }
+
+    if (lfm2 && (s = parse_lfm2(what, root, c))) return s;
 
     /* MLX quantization */
     const cJSON *q = get(root, "quantization");
@@ -354,6 +431,13 @@ wgml_status wgml_model_config_check(const wgml_model_config *c)
                 "default), not %u", c->max_position_embeddings);
     CHECK_RANGE(c->sliding_window <= (1u << 24), "sliding_window must be in [0, 16777216], not %u", c->sliding_window);
     CHECK_RANGE(!(c->qkv_bias && c->qk_norm), "qkv_bias (Qwen2) and qk_norm (Qwen3) do not go together");
+    CHECK_RANGE(c->conv_kernel <= 16, "conv_kernel must be in [0, 16], not %u", c->conv_kernel);
+    for (uint32_t w = 0; w < 32; w++) {
+        uint32_t below = c->num_hidden_layers >= 32 * (w + 1) ? 0xFFFFFFFFu
+                         : c->num_hidden_layers > 32 * w ? (1u << (c->num_hidden_layers - 32 * w)) - 1 : 0;
+        CHECK_RANGE(!(c->conv_layers[w] & ~below) && (c->conv_kernel || !c->conv_layers[w]),
+                    "conv_layers may name only layers below num_hidden_layers, and only with conv_kernel");
+    }
     CHECK_RANGE(isfinite(c->rms_norm_eps) && c->rms_norm_eps > 0 && c->rms_norm_eps <= 0.5,
                 "rms_norm_eps must be in (0, 0.5], not %g", c->rms_norm_eps);
     CHECK_RANGE(isfinite(c->rope_theta) && c->rope_theta >= 0 && c->rope_theta <= 1e15,

@@ -142,3 +142,88 @@ fn conv_causal_dw(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_i
     if (cp.accumulate != 0u) { acc += cout[d * cp.k + j]; }
     cout[d * cp.k + j] = acc;
 }
+
+// ---- LFM2's gates around the convolution ------------------------------------------------
+//
+// in_proj gives bcx [rows, 3 dim]: B = columns [0, dim), C = [dim, 2 dim), x = [2 dim, 3 dim).
+// The block convolves B * x and gates the result with C.
+//   gate_in            bx = B * x
+//   gate_out           y = C * cv
+//   gate_out_backward  dcv = dy * C, and dbcx's C columns = dy * cv
+//   gate_in_backward   dbcx's B columns = dbx * x, its x columns = dbx * B
+//   conv_rows          out[i, d] = sum_j w[d, j] * hist[rowpos[i] - (K-1) + j, d]: the
+//                      convolution of decoding, over a history of conv inputs (with K - 1
+//                      zero rows before each sequence's first)
+// One thread per element of a [rows, dim] tensor.
+
+struct GateParams {
+    rows: u32,
+    dim: u32,
+    k: u32,         // conv_rows
+    groups_x: u32,
+}
+
+@group(0) @binding(0) var<uniform> gp: GateParams;
+@group(0) @binding(1) var<storage, read> g_bcx: array<f32>;       // bcx; conv_rows: hist
+@group(0) @binding(2) var<storage, read> g_b: array<f32>;         // cv, dbx; conv_rows: w
+@group(0) @binding(3) var<storage, read> g_c: array<f32>;         // dy (gate_out_backward); conv_rows: rowpos
+@group(0) @binding(4) var<storage, read_write> g_out: array<f32>; // bx, y, dcv, dbcx; conv_rows: out
+@group(0) @binding(5) var<storage, read_write> g_out2: array<f32>; // dbcx (gate_out_backward)
+@group(0) @binding(3) var<storage, read> g_rowpos: array<u32>;
+
+fn gate_index(wid: vec3u, lid: vec3u) -> u32 { return (wid.x + wid.y * gp.groups_x) * WG + lid.x; }
+
+@compute @workgroup_size(WG)
+fn gate_in(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = gate_index(wid, lid);
+    if (i >= gp.rows * gp.dim) { return; }
+    let row = i / gp.dim;
+    let d = i - row * gp.dim;
+    let base = row * 3u * gp.dim + d;
+    g_out[i] = g_bcx[base] * g_bcx[base + 2u * gp.dim];
+}
+
+@compute @workgroup_size(WG)
+fn gate_out(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = gate_index(wid, lid);
+    if (i >= gp.rows * gp.dim) { return; }
+    let row = i / gp.dim;
+    let d = i - row * gp.dim;
+    g_out[i] = g_bcx[row * 3u * gp.dim + gp.dim + d] * g_b[i];
+}
+
+// g_b = cv, g_c = dy; g_out = dcv, g_out2 = dbcx
+@compute @workgroup_size(WG)
+fn gate_out_backward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = gate_index(wid, lid);
+    if (i >= gp.rows * gp.dim) { return; }
+    let row = i / gp.dim;
+    let d = i - row * gp.dim;
+    let c = row * 3u * gp.dim + gp.dim + d;
+    g_out[i] = g_c[i] * g_bcx[c];
+    g_out2[c] = g_c[i] * g_b[i];
+}
+
+// g_b = dbx; g_out = dbcx
+@compute @workgroup_size(WG)
+fn gate_in_backward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = gate_index(wid, lid);
+    if (i >= gp.rows * gp.dim) { return; }
+    let row = i / gp.dim;
+    let d = i - row * gp.dim;
+    let base = row * 3u * gp.dim + d;
+    g_out[base] = g_b[i] * g_bcx[base + 2u * gp.dim];
+    g_out[base + 2u * gp.dim] = g_b[i] * g_bcx[base];
+}
+
+@compute @workgroup_size(WG)
+fn conv_rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
+    let i = gate_index(wid, lid);
+    if (i >= gp.rows * gp.dim) { return; }
+    let row = i / gp.dim;
+    let d = i - row * gp.dim;
+    let first = g_rowpos[row] + 1u - gp.k;
+    var acc = 0.0;
+    for (var j = 0u; j < gp.k; j++) { acc += g_b[d * gp.k + j] * g_bcx[(first + j) * gp.dim + d]; }
+    g_out[i] = acc;
+}

@@ -56,7 +56,7 @@ static const wgml__kernel k_causal = CAUSAL("conv_causal", "urrrw"), k_causal_dx
 /* The shape of a causal convolution: input [batch, seq, dim] or [seq, dim], weight [dim, K]
    by element count, bias [dim]; fills p's rows, dim, seq and k. */
 static wgml_status causal_shape(wgml_engine *e, const char *fn, const wgml_tensor *input, const wgml_tensor *weight,
-                                const wgml_tensor *bias, causal_params *p)
+                                const wgml_tensor *bias, const char *bias_name, causal_params *p)
 {
     if (input->ndim != 2 && input->ndim != 3)
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: input has %u dimensions; it must be [batch, seq, dim] or [seq, dim]",
@@ -67,7 +67,7 @@ static wgml_status causal_shape(wgml_engine *e, const char *fn, const wgml_tenso
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: weight has %zu elements; it must be [dim, K] with dim = %zu and K in "
                           "1 .. %d", fn, nw, dim, KMAX);
     if (bias && wgml_tensor_numel(bias) != dim)
-        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: bias has %zu elements; it must have dim = %zu", fn,
+        return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: %s has %zu elements; it must have dim = %zu", fn, bias_name,
                           wgml_tensor_numel(bias), dim);
     WGML_CHECK(wgml__check_u32_numel(e, fn, "input", input));
     *p = (causal_params){ .rows = (uint32_t)rows, .dim = (uint32_t)dim, .seq = (uint32_t)seq, .k = (uint32_t)(nw / dim) };
@@ -104,7 +104,7 @@ wgml_status wgml_conv1d_causal(wgml_engine *e, const wgml_tensor *input, const w
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
     if (bias) WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "bias", bias));
     causal_params p;
-    WGML_CHECK(causal_shape(e, fn, input, weight, bias, &p));
+    WGML_CHECK(causal_shape(e, fn, input, weight, bias, "bias", &p));
     if (!same_shape(out, input)) return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: out must have input's shape", fn);
     p.has_bias = bias != NULL;
     wgml__arg args[4] = { wgml__t(input), wgml__t(weight), wgml__t(bias ? bias : weight), wgml__t(out) };
@@ -134,7 +134,7 @@ wgml_status wgml_conv1d_causal_backward(wgml_engine *e, const wgml_tensor *input
     if (grad_bias && !grad_weight)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_bias needs grad_weight (one pass computes both)", fn);
     causal_params p;
-    WGML_CHECK(causal_shape(e, fn, input, weight, grad_bias, &p));
+    WGML_CHECK(causal_shape(e, fn, input, weight, grad_bias, "grad_bias", &p));
     if (!same_shape(grad_out, input)) return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: grad_out must have input's shape", fn);
     if (grad_input && !same_shape(grad_input, input))
         return wgml__fail(e->ctx, WGML_ERROR_SHAPE, "%s: grad_input must have input's shape", fn);
@@ -155,8 +155,67 @@ wgml_status wgml_conv1d_causal_backward(wgml_engine *e, const wgml_tensor *input
     return causal_dispatch(e, &k_causal_dw, &p, (uint64_t)p.dim * (p.k + 1), args);
 }
 
+/* ---- LFM2's gates, and the convolution of decoding (internal.h) --------------------------- */
+
+typedef struct gate_params { uint32_t rows, dim, k, groups_x; } gate_params;
+
+static const wgml__kernel k_gate_in = CAUSAL("gate_in", "urrrw"), k_gate_out = CAUSAL("gate_out", "urrrw"),
+                          k_gate_out_bwd = CAUSAL("gate_out_backward", "urrrww"),
+                          k_gate_in_bwd = CAUSAL("gate_in_backward", "urrrw"), k_conv_rows = CAUSAL("conv_rows", "urrrw");
+
+static wgml_status gate_dispatch(wgml_engine *e, const wgml__kernel *k, uint32_t rows, uint32_t dim, uint32_t kw,
+                                 const wgml__arg *args, uint32_t nargs)
+{
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, ((uint64_t)rows * dim + WG - 1) / WG, &gx, &gy));
+    gate_params p = { .rows = rows, .dim = dim, .k = kw, .groups_x = gx };
+    return wgml__dispatch(e, k, &p, sizeof p, args, nargs, gx, gy, 1);
+}
+
+static uint32_t rows_of(const wgml_tensor *t, uint32_t dim) { return (uint32_t)(wgml_tensor_numel(t) / dim); }
+
+wgml_status wgml__conv_gate_in(wgml_engine *e, const wgml_tensor *bcx, wgml_tensor *bx)
+{
+    uint32_t dim = (uint32_t)wgml_tensor_dim(bx, wgml_tensor_ndim(bx) - 1);
+    wgml__arg args[4] = { wgml__t(bcx), wgml__t(bcx), wgml__t(bcx), wgml__t(bx) };
+    return gate_dispatch(e, &k_gate_in, rows_of(bx, dim), dim, 0, args, 4);
+}
+
+wgml_status wgml__conv_gate_out(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, wgml_tensor *y)
+{
+    uint32_t dim = (uint32_t)wgml_tensor_dim(y, wgml_tensor_ndim(y) - 1);
+    wgml__arg args[4] = { wgml__t(bcx), wgml__t(cv), wgml__t(cv), wgml__t(y) };
+    return gate_dispatch(e, &k_gate_out, rows_of(y, dim), dim, 0, args, 4);
+}
+
+wgml_status wgml__conv_gate_out_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, const wgml_tensor *dy,
+                                         wgml_tensor *dcv, wgml_tensor *dbcx)
+{
+    uint32_t dim = (uint32_t)wgml_tensor_dim(dy, wgml_tensor_ndim(dy) - 1);
+    wgml__arg args[5] = { wgml__t(bcx), wgml__t(cv), wgml__t(dy), wgml__t(dcv), wgml__t(dbcx) };
+    return gate_dispatch(e, &k_gate_out_bwd, rows_of(dy, dim), dim, 0, args, 5);
+}
+
+wgml_status wgml__conv_gate_in_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *dbx, wgml_tensor *dbcx)
+{
+    uint32_t dim = (uint32_t)wgml_tensor_dim(dbx, wgml_tensor_ndim(dbx) - 1);
+    wgml__arg args[4] = { wgml__t(bcx), wgml__t(dbx), wgml__t(dbx), wgml__t(dbcx) };
+    return gate_dispatch(e, &k_gate_in_bwd, rows_of(dbx, dim), dim, 0, args, 4);
+}
+
+wgml_status wgml__conv_rows(wgml_engine *e, const wgml_tensor *hist, const wgml_tensor *rowpos, const wgml_tensor *w,
+                            wgml_tensor *out)
+{
+    uint32_t dim = (uint32_t)wgml_tensor_dim(out, wgml_tensor_ndim(out) - 1);
+    uint32_t k = (uint32_t)(wgml_tensor_numel(w) / dim);
+    wgml__arg args[4] = { wgml__t(hist), wgml__t(w), wgml__t(rowpos), wgml__t(out) };
+    return gate_dispatch(e, &k_conv_rows, rows_of(out, dim), dim, k, args, 4);
+}
+
 const wgml__kernel wgml__conv_kernels[] = {
     { .file = "conv", .entry = "conv1d_k3", .layout = "urrrw" },
     CAUSAL("conv_causal", "urrrw"), CAUSAL("conv_causal_dx", "urrrw"), CAUSAL("conv_causal_dw", "urrww"),
+    CAUSAL("gate_in", "urrrw"), CAUSAL("gate_out", "urrrw"), CAUSAL("gate_out_backward", "urrrww"),
+    CAUSAL("gate_in_backward", "urrrw"), CAUSAL("conv_rows", "urrrw"),
 };
-const size_t wgml__conv_kernel_count = 4;
+const size_t wgml__conv_kernel_count = sizeof wgml__conv_kernels / sizeof wgml__conv_kernels[0];

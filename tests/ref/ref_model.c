@@ -6,12 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int llama_count(const ref_model_shape *s) { return 2 + REF_PER_LAYER * s->layers + (s->tied ? 0 : 1); }
-static int extras_per_layer(const ref_model_shape *s) { return (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0); }
-int ref_model_param_count(const ref_model_shape *s) { return llama_count(s) + extras_per_layer(s) * s->layers; }
+static bool is_conv(const ref_model_shape *s, int l) { return s->conv_kernel && s->conv[l]; }
+static int layer_count(const ref_model_shape *s, int l) { return is_conv(s, l) ? 8 : REF_PER_LAYER; }
+static const int conv_order[8] = { REF_ATTN_NORM, REF_CONV_IN, REF_CONV_W, REF_CONV_OUT, REF_FFN_NORM, REF_WG, REF_WU, REF_WD };
+static int layer_start(const ref_model_shape *s, int layer)
+{
+    int at = 1;
+    for (int l = 0; l < layer; l++) at += layer_count(s, l);
+    return at;
+}
+static int llama_count(const ref_model_shape *s) { return layer_start(s, s->layers) + 1 + (s->tied ? 0 : 1); }
+static int extras_of(const ref_model_shape *s, int l)
+{
+    return is_conv(s, l) ? 0 : (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0);
+}
+int ref_model_param_count(const ref_model_shape *s)
+{
+    int n = llama_count(s);
+    for (int l = 0; l < s->layers; l++) n += extras_of(s, l);
+    return n;
+}
 int ref_model_extra(const ref_model_shape *s, int layer, int kind)
 {
     int at;
+    if (is_conv(s, layer)) return -1;
     if (kind <= REF_BV) {
         if (!s->qkv_bias) return -1;
         at = kind;
@@ -19,27 +37,49 @@ int ref_model_extra(const ref_model_shape *s, int layer, int kind)
         if (!s->qk_norm) return -1;
         at = (s->qkv_bias ? 3 : 0) + kind - REF_QNORM;
     }
-    return llama_count(s) + extras_per_layer(s) * layer + at;
+    int base = llama_count(s);
+    for (int l = 0; l < layer; l++) base += extras_of(s, l);
+    return base + at;
 }
-int ref_model_param(const ref_model_shape *s, int layer, int kind) { (void)s; return 1 + REF_PER_LAYER * layer + kind; }
-int ref_model_final_norm(const ref_model_shape *s) { return 1 + REF_PER_LAYER * s->layers; }
-int ref_model_head(const ref_model_shape *s) { return s->tied ? -1 : 2 + REF_PER_LAYER * s->layers; }
+int ref_model_param(const ref_model_shape *s, int layer, int kind)
+{
+    int at = layer_start(s, layer);
+    if (!is_conv(s, layer)) return kind < REF_PER_LAYER ? at + kind : -1;
+    for (int j = 0; j < 8; j++)
+        if (conv_order[j] == kind) return at + j;
+    return -1;
+}
+int ref_model_final_norm(const ref_model_shape *s) { return layer_start(s, s->layers); }
+int ref_model_head(const ref_model_shape *s) { return s->tied ? -1 : layer_start(s, s->layers) + 1; }
 
 size_t ref_model_param_numel(const ref_model_shape *s, int i)
 {
     size_t V = (size_t)s->vocab, D = (size_t)s->dim, F = (size_t)s->ffn;
     size_t QD = (size_t)s->heads * s->head_dim, KD = (size_t)s->kv_heads * s->head_dim;
     if (i >= llama_count(s)) {
-        int k = (i - llama_count(s)) % extras_per_layer(s);
-        if (!s->qkv_bias) k += REF_QNORM;
-        return k == REF_BQ ? QD : k <= REF_BV ? KD : (size_t)s->head_dim;
+        int base = llama_count(s);
+        for (int l = 0; l < s->layers; l++) {
+            if (i < base + extras_of(s, l)) {
+                int k = i - base;
+                if (!s->qkv_bias) k += REF_QNORM;
+                return k == REF_BQ ? QD : k <= REF_BV ? KD : (size_t)s->head_dim;
+            }
+            base += extras_of(s, l);
+        }
+        return 0;
     }
     if (i == 0 || i == ref_model_head(s)) return V * D;
     if (i == ref_model_final_norm(s)) return D;
-    switch ((i - 1) % REF_PER_LAYER) {
+    int l = 0;
+    while (l + 1 < s->layers && layer_start(s, l + 1) <= i) l++;
+    int j = i - layer_start(s, l), kind = is_conv(s, l) ? conv_order[j] : j;
+    switch (kind) {
     case REF_ATTN_NORM: case REF_FFN_NORM: return D;
     case REF_WQ: case REF_WO: return QD * D;
     case REF_WK: case REF_WV: return KD * D;
+    case REF_CONV_IN: return 3 * D * D;
+    case REF_CONV_W: return D * (size_t)s->conv_kernel;
+    case REF_CONV_OUT: return D * D;
     default: return F * D;   /* Wg, Wu, Wd */
     }
 }
@@ -266,7 +306,80 @@ static void proj_backward(lora_run *lr, int layer, int k, double *din, double *d
 typedef struct layer_acts {
     double *hin, *xn, *rstd1, *q, *k, *v, *probs, *att, *h2, *xn2, *rstd2, *g, *u, *a;
     double *qr, *kr, *rstdq, *rstdk;   /* q and k before their heads' norms, and those norms' rstd (qk_norm) */
+    double *bcx, *bx, *cv, *y;         /* a convolution layer's (LFM2) */
 } layer_acts;
+
+#define KINDS (REF_CONV_OUT + 1)
+/* Layer l's parameters (and gradients) by kind: NULL where it has none. */
+static void layer_params(const ref_model_shape *s, int l, const double *const *P, double *const *grads, const double **W,
+                         double **G)
+{
+    for (int k = 0; k < KINDS; k++) {
+        int i = ref_model_param(s, l, k);
+        W[k] = i < 0 ? NULL : P[i];
+        if (G) G[k] = i < 0 || !grads ? NULL : grads[i];
+    }
+}
+
+/* LFM2's convolution step: from xn [N, D] to the block's output added into out [N, D]. */
+static void conv_forward(layer_acts *A, const double *const *W, double *out, int B, int T, int D, int K)
+{
+    int N = B * T;
+    A->bcx = zeros((size_t)N * 3 * D); A->bx = zeros((size_t)N * D); A->cv = zeros((size_t)N * D); A->y = zeros((size_t)N * D);
+    linear_forward(A->bcx, A->xn, W[REF_CONV_IN], N, D, 3 * D);
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++)
+            A->bx[(size_t)n * D + d] = A->bcx[(size_t)n * 3 * D + d] * A->bcx[(size_t)n * 3 * D + 2 * D + d];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                double acc = 0;
+                for (int j = 0; j < K; j++) {
+                    int src = t - (K - 1) + j;
+                    if (src >= 0) acc += W[REF_CONV_W][(size_t)d * K + j] * A->bx[((size_t)b * T + src) * D + d];
+                }
+                A->cv[((size_t)b * T + t) * D + d] = acc;
+            }
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++)
+            A->y[(size_t)n * D + d] = A->bcx[(size_t)n * 3 * D + D + d] * A->cv[(size_t)n * D + d];
+    linear_forward(out, A->y, W[REF_CONV_OUT], N, D, D);
+}
+
+/* Its backward: dh (the output's gradient) to dxn (added into), the weights' gradients
+   added into G. */
+static void conv_backward(const layer_acts *A, const double *const *W, double *const *G, const double *dh, double *dxn, int B,
+                          int T, int D, int K)
+{
+    int N = B * T;
+    double *dy = zeros((size_t)N * D), *dcv = zeros((size_t)N * D), *dbx = zeros((size_t)N * D);
+    double *dbcx = zeros((size_t)N * 3 * D);
+    linear_backward(dy, G[REF_CONV_OUT], dh, A->y, W[REF_CONV_OUT], N, D, D);
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++) {
+            size_t i = (size_t)n * D + d, c = (size_t)n * 3 * D + D + d;
+            dcv[i] = dy[i] * A->bcx[c];
+            dbcx[c] = dy[i] * A->cv[i];
+        }
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++)
+                for (int j = 0; j < K; j++) {
+                    int src = t - (K - 1) + j;
+                    if (src < 0) continue;
+                    size_t at = ((size_t)b * T + src) * D + d, here = ((size_t)b * T + t) * D + d;
+                    dbx[at] += W[REF_CONV_W][(size_t)d * K + j] * dcv[here];
+                    G[REF_CONV_W][(size_t)d * K + j] += dcv[here] * A->bx[at];
+                }
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++) {
+            size_t i = (size_t)n * D + d, base = (size_t)n * 3 * D + d;
+            dbcx[base] = dbx[i] * A->bcx[base + 2 * D];
+            dbcx[base + 2 * D] = dbx[i] * A->bcx[base];
+        }
+    linear_backward(dxn, G[REF_CONV_IN], dbcx, A->xn, W[REF_CONV_IN], N, D, 3 * D);
+    free(dy); free(dcv); free(dbx); free(dbcx);
+}
 
 double ref_model_run(const ref_model_shape *s, const float *const *params, const uint32_t *ids,
                      const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
@@ -316,10 +429,16 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
     for (int n = 0; n < N; n++) memcpy(h + (size_t)n * D, emb + (size_t)ids[n] * D, sizeof(double) * D);
     for (int l = 0; l < L; l++) {
         layer_acts *A = &la[l];
-        const double *const *W = (const double *const *)&P[ref_model_param(s, l, 0)];
+        const double *W[KINDS];
+        layer_params(s, l, P, NULL, W, NULL);
         A->hin = h;
         A->xn = zeros((size_t)N * D); A->rstd1 = zeros(N);
         rmsnorm_forward(A->xn, A->rstd1, h, W[REF_ATTN_NORM], N, D, s->eps);
+        A->h2 = zeros((size_t)N * D);
+        if (is_conv(s, l)) {
+            conv_forward(A, W, A->h2, B, T, D, s->conv_kernel);
+            goto mlp;
+        }
         A->q = zeros((size_t)N * QD); A->k = zeros((size_t)N * KD); A->v = zeros((size_t)N * KD);
         proj_forward(lr, l, 0, A->q, A->xn, W[REF_WQ], N, D, QD);
         proj_forward(lr, l, 1, A->k, A->xn, W[REF_WK], N, D, KD);
@@ -341,8 +460,8 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         rope(A->k, B, T, Hk, hd, s->rope_theta, 1);
         A->probs = zeros((size_t)B * H * T * T); A->att = zeros((size_t)N * QD);
         attention_forward(A->att, A->probs, A->q, A->k, A->v, ad);
-        A->h2 = zeros((size_t)N * D);
         proj_forward(lr, l, 3, A->h2, A->att, W[REF_WO], N, QD, D);
+    mlp:
         for (size_t i = 0; i < (size_t)N * D; i++) A->h2[i] += h[i];
         A->xn2 = zeros((size_t)N * D); A->rstd2 = zeros(N);
         rmsnorm_forward(A->xn2, A->rstd2, A->h2, W[REF_FFN_NORM], N, D, s->eps);
@@ -385,9 +504,9 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         double *dq = zeros((size_t)N * QD), *dk = zeros((size_t)N * KD), *dv = zeros((size_t)N * KD);
         for (int l = L - 1; l >= 0; l--) {
             layer_acts *A = &la[l];
-            int p0 = ref_model_param(s, l, 0);
-            const double *const *W = (const double *const *)&P[p0];
-            double *const *G = &grads[p0];
+            const double *W[KINDS];
+            double *G[KINDS];
+            layer_params(s, l, P, grads, W, G);
             /* h_out = h2 + a @ Wd^T: dh flows to h2 unchanged */
             memset(da, 0, sizeof(double) * (size_t)N * F);
             proj_backward(lr, l, 6, da, G[REF_WD], dh, A->a, W[REF_WD], N, F, D);
@@ -400,6 +519,12 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
             proj_backward(lr, l, 4, dxn, G[REF_WG], dg, A->xn2, W[REF_WG], N, D, F);
             proj_backward(lr, l, 5, dxn, G[REF_WU], du, A->xn2, W[REF_WU], N, D, F);
             rmsnorm_backward(dh, G[REF_FFN_NORM], dxn, A->h2, A->rstd2, W[REF_FFN_NORM], N, D);
+            if (is_conv(s, l)) {
+                memset(dxn, 0, sizeof(double) * (size_t)N * D);
+                conv_backward(A, W, G, dh, dxn, B, T, D, s->conv_kernel);
+                rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], N, D);
+                continue;
+            }
             /* h2 = hin + att @ Wo^T */
             memset(datt, 0, sizeof(double) * (size_t)N * QD);
             proj_backward(lr, l, 3, datt, G[REF_WO], dh, A->att, W[REF_WO], N, QD, D);
@@ -442,6 +567,7 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         free(A->hin); free(A->xn); free(A->rstd1); free(A->q); free(A->k); free(A->v); free(A->probs);
         free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
         free(A->qr); free(A->kr); free(A->rstdq); free(A->rstdk);
+        free(A->bcx); free(A->bx); free(A->cv); free(A->y);
     }
     for (int i = 0; i < L * 7; i++) free(lrun.u[i]);
     free(lrun.u);

@@ -16,6 +16,10 @@
          h    = h + att @ Wo^T
          xn2  = RMSNorm(h) * ffn_norm
          h    = h + (silu(xn2 @ Wg^T) * (xn2 @ Wu^T)) @ Wd^T
+       LFM2's convolution layers (conv[l]) replace the attention step by
+         bcx  = xn @ Win^T = (B, C, x) [N, 3D]; bx = B * x
+         cv   = causal convolution of bx along each sequence: cv[t] = sum_j w[:, j] * bx[t - (K-1) + j]
+         h    = h + (C * cv) @ Wout_conv^T
        logits = (RMSNorm(h) * final_norm) @ Wout^T           [N, V]; Wout = embed when tied
        loss   = mean over rows of -log softmax(logits)[target]
 
@@ -26,8 +30,9 @@
    Parameters come as one float array each, in the order of ref_model_param(): the
    embedding, then per layer attn_norm, Wq, Wk, Wv, Wo, ffn_norm, Wg, Wu, Wd, then the final
    norm, then Wout when untied, then per layer the families' extras: bq [H*hd], bk, bv
-   [Hk*hd] (qkv_bias), q_norm, k_norm [hd] (qk_norm). Matrices are [out, in] row-major as
-   Hugging Face stores them. */
+   [Hk*hd] (qkv_bias), q_norm, k_norm [hd] (qk_norm). A convolution layer has attn_norm,
+   Win [3D, D], w [D, K], Wout_conv [D, D], ffn_norm, Wg, Wu, Wd instead, and no extras.
+   Matrices are [out, in] row-major as Hugging Face stores them. */
 #ifndef WGML_REF_MODEL_H
 #define WGML_REF_MODEL_H
 
@@ -41,18 +46,21 @@ typedef struct ref_model_shape {
     bool tied;
     int window;       /* 0: none */
     bool qkv_bias, qk_norm;
+    int conv_kernel;          /* LFM2: the convolutions' width (0: no convolution layers) */
+    const bool *conv;         /* [layers]: layer l convolves (with conv_kernel) */
 } ref_model_shape;
 
 enum {
     REF_ATTN_NORM, REF_WQ, REF_WK, REF_WV, REF_WO, REF_FFN_NORM, REF_WG, REF_WU, REF_WD,
-    REF_PER_LAYER
+    REF_PER_LAYER, REF_CONV_IN = REF_PER_LAYER, REF_CONV_W, REF_CONV_OUT
 };
 /* The families' extra kinds (ref_model_extra). */
 enum { REF_BQ, REF_BK, REF_BV, REF_QNORM, REF_KNORM };
 
-/* Number of parameter tensors: 1 + 9 * layers + 1 (+ 1 untied) (+ the extras). */
+/* Number of parameter tensors: 1 + 9 per attention layer and 8 per convolution layer + 1
+   (+ 1 untied) (+ the extras). */
 int ref_model_param_count(const ref_model_shape *s);
-/* Index of a layer's parameter (kind REF_*); the embedding is 0, the final norm
+/* Index of a layer's parameter (kind REF_*; -1 when the layer has none); the embedding is 0, the final norm
    ref_model_final_norm(), the untied head ref_model_head(). */
 int ref_model_param(const ref_model_shape *s, int layer, int kind);
 int ref_model_final_norm(const ref_model_shape *s);
