@@ -2184,15 +2184,20 @@ WGML_API wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path);
    adapter_model.safetensors with PEFT's keys,
        base_model.model.model.layers.<i>.self_attn.q_proj.lora_A.weight   [rank, in]
        base_model.model.model.layers.<i>.self_attn.q_proj.lora_B.weight   [out, rank]
-   (k_proj, v_proj, o_proj under self_attn; gate_proj, up_proj, down_proj under mlp), so
+   (k_proj, v_proj, o_proj under self_attn; gate_proj, up_proj, down_proj under mlp; an
+   LFM2 model's as its weights are named: self_attn.out_proj, feed_forward.w1 / w3 / w2,
+   and in its convolution layers conv.in_proj and conv.out_proj, PEFT's out_proj naming
+   both output projections), so
    PeftModel.from_pretrained(base, dir) loads what wgml writes and wgml loads what PEFT
    writes (f32, f16 or bf16; what PEFT can write but wgml cannot run, DoRA, biases,
    per-module ranks, modules_to_save, is refused by name). */
 
 typedef enum wgml_lora_target {
-    WGML_LORA_Q = 1 << 0, WGML_LORA_K = 1 << 1, WGML_LORA_V = 1 << 2, WGML_LORA_O = 1 << 3,
+    WGML_LORA_Q = 1 << 0, WGML_LORA_K = 1 << 1, WGML_LORA_V = 1 << 2,
+    WGML_LORA_O = 1 << 3,      /* o_proj; LFM2's out_proj of both attention and convolution */
     WGML_LORA_GATE = 1 << 4, WGML_LORA_UP = 1 << 5, WGML_LORA_DOWN = 1 << 6,
-    WGML_LORA_ALL = 0x7F
+    WGML_LORA_IN = 1 << 7,     /* LFM2's convolution in_proj */
+    WGML_LORA_ALL = 0xFF       /* every projection the model has */
 } wgml_lora_target;
 
 /* Zero-initialise; zero fields take the defaults shown (PEFT's and the CLI's). */
@@ -2203,7 +2208,9 @@ typedef struct wgml_lora_desc {
                                   (wgml_dropout) to each target's input before A, as PEFT's
                                   lora_dropout does; running the adapter (eval, decoding)
                                   never drops. Default 0 */
-    uint32_t targets;          /* wgml_lora_target bits; default WGML_LORA_ALL */
+    uint32_t targets;          /* wgml_lora_target bits; default WGML_LORA_ALL: every
+                                  projection the model has (wgml_lora_get_desc lists them);
+                                  a projection the model lacks is refused */
     bool rslora;               /* scale = alpha / sqrt(rank) */
 } wgml_lora_desc;
 
@@ -2213,7 +2220,8 @@ typedef struct wgml_lora wgml_lora;
    adapter on every adapter), attached to m. A model has at most one adapter.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; rank 0 after defaults, over 4096 or over a
            target's smaller side; alpha not finite and positive; targets outside
-           WGML_LORA_ALL; dropout outside [0, 1); m already has an adapter), device errors. */
+           WGML_LORA_ALL or naming a projection m lacks; dropout outside [0, 1); m already
+           has an adapter), device errors. */
 WGML_API wgml_status wgml_lora_create(wgml_model *m, const wgml_lora_desc *desc, uint64_t seed, wgml_lora **out);
 /* Detaches and frees the adapter. NULL is a no-op. */
 WGML_API void wgml_lora_destroy(wgml_lora *l);

@@ -430,7 +430,7 @@ void wgml__model_param_spec(const wgml_model_config *c, size_t i, char name[WGML
 
 /* The projections an adapter may target, in wgml_lora_target bit order: q, k, v, o, gate,
    up, down. */
-#define WGML__LORA_KINDS 7
+#define WGML__LORA_KINDS 8
 struct wgml_lora {
     wgml_model *m;                /* attached to it while m's adapter is this one */
     wgml_lora_desc d;             /* defaults filled in */
@@ -442,6 +442,9 @@ struct wgml_lora {
     char **names;                 /* PEFT's keys */
 };
 /* The base weight a target of the adapter sits on. */
+/* The parameter index of LoRA target k (wgml_lora_target's bit index) of layer l, or
+   SIZE_MAX where the layer has no such projection (src/model.c). */
+size_t wgml__model_lora_weight(const wgml_model *m, uint32_t l, int k);
 wgml_tensor *wgml__lora_base_weight(const wgml_lora *l, uint32_t layer, int kind);
 /* The model's adapter (NULL: none), attaching (or, with NULL, detaching) one, and the
    engine the model runs on (src/model.c). */

@@ -13,30 +13,42 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The projections, in wgml_lora_target bit order: PEFT's module names and their place. */
-static const struct { const char *module, *block; } targets[WGML__LORA_KINDS] = {
-    { "q_proj", "self_attn" }, { "k_proj", "self_attn" }, { "v_proj", "self_attn" }, { "o_proj", "self_attn" },
-    { "gate_proj", "mlp" }, { "up_proj", "mlp" }, { "down_proj", "mlp" },
-};
+/* The projections, in wgml_lora_target bit order: PEFT's module names in each family.
+   LFM2's out_proj is both its attention's and its convolution's output projection (PEFT
+   matches the name in either block); in_proj only its convolution layers have. */
+static const char *const llama_modules[WGML__LORA_KINDS] = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                             "up_proj", "down_proj", NULL };
+static const char *const lfm2_modules[WGML__LORA_KINDS] = { "q_proj", "k_proj", "v_proj", "out_proj", "w1", "w3", "w2",
+                                                            "in_proj" };
+static const char *module_of(const wgml_model *m, int k)
+{
+    return (wgml_model_get_config(m)->conv_kernel ? lfm2_modules : llama_modules)[k];
+}
 
 #define MAX_RANK 4096u
 
-/* The model's weight of target kind k of layer l: its parameter index. */
-static size_t weight_index(uint32_t l, int k)
-{
-    /* model.c's order per layer: attn_norm, q, k, v, o, ffn_norm, gate, up, down */
-    static const int offset[WGML__LORA_KINDS] = { 1, 2, 3, 4, 6, 7, 8 };
-    return 1 + (size_t)l * 9 + (size_t)offset[k];
-}
-
 wgml_tensor *wgml__lora_base_weight(const wgml_lora *l, uint32_t layer, int k)
 {
-    return wgml_model_param(l->m, weight_index(layer, k), NULL);
+    return wgml_model_param(l->m, wgml__model_lora_weight(l->m, layer, k), NULL);
 }
 
-static void key_of(char *buf, size_t size, uint32_t layer, int k, char ab)
+/* PEFT's key of A or B of target k of layer l: the weight's name with its ".weight" for
+   ".lora_A.weight", under "base_model.model.". */
+static void key_of(const wgml_model *m, char *buf, size_t size, uint32_t layer, int k, char ab)
 {
-    snprintf(buf, size, "base_model.model.model.layers.%u.%s.%s.lora_%c.weight", layer, targets[k].block, targets[k].module, ab);
+    const char *name;
+    wgml_model_param(m, wgml__model_lora_weight(m, layer, k), &name);
+    snprintf(buf, size, "base_model.model.%.*s.lora_%c.weight", (int)(strlen(name) - strlen(".weight")), name, ab);
+}
+
+/* The targets the model has in some layer, as bits. */
+static uint32_t available(const wgml_model *m)
+{
+    uint32_t bits = 0, L = wgml_model_get_config(m)->num_hidden_layers;
+    for (uint32_t l = 0; l < L; l++)
+        for (int k = 0; k < WGML__LORA_KINDS; k++)
+            if (wgml__model_lora_weight(m, l, k) != SIZE_MAX) bits |= 1u << k;
+    return bits;
 }
 
 void wgml_lora_destroy(wgml_lora *l)
@@ -63,41 +75,50 @@ static wgml_status make(wgml_model *m, const char *fn, wgml_lora_desc d, bool ze
     if (wgml__model_lora(m)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the model already has an adapter", fn);
     if (!d.rank) d.rank = 8;
     if (d.alpha == 0) d.alpha = 16;
-    if (!d.targets) d.targets = WGML_LORA_ALL;
+    if (!d.targets) d.targets = available(m);   /* WGML_LORA_ALL's meaning: every projection the model has */
     if (d.rank > MAX_RANK) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: rank %u is over %u", fn, d.rank, MAX_RANK);
     if (!(isfinite(d.alpha) && d.alpha > 0))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: alpha (%g) must be finite and positive", fn, d.alpha);
     if (d.targets & ~(uint32_t)WGML_LORA_ALL)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: targets 0x%x has bits outside WGML_LORA_ALL", fn, d.targets);
+    if (d.targets == WGML_LORA_ALL) d.targets = available(m);
+    for (int k = 0; k < WGML__LORA_KINDS; k++)
+        if (d.targets >> k & 1 && !(available(m) >> k & 1))
+            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: targets has bit %d, a projection (%s) this model does not "
+                              "have", fn, k, k == 7 ? "LFM2's in_proj" : module_of(m, k));
     if (!(d.dropout >= 0 && d.dropout < 1))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: dropout (%g) must be in [0, 1)", fn, d.dropout);
     uint32_t L = wgml_model_get_config(m)->num_hidden_layers;
-    for (int k = 0; k < WGML__LORA_KINDS; k++) {
-        if (!(d.targets & (1u << k))) continue;
-        wgml_tensor *w = wgml_model_param(m, weight_index(0, k), NULL);
-        size_t small = wgml_tensor_dim(w, 0) < wgml_tensor_dim(w, 1) ? wgml_tensor_dim(w, 0) : wgml_tensor_dim(w, 1);
-        if (d.rank > small)
-            return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: rank %u is over %s's smaller side (%zu)", fn, d.rank,
-                              targets[k].module, small);
-    }
+    for (uint32_t layer = 0; layer < L; layer++)
+        for (int k = 0; k < WGML__LORA_KINDS; k++) {
+            size_t wi = wgml__model_lora_weight(m, layer, k);
+            if (!(d.targets & (1u << k)) || wi == SIZE_MAX) continue;
+            wgml_tensor *w = wgml_model_param(m, wi, NULL);
+            size_t small = wgml_tensor_dim(w, 0) < wgml_tensor_dim(w, 1) ? wgml_tensor_dim(w, 0) : wgml_tensor_dim(w, 1);
+            if (d.rank > small)
+                return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: rank %u is over %s's smaller side (%zu)", fn, d.rank,
+                                  module_of(m, k), small);
+        }
     wgml_lora *l = calloc(1, sizeof *l);
     if (!l) return wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     l->m = m;
     l->d = d;
     l->scale = d.rslora ? d.alpha / sqrtf((float)d.rank) : d.alpha / (float)d.rank;
     l->layers = L;
-    size_t ntargets = 0;
-    for (int k = 0; k < WGML__LORA_KINDS; k++) ntargets += (d.targets >> k) & 1;
+    size_t ntargets = 0;   /* target projections over all layers */
+    for (uint32_t layer = 0; layer < L; layer++)
+        for (int k = 0; k < WGML__LORA_KINDS; k++) ntargets += (d.targets >> k & 1) && wgml__model_lora_weight(m, layer, k) != SIZE_MAX;
     l->a = calloc((size_t)L * WGML__LORA_KINDS, sizeof *l->a);
     l->b = calloc((size_t)L * WGML__LORA_KINDS, sizeof *l->b);
-    l->params = calloc(2 * ntargets * L + 1, sizeof *l->params);
-    l->names = calloc(2 * ntargets * L + 1, sizeof *l->names);
+    l->params = calloc(2 * ntargets + 1, sizeof *l->params);
+    l->names = calloc(2 * ntargets + 1, sizeof *l->names);
     wgml_status s = l->a && l->b && l->params && l->names ? WGML_OK
                                                           : wgml__fail(ctx, WGML_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     for (uint32_t layer = 0; layer < L && !s; layer++)
         for (int k = 0; k < WGML__LORA_KINDS && !s; k++) {
-            if (!(d.targets & (1u << k))) continue;
-            wgml_tensor *w = wgml_model_param(m, weight_index(layer, k), NULL);
+            size_t wi = wgml__model_lora_weight(m, layer, k);
+            if (!(d.targets & (1u << k)) || wi == SIZE_MAX) continue;
+            wgml_tensor *w = wgml_model_param(m, wi, NULL);
             size_t out_dim = wgml_tensor_dim(w, 0), in_dim = wgml_tensor_dim(w, 1);
             size_t slot = (size_t)layer * WGML__LORA_KINDS + (size_t)k;
             for (int ab = 0; ab < 2 && !s; ab++) {
@@ -107,7 +128,7 @@ static wgml_status make(wgml_model *m, const char *fn, wgml_lora_desc d, bool ze
                 if (!s && zero) s = wgml_tensor_zero(t);
                 if (s) break;
                 char name[160];
-                key_of(name, sizeof name, layer, k, ab ? 'B' : 'A');
+                key_of(m, name, sizeof name, layer, k, ab ? 'B' : 'A');
                 l->params[l->nparams] = t;
                 l->names[l->nparams] = strdup(name);
                 l->nparams++;
@@ -138,9 +159,6 @@ wgml_status wgml_lora_create(wgml_model *m, const wgml_lora_desc *desc, uint64_t
     const char *fn = "wgml_lora_create";
     if (out) *out = NULL;
     if (!m || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, m ? "out" : "m");
-    if (wgml_model_get_config(m)->conv_kernel)
-        return wgml__fail(wgml_tensor_context(wgml_model_param(m, 0, NULL)), WGML_ERROR_UNSUPPORTED, "%s: LoRA adapters of "
-                          "LFM2 models are not supported yet", fn);
     wgml_lora *l;
     WGML_CHECK(make(m, fn, desc ? *desc : (wgml_lora_desc){ 0 }, true, &l));
     /* A: kaiming_uniform_(a = sqrt(5)), gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / in)
@@ -245,7 +263,7 @@ wgml_status wgml_lora_save(const wgml_lora *l, const char *dir, const char *base
     cJSON *c = cJSON_CreateObject(), *mods = cJSON_CreateArray();
     bool ok = c && mods;
     for (int k = 0; k < WGML__LORA_KINDS && ok; k++)
-        if (l->d.targets & (1u << k)) ok = cJSON_AddItemToArray(mods, cJSON_CreateString(targets[k].module));
+        if (l->d.targets & (1u << k)) ok = cJSON_AddItemToArray(mods, cJSON_CreateString(module_of(l->m, k)));
     ok = ok && cJSON_AddItemToObject(c, "alpha_pattern", cJSON_CreateObject());
     ok = ok && cJSON_AddItemToObject(c, "auto_mapping", cJSON_CreateNull());
     ok = ok && cJSON_AddItemToObject(c, "base_model_name_or_path", base_model ? cJSON_CreateString(base_model) : cJSON_CreateNull());
@@ -300,7 +318,7 @@ static bool null_or_false(const cJSON *it) { return cJSON_IsNull(it) || cJSON_Is
 static bool null_or_empty(const cJSON *it) { return cJSON_IsNull(it) || ((cJSON_IsObject(it) || cJSON_IsArray(it)) && !it->child); }
 
 /* The config's targets as wgml_lora_target bits. */
-static wgml_status read_targets(wgml_context *ctx, const char *what, const cJSON *mods, uint32_t *bits)
+static wgml_status read_targets(wgml_context *ctx, const wgml_model *m, const char *what, const cJSON *mods, uint32_t *bits)
 {
     *bits = 0;
     if (!cJSON_IsArray(mods))
@@ -309,12 +327,15 @@ static wgml_status read_targets(wgml_context *ctx, const char *what, const cJSON
     for (const cJSON *e = mods->child; e; e = e->next) {
         int found = -1;
         for (int k = 0; k < WGML__LORA_KINDS && cJSON_IsString(e); k++)
-            if (strcmp(e->valuestring, targets[k].module) == 0) found = k;
+            if (module_of(m, k) && strcmp(e->valuestring, module_of(m, k)) == 0) found = k;
         if (found < 0) {
-            char q[WGML__QUOTE_MAX];
+            char q[WGML__QUOTE_MAX], list[160] = "";
+            for (int k = 0; k < WGML__LORA_KINDS; k++)
+                if (available(m) >> k & 1)
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", module_of(m, k));
             const char *name = cJSON_IsString(e) ? e->valuestring : "(not a string)";
-            return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_lora_load: %s: target module '%s' is not one of q_proj, k_proj, "
-                              "v_proj, o_proj, gate_proj, up_proj, down_proj", what, wgml__quote(q, sizeof q, name, strlen(name)));
+            return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_lora_load: %s: target module '%s' is not one of %s", what,
+                              wgml__quote(q, sizeof q, name, strlen(name)), list);
         }
         *bits |= 1u << found;
     }
@@ -354,8 +375,6 @@ wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out)
     if (out) *out = NULL;
     if (!m || !dir || !out) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: m, dir and out must not be NULL", fn);
     wgml_context *ctx = wgml_tensor_context(wgml_model_param(m, 0, NULL));
-    if (wgml_model_get_config(m)->conv_kernel)
-        return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: LoRA adapters of LFM2 models are not supported yet", fn);
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     char *json = NULL;
@@ -398,7 +417,7 @@ wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out)
     if (!s) s = unsupported_if(ctx, path, root, "rank_pattern", null_or_empty);
     if (!s) s = unsupported_if(ctx, path, root, "alpha_pattern", null_or_empty);
     if (!s) s = unsupported_if(ctx, path, root, "layers_to_transform", null_or_empty);
-    if (!s) s = read_targets(ctx, path, cJSON_GetObjectItemCaseSensitive(root, "target_modules"), &d.targets);
+    if (!s) s = read_targets(ctx, m, path, cJSON_GetObjectItemCaseSensitive(root, "target_modules"), &d.targets);
     cJSON_Delete(root);
     if (s) return s;
 
@@ -412,11 +431,12 @@ wgml_status wgml_lora_load(wgml_model *m, const char *dir, wgml_lora **out)
     size_t expected = 0;
     for (uint32_t layer = 0; layer < L && !s; layer++)
         for (int k = 0; k < WGML__LORA_KINDS && !s; k++) {
-            if (!(d.targets & (1u << k))) continue;
-            wgml_tensor *w = wgml_model_param(m, weight_index(layer, k), NULL);
+            size_t wi = wgml__model_lora_weight(m, layer, k);
+            if (!(d.targets & (1u << k)) || wi == SIZE_MAX) continue;
+            wgml_tensor *w = wgml_model_param(m, wi, NULL);
             for (int ab = 0; ab < 2 && !s; ab++) {
                 char key[160];
-                key_of(key, sizeof key, layer, k, ab ? 'B' : 'A');
+                key_of(m, key, sizeof key, layer, k, ab ? 'B' : 'A');
                 uint64_t want0 = ab ? wgml_tensor_dim(w, 0) : d.rank, want1 = ab ? d.rank : wgml_tensor_dim(w, 1);
                 int64_t idx = wgml_checkpoint_find(ck, key);
                 wgml_file_tensor info;

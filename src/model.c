@@ -480,12 +480,21 @@ static int lora_kind(int kind)
     case P_WQ: return 0;
     case P_WK: return 1;
     case P_WV: return 2;
-    case P_WO: return 3;
+    case P_WO: case P_CONV_OUT: return 3;
     case P_WG: return 4;
     case P_WU: return 5;
     case P_WD: return 6;
+    case P_CONV_IN: return 7;
     default: return -1;
     }
+}
+
+size_t wgml__model_lora_weight(const wgml_model *m, uint32_t l, int k)
+{
+    static const int attn[WGML__LORA_KINDS] = { P_WQ, P_WK, P_WV, P_WO, P_WG, P_WU, P_WD, -1 },
+                     conv[WGML__LORA_KINDS] = { -1, -1, -1, P_CONV_OUT, P_WG, P_WU, P_WD, P_CONV_IN };
+    int kind = (conv_layer(&m->cfg, l) ? conv : attn)[k];
+    return kind < 0 ? SIZE_MAX : slot_index(m, l, kind);
 }
 
 /* The adapter's A and B on projection kind of layer l (false when it has none there). */
@@ -561,9 +570,10 @@ static wgml_status shape3(wgml_tensor *t, size_t a, size_t b, size_t c) { return
    bcx = in_proj(x) = (B, C, x'), bx = B * x', cv = the causal convolution of bx along each
    sequence, y = C * cv, out = out_proj(y). t: see proj. */
 static wgml_status conv_block(const wgml_model *m, const wgml_trainer *t, uint32_t l, const wgml_tensor *x, wgml_tensor *bcx,
-                              wgml_tensor *bx, wgml_tensor *cv, wgml_tensor *y, wgml_tensor *out, uint32_t B, uint32_t T)
+                              wgml_tensor *bx, wgml_tensor *cv, wgml_tensor *y, wgml_tensor *out, wgml_tensor *const *xas,
+                              uint32_t B, uint32_t T)
 {
-    TRY(proj(m, t, l, P_CONV_IN, x, bcx, NULL));
+    TRY(proj(m, t, l, P_CONV_IN, x, bcx, xas[7]));
     TRY(wgml__conv_gate_in(m->e, bcx, bx));
     TRY(shape3(bx, B, T, m->D));
     TRY(shape3(cv, B, T, m->D));
@@ -572,7 +582,7 @@ static wgml_status conv_block(const wgml_model *m, const wgml_trainer *t, uint32
     TRY(shape2(cv, (size_t)B * T, m->D));
     TRY(s);
     TRY(wgml__conv_gate_out(m->e, bcx, cv, y));
-    return proj(m, t, l, P_CONV_OUT, y, out, NULL);
+    return proj(m, t, l, P_CONV_OUT, y, out, xas[3]);
 }
 
 /* ---- training ------------------------------------------------------------------------- */
@@ -733,6 +743,8 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->hin, N, m->D)); MK(mk2(ctx, &A->xn, N, m->D));
         MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
+        for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
+            if (m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)k]) MK(mk2(ctx, &A->xas[k], N, m->lora->d.rank));
         if (conv_layer(&m->cfg, l)) {
             any_conv = true;
             MK(mk2(ctx, &A->bcx, N, 3 * (size_t)m->D)); MK(mk2(ctx, &A->bx, N, m->D));
@@ -743,8 +755,6 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->att, N, m->QD));
         MK(mk(ctx, &A->lse, WGML_F32, 3, t->B, m->H, t->T, 0));
         if (m->cfg.qk_norm) { MK(mk2(ctx, &A->qr, N, m->QD)); MK(mk2(ctx, &A->kr, N, m->KD)); }
-        for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
-            if (m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)k]) MK(mk2(ctx, &A->xas[k], N, m->lora->d.rank));
     }
     MK(mk(ctx, &t->ids, WGML_U32, 1, N, 0, 0, 0)); MK(mk(ctx, &t->targets, WGML_U32, 1, N, 0, 0, 0));
     MK(mk2(ctx, &t->o, N, m->D)); MK(mk2(ctx, &t->f, N, m->D)); MK(mk2(ctx, &t->hf, N, m->D));
@@ -768,7 +778,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         const size_t width[3] = { m->D, m->F, m->QD };
         for (int w = 0; w < 3; w++)
             for (uint32_t l = 0; l < m->L && !t->xdrop[w]; l++)
-                for (int kind = 0; kind < P_PER_LAYER && !t->xdrop[w]; kind++) {
+                for (int kind = 0; kind < P_KINDS && !t->xdrop[w]; kind++) {
                     wgml_tensor *a, *b;
                     if (lora_of(m, l, kind, &a, &b) && wgml_tensor_dim(a, 1) == width[w]) MK(mk2(ctx, &t->xdrop[w], N, width[w]));
                 }
@@ -846,7 +856,7 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
         if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
         if (conv_layer(&m->cfg, l)) {
-            TRY(conv_block(m, drop, l, A->xn, A->bcx, A->bx, A->cv, A->y, t->o, t->B, t->T));
+            TRY(conv_block(m, drop, l, A->xn, A->bcx, A->bx, A->cv, A->y, t->o, A->xas, t->B, t->T));
         } else {
         TRY(qkv(m, drop, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
@@ -1343,11 +1353,11 @@ static wgml_status forward_pass(wgml_model *m, decode_ws *w, const cache_steps *
         if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
         else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
         if (conv_layer(&m->cfg, l)) {
-            TRY(proj(m, NULL, l, P_CONV_IN, w->xn, w->bcx, NULL));
+            TRY(proj(m, NULL, l, P_CONV_IN, w->xn, w->bcx, w->xas));
             TRY(wgml__conv_gate_in(e, w->bcx, w->bx));
             TRY(steps->convolve(u, l, w));
             TRY(wgml__conv_gate_out(e, w->bcx, w->cv, w->y));
-            TRY(proj(m, NULL, l, P_CONV_OUT, w->y, w->o, NULL));
+            TRY(proj(m, NULL, l, P_CONV_OUT, w->y, w->o, w->xas));
         } else {
             TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
             TRY(steps->attend(u, l, w));

@@ -207,7 +207,8 @@ run 1 "$wgml" generate --model "$work/qwen" --tokens 1
 said "q_norm"
 
 # ---- 5b. LFM2: trained from scratch with convolution layers (written as Hugging Face's
-# Lfm2ForCausalLM), resumed, then run by every command; LoRA adapters refused by name
+# Lfm2ForCausalLM), resumed, then run by every command; a LoRA adapter on all its
+# projections (PEFT's names), run unmerged and merged
 case="lfm2"
 lfm2=(--dim 16 --heads 2 --kv-heads 1 --layers 3 --layer-types cac --ffn 32 --context 16 --batch 2 --eval-every 0)
 run 0 "$wgml" train "${lfm2[@]}" --steps 4 --save-every 2 --out "$work/lfm2"
@@ -223,9 +224,15 @@ run 0 "$wgml" eval --model "$work/lfm2" --data "$model/loss.csv" --context 16
 run 0 "$wgml" logits --model "$work/lfm2" --text "This" --out "$work/lfm2.bin"
 for i in $(seq 1 40); do printf '{"text": "the quick brown fox %d"}\n' $i; done >"$work/fox.jsonl"
 run 0 "$wgml" finetune --model "$work/lfm2" --full --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --out "$work/lfm2ft"
-run 1 "$wgml" finetune --model "$work/lfm2" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --out "$work/lfm2lora"
-said "LoRA adapters of LFM2 models are not supported yet"
-absent "$work/lfm2lora"
+run 0 "$wgml" finetune --model "$work/lfm2" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --lr 1e-2 \
+    --out "$work/lfm2lora"
+said "on q,k,v,o,gate,up,down,in"
+check 'grep -q "in_proj" "$work/lfm2lora/adapter_config.json"' "the LFM2 adapter does not target in_proj"
+run 0 "$wgml" generate --model "$work/lfm2" --adapter "$work/lfm2lora" --prompt "The" --tokens 6 --temperature 0
+unmerged=$(head -c 200 "$work/out")
+run 0 "$wgml" merge --model "$work/lfm2" --adapter "$work/lfm2lora" --out "$work/lfm2merged"
+run 0 "$wgml" generate --model "$work/lfm2merged" --prompt "The" --tokens 6 --temperature 0
+check '[ "$(head -c 200 "$work/out")" = "$unmerged" ]' "merged LFM2 generates other text than the adapter unmerged"
 run 2 "$wgml" train "${lfm2[@]}" --layer-types cxa --steps 1 --out "$work/lfm2bad"
 said "one letter, c or a"
 absent "$work/lfm2bad"

@@ -24,6 +24,11 @@ static const tiny tiny_qwen2 = { { .vocab = 59, .dim = 28, .layers = 2, .heads =
                                    .rope_theta = 1000000, .eps = 1e-6, .tied = true, .window = 4, .qkv_bias = true }, 2, 11 };
 static const tiny tiny_qwen3 = { { .vocab = 53, .dim = 24, .layers = 1, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 30,
                                    .rope_theta = 1000000, .eps = 1e-6, .tied = false, .qk_norm = true }, 2, 9 };
+/* LFM2: convolution, attention, convolution (its in_proj and out_proj are targets too) */
+static const bool lfm2_conv[3] = { true, false, true };
+static const tiny tiny_lfm2 = { { .vocab = 47, .dim = 20, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 26,
+                                  .rope_theta = 1000000, .eps = 1e-5, .tied = true, .qk_norm = true, .conv_kernel = 3,
+                                  .conv = lfm2_conv }, 2, 10 };
 
 /* Tolerances as test_model.c derives them for the same model: f32 stages of dot products
    of at most 48 terms, errors of order 1e-6 against logits below 10. The adapter adds two
@@ -35,7 +40,10 @@ static wgml_model_config config_of(const ref_model_shape *s)
 {
     wgml_model_config c;
     memset(&c, 0, sizeof c);
-    strcpy(c.model_type, s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : "llama");
+    strcpy(c.model_type, s->conv_kernel ? "lfm2" : s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : "llama");
+    c.conv_kernel = (uint32_t)s->conv_kernel;
+    for (int l = 0; l < s->layers && s->conv_kernel; l++)
+        if (s->conv[l]) c.conv_layers[l / 32] |= 1u << (l % 32);
     c.sliding_window = (uint32_t)s->window;
     c.qkv_bias = s->qkv_bias;
     c.qk_norm = s->qk_norm;
@@ -64,7 +72,7 @@ typedef struct fixture {
     int np, rank;
     double scale;
     double **p;                   /* model parameters */
-    double *a[64], *b[64];        /* per layer * 7 + target; NULL where none */
+    double *a[64], *b[64];        /* per layer * REF_LORA_KINDS + target; NULL where none */
 } fixture;
 
 static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t targets, bool rslora, float dropout,
@@ -101,7 +109,9 @@ static void reload_packed(fixture *f, wgml_weights weights)
         wgml_tensor *t = wgml_model_param(f->m, (size_t)i, NULL);
         size_t n = wgml_tensor_numel(t);
         wgml_tensor *u = th_poisoned(WGML_F32, TH_SHAPE(n));
-        if (wgml_tensor_ndim(t) == 2) {
+        const char *name;
+        wgml_model_param(f->m, (size_t)i, &name);
+        if (wgml_tensor_ndim(t) == 2 && !strstr(name, ".conv.conv.")) {   /* LFM2's convolution weights stay f32 */
             TH_CHECK(wgml_tensor_dtype(t) == (weights == WGML_WEIGHTS_KEEP ? WGML_BF16 : WGML_AFFINE), "parameter %d is %s", i,
                      wgml_dtype_name(wgml_tensor_dtype(t)));
             TH_EXPECT(wgml_unpack(th_eng, t, u), WGML_OK);
@@ -142,8 +152,8 @@ static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t
     TH_CHECK(fabs(wgml_lora_scale(f->l) - f->scale) < 1e-6, "scale %g, want %g", wgml_lora_scale(f->l), f->scale);
     size_t i = 0;
     for (int l = 0; l < s->layers; l++)
-        for (int k = 0; k < 7; k++) {
-            if (!(targets & (1u << k))) continue;
+        for (int k = 0; k < REF_LORA_KINDS; k++) {
+            if (!(targets & (1u << k)) || ref_lora_param(s, l, k) < 0) continue;
             for (int ab = 0; ab < 2; ab++, i++) {
                 wgml_tensor *t = wgml_lora_param(f->l, i, NULL);
                 size_t n = wgml_tensor_numel(t);
@@ -152,8 +162,8 @@ static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t
                 th_to_double(x, dst, n);
                 TH_EXPECT(wgml_tensor_write(t, 0, x, n * sizeof *x), WGML_OK);
                 free(x);
-                if (ab) f->b[l * 7 + k] = dst;
-                else f->a[l * 7 + k] = dst;
+                if (ab) f->b[l * REF_LORA_KINDS + k] = dst;
+                else f->a[l * REF_LORA_KINDS + k] = dst;
             }
         }
     TH_CHECK(i == wgml_lora_param_count(f->l), "%zu adapter tensors, want %zu", wgml_lora_param_count(f->l), i);
@@ -228,12 +238,12 @@ static void check_train(const tiny *tc, uint32_t rank, uint32_t targets, bool rs
     char what[160];
     size_t i = 0;
     for (int l = 0; l < s->layers; l++)
-        for (int k = 0; k < 7; k++) {
-            if (!f.a[l * 7 + k]) continue;
+        for (int k = 0; k < REF_LORA_KINDS; k++) {
+            if (!f.a[l * REF_LORA_KINDS + k]) continue;
             int out, in;
-            ref_lora_dims(s, k, &out, &in);
+            ref_lora_dims(s, l, k, &out, &in);
             double *da = th_alloc_d((size_t)f.rank * in), *db = th_alloc_d((size_t)out * f.rank);
-            ref_lora_grads(out, in, f.rank, f.scale, f.a[l * 7 + k], f.b[l * 7 + k], g[ref_lora_param(s, l, k)], da, db);
+            ref_lora_grads(out, in, f.rank, f.scale, f.a[l * REF_LORA_KINDS + k], f.b[l * REF_LORA_KINDS + k], g[ref_lora_param(s, l, k)], da, db);
             for (int ab = 0; ab < 2; ab++, i++) {
                 const double *want = ab ? db : da;
                 size_t n = ab ? (size_t)out * f.rank : (size_t)f.rank * in;
@@ -286,6 +296,8 @@ static void test_train_against_reference(void)
     check_train(&tiny_a, 1, WGML_LORA_O | WGML_LORA_GATE | WGML_LORA_UP | WGML_LORA_K, false, WGML_WEIGHTS_F32);
     check_train(&tiny_qwen2, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
     check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_lfm2, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_lfm2, 3, WGML_LORA_IN | WGML_LORA_O | WGML_LORA_Q, false, WGML_WEIGHTS_F32);
 }
 
 /* LoRA over a frozen base kept packed (QLoRA's setting): 4-bit and 8-bit affine
@@ -296,6 +308,7 @@ static void test_train_over_packed_base(void)
     check_train(&tiny_a, 4, WGML_LORA_ALL, false, WGML_WEIGHTS_Q4);
     check_train(&tiny_b, 3, WGML_LORA_Q | WGML_LORA_V | WGML_LORA_DOWN, false, WGML_WEIGHTS_Q8);
     check_train(&tiny_qwen3, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_KEEP);
+    check_train(&tiny_lfm2, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_Q8);
     /* what needs f32 matrices says so, and changes nothing */
     fixture f;
     fixture_make_all(&f, &tiny_a, 2, WGML_LORA_ALL, false, 0.0f, WGML_WEIGHTS_Q4);
@@ -333,13 +346,13 @@ static void check_dropout(const tiny *tc, uint32_t targets, float p)
                                                              .seed = seed }, &t), WGML_OK);
     if (!t) { fixture_free(&f); return; }
     /* the reference: the mean of the two micro-batches' gradients at scale 1/2 each */
-    int slots = s->layers * 7;
+    int slots = s->layers * REF_LORA_KINDS;
     double *da[64] = { 0 }, *db[64] = { 0 };
     uint64_t seeds[64];
     for (int i = 0; i < slots; i++)
         if (f.a[i]) {
             int out, in;
-            ref_lora_dims(s, i % 7, &out, &in);
+            ref_lora_dims(s, i / REF_LORA_KINDS, i % REF_LORA_KINDS, &out, &in);
             da[i] = calloc((size_t)f.rank * in, sizeof(double));   /* the reference adds into them */
             db[i] = calloc((size_t)out * f.rank, sizeof(double));
         }
@@ -347,7 +360,7 @@ static void check_dropout(const tiny *tc, uint32_t targets, float p)
     for (int i = 0; i < f.np; i++) g[i] = th_alloc_d(ref_model_param_numel(s, i));
     for (uint32_t micro = 0; micro < 2; micro++) {
         for (int i = 0; i < slots; i++)
-            seeds[i] = mix64(mix64(mix64(seed ^ 0x6a09e667f3bcc908ull) ^ (uint64_t)micro) ^ ((uint64_t)(i / 7) << 8 | (uint64_t)(i % 7)));
+            seeds[i] = mix64(mix64(mix64(seed ^ 0x6a09e667f3bcc908ull) ^ (uint64_t)micro) ^ ((uint64_t)(i / REF_LORA_KINDS) << 8 | (uint64_t)(i % REF_LORA_KINDS)));
         ref_model_lora lo = { .rank = f.rank, .scale = f.scale, .p = p, .a = (const double *const *)f.a,
                               .b = (const double *const *)f.b, .seeds = seeds, .da = da, .db = db };
         ref_model_run_lora(s, (const double *const *)f.p, &lo, ids[micro], tg[micro], tc->B, tc->T, NULL, g);
@@ -358,7 +371,7 @@ static void check_dropout(const tiny *tc, uint32_t targets, float p)
     for (int slot = 0; slot < slots; slot++) {
         if (!f.a[slot]) continue;
         int out, in;
-        ref_lora_dims(s, slot % 7, &out, &in);
+        ref_lora_dims(s, slot / REF_LORA_KINDS, slot % REF_LORA_KINDS, &out, &in);
         for (int ab = 0; ab < 2; ab++, i++) {
             size_t n = ab ? (size_t)out * f.rank : (size_t)f.rank * in;
             double *want = ab ? db[slot] : da[slot], mx = 0;
@@ -421,7 +434,7 @@ static void test_reference_by_finite_differences(void)
     const int slots[3] = { 0, 3, 6 };   /* q, o, down of layer 0 */
     for (int si = 0; si < 3; si++) {
         int k = slots[si], out, in;
-        ref_lora_dims(s, k, &out, &in);
+        ref_lora_dims(s, 0, k, &out, &in);
         double *da = th_alloc_d((size_t)f.rank * in), *db = th_alloc_d((size_t)out * f.rank);
         ref_lora_grads(out, in, f.rank, f.scale, f.a[k], f.b[k], g[ref_lora_param(s, 0, k)], da, db);
         for (int ab = 0; ab < 2; ab++) {
@@ -703,6 +716,67 @@ static void test_peft_files(void)
     fixture_free(&f);
 }
 
+/* LFM2's adapter files: PEFT's keys for its module names (out_proj in both kinds of layer,
+   in_proj in the convolution layers only, w1 / w3 / w2), its target_modules, and a round
+   trip bit for bit. */
+static void test_lfm2_peft_files(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/wgml_test_lora_XXXXXX");
+    TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    fixture f;
+    fixture_make(&f, &tiny_lfm2, 2, WGML_LORA_ALL, false);
+    TH_CHECK(wgml_lora_get_desc(f.l)->targets == WGML_LORA_ALL, "an LFM2 adapter's targets 0x%x, want all eight",
+             wgml_lora_get_desc(f.l)->targets);
+    /* layers 0 and 2 convolve: in, o, gate, up, down; layer 1 attends: q, k, v, o, gate, up, down */
+    TH_CHECK(wgml_lora_param_count(f.l) == 2 * (5 + 7 + 5), "%zu adapter tensors, want 34", wgml_lora_param_count(f.l));
+    TH_EXPECT(wgml_lora_save(f.l, dir, NULL), WGML_OK);
+    wgml_safetensors *st = NULL;
+    TH_EXPECT(wgml_safetensors_open(in_dir("adapter_model.safetensors"), &st), WGML_OK);
+    static const char *keys[] = {
+        "base_model.model.model.layers.0.conv.in_proj.lora_A.weight", "base_model.model.model.layers.0.conv.out_proj.lora_B.weight",
+        "base_model.model.model.layers.1.self_attn.out_proj.lora_A.weight",
+        "base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight",
+        "base_model.model.model.layers.2.feed_forward.w1.lora_A.weight", "base_model.model.model.layers.2.feed_forward.w2.lora_B.weight",
+    };
+    for (size_t i = 0; st && i < sizeof keys / sizeof keys[0]; i++)
+        TH_CHECK(wgml_safetensors_find(st, keys[i]) >= 0, "no tensor %s", keys[i]);
+    TH_CHECK(st && wgml_safetensors_find(st, "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight") < 0,
+             "a convolution layer has a q_proj adapter");
+    wgml_file_tensor info;
+    if (st) wgml_safetensors_info(st, (size_t)wgml_safetensors_find(st, keys[0]), &info);
+    TH_CHECK(st && info.ndim == 2 && info.shape[0] == 2 && info.shape[1] == 20, "conv.in_proj.lora_A is not [2, 20]");
+    wgml_safetensors_close(st);
+    char *cfg = read_all(in_dir("adapter_config.json"));
+    cJSON *root = cfg ? cJSON_Parse(cfg) : NULL;
+    const cJSON *mods = root ? cJSON_GetObjectItemCaseSensitive(root, "target_modules") : NULL;
+    static const char *want[] = { "q_proj", "k_proj", "v_proj", "out_proj", "w1", "w3", "w2", "in_proj" };
+    bool ok = cJSON_GetArraySize(mods) == 8;
+    for (int i = 0; ok && i < 8; i++) ok = !strcmp(cJSON_GetArrayItem(mods, i)->valuestring, want[i]);
+    TH_CHECK(ok, "target_modules of an LFM2 adapter:\n%s", cfg ? cfg : "(unreadable)");
+    cJSON_Delete(root);
+    free(cfg);
+    /* round trip */
+    size_t n = wgml_lora_param_count(f.l);
+    float **before = malloc(n * sizeof *before);
+    for (size_t i = 0; i < n; i++) before[i] = th_read(wgml_lora_param(f.l, i, NULL));
+    wgml_lora_destroy(f.l);
+    f.l = NULL;
+    TH_EXPECT(wgml_lora_load(f.m, dir, &f.l), WGML_OK);
+    TH_CHECK(f.l && wgml_lora_param_count(f.l) == n, "reloaded adapter has %zu tensors", f.l ? wgml_lora_param_count(f.l) : 0);
+    for (size_t i = 0; f.l && i < n; i++) {
+        wgml_tensor *t = wgml_lora_param(f.l, i, NULL);
+        float *after = th_read(t);
+        TH_CHECK(!memcmp(after, before[i], wgml_tensor_nbytes(t)), "adapter tensor %zu differs after a round trip", i);
+        free(after);
+    }
+    for (size_t i = 0; i < n; i++) free(before[i]);
+    free(before);
+    fixture_free(&f);
+    unlink(in_dir("adapter_model.safetensors"));
+    unlink(in_dir("adapter_config.json"));
+    rmdir(dir);
+}
+
 static void test_bad_arguments(void)
 {
     const tiny *tc = &tiny_b;
@@ -713,7 +787,9 @@ static void test_bad_arguments(void)
     TH_EXPECT_ERR(wgml_lora_create(NULL, NULL, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "m is NULL");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .rank = 25 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "smaller side");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .alpha = -1 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "alpha");
-    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .targets = 0x80 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "targets");
+    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .targets = 0x100 }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "targets");
+    TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .targets = WGML_LORA_IN }, 0, &l), WGML_ERROR_INVALID_ARGUMENT,
+                  "in_proj");   /* LFM2's only */
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = 1.0f }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = -0.1f }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
     TH_EXPECT_ERR(wgml_lora_create(m, &(wgml_lora_desc){ .dropout = NAN }, 0, &l), WGML_ERROR_INVALID_ARGUMENT, "dropout");
@@ -721,7 +797,8 @@ static void test_bad_arguments(void)
     /* a new adapter leaves the model's outputs unchanged (B is zero) */
     TH_EXPECT(wgml_lora_create(m, NULL, 1, &l), WGML_OK);
     TH_CHECK(l && wgml_lora_get_desc(l)->rank == 8 && wgml_lora_get_desc(l)->alpha == 16 &&
-             wgml_lora_get_desc(l)->targets == WGML_LORA_ALL, "the defaults are not rank 8, alpha 16, every target");
+             wgml_lora_get_desc(l)->targets == (WGML_LORA_ALL & ~(uint32_t)WGML_LORA_IN),
+             "the defaults are not rank 8, alpha 16, every target a Llama model has");
     float *b = th_read(wgml_lora_param(l, 1, NULL)), *a = th_read(wgml_lora_param(l, 0, NULL));
     size_t na = wgml_tensor_numel(wgml_lora_param(l, 0, NULL));
     bool zero = true, bounded = true;
@@ -755,6 +832,7 @@ static const th_case cases[] = {
     { "full training through an adapter", test_full_training_through_adapter },
     { "decode and merge", test_decode_and_merge },
     { "peft files", test_peft_files },
+    { "lfm2 peft files", test_lfm2_peft_files },
     { "bad arguments", test_bad_arguments },
 };
 TH_MAIN(cases)

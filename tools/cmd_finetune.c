@@ -35,7 +35,7 @@ typedef struct ft_opts {
 } ft_opts;
 
 static const ft_opts defaults = {
-    .out = "finetune-out", .dtype = "auto", .targets = "q,k,v,o,gate,up,down", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
+    .out = "finetune-out", .dtype = "auto", .targets = "all", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
     .warmup = -1, .eval_every = 0, .packing = -1, .keep_scores = -1, .lr = -1, .min_lr_frac = 0.1, .clip = 1,
     .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .val_fraction = 0.05, .seed = 42,
 };
@@ -50,7 +50,8 @@ static const cli_flag ft_flags[] = {
     { "--lora-alpha", CLI_DOUBLE, offsetof(ft_opts, alpha), "LoRA alpha (scale alpha / r)", 1e-6, 1e6 },
     { "--lora-dropout", CLI_DOUBLE, offsetof(ft_opts, dropout), "LoRA dropout: each target's input dropped with this "
       "probability while training", 0, 0.999 },
-    { "--lora-targets", CLI_STRING, offsetof(ft_opts, targets), "projections with an adapter: any of q,k,v,o,gate,up,down" },
+    { "--lora-targets", CLI_STRING, offsetof(ft_opts, targets), "projections with an adapter: all (every one the model has), or any of q,k,v,o,gate,up,down, "
+      "and in (LFM2's convolution in_proj; o is LFM2's out_proj, gate/up/down its w1/w3/w2)" },
     { "--init-adapter", CLI_STRING, offsetof(ft_opts, init_adapter), "start from this LoRA adapter (PEFT's files: its rank, "
       "alpha, dropout and targets) instead of a new one" },
     { "--rslora", CLI_BOOL, offsetof(ft_opts, rslora), "scale alpha / sqrt(r) (rank-stabilised LoRA)" },
@@ -151,19 +152,25 @@ static int save(train_loop *L, int step)
     return ckpt_write("wgml finetune", r->o->out, step, 2, write_checkpoint, L);
 }
 
-/* --lora-targets as wgml_lora_target bits; 0 after a message when a name is unknown. */
+/* The targets by wgml_lora_target bit: q, k, v, o (LFM2: out_proj), gate, up, down (LFM2:
+   w1, w3, w2), in (LFM2's convolution in_proj). */
+static const char *const target_names[8] = { "q", "k", "v", "o", "gate", "up", "down", "in" };
+
+/* --lora-targets as wgml_lora_target bits ("all": WGML_LORA_ALL, every projection the
+   model has); 0 after a message when a name is unknown. */
 static uint32_t parse_targets(const char *list)
 {
-    static const char *const names[] = { "q", "k", "v", "o", "gate", "up", "down" };
+    if (!strcmp(list, "all")) return WGML_LORA_ALL;
     uint32_t bits = 0;
     const char *p = list;
     while (*p) {
         size_t n = strcspn(p, ",");
         int found = -1;
-        for (int k = 0; k < 7; k++)
-            if (strlen(names[k]) == n && strncmp(p, names[k], n) == 0) found = k;
+        for (int k = 0; k < 8; k++)
+            if (strlen(target_names[k]) == n && strncmp(p, target_names[k], n) == 0) found = k;
         if (found < 0) {
-            fprintf(stderr, "wgml finetune: --lora-targets: '%.*s' is not one of q, k, v, o, gate, up, down\n", (int)n, p);
+            fprintf(stderr, "wgml finetune: --lora-targets: '%.*s' is not all or one of q, k, v, o, gate, up, down, in\n",
+                    (int)n, p);
             return 0;
         }
         bits |= 1u << found;
@@ -335,10 +342,9 @@ int cmd_finetune(int argc, char **argv)
            bst.cut_empty ? cli_fmt(", %.0f of them with nothing left to learn", (double)bst.cut_empty) : "", bst.cut ? ")" : "");
     if (val) printf("validation: %s\n", o.val_data ? o.val_data : cli_fmt("the last %.3g of the data", o.val_fraction));
     char on[64] = "";
-    static const char *const names[] = { "q", "k", "v", "o", "gate", "up", "down" };
-    for (int k = 0; lora && k < 7; k++)
+    for (int k = 0; lora && k < 8; k++)
         if (wgml_lora_get_desc(lora)->targets & (1u << k))
-            snprintf(on + strlen(on), sizeof on - strlen(on), "%s%s", on[0] ? "," : "", names[k]);
+            snprintf(on + strlen(on), sizeof on - strlen(on), "%s%s", on[0] ? "," : "", target_names[k]);
     char wname[128];
     if (lora)
         printf("training: LoRA rank %u, alpha %g (scale %g), on %s%s over frozen %s weights (%.1f MiB): %llu trainable "

@@ -3,18 +3,34 @@
 
 #include <string.h>
 
-/* the model's parameter order per layer: attn_norm, q, k, v, o, ffn_norm, gate, up, down */
-static const int kinds[7] = { REF_WQ, REF_WK, REF_WV, REF_WO, REF_WG, REF_WU, REF_WD };
+/* each target's kind in an attention layer and in a convolution layer (-1: none) */
+static const int attn_kinds[REF_LORA_KINDS] = { REF_WQ, REF_WK, REF_WV, REF_WO, REF_WG, REF_WU, REF_WD, -1 };
+static const int conv_kinds[REF_LORA_KINDS] = { -1, -1, -1, REF_CONV_OUT, REF_WG, REF_WU, REF_WD, REF_CONV_IN };
 
-int ref_lora_param(const ref_model_shape *s, int layer, int k) { return ref_model_param(s, layer, kinds[k]); }
+static int kind_of(const ref_model_shape *s, int layer, int k)
+{
+    return (s->conv_kernel && s->conv[layer] ? conv_kinds : attn_kinds)[k];
+}
 
-void ref_lora_dims(const ref_model_shape *s, int k, int *out, int *in)
+int ref_lora_param(const ref_model_shape *s, int layer, int k)
+{
+    int kind = kind_of(s, layer, k);
+    return kind < 0 ? -1 : ref_model_param(s, layer, kind);
+}
+
+void ref_lora_dims(const ref_model_shape *s, int layer, int k, int *out, int *in)
 {
     int D = s->dim, QD = s->heads * s->head_dim, KD = s->kv_heads * s->head_dim, F = s->ffn;
-    static const int rows[7] = { 0, 1, 1, 2, 3, 3, 2 }, cols[7] = { 2, 2, 2, 0, 2, 2, 3 };
-    int dims[4] = { QD, KD, D, F };   /* 0: QD, 1: KD, 2: D, 3: F */
-    *out = dims[rows[k]];
-    *in = k == 3 ? QD : dims[cols[k]];
+    switch (kind_of(s, layer, k)) {
+    case REF_WQ: *out = QD; *in = D; break;
+    case REF_WK: case REF_WV: *out = KD; *in = D; break;
+    case REF_WO: *out = D; *in = QD; break;
+    case REF_WG: case REF_WU: *out = F; *in = D; break;
+    case REF_WD: *out = D; *in = F; break;
+    case REF_CONV_IN: *out = 3 * D; *in = D; break;
+    case REF_CONV_OUT: *out = D; *in = D; break;
+    default: *out = *in = 0;
+    }
 }
 
 void ref_lora_merge(const ref_model_shape *s, const double *const *params, int rank, double scale,
@@ -23,11 +39,11 @@ void ref_lora_merge(const ref_model_shape *s, const double *const *params, int r
     for (int i = 0; i < ref_model_param_count(s); i++)
         memcpy(merged[i], params[i], ref_model_param_numel(s, i) * sizeof(double));
     for (int l = 0; l < s->layers; l++)
-        for (int k = 0; k < 7; k++) {
-            const double *A = a[l * 7 + k], *B = b[l * 7 + k];
+        for (int k = 0; k < REF_LORA_KINDS; k++) {
+            const double *A = a[l * REF_LORA_KINDS + k], *B = b[l * REF_LORA_KINDS + k];
             if (!A) continue;
             int out, in;
-            ref_lora_dims(s, k, &out, &in);
+            ref_lora_dims(s, l, k, &out, &in);
             double *W = merged[ref_lora_param(s, l, k)];
             for (int o = 0; o < out; o++)
                 for (int i = 0; i < in; i++) {

@@ -256,7 +256,7 @@ static void lora_drop(const ref_model_lora *lo, int slot, const double *in, doub
 static void proj_forward(lora_run *lr, int layer, int k, double *out, const double *in, const double *W, int N, int I, int O)
 {
     linear_forward(out, in, W, N, I, O);
-    int slot = layer * 7 + k, r = lr && lr->lo ? lr->lo->rank : 0;
+    int slot = layer * 8 + k, r = lr && lr->lo ? lr->lo->rank : 0;
     if (!r || !lr->lo->a[slot]) return;
     const double *A = lr->lo->a[slot], *Bm = lr->lo->b[slot];
     double *xd = zeros((size_t)N * I), *u = lr->u[slot] = zeros((size_t)N * r);
@@ -277,7 +277,7 @@ static void proj_backward(lora_run *lr, int layer, int k, double *din, double *d
                           const double *W, int N, int I, int O)
 {
     linear_backward(din, dW, dout, in, W, N, I, O);
-    int slot = layer * 7 + k, r = lr && lr->lo ? lr->lo->rank : 0;
+    int slot = layer * 8 + k, r = lr && lr->lo ? lr->lo->rank : 0;
     if (!r || !lr->lo->a[slot]) return;
     const ref_model_lora *lo = lr->lo;
     const double *A = lo->a[slot], *Bm = lo->b[slot], *u = lr->u[slot];
@@ -421,7 +421,7 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
     attn_dims ad = { B, T, H, Hk, hd, s->window };
     const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
 
-    lora_run lrun = { lo, calloc((size_t)L * 7, sizeof(double *)) }, *lr = &lrun;
+    lora_run lrun = { lo, calloc((size_t)L * 8, sizeof(double *)) }, *lr = &lrun;
 
     /* ---- forward ---- */
     layer_acts *la = calloc((size_t)L, sizeof *la);
@@ -569,7 +569,7 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         free(A->qr); free(A->kr); free(A->rstdq); free(A->rstdk);
         free(A->bcx); free(A->bx); free(A->cv); free(A->y);
     }
-    for (int i = 0; i < L * 7; i++) free(lrun.u[i]);
+    for (int i = 0; i < L * 8; i++) free(lrun.u[i]);
     free(lrun.u);
     free(la); free(h); free(xf); free(rstdf); free(logits); free(dlogits);
     return loss;

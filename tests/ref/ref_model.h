@@ -81,10 +81,11 @@ double ref_model_run_d(const ref_model_shape *s, const double *const *params, co
                        const uint32_t *targets, int B, int T, double *logits, double *const *grads);
 
 /* LoRA adapters the merged weights cannot express (their inputs dropped): target k (0..6:
-   q, k, v, o, gate, up, down) of layer l, where a[l * 7 + k] is not NULL, adds
+   q, k, v, o, gate, up, down, of an attention layer) of layer l, where a[l * 8 + k] is not
+   NULL, adds
    scale * dropout(x) A^T B^T to its projection of x [N, in] (A [rank, in], B [out, rank]),
    dropout keeping element j of x as wgml_dropout does with probability p and seed
-   seeds[l * 7 + k] (p 0: none). With grads, the adapter's gradients are added into da and
+   seeds[l * 8 + k] (p 0: none). With grads, the adapter's gradients are added into da and
    db (same slots; may be NULL) besides the model's into grads. */
 typedef struct ref_model_lora {
     int rank;
