@@ -254,7 +254,7 @@ static void test_causal_known_values(void)
 
 static void test_causal_bad_inputs(void)
 {
-    float z[64] = { 0 };
+    float z[128] = { 0 };   /* the largest tensor below, [4, 17] */
     wgml_tensor *x = th_tensor(WGML_F32, z, TH_SHAPE(2, 3, 4)), *w = th_tensor(WGML_F32, z, TH_SHAPE(4, 3));
     wgml_tensor *b = th_tensor(WGML_F32, z, TH_SHAPE(4)), *out = th_poisoned(WGML_F32, TH_SHAPE(2, 3, 4));
     wgml_tensor *w17 = th_tensor(WGML_F32, z, TH_SHAPE(4, 17)), *w7 = th_tensor(WGML_F32, z, TH_SHAPE(7));
