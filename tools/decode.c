@@ -140,7 +140,7 @@ static void put(printer *p, const char *text, size_t len)
         if (len) p->write(p->user, text, len);
         return;
     }
-    fwrite(text, 1, len, stdout);
+    if (len) fwrite(text, 1, len, stdout);   /* text may be NULL when empty */
     fflush(stdout);
 }
 

@@ -59,8 +59,9 @@ fn conv1d_k3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
     out[j] = r;
 }
 
-// ---- causal depthwise convolution (LFM2's short convolution) ----------------------------
+// ---- LFM2's short-convolution blocks ----------------------------------------------------
 //
+// The causal depthwise convolution and its backward (public ops):
 //   conv_causal           out[b, t, d] = bias[d] + sum_{j<K} w[d, j] * x[b, t - (K-1) + j, d]
 //   conv_causal_dx        dx[b, t, d] = sum_{j<K} w[d, j] * g[b, t + (K-1) - j, d]
 //   conv_causal_dw        dw[d, j] (+)= sum_{b,t} g[b, t, d] * x[b, t - (K-1) + j, d], and for
@@ -69,6 +70,18 @@ fn conv1d_k3(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) li
 // sequence are zero); w: [dim, K]. One thread per element for the first two (consecutive
 // threads take consecutive channels: coalesced rows); one per (j, d) for the weights,
 // which walks every row (the sum in row order, the same on every run).
+//
+// The block's gates around it (internal ops). in_proj gives bcx [rows, 3 dim]: B = columns
+// [0, dim), C = [dim, 2 dim), x = [2 dim, 3 dim); the block convolves B * x and gates the
+// result with C:
+//   gate_in            bx = B * x
+//   gate_out           y = C * cv
+//   gate_out_backward  dcv = dy * C, and dbcx's C columns = dy * cv
+//   gate_in_backward   dbcx's B columns = dbx * x, its x columns = dbx * B
+//   conv_rows          out[i, d] = sum_j w[d, j] * hist[rowpos[i] - (K-1) + j, d]: the
+//                      convolution of decoding, over a history of convolution inputs (K - 1
+//                      zero rows before each sequence's first)
+// One thread per element of a [rows, dim] tensor.
 
 struct CausalParams {
     rows: u32,
@@ -81,47 +94,59 @@ struct CausalParams {
     _pad: u32,
 }
 
+// What each entry binds (1 to 5):
+//   conv_causal        x, w, bias, out            conv_causal_dx     g, w, (w), dx
+//   conv_causal_dw     x, g, db (rw), dw          gate_in            bcx, (bcx), (bcx), bx
+//   gate_out           bcx, cv, (cv), y           gate_out_backward  bcx, cv, dy, dcv, dbcx
+//   gate_in_backward   bcx, dbx, (dbx), dbcx      conv_rows          hist, w, rowpos, out
 @group(0) @binding(0) var<uniform> cp: CausalParams;
-@group(0) @binding(1) var<storage, read> cx: array<f32>;        // x, or g (conv_causal_dx)
-@group(0) @binding(2) var<storage, read> cw: array<f32>;        // w, or g (conv_causal_dw)
-@group(0) @binding(3) var<storage, read> cb: array<f32>;        // bias (conv_causal)
-@group(0) @binding(4) var<storage, read_write> cout: array<f32>;
-@group(0) @binding(3) var<storage, read_write> cdb: array<f32>; // conv_causal_dw
+@group(0) @binding(1) var<storage, read> in0: array<f32>;
+@group(0) @binding(2) var<storage, read> in1: array<f32>;
+@group(0) @binding(3) var<storage, read> in2: array<f32>;
+@group(0) @binding(3) var<storage, read> rowpos: array<u32>;
+@group(0) @binding(3) var<storage, read_write> cdb: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out0: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out1: array<f32>;
 
 fn causal_index(wid: vec3u, lid: vec3u) -> u32 { return (wid.x + wid.y * cp.groups_x) * WG + lid.x; }
 
+// The thread's element of a [rows, dim] tensor: (index, row, channel); index NONE past the end.
+const NONE: u32 = 0xFFFFFFFFu;
+fn element(wid: vec3u, lid: vec3u) -> vec3u {
+    let i = causal_index(wid, lid);
+    if (i >= cp.rows * cp.dim) { return vec3u(NONE, 0u, 0u); }
+    let row = i / cp.dim;
+    return vec3u(i, row, i - row * cp.dim);
+}
+
 @compute @workgroup_size(WG)
 fn conv_causal(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = causal_index(wid, lid);
-    if (i >= cp.rows * cp.dim) { return; }
-    let row = i / cp.dim;
-    let d = i - row * cp.dim;
-    let t = row % cp.seq;
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    let t = el.y % cp.seq;
     var acc = 0.0;
-    if (cp.has_bias != 0u) { acc = cb[d]; }
+    if (cp.has_bias != 0u) { acc = in2[el.z]; }
     for (var j = 0u; j < cp.k; j++) {
         let back = cp.k - 1u - j;   // x[t - back]
-        if (back <= t) { acc += cw[d * cp.k + j] * cx[i - back * cp.dim]; }
+        if (back <= t) { acc += in1[el.z * cp.k + j] * in0[el.x - back * cp.dim]; }
     }
-    cout[i] = acc;
+    out0[el.x] = acc;
 }
 
 @compute @workgroup_size(WG)
 fn conv_causal_dx(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = causal_index(wid, lid);
-    if (i >= cp.rows * cp.dim) { return; }
-    let row = i / cp.dim;
-    let d = i - row * cp.dim;
-    let t = row % cp.seq;
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    let t = el.y % cp.seq;
     var acc = 0.0;
     for (var j = 0u; j < cp.k; j++) {
         let ahead = cp.k - 1u - j;   // g[t + ahead]
-        if (t + ahead < cp.seq) { acc += cw[d * cp.k + j] * cx[i + ahead * cp.dim]; }
+        if (t + ahead < cp.seq) { acc += in1[el.z * cp.k + j] * in0[el.x + ahead * cp.dim]; }
     }
-    cout[i] = acc;
+    out0[el.x] = acc;
 }
 
-// cx = x, cw = g; cout = dw [dim, K], cdb = db [dim]
+// one thread per (j, d), j = K the bias
 @compute @workgroup_size(WG)
 fn conv_causal_dw(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
     let i = causal_index(wid, lid);
@@ -130,100 +155,58 @@ fn conv_causal_dw(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_i
     if (j > cp.k || (j == cp.k && cp.has_bias == 0u)) { return; }
     var acc = 0.0;
     if (j == cp.k) {
-        for (var row = 0u; row < cp.rows; row++) { acc += cw[row * cp.dim + d]; }
+        for (var row = 0u; row < cp.rows; row++) { acc += in1[row * cp.dim + d]; }
         if (cp.accumulate != 0u) { acc += cdb[d]; }
         cdb[d] = acc;
         return;
     }
     let back = cp.k - 1u - j;
     for (var row = 0u; row < cp.rows; row++) {
-        if (back <= row % cp.seq) { acc += cw[row * cp.dim + d] * cx[(row - back) * cp.dim + d]; }
+        if (back <= row % cp.seq) { acc += in1[row * cp.dim + d] * in0[(row - back) * cp.dim + d]; }
     }
-    if (cp.accumulate != 0u) { acc += cout[d * cp.k + j]; }
-    cout[d * cp.k + j] = acc;
+    if (cp.accumulate != 0u) { acc += out0[d * cp.k + j]; }
+    out0[d * cp.k + j] = acc;
 }
 
-// ---- LFM2's gates around the convolution ------------------------------------------------
-//
-// in_proj gives bcx [rows, 3 dim]: B = columns [0, dim), C = [dim, 2 dim), x = [2 dim, 3 dim).
-// The block convolves B * x and gates the result with C.
-//   gate_in            bx = B * x
-//   gate_out           y = C * cv
-//   gate_out_backward  dcv = dy * C, and dbcx's C columns = dy * cv
-//   gate_in_backward   dbcx's B columns = dbx * x, its x columns = dbx * B
-//   conv_rows          out[i, d] = sum_j w[d, j] * hist[rowpos[i] - (K-1) + j, d]: the
-//                      convolution of decoding, over a history of conv inputs (with K - 1
-//                      zero rows before each sequence's first)
-// One thread per element of a [rows, dim] tensor.
-
-struct GateParams {
-    rows: u32,
-    dim: u32,
-    k: u32,         // conv_rows
-    groups_x: u32,
-}
-
-@group(0) @binding(0) var<uniform> gp: GateParams;
-@group(0) @binding(1) var<storage, read> g_bcx: array<f32>;       // bcx; conv_rows: hist
-@group(0) @binding(2) var<storage, read> g_b: array<f32>;         // cv, dbx; conv_rows: w
-@group(0) @binding(3) var<storage, read> g_c: array<f32>;         // dy (gate_out_backward); conv_rows: rowpos
-@group(0) @binding(4) var<storage, read_write> g_out: array<f32>; // bx, y, dcv, dbcx; conv_rows: out
-@group(0) @binding(5) var<storage, read_write> g_out2: array<f32>; // dbcx (gate_out_backward)
-@group(0) @binding(3) var<storage, read> g_rowpos: array<u32>;
-
-fn gate_index(wid: vec3u, lid: vec3u) -> u32 { return (wid.x + wid.y * gp.groups_x) * WG + lid.x; }
+// The column of B (c = 0), C (1) or x (2) of element el's row in bcx.
+fn bcx_at(el: vec3u, c: u32) -> u32 { return el.y * 3u * cp.dim + c * cp.dim + el.z; }
 
 @compute @workgroup_size(WG)
 fn gate_in(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = gate_index(wid, lid);
-    if (i >= gp.rows * gp.dim) { return; }
-    let row = i / gp.dim;
-    let d = i - row * gp.dim;
-    let base = row * 3u * gp.dim + d;
-    g_out[i] = g_bcx[base] * g_bcx[base + 2u * gp.dim];
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    out0[el.x] = in0[bcx_at(el, 0u)] * in0[bcx_at(el, 2u)];
 }
 
 @compute @workgroup_size(WG)
 fn gate_out(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = gate_index(wid, lid);
-    if (i >= gp.rows * gp.dim) { return; }
-    let row = i / gp.dim;
-    let d = i - row * gp.dim;
-    g_out[i] = g_bcx[row * 3u * gp.dim + gp.dim + d] * g_b[i];
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    out0[el.x] = in0[bcx_at(el, 1u)] * in1[el.x];
 }
 
-// g_b = cv, g_c = dy; g_out = dcv, g_out2 = dbcx
 @compute @workgroup_size(WG)
 fn gate_out_backward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = gate_index(wid, lid);
-    if (i >= gp.rows * gp.dim) { return; }
-    let row = i / gp.dim;
-    let d = i - row * gp.dim;
-    let c = row * 3u * gp.dim + gp.dim + d;
-    g_out[i] = g_c[i] * g_bcx[c];
-    g_out2[c] = g_c[i] * g_b[i];
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    out0[el.x] = in2[el.x] * in0[bcx_at(el, 1u)];
+    out1[bcx_at(el, 1u)] = in2[el.x] * in1[el.x];
 }
 
-// g_b = dbx; g_out = dbcx
 @compute @workgroup_size(WG)
 fn gate_in_backward(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = gate_index(wid, lid);
-    if (i >= gp.rows * gp.dim) { return; }
-    let row = i / gp.dim;
-    let d = i - row * gp.dim;
-    let base = row * 3u * gp.dim + d;
-    g_out[base] = g_b[i] * g_bcx[base + 2u * gp.dim];
-    g_out[base + 2u * gp.dim] = g_b[i] * g_bcx[base];
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    out0[bcx_at(el, 0u)] = in1[el.x] * in0[bcx_at(el, 2u)];
+    out0[bcx_at(el, 2u)] = in1[el.x] * in0[bcx_at(el, 0u)];
 }
 
 @compute @workgroup_size(WG)
 fn conv_rows(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u) {
-    let i = gate_index(wid, lid);
-    if (i >= gp.rows * gp.dim) { return; }
-    let row = i / gp.dim;
-    let d = i - row * gp.dim;
-    let first = g_rowpos[row] + 1u - gp.k;
+    let el = element(wid, lid);
+    if (el.x == NONE) { return; }
+    let first = rowpos[el.y] + 1u - cp.k;
     var acc = 0.0;
-    for (var j = 0u; j < gp.k; j++) { acc += g_b[d * gp.k + j] * g_bcx[(first + j) * gp.dim + d]; }
-    g_out[i] = acc;
+    for (var j = 0u; j < cp.k; j++) { acc += in1[el.z * cp.k + j] * in0[(first + j) * cp.dim + el.z]; }
+    out0[el.x] = acc;
 }

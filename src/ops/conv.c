@@ -157,59 +157,51 @@ wgml_status wgml_conv1d_causal_backward(wgml_engine *e, const wgml_tensor *input
 
 /* ---- LFM2's gates, and the convolution of decoding (internal.h) --------------------------- */
 
-typedef struct gate_params { uint32_t rows, dim, k, groups_x; } gate_params;
-
 static const wgml__kernel k_gate_in = CAUSAL("gate_in", "urrrw"), k_gate_out = CAUSAL("gate_out", "urrrw"),
                           k_gate_out_bwd = CAUSAL("gate_out_backward", "urrrww"),
                           k_gate_in_bwd = CAUSAL("gate_in_backward", "urrrw"), k_conv_rows = CAUSAL("conv_rows", "urrrw");
 
-static wgml_status gate_dispatch(wgml_engine *e, const wgml__kernel *k, uint32_t rows, uint32_t dim, uint32_t kw,
-                                 const wgml__arg *args, uint32_t nargs)
+/* Runs gate kernel k over the [rows, dim] elements of `shape` (dim its last dimension),
+   its bindings from 1 on the n tensors ts; w_k: conv_rows' width. */
+static wgml_status gate_run(wgml_engine *e, const wgml__kernel *k, const wgml_tensor *shape, const wgml_tensor *const *ts,
+                            uint32_t n, uint32_t w_k)
 {
+    uint32_t dim = (uint32_t)wgml_tensor_dim(shape, wgml_tensor_ndim(shape) - 1), rows = (uint32_t)(wgml_tensor_numel(shape) / dim);
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, ((uint64_t)rows * dim + WG - 1) / WG, &gx, &gy));
-    gate_params p = { .rows = rows, .dim = dim, .k = kw, .groups_x = gx };
-    return wgml__dispatch(e, k, &p, sizeof p, args, nargs, gx, gy, 1);
+    causal_params p = { .rows = rows, .dim = dim, .k = w_k, .groups_x = gx };
+    wgml__arg args[5];
+    for (uint32_t i = 0; i < n; i++) args[i] = wgml__t(ts[i]);
+    return wgml__dispatch(e, k, &p, sizeof p, args, n, gx, gy, 1);
 }
-
-static uint32_t rows_of(const wgml_tensor *t, uint32_t dim) { return (uint32_t)(wgml_tensor_numel(t) / dim); }
 
 wgml_status wgml__conv_gate_in(wgml_engine *e, const wgml_tensor *bcx, wgml_tensor *bx)
 {
-    uint32_t dim = (uint32_t)wgml_tensor_dim(bx, wgml_tensor_ndim(bx) - 1);
-    wgml__arg args[4] = { wgml__t(bcx), wgml__t(bcx), wgml__t(bcx), wgml__t(bx) };
-    return gate_dispatch(e, &k_gate_in, rows_of(bx, dim), dim, 0, args, 4);
+    return gate_run(e, &k_gate_in, bx, (const wgml_tensor *[]){ bcx, bcx, bcx, bx }, 4, 0);
 }
 
 wgml_status wgml__conv_gate_out(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, wgml_tensor *y)
 {
-    uint32_t dim = (uint32_t)wgml_tensor_dim(y, wgml_tensor_ndim(y) - 1);
-    wgml__arg args[4] = { wgml__t(bcx), wgml__t(cv), wgml__t(cv), wgml__t(y) };
-    return gate_dispatch(e, &k_gate_out, rows_of(y, dim), dim, 0, args, 4);
+    return gate_run(e, &k_gate_out, y, (const wgml_tensor *[]){ bcx, cv, cv, y }, 4, 0);
 }
 
 wgml_status wgml__conv_gate_out_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *cv, const wgml_tensor *dy,
                                          wgml_tensor *dcv, wgml_tensor *dbcx)
 {
-    uint32_t dim = (uint32_t)wgml_tensor_dim(dy, wgml_tensor_ndim(dy) - 1);
-    wgml__arg args[5] = { wgml__t(bcx), wgml__t(cv), wgml__t(dy), wgml__t(dcv), wgml__t(dbcx) };
-    return gate_dispatch(e, &k_gate_out_bwd, rows_of(dy, dim), dim, 0, args, 5);
+    return gate_run(e, &k_gate_out_bwd, dy, (const wgml_tensor *[]){ bcx, cv, dy, dcv, dbcx }, 5, 0);
 }
 
 wgml_status wgml__conv_gate_in_backward(wgml_engine *e, const wgml_tensor *bcx, const wgml_tensor *dbx, wgml_tensor *dbcx)
 {
-    uint32_t dim = (uint32_t)wgml_tensor_dim(dbx, wgml_tensor_ndim(dbx) - 1);
-    wgml__arg args[4] = { wgml__t(bcx), wgml__t(dbx), wgml__t(dbx), wgml__t(dbcx) };
-    return gate_dispatch(e, &k_gate_in_bwd, rows_of(dbx, dim), dim, 0, args, 4);
+    return gate_run(e, &k_gate_in_bwd, dbx, (const wgml_tensor *[]){ bcx, dbx, dbx, dbcx }, 4, 0);
 }
 
 wgml_status wgml__conv_rows(wgml_engine *e, const wgml_tensor *hist, const wgml_tensor *rowpos, const wgml_tensor *w,
                             wgml_tensor *out)
 {
     uint32_t dim = (uint32_t)wgml_tensor_dim(out, wgml_tensor_ndim(out) - 1);
-    uint32_t k = (uint32_t)(wgml_tensor_numel(w) / dim);
-    wgml__arg args[4] = { wgml__t(hist), wgml__t(w), wgml__t(rowpos), wgml__t(out) };
-    return gate_dispatch(e, &k_conv_rows, rows_of(out, dim), dim, k, args, 4);
+    return gate_run(e, &k_conv_rows, out, (const wgml_tensor *[]){ hist, w, rowpos, out }, 4,
+                    (uint32_t)(wgml_tensor_numel(w) / dim));
 }
 
 const wgml__kernel wgml__conv_kernels[] = {

@@ -79,6 +79,12 @@ llama31 = {"vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336
 mlx = {"vocab_size": 32000, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
        "num_attention_heads": 32, "num_key_value_heads": 4, "quantization": {"group_size": 64, "bits": 4},
        "quantization_config": {"group_size": 64, "bits": 4}, "rope_parameters": {"rope_type": "linear", "factor": 2.0}}
+lfm2 = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "vocab_size": 65536, "hidden_size": 1024,
+        "intermediate_size": 6656, "block_ff_dim": 6656, "block_auto_adjust_ff_dim": True, "block_ffn_dim_multiplier": 1.0,
+        "block_multiple_of": 256, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "norm_eps": 1e-05, "conv_L_cache": 3, "conv_bias": False, "theta": 1000000.0, "tie_embedding": True,
+        "layer_types": ["conv", "conv", "full_attention", "conv"], "full_attn_idxs": [2]}
+put("config", "lfm2.json", json.dumps(lfm2))
 put("config", "smollm2.json", json.dumps(smollm2, indent=2))
 put("config", "llama31.json", json.dumps(llama31))
 put("config", "mlx.json", json.dumps(mlx))
