@@ -899,8 +899,10 @@ static void test_checkpoint_quantized(void)
             float *sc = malloc(rows * ng * 4), *bi = malloc(rows * ng * 4);
             for (size_t r = 0; r < rows; r++)
                 for (size_t g = 0; g < ng; g++) {
-                    sc[r * ng + g] = (float)th_uniform(0.001, 0.05);
-                    bi[r * ng + g] = (float)th_uniform(-0.5, 0.5);
+                    /* weights within about +-0.4, as random_params makes them, so that the
+                       logits' tolerance (derived for such weights) holds for the kept model */
+                    sc[r * ng + g] = (float)(th_uniform(0.5, 1.0) * 0.7 / ((1u << bits) - 1));
+                    bi[r * ng + g] = (float)th_uniform(-0.4, -0.3);
                     for (size_t c = 0; c < (size_t)group; c++) {
                         size_t at = r * cols + g * (size_t)group + c;
                         uint32_t code = th_rand_u32() & ((1u << bits) - 1);
