@@ -207,8 +207,9 @@ run 1 "$wgml" generate --model "$work/qwen" --tokens 1
 said "q_norm"
 
 # ---- 5b. LFM2: trained from scratch with convolution layers (written as Hugging Face's
-# Lfm2ForCausalLM), resumed, then run by every command; a LoRA adapter on all its
-# projections (PEFT's names), run unmerged and merged
+# Lfm2ForCausalLM), resumed, generated from; a LoRA adapter on all its projections
+# (PEFT's names), run unmerged and merged. (eval, logits and full fine-tuning take the
+# paths test_model checks for every family.)
 case="lfm2"
 lfm2=(--dim 16 --heads 2 --kv-heads 1 --layers 3 --layer-types cac --ffn 32 --context 16 --batch 2 --eval-every 0)
 run 0 "$wgml" train "${lfm2[@]}" --steps 4 --save-every 2 --out "$work/lfm2"
@@ -220,10 +221,7 @@ run 0 "$wgml" train --resume "$work/lfm2b" --out "$work/lfm2b"
 check 'cmp -s "$work/lfm2/model.safetensors" "$work/lfm2b/model.safetensors"' "resumed LFM2 differs"
 run 0 "$wgml" generate --model "$work/lfm2" --prompt "The" --tokens 6 --temperature 0
 said "decode"
-run 0 "$wgml" eval --model "$work/lfm2" --data "$model/loss.csv" --context 16
-run 0 "$wgml" logits --model "$work/lfm2" --text "This" --out "$work/lfm2.bin"
 for i in $(seq 1 40); do printf '{"text": "the quick brown fox %d"}\n' $i; done >"$work/fox.jsonl"
-run 0 "$wgml" finetune --model "$work/lfm2" --full --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --out "$work/lfm2ft"
 run 0 "$wgml" finetune --model "$work/lfm2" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --lr 1e-2 \
     --out "$work/lfm2lora"
 said "on q,k,v,o,gate,up,down,in"
