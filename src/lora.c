@@ -75,15 +75,16 @@ static wgml_status make(wgml_model *m, const char *fn, wgml_lora_desc d, bool ze
     if (wgml__model_lora(m)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the model already has an adapter", fn);
     if (!d.rank) d.rank = 8;
     if (d.alpha == 0) d.alpha = 16;
-    if (!d.targets) d.targets = available(m);   /* WGML_LORA_ALL's meaning: every projection the model has */
+    uint32_t has = available(m);
+    if (!d.targets) d.targets = has;   /* WGML_LORA_ALL's meaning: every projection the model has */
     if (d.rank > MAX_RANK) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: rank %u is over %u", fn, d.rank, MAX_RANK);
     if (!(isfinite(d.alpha) && d.alpha > 0))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: alpha (%g) must be finite and positive", fn, d.alpha);
     if (d.targets & ~(uint32_t)WGML_LORA_ALL)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: targets 0x%x has bits outside WGML_LORA_ALL", fn, d.targets);
-    if (d.targets == WGML_LORA_ALL) d.targets = available(m);
+    if (d.targets == WGML_LORA_ALL) d.targets = has;
     for (int k = 0; k < WGML__LORA_KINDS; k++)
-        if (d.targets >> k & 1 && !(available(m) >> k & 1))
+        if (d.targets >> k & 1 && !(has >> k & 1))
             return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: targets has bit %d, a projection (%s) this model does not "
                               "have", fn, k, k == 7 ? "LFM2's in_proj" : module_of(m, k));
     if (!(d.dropout >= 0 && d.dropout < 1))

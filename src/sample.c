@@ -59,7 +59,7 @@ void wgml_sampler_free(wgml_sampler *s)
 }
 
 static bool before(const cand *a, const cand *b) { return wgml__cand_before(a, b); }
-static int by_logit(const void *a, const void *b) { return before(a, b) ? -1 : before(b, a) ? 1 : 0; }
+int wgml__cand_compare(const void *a, const void *b) { return before(a, b) ? -1 : before(b, a) ? 1 : 0; }
 
 static void swap(cand *a, cand *b) { cand t = *a; *a = *b; *b = t; }
 
@@ -80,7 +80,7 @@ void wgml__sample_best_first(cand *c, size_t n, size_t k)
         else if (k >= gt) lo = gt;
         else break;   /* the boundary falls on the pivot itself */
     }
-    qsort(c, k, sizeof *c, by_logit);
+    qsort(c, k, sizeof *c, wgml__cand_compare);
 }
 
 wgml_status wgml_sampler_next(wgml_sampler *s, const float *logits, const uint32_t *history, size_t n, uint32_t *token)

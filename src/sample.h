@@ -21,6 +21,9 @@ struct wgml_sampler {
    unique). */
 static inline bool wgml__cand_before(const cand *a, const cand *b) { return a->z > b->z || (a->z == b->z && a->v < b->v); }
 
+/* qsort's comparison in that order. */
+int wgml__cand_compare(const void *a, const void *b);
+
 /* splitmix64: the next 64 bits of the generator at *s. */
 uint64_t wgml__sample_rng(uint64_t *s);
 /* The next uniform draw in [0, 1) from s's generator (53 bits). */

@@ -38,10 +38,6 @@ static int by_id(const void *a, const void *b)
     uint32_t x = ((const cand *)a)->v, y = ((const cand *)b)->v;
     return (x > y) - (x < y);
 }
-static int by_logit(const void *a, const void *b)
-{
-    return wgml__cand_before(a, b) ? -1 : wgml__cand_before(b, a) ? 1 : 0;
-}
 
 /* The row's sampling on the host, from its logits read back. */
 static wgml_status host_row(wgml_sampler *s, const wgml_tensor *logits, uint32_t row, const uint32_t *hist, size_t n,
@@ -71,13 +67,13 @@ static bool finish_row(wgml_sampler *s, const uint32_t *out, uint32_t *token)
     if (m == live || c->top_k) {
         /* every live token, or top_k's: as the host path holds them (id order, or best
            first after its top_k) */
-        qsort(cd, m, sizeof *cd, m == live ? by_id : by_logit);
+        qsort(cd, m, sizeof *cd, m == live ? by_id : wgml__cand_compare);
         wgml__sample_filter_draw(s, cd, m, token);
         return true;
     }
     /* the best CANDIDATES of more: top_p against the whole row's normaliser, min_p against
        the best; either must end inside the candidates */
-    qsort(cd, m, sizeof *cd, by_logit);
+    qsort(cd, m, sizeof *cd, wgml__cand_compare);
     double mx = cd[0].z, total = bits_f32(out[1]);
     for (uint32_t j = 0; j < m; j++) cd[j].z = exp(cd[j].z - mx);
     bool nucleus = c->top_p > 0 && c->top_p < 1;
