@@ -3,11 +3,14 @@ with `tokenizers` (byte-level BPE, or SentencePiece-style BPE with byte fallback
 Prepend / Replace normalizer or the Metaspace pre-tokenizer, as Llama 2 and Mistral files
 have them), a random-weight model of the family (transformers' own config class: Llama
 shaped like a small SmolLM2, Mistral with a sliding window shorter than the text, Qwen2
-with its q, k, v biases, Qwen3 with its q and k norms), saved with save_pretrained. Then
-`wgml logits` runs a text through it, and the script compares the token ids (exactly) and
-every position's logits (within 1e-4 relative) with transformers' in float64.
+with its q, k, v biases, Qwen3 with its q and k norms, LFM2 with gated short-convolution
+layers between its attention layers and the MLP's size from block_auto_adjust_ff_dim's rule,
+Gemma 3 with sliding and global layers at head_dim 256 and its (1 + w) norms randomised),
+saved with save_pretrained. Then `wgml logits` runs a text through it, and the script compares
+the token ids (exactly) and every position's logits (within 1e-4 relative) with transformers'
+in float64.
 
-    python3 bench/hf_compare.py --wgml build-device/wgml [--family llama|mistral|qwen2|qwen3]
+    python3 bench/hf_compare.py --wgml build-device/wgml [--family llama|mistral|qwen2|qwen3|lfm2|gemma3]
                                 [--tokenizer bytelevel|sentencepiece|metaspace] [--dir /tmp/hf-tiny]
 """
 import argparse
@@ -76,20 +79,37 @@ def family_model(family, vocab):
     elif family == "qwen2":
         cfg = transformers.Qwen2Config(rope_theta=1000000.0, use_sliding_window=False, **common)
         cls = transformers.Qwen2ForCausalLM
-    else:
+    elif family == "qwen3":
         cfg = transformers.Qwen3Config(rope_theta=1000000.0, head_dim=32, attention_bias=False, **common)
         cls = transformers.Qwen3ForCausalLM
+    elif family == "gemma3":   # sliding (16 tokens of a text of about 130), sliding, global; Gemma's head_dim 256
+        g = {k: v for k, v in common.items() if k != "num_hidden_layers"}
+        cfg = transformers.Gemma3TextConfig(num_hidden_layers=3, head_dim=256, query_pre_attn_scalar=64, sliding_window=16,
+                                            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                                            rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                                            hidden_activation="gelu_pytorch_tanh", **g)
+        cls = transformers.Gemma3ForCausalLM
+    else:   # LFM2: norm_eps; block_auto_adjust_ff_dim takes 2/3 of intermediate_size 512 (341), rounded up to 256: 512
+        lfm2 = {k: v for k, v in common.items() if k not in ("rms_norm_eps", "num_hidden_layers")}
+        cfg = transformers.Lfm2Config(rope_theta=1000000.0, norm_eps=1e-5, num_hidden_layers=4,
+                                      layer_types=["conv", "full_attention", "conv", "full_attention"],
+                                      conv_L_cache=3, conv_bias=False, **lfm2)
+        cls = transformers.Lfm2ForCausalLM
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = cls(cfg).float().eval()
     with torch.no_grad():   # larger than the default init, so the logits are not all near 0
         for name, p in model.named_parameters():
-            if p.dim() > 1:
+            if name.endswith("conv.conv.weight"):   # LFM2's convolution taps: large enough to matter
+                p.normal_(0.0, 0.5)
+            elif p.dim() > 1:
                 p.normal_(0.0, 0.05)
             elif name.endswith("bias"):
                 p.normal_(0.0, 0.3)
-            elif "q_norm" in name or "k_norm" in name:
+            elif "q_norm" in name or "k_norm" in name or "q_layernorm" in name or "k_layernorm" in name:
                 p.uniform_(0.7, 1.3)
+            elif family == "gemma3" and "norm" in name:   # w of Gemma's (1 + w): zero at init
+                p.uniform_(-0.3, 0.3)
     return model
 
 
@@ -106,7 +126,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wgml", required=True)
     ap.add_argument("--dir", default="/tmp/hf-tiny")
-    ap.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3"])
+    ap.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3", "lfm2", "gemma3"])
     ap.add_argument("--tokenizer", default="bytelevel", choices=["bytelevel", "sentencepiece", "metaspace"])
     a = ap.parse_args()
     tok, model = build(a.dir, a.family, a.tokenizer)

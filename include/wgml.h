@@ -82,7 +82,10 @@
  * WGML_ADAPTER=<substring of the adapter's name or description> and
  * WGML_BACKEND=vulkan|metal|d3d12|d3d11|opengl|opengles override the choice, as do the
  * matching fields of wgml_context_desc (the descriptor wins over the environment).
- * WGML_ROBUST=1 turns Dawn's robustness on, as wgml_context_desc.robust does.
+ * WGML_DEVICE=<decimal index> takes the adapter at that index of wgml_adapter_list's
+ * order, counted among those WGML_BACKEND and WGML_ADAPTER leave (see
+ * wgml_context_desc.device_index); another value makes wgml_context_create fail with
+ * WGML_ERROR_INVALID_ARGUMENT. WGML_ROBUST=1 turns Dawn's robustness on, as wgml_context_desc.robust does.
  * WGML_LOG_KERNELS=1 prints a line on stderr for every kernel a context builds (its
  * .wgsl file, entry point and constants), in build order; other values than 0 and 1 make
  * wgml_context_create fail with WGML_ERROR_INVALID_ARGUMENT.
@@ -162,14 +165,24 @@ typedef struct wgml_context_desc {
     /* How long a wait for the device may take before WGML_ERROR_TIMEOUT. Default 60000
        (600000 on a CPU adapter, whose driver compiles kernels inside the waits). */
     uint32_t timeout_ms;
+    /* Take the adapter at device_index in wgml_adapter_list's order (0: the first, which
+       is the one the rules above pick) instead of choosing by adapter and the rules; an
+       index past the list is WGML_ERROR_NO_ADAPTER naming what there is. Default (false):
+       $WGML_DEVICE when set (a decimal index), else the choice above. backend and
+       adapter, when set too, filter the list first. Under MPI, wgml train and finetune
+       set it to the process's node-local rank modulo the list's length. */
+    bool use_device_index;
+    uint32_t device_index;
 } wgml_context_desc;
 
 /* Creates a context on the chosen adapter with the adapter's full limits and the features
    wgml can use when offered (shader-f16, subgroups, timestamp-query).
    desc may be NULL (all defaults). On failure *out is NULL and the message is in
    wgml_last_error(NULL).
-   Errors: WGML_ERROR_INVALID_ARGUMENT (out NULL, unknown backend name),
-           WGML_ERROR_NO_ADAPTER (nothing matched), WGML_ERROR_DEVICE, WGML_ERROR_TIMEOUT. */
+   Errors: WGML_ERROR_INVALID_ARGUMENT (out NULL, unknown backend name, a malformed WGML_*
+           variable such as a WGML_DEVICE that is not a decimal index),
+           WGML_ERROR_NO_ADAPTER (nothing matched, a device index past the list),
+           WGML_ERROR_DEVICE, WGML_ERROR_TIMEOUT. */
 WGML_API wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **out);
 
 /* Waits for submitted work (bounded by the timeout), then frees the context. Engines and
@@ -211,6 +224,22 @@ typedef struct wgml_adapter_info {
 
 /* Fills *info with what the context's device has. */
 WGML_API wgml_status wgml_context_info(const wgml_context *ctx, wgml_adapter_info *info);
+
+/* Lists the adapters the runtime offers, in the order of wgml_context_desc.device_index
+   (the best by the rules first: discrete, integrated, CPU; Vulkan, Metal and D3D12 before
+   D3D11 and OpenGL),
+   at most cap of them into out (may be NULL with cap 0), and their count into *count.
+   backend (may be NULL) filters as wgml_context_desc.backend does. The fields of each
+   entry are those of wgml_adapter_info that need no device: name, vendor, architecture,
+   driver, backend, type, vendor and device ids; the rest are zero. The WebGPU C API has
+   no enumeration: wgml asks for an adapter with each power preference, with and without
+   the fallback adapter, and keeps the distinct ones, so two identical GPUs of one machine
+   appear once (and only the first is reachable).
+   On error *count is 0.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (count NULL, out NULL with cap > 0, an unknown
+           backend), WGML_ERROR_DEVICE (no instance, an adapter request failed),
+           WGML_ERROR_TIMEOUT, WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_adapter_list(const char *backend, wgml_adapter_info *out, uint32_t cap, uint32_t *count);
 
 /* Fences: how far the device has come, without waiting for all recorded work.
    wgml_context_fence submits the work recorded so far (as wgml_context_flush) and returns
@@ -515,6 +544,18 @@ WGML_API wgml_status wgml_silu_gate_fused(wgml_engine *e, const wgml_tensor *up,
 WGML_API wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
                                              const wgml_tensor *grad_out, wgml_tensor *grad_up,
                                              wgml_tensor *grad_gate);
+/* out = GELU(up) * gate, in one pass (the GeGLU product of Gemma's MLP), GELU in its tanh
+   form (PyTorch's approximate="tanh", transformers' gelu_pytorch_tanh):
+   GELU(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x * sigmoid(2u)
+   without overflow: any finite x gives a finite result (below about x = -10 a subnormal,
+   or 0 where subnormals are flushed: see SUBNORMALS). */
+WGML_API wgml_status wgml_gelu_tanh_gate_fused(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
+                                               wgml_tensor *out);
+/* Gradients of out = GELU(up) * gate (tanh form): grad_up = grad_out * gate * GELU'(up),
+   grad_gate = grad_out * GELU(up). */
+WGML_API wgml_status wgml_gelu_tanh_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
+                                                  const wgml_tensor *grad_out, wgml_tensor *grad_up,
+                                                  wgml_tensor *grad_gate);
 
 /* ---- selection, convolution (src/ops/select.c, src/ops/conv.c) ---------------------- */
 
@@ -764,6 +805,22 @@ WGML_API wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x
 WGML_API wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x,
                                                  const wgml_tensor *residual, const wgml_tensor *weight,
                                                  wgml_tensor *out, wgml_tensor *sum_out, float eps);
+/* Options of wgml_rms_norm_with. */
+typedef struct wgml_rms_norm_options {
+    float eps;              /* used as given: finite and >= 0 (0 lets a row of zeros give NaN) */
+    float weight_offset;    /* out = RMSNorm(x) * (weight + weight_offset), the sum rounded to f32
+                               as each weight is read: 1 for norms whose weights are stored as
+                               w of (1 + w) (Gemma's); finite. 0: the plain norm */
+} wgml_rms_norm_options;
+
+/* The RMSNorm forward in one call with every choice: out = RMSNorm(x [+ residual]) *
+   (weight + opts->weight_offset), and the sum into sum_out, as wgml_rms_norm_residual_with
+   does. residual may be NULL (a plain norm of x; sum_out must then be NULL too); opts NULL
+   means eps 1e-5 and no offset. Shapes, aliasing and errors as wgml_rms_norm_residual_with,
+   plus a weight_offset that is not finite (WGML_ERROR_INVALID_ARGUMENT). */
+WGML_API wgml_status wgml_rms_norm_with(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
+                                        const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out,
+                                        const wgml_rms_norm_options *opts);
 /* Gradients of out = RMSNorm(input) * weight (the eps of the forward pass), with
    r = 1 / sqrt(mean(x^2) + eps) per row of d values:
        grad_in  = r * grad_out * weight - x * r^3 * sum(grad_out * weight * x) / d
@@ -787,10 +844,13 @@ typedef struct wgml_rms_norm_backward_options {
        more): the residual stream's gradient in a pre-norm block (dh += RMSNorm's backward of
        the branch) without a separate add. grad_weight, when given, is still written. */
     bool accumulate;
+    /* The forward's weight_offset (wgml_rms_norm_options): weight is read as weight +
+       weight_offset in grad_in; grad_weight is unchanged by it (d(w + c)/dw = 1). */
+    float weight_offset;
 } wgml_rms_norm_backward_options;
 
 /* wgml_rms_norm_backward with options (opts may be NULL). Shapes, aliasing and errors as
-   wgml_rms_norm_backward. */
+   wgml_rms_norm_backward, plus a weight_offset that is not finite (WGML_ERROR_INVALID_ARGUMENT). */
 WGML_API wgml_status wgml_rms_norm_backward_with(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                                  const wgml_tensor *weight, wgml_tensor *grad_in,
                                                  wgml_tensor *grad_weight, float eps,
@@ -893,8 +953,10 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *
  * Layout: q, out, grad_out, grad_q are [batch, seq_q, num_heads, head_dim]; k, v, grad_k,
  * grad_v are [batch, seq_k, num_kv_heads, head_dim]; every tensor f32, dense, row-major.
- * seq_q and seq_k may differ. head_dim must be even and at most 128 (any even value: 64,
- * 80, 96, 128, ...); odd head dims and head dims over 128 are refused. seq_q and seq_k may
+ * seq_q and seq_k may differ. head_dim must be even and at most 256 (any even value: 64,
+ * 80, 96, 128, 256, ...); odd head dims and head dims over 256 are refused. Above 128
+ * (Gemma 3's 256) the tiled kernels run, slower than the 64 x 64 ones below it, and
+ * options.scores is refused there (WGML_ERROR_LIMIT). seq_q and seq_k may
  * be up to 2^26 (131072 keys and more work while the buffers fit the device).
  *
  * Visibility: query i sits at absolute position i + causal_offset (e.g. the number of
@@ -948,10 +1010,12 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  * to head_dim 64, above of 32 where the device holds them, else 16, else 8) with dq from
  * the stored dS (above); on GPUs each is built for the call's mask and dropout options.
  * They need 256 invocations per workgroup and 24 KiB of workgroup storage (the backward's
- * dk, dv also 10 storage buffers per stage); where the device has less, older tiled
- * kernels shaped by its workgroup storage run instead, with the same results to
- * rounding. The choice follows the device's limits alone: no environment variable
- * changes it.
+ * dk, dv also 10 storage buffers per stage); where the device has less, and at head_dim
+ * above 128 on every device, older tiled kernels shaped by its workgroup storage run
+ * instead, with the same results to rounding (their backward at head_dim 256 needs
+ * 16,960 bytes of workgroup storage: a 16 KiB device runs head_dim 225 - 256 forward and
+ * decoding only). The choice follows the device's limits and head_dim alone: no
+ * environment variable changes it.
  *
  * Errors of every attention call (nothing is recorded when one is returned):
  *   WGML_ERROR_INVALID_ARGUMENT  engine or a tensor NULL; dropout_prob outside [0, 1) or
@@ -961,7 +1025,7 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *   WGML_ERROR_DTYPE             a tensor that is not f32 (options.lse and .scores included)
  *   WGML_ERROR_SHAPE             q/k not 4-D (2-D for the single-head calls); batch of k
  *                                differs from q; num_heads not a multiple of num_kv_heads;
- *                                head_dim of k differs from q, is odd or over 128; v not
+ *                                head_dim of k differs from q, is odd or over 256; v not
  *                                shaped like k; out, grad_out, grad_q not shaped like q;
  *                                grad_k, grad_v not shaped like k; a mask shape that does
  *                                not broadcast; options.lse not [batch, num_heads, seq_q];
@@ -971,7 +1035,7 @@ WGML_API wgml_status wgml_rope_backward(wgml_engine *e, wgml_tensor *grad, uint3
  *   WGML_ERROR_LIMIT             seq_q or seq_k over 2^26, a tensor of 2^32 elements or
  *                                more, or a device without enough workgroup storage;
  *                                options.scores where the call does not run the 64 x 64
- *                                kernels
+ *                                kernels (head_dim above 128 included)
  *   WGML_ERROR_OUT_OF_MEMORY     the scratch of the backward or of decoding
  */
 
@@ -1477,6 +1541,12 @@ WGML_API const void *wgml_gguf_tensor_data(const wgml_gguf *g, size_t i);
 
 /* ---- config.json of the model families (Llama, Mistral, Qwen2, Qwen3) ---------------- */
 
+/* The MLP's gate activation (config.json's hidden_act or hidden_activation). */
+typedef enum wgml_hidden_act {
+    WGML_HIDDEN_ACT_SILU = 0,       /* "silu": silu(gate) * up */
+    WGML_HIDDEN_ACT_GELU_TANH       /* "gelu_pytorch_tanh": GELU's tanh form (gate) * up */
+} wgml_hidden_act;
+
 typedef enum wgml_rope_scaling_type {
     WGML_ROPE_SCALING_NONE = 0,   /* absent, null, or rope_type "default" */
     WGML_ROPE_SCALING_LINEAR,     /* positions divided by factor */
@@ -1521,6 +1591,25 @@ typedef struct wgml_model_config {
     uint32_t conv_kernel;           /* conv_L_cache: the convolutions' width, 1 .. 16; 0: not LFM2 */
     uint32_t conv_layers[32];       /* bit l % 32 of word l / 32: layer l is a convolution
                                        block (only with conv_kernel) */
+    /* Gemma 3 (model_type "gemma3_text"), and choices any family may make: */
+    wgml_hidden_act hidden_act;     /* the MLP's gate: SiLU (SwiGLU, 0) or GELU's tanh form (GeGLU) */
+    bool gemma;                     /* Gemma's conventions: every RMSNorm (q_norm and k_norm
+                                       included) scales by (1 + weight); the embeddings are
+                                       multiplied by sqrt(hidden_size) (the tied head reads
+                                       them unscaled); the attention's and the MLP's outputs
+                                       are RMS-normalised (post_attention_layernorm,
+                                       post_feedforward_layernorm) before they join the
+                                       residual stream, and the MLP's input norm is named
+                                       pre_feedforward_layernorm */
+    uint32_t full_attention_layers[32]; /* with sliding_window: bit l % 32 of word l / 32: layer
+                                       l attends to every earlier position (Gemma 3's global
+                                       layers); the other layers slide. All zero: every layer
+                                       slides (Mistral) */
+    double rope_local_theta;        /* 0: every layer rotates by rope_theta (and rope_scaling);
+                                       else the sliding layers rotate by this base, unscaled
+                                       (Gemma 3's rope_local_base_freq); in [0, 1e15] */
+    double query_pre_attn_scalar;   /* 0: attention scales scores by 1/sqrt(head_dim); else by
+                                       1/sqrt(query_pre_attn_scalar) (Gemma); in [0, 1e9] */
     struct {
         wgml_rope_scaling_type type;
         double factor;              /* linear, llama3: >= 1 */
@@ -1886,13 +1975,13 @@ typedef struct wgml_batcher_stats {
 WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_stats *st);
 
 /* ------------------------------------------------------------------------------------ */
-/* Models: Llama, Mistral, Qwen2, Qwen3, LFM2 decoders, trained and run on the GPU (src/model.c) */
+/* Models: Llama, Mistral, Qwen2, Qwen3, LFM2, Gemma 3 decoders, trained and run on the GPU (src/model.c) */
 /* ------------------------------------------------------------------------------------ */
 
 /* MODELS
    ======
-   A wgml_model is a Llama-style decoder-only transformer (Mistral's and Qwen's variants
-   below) whose every parameter is an f32 tensor on the GPU, named as Hugging Face's
+   A wgml_model is a Llama-style decoder-only transformer (Mistral's, Qwen's, LFM2's and
+   Gemma 3's variants below) whose every parameter is an f32 tensor on the GPU, named as Hugging Face's
    LlamaForCausalLM names it:
 
        model.embed_tokens.weight                    [vocab, hidden]
@@ -1913,6 +2002,12 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
        model.layers.<i>.self_attn.v_proj.bias       [kv_heads * head_dim]  (qkv_bias)
        model.layers.<i>.self_attn.q_norm.weight     [head_dim]             (qk_norm)
        model.layers.<i>.self_attn.k_norm.weight     [head_dim]             (qk_norm)
+       model.layers.<i>.post_attention_layernorm.weight [hidden]           (gemma)
+       model.layers.<i>.post_feedforward_layernorm.weight [hidden]         (gemma)
+
+   Gemma 3 (gemma) names the MLP's input norm pre_feedforward_layernorm (its
+   post_attention_layernorm is the extra above, the norm of the attention's output) and
+   stores every norm's weight as w of (1 + w), as its files do.
 
    LFM2 (conv_kernel set) names them as Lfm2ForCausalLM does: operator_norm, self_attn.
    {q,k,v,out}_proj, ffn_norm, feed_forward.w1 (gate), w3 (up), w2 (down), the extras
@@ -1935,11 +2030,18 @@ WGML_API wgml_status wgml_batcher_get_stats(const wgml_batcher *b, wgml_batcher_
    (B, C, X) = Win n1(h) split in three along the features and conv is the causal
    depthwise convolution of width conv_kernel along each sequence (wgml_conv1d_causal);
    its generation cache holds the convolution's inputs, as the attention layers' hold
-   keys and values. LoRA adapters of LFM2 models are refused (WGML_ERROR_UNSUPPORTED). The
+   keys and values. hidden_act GELU (tanh form) replaces silu in the gate. Gemma 3
+   (gemma) computes
+       h = embed[x] * sqrt(hidden); per layer: h += npa(Wo attn(...)); h += npf(Wd (...))
+   with every norm n(x) = RMSNorm(x) * (1 + w), npa and npf the extras
+   post_attention_layernorm and post_feedforward_layernorm, its sliding layers (all but
+   full_attention_layers) windowed and rotated by rope_local_theta, the others by
+   rope_theta and rope_scaling, and scores scaled by 1/sqrt(query_pre_attn_scalar). The
    configuration is the wgml_model_config of config.json, RoPE scaling (linear, Llama 3)
    included; o_proj or MLP biases (attention_bias, mlp_bias) are refused with
-   WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 128 (the attention kernel's
-   limit). AdamW leaves the norms' weights and the biases without weight decay.
+   WGML_ERROR_UNSUPPORTED. head_dim must be even and at most 256 (the attention kernels'
+   limit; above 128 they run their tiled form, slower than the 64 x 64 one). AdamW leaves
+   the norms' weights and the biases without weight decay.
 
    Three objects share the model's parameters:
    - wgml_trainer: activations for a [batch, seq_len] micro-batch, gradients and AdamW
@@ -1967,11 +2069,12 @@ typedef struct wgml_model wgml_model;
    wgml_model_save.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; anything wgml_model_config_check refuses:
            the message names the field; hidden_size != heads * head_dim is allowed),
-           WGML_ERROR_UNSUPPORTED (head_dim > 128, o_proj or MLP biases), WGML_ERROR_LIMIT and
+           WGML_ERROR_UNSUPPORTED (head_dim > 256, o_proj or MLP biases), WGML_ERROR_LIMIT and
            WGML_ERROR_OUT_OF_MEMORY (a tensor too large for the device). */
 WGML_API wgml_status wgml_model_create(wgml_engine *e, const wgml_model_config *cfg, wgml_model **out);
 
-/* Fills the parameters from a seeded generator: norm weights 1, biases 0, every matrix normal with
+/* Fills the parameters from a seeded generator: norms 1 (Gemma's stored w of 1 + w: 0),
+   biases 0, every matrix normal with
    standard deviation std (0 means 0.02), o_proj and down_proj divided by sqrt(2 * layers)
    (GPT-2's scaling of residual projections). The same seed gives the same model on every
    adapter (the numbers are drawn on the host).
@@ -1982,9 +2085,9 @@ WGML_API wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float 
 /* Loads a model from path: a folder with config.json and model.safetensors (or
    model.safetensors.index.json and its shards), or a safetensors file or index file whose
    folder holds config.json. config.json must describe a model of a family wgml runs:
-   model_type "llama" (or absent), "mistral", "qwen2" or "qwen3", with architectures[0]
-   absent or that family's (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-   Qwen3ForCausalLM). Every tensor's presence,
+   model_type "llama" (or absent), "mistral", "qwen2", "qwen3", "lfm2" or "gemma3_text",
+   with architectures[0] absent or that family's (LlamaForCausalLM, MistralForCausalLM,
+   Qwen2ForCausalLM, Qwen3ForCausalLM, Lfm2ForCausalLM, Gemma3ForCausalLM). Every tensor's presence,
    shape and dtype is checked against config.json before any device memory is allocated:
    a failed load allocates and records nothing on the GPU and leaves no model (*out is
    NULL). A tensor the model would not use is refused (a q_norm beside a Llama config, say),
@@ -2073,6 +2176,8 @@ typedef struct wgml_trainer wgml_trainer;
 typedef struct wgml_lora wgml_lora;   /* LoRA adapters: see below */
 
 /* Zero-initialise, then set what you need; zero fields take the defaults shown. */
+typedef struct wgml_comm wgml_comm;   /* DATA PARALLELISM below */
+
 typedef struct wgml_trainer_desc {
     uint32_t batch;            /* required: sequences per micro-batch */
     uint32_t seq_len;          /* required: tokens per sequence */
@@ -2105,6 +2210,9 @@ typedef struct wgml_trainer_desc {
                                   0xbf58476d1ce4e5b9; z ^= z >> 27; z *= 0x94d049bb133111eb;
                                   z ^= z >> 31). Costs one [batch * seq_len, in] scratch per
                                   input width of the targets. */
+    wgml_comm *comm;           /* data parallelism (DATA PARALLELISM below): each step first
+                                  sums the trained gradients over comm's processes; NULL or
+                                  one process: this process alone */
 } wgml_trainer_desc;
 
 /* Allocates activations for batch * seq_len tokens and, unless eval_only, a gradient and
@@ -2133,12 +2241,15 @@ WGML_API wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, con
 WGML_API wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets,
                                              float grad_scale, wgml_tensor *mean_loss);
 
-/* One optimizer step on the accumulated gradients: their global L2 norm (written to
+/* One optimizer step on the accumulated gradients: with desc.comm of several processes,
+   first their sum over the processes (DATA PARALLELISM); their global L2 norm (written to
    grad_norm[0] before clipping when grad_norm is not NULL), clipping to clip_norm, AdamW
    with learning rate lr and the trainer's step count (1-based), then the gradients are
-   cleared for the next accumulation. All on the GPU: nothing is read back.
+   cleared for the next accumulation. All on the GPU, nothing read back, except the
+   gradients' round trip through host memory for the sum.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr negative or not finite, no gradient
-           accumulated since the last step, an eval_only trainer). */
+           accumulated since the last step, an eval_only trainer), the communicator's
+           (WGML_ERROR_TIMEOUT, WGML_ERROR_DEVICE). */
 WGML_API wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm);
 
 /* The logits [batch * seq_len, vocab] of the last eval or accumulate (their gradient
@@ -2166,6 +2277,61 @@ WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
            device errors. */
 WGML_API wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path);
 WGML_API wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path);
+
+/* ---- data parallelism (src/comm.c, src/transport/mpi.c) --------------------------------
+
+   DATA PARALLELISM
+   ================
+   Several processes (mpirun -np N) train one model together: each holds the whole model,
+   runs the forward and backward passes of its share of every step's micro-batches, and
+   wgml_trainer_step sums the trained gradients over the processes before clipping and
+   AdamW. Each process accumulates its micro-batches with grad_scale 1 / (micro-batches of
+   the step over all processes), so the sum is the gradient of the global batch's mean
+   loss, and every process takes the same step: the weights stay bit-identical. The
+   gradients travel through host memory in buckets of about 8 MiB, in the trained
+   parameters' order: each bucket is read back from the device, its all-reduce started
+   (non-blocking) and the next bucket read while it runs; the sums are written back once
+   all are done. (The read-backs start when the step begins, after the whole backward
+   pass; they do not overlap it.)
+
+   The transport is MPI, present when the build found Open MPI (wgml_comm_available);
+   a build without it refuses to run inside an MPI job rather than train N copies alone. A
+   collective that does not finish within the timeout (a process died or hangs) fails
+   with WGML_ERROR_TIMEOUT, and wgml_comm_destroy then aborts every process of the job. */
+
+/* Whether this build has a transport (MPI). */
+WGML_API bool wgml_comm_available(void);
+
+/* Joins the job this process was started in: when the environment names an MPI job of
+   more than one process (mpirun sets OMPI_COMM_WORLD_SIZE, or PMI_SIZE / PMIX_RANK),
+   initialises MPI and writes a communicator to *out; outside a job, *out is NULL and the
+   call succeeds (NULL is the communicator of one process for every call below).
+   timeout_ms bounds every collective (0: 600000).
+   Errors: WGML_ERROR_INVALID_ARGUMENT (out NULL), WGML_ERROR_UNSUPPORTED (inside an MPI job
+           of several processes in a build without MPI), WGML_ERROR_DEVICE (MPI failed to
+           start), WGML_ERROR_OUT_OF_MEMORY. */
+WGML_API wgml_status wgml_comm_create(uint32_t timeout_ms, wgml_comm **out);
+
+/* This process's rank in the job (0 for NULL), the job's size (1 for NULL), and its rank
+   among the processes of its machine (0 for NULL): under MPI, each process's default
+   device (wgml_context_desc.device_index). */
+WGML_API uint32_t wgml_comm_rank(const wgml_comm *c);
+WGML_API uint32_t wgml_comm_size(const wgml_comm *c);
+WGML_API uint32_t wgml_comm_local_rank(const wgml_comm *c);
+
+/* Sums n doubles of buf over the processes, in place (every process calls it with the same
+   n, in the same order of calls); NULL c: nothing to do. The same result on every process.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (buf NULL with n > 0), WGML_ERROR_TIMEOUT,
+           WGML_ERROR_DEVICE (the transport failed). */
+WGML_API wgml_status wgml_comm_allreduce_sum(wgml_comm *c, double *buf, size_t n);
+
+/* Leaves the job (MPI_Finalize), or after a failed collective aborts every process of it
+   (MPI_Abort), so that none waits forever. NULL is a no-op. */
+WGML_API void wgml_comm_destroy(wgml_comm *c);
+/* Ends every process of the job at once with exit status code (MPI_Abort): for a process
+   that cannot go on while the others would wait for it in their next collective. Does
+   not return when c has several processes; NULL (or one process): returns. */
+WGML_API void wgml_comm_abort(wgml_comm *c, int code);
 
 /* ---- LoRA adapters (src/lora.c) -------------------------------------------------------
 

@@ -34,7 +34,7 @@ as_root() {
 
 # ---------------------------------------------------------------- build tools
 # --fuzz: only the fuzzing toolchain (clang with libFuzzer), for `make fuzz`
-pkgs_wanted="cmake make gcc pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev curl python3 npm openssl"
+pkgs_wanted="cmake make gcc pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libopenmpi-dev openmpi-bin curl python3 npm openssl"
 [ "${1:-}" = --fuzz ] && pkgs_wanted="clang libclang-rt-14-dev libcjson-dev libpcre2-dev libutf8proc-dev"
 need_pkgs=()
 for p in $pkgs_wanted; do

@@ -190,13 +190,24 @@ typedef struct candidate {
     WGPUAdapter adapter;
     char name[256];
     char description[256];
+    char vendor[128];
+    char architecture[128];
     WGPUAdapterType type;
     WGPUBackendType backend;
     uint32_t vendor_id, device_id;
 } candidate;
 
+static bool ranks_before(const candidate *a, const candidate *b)
+{
+    int ta = type_rank(a->type), tb = type_rank(b->type);
+    return ta < tb || (ta == tb && backend_rank(a->backend) < backend_rank(b->backend));
+}
+
 /* Asks for adapters with every power preference, with and without the fallback (CPU)
-   adapter, and keeps the distinct ones: the C API has no enumeration. */
+   adapter, and keeps the distinct ones: the C API has no enumeration. They come back in
+   the one order of device indices: discrete, integrated, CPU, then Vulkan, Metal and
+   D3D12 before other backends; ties keep the order they were found in, so the order is
+   the same on every call. */
 static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, candidate *c, int *count)
 {
     *count = 0;
@@ -213,7 +224,11 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
             WGPUFuture f = wgpuInstanceRequestAdapter(ctx->instance, &opt,
                 (WGPURequestAdapterCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_adapter, .userdata1 = &slot });
             wgml_status s = wgml__wait(ctx, f, "requesting an adapter");
-            if (s != WGML_OK) return s;
+            if (s != WGML_OK) {
+                for (int i = 0; i < *count; i++) wgpuAdapterRelease(c[i].adapter);
+                *count = 0;
+                return s;
+            }
             if (!slot.adapter) continue;
             WGPUAdapterInfo ai = { 0 };
             if (wgpuAdapterGetInfo(slot.adapter, &ai) != WGPUStatus_Success) { wgpuAdapterRelease(slot.adapter); continue; }
@@ -228,6 +243,8 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
                                .vendor_id = ai.vendorID, .device_id = ai.deviceID };
             copy_sv(cand.name, sizeof cand.name, ai.device);
             copy_sv(cand.description, sizeof cand.description, ai.description);
+            copy_sv(cand.vendor, sizeof cand.vendor, ai.vendor);
+            copy_sv(cand.architecture, sizeof cand.architecture, ai.architecture);
             wgpuAdapterInfoFreeMembers(ai);
             bool dup = false;
             for (int i = 0; i < *count; i++)
@@ -238,53 +255,121 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
             c[(*count)++] = cand;
         }
     }
+    for (int i = 1; i < *count; i++) {   /* a stable insertion sort */
+        candidate t = c[i];
+        int j = i;
+        for (; j > 0 && ranks_before(&t, &c[j - 1]); j--) c[j] = c[j - 1];
+        c[j] = t;
+    }
     return WGML_OK;
 }
 
-static wgml_status choose_adapter(wgml_context *ctx, const char *want_name, const char *want_backend)
+/* The backend named by want (NULL or "" is any), or an error naming who called. */
+static wgml_status parse_backend(const char *who, const char *want, WGPUBackendType *backend)
 {
-    WGPUBackendType backend = WGPUBackendType_Undefined;
-    if (want_backend && *want_backend) {
-        bool found = false;
-        for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++)
-            if (strcasecmp(want_backend, backend_names[i].name) == 0) { backend = backend_names[i].type; found = true; }
-        if (!found)
-            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT,
-                              "wgml_context_create: backend \"%s\" is not one of vulkan, metal, d3d12, d3d11, opengl, opengles, null",
-                              want_backend);
+    *backend = WGPUBackendType_Undefined;
+    if (!want || !*want) return WGML_OK;
+    for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++)
+        if (strcasecmp(want, backend_names[i].name) == 0) { *backend = backend_names[i].type; return WGML_OK; }
+    return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT,
+                      "%s: backend \"%s\" is not one of vulkan, metal, d3d12, d3d11, opengl, opengles, null", who, want);
+}
+
+/* "\"name\" (backend, type), ..." in the candidates' order, or "none": what a failed
+   choice tells the user there is. */
+static const char *describe_candidates(char *buf, size_t cap, const candidate *c, int n)
+{
+    buf[0] = 0;
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s\"%s\" (%s, %s)", i ? ", " : "", c[i].name, backend_name(c[i].backend),
+                 adapter_type_name(c[i].type));
     }
+    return n ? buf : "none";
+}
+
+/* Takes the first candidate that matches want_name (a substring of its name or
+   description), or with index set the one at *index among those that match. index_from
+   names where an index came from, for the message. */
+static wgml_status choose_adapter(wgml_context *ctx, const char *want_name, const char *want_backend,
+                                  const uint32_t *index, const char *index_from)
+{
+    WGPUBackendType backend;
+    WGML_CHECK(parse_backend("wgml_context_create", want_backend, &backend));
     candidate c[MAX_CANDIDATES];
     int n = 0;
     wgml_status s = collect_adapters(ctx, backend, c, &n);
     if (s != WGML_OK) { snprintf(tls_error, sizeof tls_error, "%s", ctx->error); return s; }
 
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-        if (want_name && *want_name && !contains_icase(c[i].name, want_name) && !contains_icase(c[i].description, want_name))
+    bool by_name = want_name && *want_name;
+    int pick = -1;
+    uint32_t matched = 0;
+    for (int i = 0; i < n && pick < 0; i++) {
+        if (by_name && !contains_icase(c[i].name, want_name) && !contains_icase(c[i].description, want_name))
             continue;
-        if (best < 0 || type_rank(c[i].type) < type_rank(c[best].type) ||
-            (type_rank(c[i].type) == type_rank(c[best].type) && backend_rank(c[i].backend) < backend_rank(c[best].backend)))
-            best = i;
+        if (!index || matched == *index) pick = i;
+        matched++;
     }
-    if (best < 0) {
-        char seen[WGML_ERROR_MAX / 2] = "";
-        for (int i = 0; i < n; i++) {
-            size_t used = strlen(seen);
-            snprintf(seen + used, sizeof seen - used, "%s\"%s\" (%s, %s)", i ? ", " : "", c[i].name,
-                     backend_name(c[i].backend), adapter_type_name(c[i].type));
-        }
+    if (pick < 0) {
+        char seen[WGML_ERROR_MAX / 2];
+        const char *found = describe_candidates(seen, sizeof seen, c, n);
         for (int i = 0; i < n; i++) wgpuAdapterRelease(c[i].adapter);
         if (n == 0 && backend == WGPUBackendType_Undefined)
             return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER, "wgml_context_create: no WebGPU adapter: %s", NO_DRIVER_HINT);
+        if (index)
+            return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER,
+                              "wgml_context_create: device index %u%s%s%s is out of range (%u adapter%s%s%s%s%s, indices from 0); "
+                              "adapters found: %s",
+                              *index, index_from ? " (from " : "", index_from ? index_from : "", index_from ? ")" : "",
+                              matched, matched == 1 ? "" : "s", by_name ? " matching adapter \"" : "", by_name ? want_name : "",
+                              by_name ? "\"" : "", backend != WGPUBackendType_Undefined ? " on that backend" : "", found);
         return wgml__fail(NULL, WGML_ERROR_NO_ADAPTER, "wgml_context_create: no WebGPU adapter%s%s%s%s; adapters found: %s",
-                          want_name && *want_name ? " matching adapter \"" : "", want_name && *want_name ? want_name : "",
-                          want_name && *want_name ? "\"" : "", backend != WGPUBackendType_Undefined ? " on that backend" : "",
-                          n ? seen : "none");
+                          by_name ? " matching adapter \"" : "", by_name ? want_name : "", by_name ? "\"" : "",
+                          backend != WGPUBackendType_Undefined ? " on that backend" : "", found);
     }
     for (int i = 0; i < n; i++)
-        if (i != best) wgpuAdapterRelease(c[i].adapter);
-    ctx->adapter = c[best].adapter;
+        if (i != pick) wgpuAdapterRelease(c[i].adapter);
+    ctx->adapter = c[pick].adapter;
     return WGML_OK;
+}
+
+wgml_status wgml_adapter_list(const char *backend, wgml_adapter_info *out, uint32_t cap, uint32_t *count)
+{
+    if (!count) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_adapter_list: count is NULL");
+    *count = 0;
+    if (!out && cap > 0) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_adapter_list: out is NULL with cap %u", cap);
+    WGPUBackendType want;
+    WGML_CHECK(parse_backend("wgml_adapter_list", backend, &want));
+    /* a context without a device: the waits for the adapters need its instance and timeout */
+    wgml_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_adapter_list: out of host memory");
+    ctx->timeout_ms = wgml__profile_of(NULL, 0, false)->timeout_ms;
+    ctx->instance = wgml__create_instance();
+    if (!ctx->instance) {
+        free(ctx);
+        return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_adapter_list: the WebGPU runtime could not create an instance");
+    }
+    candidate c[MAX_CANDIDATES];
+    int n = 0;
+    wgml_status s = collect_adapters(ctx, want, c, &n);
+    if (s != WGML_OK) wgml__fail(NULL, s, "wgml_adapter_list: %s", ctx->error);
+    for (int i = 0; i < n; i++) {
+        if ((uint32_t)i < cap) {
+            wgml_adapter_info *in = &out[i];
+            *in = (wgml_adapter_info){ .backend = backend_name(c[i].backend), .type = adapter_type_name(c[i].type),
+                                       .vendor_id = c[i].vendor_id, .device_id = c[i].device_id };
+            snprintf(in->name, sizeof in->name, "%s", c[i].name);
+            snprintf(in->vendor, sizeof in->vendor, "%s", c[i].vendor);
+            snprintf(in->architecture, sizeof in->architecture, "%s", c[i].architecture);
+            snprintf(in->driver, sizeof in->driver, "%s", c[i].description);
+        }
+        wgpuAdapterRelease(c[i].adapter);
+    }
+    *count = (uint32_t)n;
+    wgpuInstanceProcessEvents(ctx->instance);
+    wgpuInstanceRelease(ctx->instance);
+    free(ctx);
+    return s;
 }
 
 /* ---- device ------------------------------------------------------------------------- */
@@ -388,14 +473,26 @@ static wgml_status create_device(wgml_context *ctx, bool robust)
 typedef struct user_env {
     const char *adapter, *backend;
     bool robust, log_kernels, fuse_off;
+    bool use_device_index;   /* WGML_DEVICE is set: device_index holds it */
+    uint32_t device_index;
 } user_env;
 
 static wgml_status read_user_env(user_env *u)
 {
-    enum { ADAPTER, BACKEND, ROBUST, LOG_KERNELS, FUSE, COUNT };
-    static const char *const names[COUNT] = { "WGML_ADAPTER", "WGML_BACKEND", "WGML_ROBUST", "WGML_LOG_KERNELS", "WGML_FUSE" };
+    enum { ADAPTER, BACKEND, DEVICE, ROBUST, LOG_KERNELS, FUSE, COUNT };
+    static const char *const names[COUNT] = { "WGML_ADAPTER", "WGML_BACKEND", "WGML_DEVICE", "WGML_ROBUST", "WGML_LOG_KERNELS",
+                                              "WGML_FUSE" };
     const char *v[COUNT];
     for (int i = 0; i < COUNT; i++) v[i] = getenv(names[i]);
+    /* a device index is decimal digits only, below 2^32: no sign, no spaces, not empty */
+    uint64_t device = 0;
+    if (v[DEVICE]) {
+        const char *p = v[DEVICE];
+        for (; *p >= '0' && *p <= '9' && device <= UINT32_MAX; p++) device = device * 10 + (uint64_t)(*p - '0');
+        if (p == v[DEVICE] || *p || device > UINT32_MAX)
+            return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: %s=\"%s\" is not a decimal device index",
+                              names[DEVICE], v[DEVICE]);
+    }
     /* the three switches take 0 or 1 only, so a typo is an error rather than the default */
     bool on[COUNT] = { [FUSE] = true };
     for (int i = ROBUST; i < COUNT; i++) {
@@ -405,7 +502,7 @@ static wgml_status read_user_env(user_env *u)
         on[i] = v[i][0] == '1';
     }
     *u = (user_env){ .adapter = v[ADAPTER], .backend = v[BACKEND], .robust = on[ROBUST], .log_kernels = on[LOG_KERNELS],
-                     .fuse_off = !on[FUSE] };
+                     .fuse_off = !on[FUSE], .use_device_index = v[DEVICE] != NULL, .device_index = (uint32_t)device };
     return WGML_OK;
 }
 
@@ -418,6 +515,12 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
     wgml_context_desc d = desc ? *desc : (wgml_context_desc){ 0 };
     if (!d.adapter) d.adapter = env.adapter;
     if (!d.backend) d.backend = env.backend;
+    const char *index_from = NULL;
+    if (!d.use_device_index && env.use_device_index) {
+        d.use_device_index = true;
+        d.device_index = env.device_index;
+        index_from = "WGML_DEVICE";
+    }
 
     wgml_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_context_create: out of host memory");
@@ -428,7 +531,7 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
         free(ctx);
         return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the WebGPU runtime could not create an instance");
     }
-    wgml_status s = choose_adapter(ctx, d.adapter, d.backend);
+    wgml_status s = choose_adapter(ctx, d.adapter, d.backend, d.use_device_index ? &d.device_index : NULL, index_from);
     if (s == WGML_OK) s = wgml__device_room(wgml__address_limit());
     if (s == WGML_OK) s = create_device(ctx, d.robust || env.robust);
     if (s != WGML_OK) {

@@ -1,5 +1,5 @@
-/* A Llama-family decoder (with Mistral's window, Qwen2's biases, Qwen3's head norms) on
-   the GPU: its parameters, training (forward, backward, gradient accumulation, clipping,
+/* A Llama-family decoder (with Mistral's window, Qwen2's biases, Qwen3's head norms, LFM2's
+   convolution blocks, Gemma 3's norms, GeGLU and local / global layers) on the GPU: its parameters, training (forward, backward, gradient accumulation, clipping,
    AdamW) and generation with a KV cache. Every computation is a
    wgml op; this file allocates tensors and sequences the ops. The CPU reference it is
    tested against is tests/ref/ref_model.c (the same model in double, written to be read).
@@ -15,6 +15,7 @@
    norm (xn), q and k after RoPE, v, the attention output, the stream after attention
    (h2), its norm (xn2), the gate and up projections and their SwiGLU product. The
    attention probabilities are not kept: the flash-attention backward recomputes them. */
+#include "comm.h"
 #include "internal.h"
 
 #include <math.h>
@@ -37,6 +38,11 @@ static const char *const llama_names[P_KINDS] = {
     "self_attn.v_proj.weight",      "self_attn.o_proj.weight", "post_attention_layernorm.weight",
     "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight", NULL, NULL, NULL,
 };
+static const char *const gemma_names[P_KINDS] = {
+    "input_layernorm.weight",       "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",      "self_attn.o_proj.weight", "pre_feedforward_layernorm.weight",
+    "mlp.gate_proj.weight",         "mlp.up_proj.weight",      "mlp.down_proj.weight", NULL, NULL, NULL,
+};
 static const char *const lfm2_names[P_KINDS] = {
     "operator_norm.weight",   "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
     "self_attn.out_proj.weight", "ffn_norm.weight",      "feed_forward.w1.weight",  "feed_forward.w3.weight",
@@ -46,14 +52,16 @@ static const char *const lfm2_names[P_KINDS] = {
 static const int conv_kinds[8] = { P_ATTN_NORM, P_CONV_IN, P_CONV_W, P_CONV_OUT, P_FFN_NORM, P_WG, P_WU, P_WD };
 
 /* The families' extra parameters, after the others (the head included), layer by layer in
-   this order: Qwen2's q, k, v biases; Qwen3's (and LFM2's attention layers') q and k norms. */
-enum { X_BQ, X_BK, X_BV, X_QNORM, X_KNORM, X_KINDS };
+   this order: Qwen2's q, k, v biases; Qwen3's (and LFM2's attention layers', and Gemma's)
+   q and k norms; Gemma's norms of the attention's and the MLP's outputs. */
+enum { X_BQ, X_BK, X_BV, X_QNORM, X_KNORM, X_POST_ATTN, X_POST_FFN, X_KINDS };
 static const char *const extra_names[X_KINDS] = {
-    "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.q_norm.weight",
-    "self_attn.k_norm.weight",
+    "self_attn.q_proj.bias",   "self_attn.k_proj.bias",           "self_attn.v_proj.bias",
+    "self_attn.q_norm.weight", "self_attn.k_norm.weight",         "post_attention_layernorm.weight",
+    "post_feedforward_layernorm.weight",
 };
 static const char *const lfm2_extra_names[X_KINDS] = { NULL, NULL, NULL, "self_attn.q_layernorm.weight",
-                                                       "self_attn.k_layernorm.weight" };
+                                                       "self_attn.k_layernorm.weight", NULL, NULL };
 #define SLOTS (P_KINDS + X_KINDS)   /* a layer's kinds, the extras after the others */
 
 static bool is_lfm2(const wgml_model_config *c) { return c->conv_kernel != 0; }
@@ -66,7 +74,8 @@ static bool conv_layer(const wgml_model_config *c, uint32_t l)
 static uint32_t extras_of(const wgml_model_config *c, uint32_t l)
 {
     if (conv_layer(c, l)) return 0;
-    return (c->qkv_bias ? (1u << X_BQ | 1u << X_BK | 1u << X_BV) : 0) | (c->qk_norm ? (1u << X_QNORM | 1u << X_KNORM) : 0);
+    return (c->qkv_bias ? (1u << X_BQ | 1u << X_BK | 1u << X_BV) : 0) | (c->qk_norm ? (1u << X_QNORM | 1u << X_KNORM) : 0) |
+           (c->gemma ? (1u << X_POST_ATTN | 1u << X_POST_FFN) : 0);
 }
 
 /* One entry of the parameter list: its layer (-1: none) and slot (a P_* kind, P_KINDS + an
@@ -102,6 +111,9 @@ struct wgml_model {
     wgml_model_config cfg;
     uint32_t V, D, L, H, Hk, hd, F, QD, KD;
     float eps, theta;
+    float woff;                   /* the norms' weight offset: 1 for Gemma's (1 + w), else 0 */
+    float embed_scale;            /* the embeddings' factor: sqrt(hidden_size) for Gemma, else 1 */
+    float attn_scale;             /* attention's score scale, 0: 1/sqrt(head_dim) */
     wgml_tensor *inv_freq;        /* RoPE frequencies when config.json scales them, else NULL */
     size_t nparams;
     wgml_tensor **p;
@@ -131,7 +143,8 @@ static int extra_kind(const wgml_model *m, size_t i) { return m->list[i].slot >=
 static bool is_norm_index(const wgml_model *m, size_t i)
 {
     int k = m->list[i].slot;
-    return k == S_FINAL_NORM || k == P_ATTN_NORM || k == P_FFN_NORM || k == P_KINDS + X_QNORM || k == P_KINDS + X_KNORM;
+    return k == S_FINAL_NORM || k == P_ATTN_NORM || k == P_FFN_NORM || k == P_KINDS + X_QNORM || k == P_KINDS + X_KNORM ||
+           k == P_KINDS + X_POST_ATTN || k == P_KINDS + X_POST_FFN;
 }
 /* Parameters without weight decay: the norms' weights and the biases. */
 static bool no_decay_index(const wgml_model *m, size_t i) { return is_norm_index(m, i) || extra_kind(m, i) >= 0; }
@@ -201,7 +214,7 @@ static wgml_status check_config(wgml_context *ctx, const char *fn, const wgml_mo
                           wgml_last_error(NULL) + strlen("wgml_model_config_check: "));
     *Hk = c->num_key_value_heads ? c->num_key_value_heads : c->num_attention_heads;
     *hd = c->head_dim ? c->head_dim : c->hidden_size / c->num_attention_heads;
-    if (*hd > 128) return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg head_dim %u is over 128, the attention kernel's limit", fn, *hd);
+    if (*hd > 256) return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg head_dim %u is over 256, the attention kernel's limit", fn, *hd);
     if (c->attention_bias || c->mlp_bias)
         return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "%s: cfg asks for %s biases, which this model does not have", fn,
                           c->attention_bias ? "attention (o_proj's included)" : "MLP");
@@ -238,11 +251,12 @@ static void entry_spec(const wgml_model_config *c, pentry pe, char name[WGML__PA
         if (pe.slot >= P_KINDS) {   /* the families' extras */
             int x = pe.slot - P_KINDS;
             snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%d.%s", pe.layer, (lfm2 ? lfm2_extra_names : extra_names)[x]);
-            rows = x == X_BQ ? QD : x == X_BK || x == X_BV ? KD : hd;
+            rows = x == X_BQ ? QD : x == X_BK || x == X_BV ? KD : x == X_POST_ATTN || x == X_POST_FFN ? D : hd;
             *ndim = 1;
             break;
         }
-        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%d.%s", pe.layer, (lfm2 ? lfm2_names : llama_names)[pe.slot]);
+        snprintf(name, WGML__PARAM_NAME_MAX, "model.layers.%d.%s", pe.layer,
+                 (lfm2 ? lfm2_names : c->gemma ? gemma_names : llama_names)[pe.slot]);
         switch (pe.slot) {
         case P_ATTN_NORM: case P_FFN_NORM: rows = D; *ndim = 1; break;
         case P_WQ: rows = QD; break;
@@ -301,6 +315,9 @@ wgml_status wgml__model_create(wgml_engine *e, const wgml_model_config *cfg, wgm
     m->QD = m->H * hd; m->KD = Hk * hd;
     m->eps = (float)cfg->rms_norm_eps;
     m->theta = (float)m->cfg.rope_theta;
+    m->woff = cfg->gemma ? 1.0f : 0.0f;
+    m->embed_scale = cfg->gemma ? (float)sqrt((double)m->D) : 1.0f;
+    m->attn_scale = cfg->query_pre_attn_scalar > 0 ? (float)(1.0 / sqrt(cfg->query_pre_attn_scalar)) : 0.0f;
     m->nparams = wgml__model_param_total(cfg);
     m->p = calloc(m->nparams, sizeof *m->p);
     m->names = calloc(m->nparams, sizeof *m->names);
@@ -445,8 +462,8 @@ wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
     wgml_status s = WGML_OK;
     for (size_t i = 0; i < m->nparams && s == WGML_OK; i++) {
         size_t n = wgml_tensor_numel(m->p[i]);
-        if (is_norm_index(m, i) || extra_kind(m, i) >= 0) {   /* norms 1, biases 0 */
-            float v = is_norm_index(m, i) ? 1.0f : 0.0f;
+        if (is_norm_index(m, i) || extra_kind(m, i) >= 0) {   /* norms 1 (Gemma's 1 + 0), biases 0 */
+            float v = is_norm_index(m, i) ? 1.0f - m->woff : 0.0f;
             for (size_t j = 0; j < n; j++) buf[j] = v;
         } else {
             double sd = std;
@@ -464,12 +481,71 @@ wgml_status wgml_model_init_random(wgml_model *m, uint64_t seed, float std)
     return s;
 }
 
-/* RoPE of a [B, T, heads, head_dim] tensor at position pos; inverse for the gradient. */
-static wgml_status rope(const wgml_model *m, wgml_tensor *t, uint32_t pos, bool inverse)
+/* Whether attention layer l slides (sliding_window, unless full_attention_layers names it),
+   and its window (0: none). */
+static bool slides(const wgml_model *m, uint32_t l)
 {
-    wgml_rope_options o = { .head_dim = m->hd, .pos = pos, .theta = m->theta, .pairing = WGML_ROPE_ROTATE_HALF,
-                            .inv_freq = m->inv_freq, .inverse = inverse };
+    return m->cfg.sliding_window && !(m->cfg.full_attention_layers[l / 32] >> (l % 32) & 1);
+}
+static uint32_t window_of(const wgml_model *m, uint32_t l) { return slides(m, l) ? m->cfg.sliding_window : 0; }
+
+/* Layer l's RoPE options: rope_theta and its scaling, or a sliding layer's own base
+   (rope_local_theta) unscaled. */
+static wgml_rope_options rope_of(const wgml_model *m, uint32_t l)
+{
+    if (m->cfg.rope_local_theta > 0 && slides(m, l))
+        return (wgml_rope_options){ .head_dim = m->hd, .theta = (float)m->cfg.rope_local_theta,
+                                    .pairing = WGML_ROPE_ROTATE_HALF };
+    return (wgml_rope_options){ .head_dim = m->hd, .theta = m->theta, .pairing = WGML_ROPE_ROTATE_HALF,
+                                .inv_freq = m->inv_freq };
+}
+
+/* RoPE of layer l on a [B, T, heads, head_dim] tensor at position pos; inverse for the
+   gradient. */
+static wgml_status rope(const wgml_model *m, uint32_t l, wgml_tensor *t, uint32_t pos, bool inverse)
+{
+    wgml_rope_options o = rope_of(m, l);
+    o.pos = pos;
+    o.inverse = inverse;
     return wgml_rope_with(m->e, t, &o);
+}
+
+/* Layer l's attention options: causal from offset, its window, the model's scale. */
+static wgml_attention_options attention_of(const wgml_model *m, uint32_t l, uint32_t offset)
+{
+    return (wgml_attention_options){ .causal = true, .causal_offset = offset, .window = window_of(m, l),
+                                     .scale = m->attn_scale };
+}
+
+/* out = RMSNorm(x [+ res]) * (weight + the model's offset), eps rms_norm_eps; sum (may be
+   NULL) receives x + res. */
+static wgml_status norm(const wgml_model *m, const wgml_tensor *x, const wgml_tensor *res, const wgml_tensor *weight,
+                        wgml_tensor *out, wgml_tensor *sum)
+{
+    const wgml_rms_norm_options o = { .eps = m->eps, .weight_offset = m->woff };
+    return wgml_rms_norm_with(m->e, x, res, weight, out, sum, &o);
+}
+
+/* The backward of norm without a residual: dx written (or added with accumulate), the
+   weight's gradient written into gw (may be NULL). */
+static wgml_status norm_backward(const wgml_model *m, const wgml_tensor *dy, const wgml_tensor *x, const wgml_tensor *weight,
+                                 wgml_tensor *dx, wgml_tensor *gw, bool accumulate)
+{
+    const wgml_rms_norm_backward_options o = { .accumulate = accumulate, .weight_offset = m->woff };
+    return wgml_rms_norm_backward_with(m->e, dy, x, weight, dx, gw, m->eps, &o);
+}
+
+/* The MLP's gate: a = act(g) * u (SiLU or GELU's tanh form), and its backward. */
+static wgml_status gate(const wgml_model *m, const wgml_tensor *g, const wgml_tensor *u, wgml_tensor *a)
+{
+    if (m->cfg.hidden_act == WGML_HIDDEN_ACT_GELU_TANH) return wgml_gelu_tanh_gate_fused(m->e, g, u, a);
+    return wgml_silu_gate_fused(m->e, g, u, a);
+}
+static wgml_status gate_backward(const wgml_model *m, const wgml_tensor *g, const wgml_tensor *u, const wgml_tensor *da,
+                                 wgml_tensor *dg, wgml_tensor *du)
+{
+    if (m->cfg.hidden_act == WGML_HIDDEN_ACT_GELU_TANH) return wgml_gelu_tanh_gate_backward(m->e, g, u, da, dg, du);
+    return wgml_silu_gate_backward(m->e, g, u, da, dg, du);
 }
 
 /* The adapter's target of projection kind (P_WQ ...), or -1 when the kind is no
@@ -534,7 +610,7 @@ static wgml_status head_norm(const wgml_model *m, wgml_tensor *x, const wgml_ten
 {
     TRY(shape2(x, rows * heads, m->hd));
     TRY(shape2(out, rows * heads, m->hd));
-    wgml_status s = wgml_rms_norm_eps(m->e, x, weight, out, m->eps);
+    wgml_status s = norm(m, x, NULL, weight, out, NULL);
     TRY(shape2(x, rows, (size_t)heads * m->hd));
     TRY(shape2(out, rows, (size_t)heads * m->hd));
     return s;
@@ -593,6 +669,7 @@ typedef struct layer_acts {
                                          convolution, the gated result; NULL for attention layers
                                          (whose q, k, v, att, lse are NULL in a convolution layer) */
     wgml_tensor *qr, *kr;   /* q and k before their heads' norms (qk_norm), else NULL */
+    wgml_tensor *ao, *fo;   /* the attention's and the MLP's outputs before their norms (gemma), else NULL */
     wgml_tensor *lse;   /* [B, H, T]: attention's row log-sum-exp, kept for its backward */
     wgml_tensor *scores; /* attention's scores, kept for its backward (keep_attention_scores), or NULL */
     wgml_tensor *xas[WGML__LORA_KINDS];   /* scale x A^T of each adapter target [N, rank], or NULL */
@@ -614,6 +691,7 @@ struct wgml_trainer {
     wgml_tensor *dxa;           /* [N, rank]: scale dy B of an adapter target */
     wgml_tensor *dqr, *dkr;     /* the gradients of q and k before their heads' norms (qk_norm) */
     wgml_tensor *dbcx, *dbx, *dcv, *dy;   /* a convolution layer's gradients (LFM2) */
+    wgml_tensor *dpost;         /* the gradient of an output before its norm (gemma) */
     float drop_p;               /* LoRA dropout of the adapter trained, or 0 */
     wgml_tensor *xdrop[3];      /* its scratch [N, in] per input width: hidden, intermediate, heads * head_dim */
     wgml_tensor *dnorm;         /* [D]: where a frozen norm's weight gradient goes */
@@ -625,6 +703,8 @@ struct wgml_trainer {
     size_t n_dec, n_nod;
     uint32_t micro, steps;
     uint32_t *host_ids;
+    float *host_grads;          /* the gradients' staging for their sum over processes (desc.comm) */
+    size_t host_floats;
 };
 
 void wgml_trainer_destroy(wgml_trainer *t)
@@ -635,13 +715,14 @@ void wgml_trainer_destroy(wgml_trainer *t)
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
                               t->dxn, t->datt, t->dq, t->dk, t->dv, t->da, t->dg, t->du, t->demb, t->norm,
                               t->dxa, t->dnorm, t->dqr, t->dkr, t->xdrop[0], t->xdrop[1], t->xdrop[2],
-                              t->dbcx, t->dbx, t->dcv, t->dy };
+                              t->dbcx, t->dbx, t->dcv, t->dy, t->dpost };
     release_all(single, sizeof single / sizeof single[0]);
     release_all(t->grad, t->nt); release_all(t->gscratch, t->nt); release_all(t->m1, t->nt); release_all(t->m2, t->nt);
     free(t->la); free(t->tp); free(t->grad); free(t->gscratch); free(t->m1); free(t->m2);
     free(t->w_dec); free(t->g_dec); free(t->m_dec); free(t->v_dec);
     free(t->w_nod); free(t->g_nod); free(t->m_nod); free(t->v_nod);
     free(t->host_ids);
+    free(t->host_grads);
     free(t);
 }
 
@@ -743,6 +824,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
         MK(mk2(ctx, &A->hin, N, m->D)); MK(mk2(ctx, &A->xn, N, m->D));
         MK(mk2(ctx, &A->h2, N, m->D)); MK(mk2(ctx, &A->xn2, N, m->D));
         MK(mk2(ctx, &A->g, N, m->F)); MK(mk2(ctx, &A->u, N, m->F)); MK(mk2(ctx, &A->a, N, m->F));
+        if (m->cfg.gemma) { MK(mk2(ctx, &A->ao, N, m->D)); MK(mk2(ctx, &A->fo, N, m->D)); }
         for (int k = 0; m->lora && k < WGML__LORA_KINDS; k++)
             if (m->lora->a[(size_t)l * WGML__LORA_KINDS + (size_t)k]) MK(mk2(ctx, &A->xas[k], N, m->lora->d.rank));
         if (conv_layer(&m->cfg, l)) {
@@ -769,6 +851,7 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (m->cfg.tie_word_embeddings && !t->lora) MK(mk2(ctx, &t->demb, m->V, m->D));
     if (m->lora) MK(mk2(ctx, &t->dxa, N, m->lora->d.rank));
     if (m->cfg.qk_norm) { MK(mk2(ctx, &t->dqr, N, m->QD)); MK(mk2(ctx, &t->dkr, N, m->KD)); }
+    if (m->cfg.gemma) MK(mk2(ctx, &t->dpost, N, m->D));
     if (any_conv) {
         MK(mk2(ctx, &t->dbcx, N, 3 * (size_t)m->D)); MK(mk2(ctx, &t->dbx, N, m->D));
         MK(mk2(ctx, &t->dcv, N, m->D)); MK(mk2(ctx, &t->dy, N, m->D));
@@ -848,35 +931,39 @@ static wgml_status train_forward(wgml_trainer *t, const char *fn, const uint32_t
     TRY(wgml_tensor_write(t->targets, 0, targets, N * sizeof(uint32_t)));
     memcpy(t->host_ids, ids, N * sizeof(uint32_t));
 
-    wgml_attention_options ao = { .causal = true, .window = m->cfg.sliding_window };
     const wgml_trainer *drop = backward && t->drop_p > 0 ? t : NULL;   /* LoRA dropout trains only */
     TRY(wgml_embedding(e, m->p[0], t->ids, t->la[0].hin));
+    if (m->cfg.gemma) TRY(wgml_gradient_scale(e, t->la[0].hin, m->embed_scale));
     for (uint32_t l = 0; l < m->L; l++) {
         layer_acts *A = &t->la[l];
-        if (l == 0) TRY(wgml_rms_norm_eps(e, A->hin, P(m, l, P_ATTN_NORM), A->xn, m->eps));
-        else TRY(wgml_rms_norm_residual_with(e, t->f, t->la[l - 1].h2, P(m, l, P_ATTN_NORM), A->xn, A->hin, m->eps));
+        /* the blocks' outputs: t->o and t->f, or (gemma) A->ao and A->fo normalised into them */
+        wgml_tensor *o = m->cfg.gemma ? A->ao : t->o, *f = m->cfg.gemma ? A->fo : t->f;
+        TRY(norm(m, l ? t->f : A->hin, l ? t->la[l - 1].h2 : NULL, P(m, l, P_ATTN_NORM), A->xn, l ? A->hin : NULL));
         if (conv_layer(&m->cfg, l)) {
-            TRY(conv_block(m, drop, l, A->xn, A->bcx, A->bx, A->cv, A->y, t->o, A->xas, t->B, t->T));
+            TRY(conv_block(m, drop, l, A->xn, A->bcx, A->bx, A->cv, A->y, o, A->xas, t->B, t->T));
         } else {
         TRY(qkv(m, drop, l, A->xn, N, A->q, A->k, A->v, A->qr, A->kr, A->xas));
         TRY(shape4(A->q, t->B, t->T, m->H, m->hd)); TRY(shape4(A->k, t->B, t->T, m->Hk, m->hd));
         TRY(shape4(A->v, t->B, t->T, m->Hk, m->hd)); TRY(shape4(A->att, t->B, t->T, m->H, m->hd));
-        TRY(rope(m, A->q, 0, false));
-        TRY(rope(m, A->k, 0, false));
+        TRY(rope(m, l, A->q, 0, false));
+        TRY(rope(m, l, A->k, 0, false));
+        wgml_attention_options ao = attention_of(m, l, 0);
         ao.lse = A->lse;   /* the backward reads it instead of recomputing it */
         ao.scores = A->scores;
         wgml_status s = wgml_flash_attention_v2_with(e, A->q, A->k, A->v, A->att, &ao, NULL);
         TRY(shape2(A->q, N, m->QD)); TRY(shape2(A->k, N, m->KD)); TRY(shape2(A->v, N, m->KD)); TRY(shape2(A->att, N, m->QD));
         TRY(s);
-        TRY(proj(m, drop, l, P_WO, A->att, t->o, A->xas[3]));
+        TRY(proj(m, drop, l, P_WO, A->att, o, A->xas[3]));
         }
-        TRY(wgml_rms_norm_residual_with(e, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2, m->eps));
+        if (m->cfg.gemma) TRY(norm(m, A->ao, NULL, X(m, l, X_POST_ATTN), t->o, NULL));
+        TRY(norm(m, t->o, A->hin, P(m, l, P_FFN_NORM), A->xn2, A->h2));
         TRY(proj(m, drop, l, P_WG, A->xn2, A->g, A->xas[4]));
         TRY(proj(m, drop, l, P_WU, A->xn2, A->u, A->xas[5]));
-        TRY(wgml_silu_gate_fused(e, A->g, A->u, A->a));
-        TRY(proj(m, drop, l, P_WD, A->a, t->f, A->xas[6]));
+        TRY(gate(m, A->g, A->u, A->a));
+        TRY(proj(m, drop, l, P_WD, A->a, f, A->xas[6]));
+        if (m->cfg.gemma) TRY(norm(m, A->fo, NULL, X(m, l, X_POST_FFN), t->f, NULL));
     }
-    TRY(wgml_rms_norm_residual_with(e, t->f, t->la[m->L - 1].h2, m->p[final_norm_index(m)], t->xf, t->hf, m->eps));
+    TRY(norm(m, t->f, t->la[m->L - 1].h2, m->p[final_norm_index(m)], t->xf, t->hf));
     TRY(wgml_matmul_bt(e, t->xf, m->p[head_index(m)], t->logits));
     TRY(wgml_cross_entropy_batched(e, t->logits, t->targets, UINT32_MAX, NULL, t->loss, backward ? t->logits : NULL));
     if (mean_loss) TRY(wgml_copy_tensor(e, t->loss, mean_loss, 0));
@@ -979,7 +1066,7 @@ static wgml_status head_norm_backward(wgml_trainer *t, uint32_t l, int x_kind, w
     wgml_tensor *gw = t->lora ? NULL : fresh ? t->grad[i] : t->gscratch[i];
     wgml_tensor *three[] = { dy, x, dx };
     for (int j = 0; j < 3; j++) TRY(shape2(three[j], N * heads, m->hd));
-    wgml_status s = wgml_rms_norm_backward(m->e, dy, x, m->p[i], dx, gw, m->eps);
+    wgml_status s = norm_backward(m, dy, x, m->p[i], dx, gw, false);
     for (int j = 0; j < 3; j++) TRY(shape2(three[j], N, (size_t)heads * m->hd));
     return s;
 }
@@ -1038,34 +1125,45 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     wgml_tensor *wout = m->p[head_index(m)];
     if (grad_of(t, head_index(m))) TRY(wgml_matmul_at_with(e, dlogits, t->xf, grad_of(t, head_index(m)), wa));
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
-    TRY(wgml_rms_norm_backward(e, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, GW(final_norm_index(m)), m->eps));
-    wgml_attention_options ao = { .causal = true, .window = m->cfg.sliding_window };
-    const wgml_rms_norm_backward_options acc_in = { .accumulate = true };   /* the residual stream's gradient */
+    TRY(norm_backward(m, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, GW(final_norm_index(m)), false));
     for (uint32_t l = m->L; l-- > 0;) {
         layer_acts *A = &t->la[l];
 
-        /* h_out = h2 + (silu(g) * u) @ Wd^T */
-        TRY(proj_backward(t, l, P_WD, A->a, t->dres, t->da, false, wa));
-        TRY(wgml_silu_gate_backward(e, A->g, A->u, t->da, t->dg, t->du));
+        /* h_out = h2 + (act(g) * u) @ Wd^T, or (gemma) h2 + RMSNorm of it (A->fo) */
+        const wgml_tensor *df = t->dres;
+        if (m->cfg.gemma) {
+            size_t i = extra_index(m, l, X_POST_FFN);
+            TRY(norm_backward(m, t->dres, A->fo, m->p[i], t->dpost, GW(i), false));
+            df = t->dpost;
+        }
+        TRY(proj_backward(t, l, P_WD, A->a, df, t->da, false, wa));
+        TRY(gate_backward(m, A->g, A->u, t->da, t->dg, t->du));
         TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
         TRY(proj_backward(t, l, P_WU, A->xn2, t->du, t->dxn, true, wa));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(slot_index(m, l, P_FFN_NORM)), m->eps, &acc_in));
+        /* the residual stream's gradient: += each norm's input gradient */
+        TRY(norm_backward(m, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(slot_index(m, l, P_FFN_NORM)), true));
         if (conv_layer(&m->cfg, l)) {
             TRY(conv_block_backward(t, l, fresh, wa));
-            TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)),
-                                            m->eps, &acc_in));
+            TRY(norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), true));
             continue;
         }
-        /* h2 = hin + att @ Wo^T */
-        TRY(proj_backward(t, l, P_WO, A->att, t->dres, t->datt, false, wa));
+        /* h2 = hin + att @ Wo^T, or (gemma) hin + RMSNorm of it (A->ao) */
+        const wgml_tensor *dao = t->dres;
+        if (m->cfg.gemma) {
+            size_t i = extra_index(m, l, X_POST_ATTN);
+            TRY(norm_backward(m, t->dres, A->ao, m->p[i], t->dpost, GW(i), false));
+            dao = t->dpost;
+        }
+        TRY(proj_backward(t, l, P_WO, A->att, dao, t->datt, false, wa));
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
         for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
+        wgml_attention_options ao = attention_of(m, l, 0);
         ao.lse = A->lse;
         ao.scores = A->scores;
         wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
-        if (s == WGML_OK) s = rope(m, t->dq, 0, true);
-        if (s == WGML_OK) s = rope(m, t->dk, 0, true);
+        if (s == WGML_OK) s = rope(m, l, t->dq, 0, true);
+        if (s == WGML_OK) s = rope(m, l, t->dk, 0, true);
         for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
         for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
         TRY(s);
@@ -1084,10 +1182,12 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         TRY(proj_backward(t, l, P_WQ, A->xn, dq, t->dxn, false, wa));
         TRY(proj_backward(t, l, P_WK, A->xn, dk, t->dxn, true, wa));
         TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
-        TRY(wgml_rms_norm_backward_with(e, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), m->eps, &acc_in));
+        TRY(norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), true));
     }
-    /* h0 = embed[ids]; with tied weights the head's gradient is already in grad[0] */
+    /* h0 = embed[ids] (times embed_scale); with tied weights the head's gradient is already
+       in grad[0] */
     if (!t->lora) {
+        if (m->cfg.gemma) TRY(wgml_gradient_scale(e, t->dres, m->embed_scale));
         if (m->cfg.tie_word_embeddings) {
             TRY(wgml_embedding_backward(e, t->dres, t->ids, t->demb));
             TRY(wgml_add(e, t->grad[0], t->demb, t->grad[0]));
@@ -1114,6 +1214,7 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
     if (t->micro == 0)
         return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: no gradient accumulated since the last step", fn);
     if (grad_norm) TRY(wgml__check_tensor(e, fn, "grad_norm", grad_norm, WGML_F32));
+    TRY(wgml__comm_sum_gradients(t->d.comm, t->grad, t->nt, &t->host_grads, &t->host_floats));
     TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, t->nt, t->norm));
     if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
     if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, t->nt, t->norm, t->d.clip_norm));
@@ -1349,27 +1450,31 @@ static wgml_status forward_pass(wgml_model *m, decode_ws *w, const cache_steps *
     wgml_engine *e = m->e;
     uint32_t n = w->n;
     TRY(wgml_embedding(e, m->p[0], w->ids, w->h));
+    if (m->cfg.gemma) TRY(wgml_gradient_scale(e, w->h, m->embed_scale));
+    /* the blocks' outputs: w->o and w->f, or (gemma) w->xf before their norms into them */
+    wgml_tensor *o = m->cfg.gemma ? w->xf : w->o, *f = m->cfg.gemma ? w->xf : w->f;
     for (uint32_t l = 0; l < m->L; l++) {
-        if (l == 0) TRY(wgml_rms_norm_eps(e, w->h, P(m, l, P_ATTN_NORM), w->xn, m->eps));
-        else TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, P(m, l, P_ATTN_NORM), w->xn, w->h, m->eps));
+        TRY(norm(m, l ? w->f : w->h, l ? w->h2 : NULL, P(m, l, P_ATTN_NORM), w->xn, l ? w->h : NULL));
         if (conv_layer(&m->cfg, l)) {
             TRY(proj(m, NULL, l, P_CONV_IN, w->xn, w->bcx, w->xas));
             TRY(wgml__conv_gate_in(e, w->bcx, w->bx));
             TRY(steps->convolve(u, l, w));
             TRY(wgml__conv_gate_out(e, w->bcx, w->cv, w->y));
-            TRY(proj(m, NULL, l, P_CONV_OUT, w->y, w->o, w->xas));
+            TRY(proj(m, NULL, l, P_CONV_OUT, w->y, o, w->xas));
         } else {
             TRY(qkv(m, NULL, l, w->xn, n, w->q, w->k, w->v, w->qr, w->kr, (wgml_tensor *const[3]){ w->xas, w->xas, w->xas }));
             TRY(steps->attend(u, l, w));
-            TRY(proj(m, NULL, l, P_WO, w->att, w->o, w->xas));
+            TRY(proj(m, NULL, l, P_WO, w->att, o, w->xas));
         }
-        TRY(wgml_rms_norm_residual_with(e, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2, m->eps));
+        if (m->cfg.gemma) TRY(norm(m, o, NULL, X(m, l, X_POST_ATTN), w->o, NULL));
+        TRY(norm(m, w->o, w->h, P(m, l, P_FFN_NORM), w->xn, w->h2));
         TRY(proj(m, NULL, l, P_WG, w->xn, w->g, w->xas));
         TRY(proj(m, NULL, l, P_WU, w->xn, w->u, w->xas));
-        TRY(wgml_silu_gate_fused(e, w->g, w->u, w->a));
-        TRY(proj(m, NULL, l, P_WD, w->a, w->f, w->xas));
+        TRY(gate(m, w->g, w->u, w->a));
+        TRY(proj(m, NULL, l, P_WD, w->a, f, w->xas));
+        if (m->cfg.gemma) TRY(norm(m, f, NULL, X(m, l, X_POST_FFN), w->f, NULL));
     }
-    TRY(wgml_rms_norm_residual_with(e, w->f, w->h2, m->p[final_norm_index(m)], w->xf, w->h, m->eps));
+    TRY(norm(m, w->f, w->h2, m->p[final_norm_index(m)], w->xf, w->h));
     /* logits of every row, or of the last only (gathered with the embedding op) */
     wgml_tensor *x = w->xf;
     size_t rows = all ? n : 1;
@@ -1411,11 +1516,11 @@ static wgml_status attend_single(void *u, uint32_t l, decode_ws *w)
     wgml_model *m = a->c->m;
     wgml_engine *e = m->e;
     uint32_t n = w->n;
-    wgml_attention_options ao = { .causal = true, .causal_offset = a->pos, .window = m->cfg.sliding_window };
+    wgml_attention_options ao = attention_of(m, l, a->pos);
     TRY(shape4(w->q, 1, n, m->H, m->hd)); TRY(shape4(w->k, 1, n, m->Hk, m->hd));
     TRY(shape4(w->att, 1, n, m->H, m->hd));
-    wgml_status s = rope(m, w->q, a->pos, false);
-    if (s == WGML_OK) s = rope(m, w->k, a->pos, false);
+    wgml_status s = rope(m, l, w->q, a->pos, false);
+    if (s == WGML_OK) s = rope(m, l, w->k, a->pos, false);
     size_t at = (size_t)a->pos * m->KD * sizeof(float);
     if (s == WGML_OK) s = wgml_copy_tensor(e, w->k, a->c->k[l], at);
     if (s == WGML_OK) s = wgml_copy_tensor(e, w->v, a->c->v[l], at);
@@ -1483,6 +1588,8 @@ struct wgml_kv_batch {
     uint32_t *host_conv;
     wgml_tensor *positions;     /* u32 [nseq]: each sequence's position in this step */
     wgml_tensor *mask;          /* f32 [nseq, 1, 1, cap]: the keys each sequence sees */
+    wgml_tensor *mask_full;     /* the same for the layers that do not slide where others do
+                                   (Gemma 3's global layers), else NULL */
     uint32_t *host_pos;
     float *host_mask;
     wgml_kv_cache *one;         /* a prompt's pass, then copied into its sequence's block */
@@ -1536,6 +1643,9 @@ wgml_status wgml_kv_batch_create(wgml_model *m, uint32_t max_tokens, uint32_t n_
     if (s == WGML_OK && m->cfg.conv_kernel) s = mk(m->ctx, &b->conv_at, WGML_U32, 1, n_seq, 0, 0, 0);
     if (s == WGML_OK && m->cfg.conv_kernel) s = mk(m->ctx, &b->conv_row, WGML_U32, 1, n_seq, 0, 0, 0);
     if (s == WGML_OK) s = mk(m->ctx, &b->mask, WGML_F32, 4, n_seq, 1, 1, max_tokens);
+    bool mixed = false;
+    for (uint32_t w = 0; w < 32; w++) mixed = mixed || (m->cfg.sliding_window && m->cfg.full_attention_layers[w]);
+    if (s == WGML_OK && mixed) s = mk(m->ctx, &b->mask_full, WGML_F32, 4, n_seq, 1, 1, max_tokens);
     if (s == WGML_OK) s = wgml_kv_cache_create(m, max_tokens, &b->one);
     if (s != WGML_OK) {
         wgml_kv_batch_destroy(b);
@@ -1555,6 +1665,7 @@ void wgml_kv_batch_destroy(wgml_kv_batch *b)
     wgml_tensor_release(b->conv_row);
     wgml_tensor_release(b->positions);
     wgml_tensor_release(b->mask);
+    wgml_tensor_release(b->mask_full);
     wgml_kv_cache_destroy(b->one);
     ws_free(&b->ws);
     free(b->k);
@@ -1616,14 +1727,14 @@ static wgml_status attend_batch(void *u, uint32_t l, decode_ws *w)
     uint32_t n = w->n;
     TRY(shape4(w->q, n, 1, m->H, m->hd)); TRY(shape4(w->k, n, 1, m->Hk, m->hd));
     TRY(shape4(w->att, n, 1, m->H, m->hd));
-    wgml_rope_options ro = { .head_dim = m->hd, .theta = m->theta, .pairing = WGML_ROPE_ROTATE_HALF, .inv_freq = m->inv_freq,
-                             .positions = b->positions };
-    wgml_attention_options ao = { 0 };
+    wgml_rope_options ro = rope_of(m, l);
+    ro.positions = b->positions;
+    wgml_attention_options ao = { .scale = m->attn_scale };
     wgml_status s = wgml_rope_with(e, w->q, &ro);
     if (s == WGML_OK) s = wgml_rope_with(e, w->k, &ro);
     if (s == WGML_OK) s = wgml__copy_rows_at(e, w->k, b->k[l], b->positions, n, b->cap, m->KD);
     if (s == WGML_OK) s = wgml__copy_rows_at(e, w->v, b->v[l], b->positions, n, b->cap, m->KD);
-    if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, b->k[l], b->v[l], w->att, &ao, b->mask);
+    if (s == WGML_OK) s = wgml_flash_attention_v2_with(e, w->q, b->k[l], b->v[l], w->att, &ao, slides(m, l) || !b->mask_full ? b->mask : b->mask_full);
     TRY(shape2(w->q, n, m->QD)); TRY(shape2(w->k, n, m->KD)); TRY(shape2(w->att, n, m->QD));
     return s;
 }
@@ -1636,6 +1747,18 @@ static wgml_status convolve_batch(void *u, uint32_t l, decode_ws *w)
     uint32_t rows = m->cfg.conv_kernel - 1 + b->cap;
     TRY(wgml__copy_rows_at(m->e, w->bx, b->conv[l], b->conv_at, w->n, rows, m->D));
     return wgml__conv_rows(m->e, b->conv[l], b->conv_row, P(m, l, P_CONV_W), w->cv);
+}
+
+/* The keys each sequence sees in this step: its own, up to and including the new one,
+   within the window win (0: all of them). */
+static wgml_status write_batch_mask(wgml_kv_batch *b, wgml_tensor *mask, uint32_t win)
+{
+    for (uint32_t i = 0; i < b->nseq; i++) {
+        uint32_t at = b->len[i];
+        float *row = b->host_mask + (size_t)i * b->cap;
+        for (uint32_t j = 0; j < b->cap; j++) row[j] = j <= at && (!win || at - j < win) ? 0.0f : -INFINITY;
+    }
+    return wgml_tensor_write(mask, 0, b->host_mask, (size_t)b->nseq * b->cap * sizeof(float));
 }
 
 wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_tensor *logits)
@@ -1653,16 +1776,10 @@ wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_
     for (uint32_t i = 0; i < n; i++)
         if (b->len[i] >= b->cap)
             return wgml__fail(ctx, WGML_ERROR_SHAPE, "%s: sequence %u fills its %u positions", fn, i, b->cap);
-    /* each sequence's position, and the keys it sees: its own, up to and including the new
-       one (within the sliding window) */
-    uint32_t win = m->cfg.sliding_window;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t at = b->len[i];
-        b->host_pos[i] = at;
-        float *row = b->host_mask + (size_t)i * b->cap;
-        for (uint32_t j = 0; j < b->cap; j++) row[j] = j <= at && (!win || at - j < win) ? 0.0f : -INFINITY;
-    }
+    for (uint32_t i = 0; i < n; i++) b->host_pos[i] = b->len[i];
     TRY(wgml_tensor_write(b->positions, 0, b->host_pos, n * sizeof(uint32_t)));
+    TRY(write_batch_mask(b, b->mask, m->cfg.sliding_window));
+    if (b->mask_full) TRY(write_batch_mask(b, b->mask_full, 0));
     if (m->cfg.conv_kernel) {
         uint32_t K = m->cfg.conv_kernel, *at = b->host_conv, *row = b->host_conv + n;
         for (uint32_t i = 0; i < n; i++) {
@@ -1672,7 +1789,6 @@ wgml_status wgml_model_decode_batch(wgml_kv_batch *b, const uint32_t *ids, wgml_
         TRY(wgml_tensor_write(b->conv_at, 0, at, n * sizeof(uint32_t)));
         TRY(wgml_tensor_write(b->conv_row, 0, row, n * sizeof(uint32_t)));
     }
-    TRY(wgml_tensor_write(b->mask, 0, b->host_mask, (size_t)n * b->cap * sizeof(float)));
     TRY(ws_ready(m, &b->ws, n));
     TRY(wgml_tensor_write(b->ws.ids, 0, ids, n * sizeof(uint32_t)));
     const cache_steps steps = { attend_batch, convolve_batch };

@@ -240,7 +240,9 @@ expand:
 /* The families wgml runs, by config.json's model_type and architectures[0]: Llama's
    (SmolLM2, TinyLlama, Llama 2 and 3, and MLX conversions of them), Mistral's (Llama's
    with sliding-window attention), Qwen2's (biases on q, k and v) and Qwen3's (each head's
-   q and k RMS-normalised) and LFM2's (gated short convolutions among attention layers).
+   q and k RMS-normalised), LFM2's (gated short convolutions among attention layers) and
+   Gemma 3's text models (gemma3_text: (1 + w) norms around each block, GeGLU, local and
+   global attention layers).
    model_type decides what the model computes, so an
    architecture other than Llama's must come with its own model_type. A folder of another
    family may hold Llama-shaped tensors plus more, so it is refused by name rather than
@@ -251,7 +253,9 @@ static const char *const families[][2] = {
     { "qwen2", "Qwen2ForCausalLM" },
     { "qwen3", "Qwen3ForCausalLM" },
     { "lfm2", "Lfm2ForCausalLM" },
+    { "gemma3_text", "Gemma3ForCausalLM" },
 };
+enum { FAM_LLAMA, FAM_MISTRAL, FAM_QWEN2, FAM_QWEN3, FAM_LFM2, FAM_GEMMA3 };
 #define FAMILIES (sizeof families / sizeof families[0])
 
 /* The family of a model_type (empty: Llama's), or -1. */
@@ -269,7 +273,7 @@ static wgml_status check_architecture(wgml_context *ctx, const wgml_model_config
     if (f >= 0 && (!c->architecture[0] || strcmp(c->architecture, families[f][1]) == 0)) return WGML_OK;
     return wgml__fail(ctx, WGML_ERROR_UNSUPPORTED, "wgml_model_load: config.json describes model_type '%s'%s%s%s; wgml runs "
                       "model_type llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
-                      "(Qwen3ForCausalLM) and lfm2 (Lfm2ForCausalLM)", c->model_type, c->architecture[0] ? " (" : "", c->architecture,
+                      "(Qwen3ForCausalLM), lfm2 (Lfm2ForCausalLM) and gemma3_text (Gemma3ForCausalLM)", c->model_type, c->architecture[0] ? " (" : "", c->architecture,
                       c->architecture[0] ? ")" : "");
 }
 
@@ -439,8 +443,9 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
     }
     /* the family that computes what the model does: its flags first (a model made through
        the API may leave model_type empty), then its model_type */
-    int fam = c->conv_kernel ? 4 : c->qk_norm ? 3 : c->qkv_bias ? 2 : family_of_type(c->model_type);
-    if (fam <= 0) fam = c->sliding_window ? 1 : 0;
+    int fam = c->gemma ? FAM_GEMMA3 : c->conv_kernel ? FAM_LFM2 : c->qk_norm ? FAM_QWEN3 : c->qkv_bias ? FAM_QWEN2
+                                                                        : family_of_type(c->model_type);
+    if (fam <= 0) fam = c->sliding_window ? FAM_MISTRAL : FAM_LLAMA;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", families[fam][1], families[fam][0]);
     fprintf(f, "  \"vocab_size\": %u,\n  \"hidden_size\": %u,\n  \"intermediate_size\": %u,\n", c->vocab_size, c->hidden_size,
             c->intermediate_size);
@@ -462,18 +467,29 @@ static wgml_status write_config(wgml_context *ctx, const wgml_model_config *c, w
         for (uint32_t i = 0; i < c->num_eos_token_ids; i++) fprintf(f, "%s%u", i ? ", " : "", c->eos_token_ids[i]);
         fprintf(f, "],\n");
     }
-    fprintf(f, "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n");
-    if (fam == 4) {   /* LFM2: its own names for the norm's epsilon and the MLP's size, which is the size itself */
+    const char *act = c->hidden_act == WGML_HIDDEN_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "silu";
+    fprintf(f, "  \"%s\": \"%s\",\n  \"attention_bias\": false,\n  \"mlp_bias\": false,\n",
+            fam == FAM_GEMMA3 ? "hidden_activation" : "hidden_act", act);
+    if (fam == FAM_GEMMA3) {   /* its local / global layers, their RoPE bases, the attention's scale */
+        fprintf(f, "  \"sliding_window\": %u,\n  \"layer_types\": [", c->sliding_window);
+        for (uint32_t l = 0; l < c->num_hidden_layers; l++)
+            fprintf(f, "%s\"%s\"", l ? ", " : "",
+                    c->full_attention_layers[l / 32] >> (l % 32) & 1 ? "full_attention" : "sliding_attention");
+        fprintf(f, "],\n  \"rope_local_base_freq\": %.17g,\n  \"query_pre_attn_scalar\": %.17g,\n",
+                c->rope_local_theta > 0 ? c->rope_local_theta : c->rope_theta > 0 ? c->rope_theta : 10000.0,
+                c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (double)c->head_dim);
+        fprintf(f, "  \"attn_logit_softcapping\": null,\n  \"final_logit_softcapping\": null,\n");
+    } else if (fam == FAM_LFM2) {   /* LFM2: its own names for the norm's epsilon and the MLP's size, which is the size itself */
         fprintf(f, "  \"norm_eps\": %.9g,\n  \"conv_L_cache\": %u,\n  \"conv_bias\": false,\n", c->rms_norm_eps,
                 c->conv_kernel);
         fprintf(f, "  \"block_auto_adjust_ff_dim\": false,\n  \"layer_types\": [");
         for (uint32_t l = 0; l < c->num_hidden_layers; l++)
             fprintf(f, "%s\"%s\"", l ? ", " : "", c->conv_layers[l / 32] >> (l % 32) & 1 ? "conv" : "full_attention");
         fprintf(f, "],\n");
-    } else if (fam == 1) {
+    } else if (fam == FAM_MISTRAL) {
         if (c->sliding_window) fprintf(f, "  \"sliding_window\": %u,\n", c->sliding_window);
         else fprintf(f, "  \"sliding_window\": null,\n");
-    } else if (fam >= 2) {
+    } else if (fam == FAM_QWEN2 || fam == FAM_QWEN3) {
         fprintf(f, "  \"use_sliding_window\": %s,\n  \"sliding_window\": %u,\n  \"max_window_layers\": 0,\n",
                 c->sliding_window ? "true" : "false", c->sliding_window ? c->sliding_window : 4096);
     }

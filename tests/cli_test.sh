@@ -10,32 +10,7 @@ make_gguf=${2:-}
 [ -x "$make_gguf" ] || { echo "cli_test.sh: make_gguf (the second argument) is not a program"; exit 2; }
 work=$(mktemp -d /tmp/wgml_cli_test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL [$case] $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
-
-# run <expected status> <command...>: runs it (10 minutes at most) with stdout and stderr
-# in $work/out and $work/err; checks the status, and that it was not a signal.
-run() {
-    local want=$1
-    shift
-    timeout 600 "$@" >"$work/out" 2>"$work/err"
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        bad "exit status $rc, expected $want: $*"
-        sed 's/^/    /' "$work/err" | tail -5
-    else
-        ok
-    fi
-    if [ "$rc" -ge 124 ]; then bad "ended by a signal or the timeout ($rc): $*"; fi
-}
-# said <text>: the last run's stdout or stderr contains text (a fixed string)
-said() { if grep -qF -- "$1" "$work/out" "$work/err"; then ok; else bad "no \"$1\" in: $(head -c 300 "$work/err")"; fi; }
-not_said() { if grep -qF -- "$1" "$work/out" "$work/err"; then bad "\"$1\" was said: $(head -c 300 "$work/err")"; else ok; fi; }
-absent() { if [ -e "$1" ]; then bad "$1 exists"; else ok; fi; }
+. "$(dirname "$0")/checks.sh"
 
 tiny=(--dim 16 --heads 2 --kv-heads 1 --layers 1 --ffn 32 --context 16 --batch 2 --eval-every 0)
 
@@ -195,12 +170,16 @@ absent "$work/nan"
 
 # ---- 5. another architecture: one wgml does not run is refused by name; a family it runs
 # over weights that lack the family's tensors names the missing one
-case="gemma3"
+case="gemma2"
 mkdir -p "$work/qwen"
 cp "$model/model.safetensors" "$work/qwen/"
+sed 's/"llama"/"gemma2"/; s/LlamaForCausalLM/Gemma2ForCausalLM/' "$model/config.json" >"$work/qwen/config.json"
+run 1 "$wgml" generate --model "$work/qwen" --tokens 1
+said "gemma2"
+case="gemma3_text over llama weights"
 sed 's/"llama"/"gemma3_text"/; s/LlamaForCausalLM/Gemma3ForCausalLM/' "$model/config.json" >"$work/qwen/config.json"
 run 1 "$wgml" generate --model "$work/qwen" --tokens 1
-said "gemma3_text"
+said "pre_feedforward_layernorm"
 case="qwen3 over llama weights"
 sed 's/"llama"/"qwen3"/; s/LlamaForCausalLM/Qwen3ForCausalLM/' "$model/config.json" >"$work/qwen/config.json"
 run 1 "$wgml" generate --model "$work/qwen" --tokens 1
@@ -232,7 +211,35 @@ run 0 "$wgml" merge --model "$work/lfm2" --adapter "$work/lfm2lora" --out "$work
 run 0 "$wgml" generate --model "$work/lfm2merged" --prompt "The" --tokens 6 --temperature 0
 check '[ "$(head -c 200 "$work/out")" = "$unmerged" ]' "merged LFM2 generates other text than the adapter unmerged"
 run 2 "$wgml" train "${lfm2[@]}" --layer-types cxa --steps 1 --out "$work/lfm2bad"
-said "one letter, c or a"
+said "c or a (LFM2), or s or g (Gemma 3)"
+absent "$work/lfm2bad"
+run 2 "$wgml" train "${lfm2[@]}" --layer-types csa --steps 1 --out "$work/lfm2bad"
+absent "$work/lfm2bad"
+
+# ---- 5c. Gemma 3: sliding, global and sliding layers (written as Hugging Face's
+# Gemma3ForCausalLM), resumed bit for bit, generated from; a LoRA adapter unmerged and
+# merged. (The other paths: test_model, at Gemma's own head_dim.)
+case="gemma3"
+gemma=(--dim 16 --heads 2 --kv-heads 1 --layers 3 --layer-types sgs --window 5 --ffn 32 --context 16 --batch 2 --eval-every 0)
+run 0 "$wgml" train "${gemma[@]}" --steps 4 --save-every 2 --out "$work/gemma"
+check 'grep -q "\"model_type\": \"gemma3_text\"" "$work/gemma/config.json"' "config.json does not say gemma3_text"
+check 'grep -q "\"layer_types\": \[\"sliding_attention\", \"full_attention\", \"sliding_attention\"\]" "$work/gemma/config.json"' \
+    "layer_types"
+check 'grep -q "\"sliding_window\": 5," "$work/gemma/config.json"' "sliding_window"
+cp -r "$work/gemma" "$work/gemmab"
+rm -r "$work/gemmab/checkpoint-4" "$work/gemmab/model.safetensors"
+run 0 "$wgml" train --resume "$work/gemmab" --out "$work/gemmab"
+check 'cmp -s "$work/gemma/model.safetensors" "$work/gemmab/model.safetensors"' "resumed Gemma 3 differs"
+run 0 "$wgml" finetune --model "$work/gemma" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --lr 1e-2 \
+    --out "$work/gemmalora"
+said "on q,k,v,o,gate,up,down"
+run 0 "$wgml" generate --model "$work/gemma" --adapter "$work/gemmalora" --prompt "The" --tokens 6 --temperature 0
+unmerged=$(head -c 200 "$work/out")
+run 0 "$wgml" merge --model "$work/gemma" --adapter "$work/gemmalora" --out "$work/gemmamerged"
+run 0 "$wgml" generate --model "$work/gemmamerged" --prompt "The" --tokens 6 --temperature 0
+check '[ "$(head -c 200 "$work/out")" = "$unmerged" ]' "merged Gemma 3 generates other text than the adapter unmerged"
+run 2 "$wgml" train "${lfm2[@]}" --window 4 --steps 1 --out "$work/lfm2bad"
+said "--window does not go with LFM2"
 absent "$work/lfm2bad"
 
 # ---- 6. output files that cannot be written
@@ -265,6 +272,11 @@ case="--help"
 run 0 "$wgml" info --help
 not_said "adapter:"
 said "usage: wgml info"
+case="info --all"
+run 0 "$wgml" info --all
+said "0: "
+said "adapter:"
+case="--help"
 run 0 "$wgml" bench --help
 said "--peak-tflops"
 run 0 "$wgml" train --help
@@ -472,5 +484,4 @@ printf 'GGUF\3\0\0\0' >"$work/cut.gguf"
 run 1 "$wgml" generate --model "$work/cut.gguf" --tokens 1
 said "truncated"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

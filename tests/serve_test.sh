@@ -13,12 +13,7 @@ done
 work=$(mktemp -d /tmp/wgml_serve_test.XXXXXX)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
-passed=0
-failed=0
-case=setup
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL [$case] $*"; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; }
+. "$(dirname "$0")/checks.sh"
 
 # start <log> <flags...>: a server on a free port; sets $port (0 when it did not start)
 start() {
@@ -141,5 +136,4 @@ kill -TERM "${pids[1]}"
 wait "${pids[1]}"
 check '[ $? = 0 ]' "the second server's exit status"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

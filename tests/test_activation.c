@@ -1,14 +1,14 @@
 /* Activations and element-wise gradients (src/ops/activation.c): every op against the
    double reference on awkward lengths (a table of op cases), every way its outputs can alias its inputs, the
-   backward passes against central finite differences of their forwards, SiLU at large |x|,
-   a grid of more than 65535 workgroups, and the bad inputs of every op. */
+   backward passes against central finite differences of their forwards, SiLU and GELU at
+   large |x|, a grid of more than 65535 workgroups, and the bad inputs of every op. */
 #include "harness.h"
 #include "ref_activation.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GATE_BW, NOPS };
+enum { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GATE_BW, GELU_GATE, GELU_GATE_BW, NOPS };
 
 /* Tolerances, |got - ref| <= atol + rtol * |ref|:
    - relu, relu_backward, add_backward, sub_backward copy or negate values: exact.
@@ -18,7 +18,24 @@ enum { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GAT
      the extra product of silu_gate).
    - silu_backward and silu_gate_backward: as silu, plus an absolute term for the
      cancellation in 1 + x * (1 - s) near its root x ~ -1.28, where terms of size ~1 are
-     rounded (a few 2^-24) and then scaled by |grad_out| (and |gate|) <= 6 (36). */
+     rounded (a few 2^-24) and then scaled by |grad_out| (and |gate|) <= 6 (36).
+   - gelu_tanh_gate: GELU(x) = x * s, s = sigmoid(y), y = 2u = K (x + 0.044715 x^3), with
+     exp(-|y|) as in SiLU. The kernel rounds y up to 7 times (two constants, four products
+     and a sum of terms of one sign): 7|y| 2^-24 absolute, which exp turns into as much
+     relative error; exp's own bound adds (3 + 2|y|) ulp of 2^-23: (6 + 11|y|) 2^-24 in
+     all, and five roundings more give s, x * s and the product by gate. Inputs in [-5, 5],
+     |y| <= 16.9: 197 * 2^-24, rtol 1.2e-5. (Below x = -5 the reference's own relative
+     error, 1e-9 at -5, grows as e^|y|, so the range stops there;
+     test_gelu_large_magnitudes takes |x| >= 15.)
+   - gelu_tanh_gate_backward: GELU'(x) = t1 + t2, t1 = s, t2 = x s (1 - s) K (1 + 3 *
+     0.044715 x^2). t1 has the error of s; t2 those of s and of 1 - s (together the exp
+     error and 6 roundings) and 9 roundings of its own; with the sum and the products by
+     grad_out and gate that is at most (6 + 11|y| + 18) 2^-24 <= 210 * 2^-24 of |ref|
+     where t1 and t2 do not cancel: rtol 1.3e-5 (grad_gate is bounded as gelu_tanh_gate).
+     Where they cancel (GELU' = 0 near x = -0.75: t1 = -t2 = 0.23, |y| = 1.23) the error
+     bound |t1| e1 + |t2| e2 (e1, e2 those relative bounds) exceeds rtol |ref| by at most
+     11.9 * 2^-24, its maximum over [-5, 5], at that root; scaled by |grad_out * gate| <=
+     25: atol 1.8e-5. */
 static const struct {
     const char *name;
     int nin, nout;
@@ -36,6 +53,9 @@ static const struct {
     [MUL_BW] = { "mul_backward", 3, 2, -10, 10, 1e-30, 1e-7, { "grad_out", "a", "b", "grad_a", "grad_b" } },
     [SILU_GATE_BW] = { "silu_gate_backward", 3, 2, -6, 6, 2e-5, 5e-6,
                        { "up", "gate", "grad_out", "grad_up", "grad_gate" } },
+    [GELU_GATE] = { "gelu_tanh_gate_fused", 2, 1, -5, 5, 1e-30, 1.2e-5, { "up", "gate", "out" } },
+    [GELU_GATE_BW] = { "gelu_tanh_gate_backward", 3, 2, -5, 5, 1.8e-5, 1.3e-5,
+                       { "up", "gate", "grad_out", "grad_up", "grad_gate" } },
 };
 
 static wgml_status call(int op, wgml_engine *e, wgml_tensor *const *in, wgml_tensor *const *out)
@@ -49,7 +69,9 @@ static wgml_status call(int op, wgml_engine *e, wgml_tensor *const *in, wgml_ten
     case ADD_BW: return wgml_add_backward(e, in[0], out[0], out[1]);
     case SUB_BW: return wgml_sub_backward(e, in[0], out[0], out[1]);
     case MUL_BW: return wgml_mul_backward(e, in[0], in[1], in[2], out[0], out[1]);
-    default: return wgml_silu_gate_backward(e, in[0], in[1], in[2], out[0], out[1]);
+    case SILU_GATE_BW: return wgml_silu_gate_backward(e, in[0], in[1], in[2], out[0], out[1]);
+    case GELU_GATE: return wgml_gelu_tanh_gate_fused(e, in[0], in[1], out[0]);
+    default: return wgml_gelu_tanh_gate_backward(e, in[0], in[1], in[2], out[0], out[1]);
     }
 }
 
@@ -64,13 +86,16 @@ static void reference(int op, const float *const *in, double *const *out, size_t
     case ADD_BW: ref_add_backward(in[0], out[0], out[1], n); break;
     case SUB_BW: ref_sub_backward(in[0], out[0], out[1], n); break;
     case MUL_BW: ref_mul_backward(in[0], in[1], in[2], out[0], out[1], n); break;
-    default: ref_silu_gate_backward(in[0], in[1], in[2], out[0], out[1], n); break;
+    case SILU_GATE_BW: ref_silu_gate_backward(in[0], in[1], in[2], out[0], out[1], n); break;
+    case GELU_GATE: ref_gelu_gate(in[0], in[1], out[0], n); break;
+    default: ref_gelu_gate_backward(in[0], in[1], in[2], out[0], out[1], n); break;
     }
 }
 
 /* ---- the op case table: every op on every awkward length ---------------------------- */
 
-static const int op_ids[NOPS] = { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GATE_BW };
+static const int op_ids[NOPS] = { SILU, RELU, SILU_BW, RELU_BW, SILU_GATE, ADD_BW, SUB_BW, MUL_BW, SILU_GATE_BW,
+                                  GELU_GATE, GELU_GATE_BW };
 
 static wgml_status case_call(const th_run *r) { return call(*(const int *)r->c->params, th_eng, r->t_in, r->t_out); }
 
@@ -206,6 +231,7 @@ static void test_in_place_every_aliasing(void)
 static double f_silu(const double *v, const void *ctx) { (void)ctx; return ref_silu(v[0]); }
 static double f_relu(const double *v, const void *ctx) { (void)ctx; return ref_relu(v[0]); }
 static double f_silu_gate(const double *v, const void *ctx) { (void)ctx; return ref_silu(v[0]) * v[1]; }
+static double f_gelu_gate(const double *v, const void *ctx) { (void)ctx; return ref_gelu_tanh(v[0]) * v[1]; }
 static double f_add(const double *v, const void *ctx) { (void)ctx; return v[0] + v[1]; }
 static double f_sub(const double *v, const void *ctx) { (void)ctx; return v[0] - v[1]; }
 static double f_mul(const double *v, const void *ctx) { (void)ctx; return v[0] * v[1]; }
@@ -219,14 +245,14 @@ static void test_backward_vs_finite_differences(void)
 {
     const size_t n = 1000;
     for (int op = SILU_BW; op < NOPS; op++) {
-        if (op == SILU_GATE) continue;
+        if (op == SILU_GATE || op == GELU_GATE) continue;
         float *g = th_random(n, -2, 2), *x = th_random(n, ops[op].lo, ops[op].hi), *y = th_random(n, ops[op].lo, ops[op].hi);
         if (op == RELU_BW)   /* keep x +- h on one side of the kink at 0 */
             for (size_t i = 0; i < n; i++)
                 if (fabsf(x[i]) < 1e-2f) x[i] = x[i] < 0 ? -0.5f : 0.5f;
         double (*f)(const double *, const void *) = op == SILU_BW ? f_silu : op == RELU_BW ? f_relu
-                                                  : op == SILU_GATE_BW ? f_silu_gate : op == ADD_BW ? f_add
-                                                  : op == SUB_BW ? f_sub : f_mul;
+                                                  : op == SILU_GATE_BW ? f_silu_gate : op == GELU_GATE_BW ? f_gelu_gate
+                                                  : op == ADD_BW ? f_add : op == SUB_BW ? f_sub : f_mul;
         double *want[2] = { th_alloc_d(n), th_alloc_d(n) };
         for (size_t i = 0; i < n; i++) {
             double v[2] = { x[i], y[i] }, d[2];
@@ -238,7 +264,7 @@ static void test_backward_vs_finite_differences(void)
         wgml_tensor *o[2] = { th_poisoned(WGML_F32, TH_SHAPE(n)), th_poisoned(WGML_F32, TH_SHAPE(n)) };
         wgml_tensor *in[3];
         if (op == SILU_BW || op == RELU_BW) { in[0] = tg; in[1] = tx; }
-        else if (op == SILU_GATE_BW) { in[0] = tx; in[1] = ty; in[2] = tg; }
+        else if (op == SILU_GATE_BW || op == GELU_GATE_BW) { in[0] = tx; in[1] = ty; in[2] = tg; }
         else { in[0] = tg; in[1] = tx; in[2] = ty; }   /* a = x, b = y */
         TH_EXPECT(call(op, th_eng, in, o), WGML_OK);
         for (int w = 0; w < ops[op].nout; w++) {
@@ -290,6 +316,37 @@ static void test_silu_large_magnitudes(void)
         }
     }
     wgml_tensor_release(tx); wgml_tensor_release(t1); wgml_tensor_release(tgate);
+    wgml_tensor_release(o[0]); wgml_tensor_release(o[1]);
+}
+
+/* GELU and its gradient at |x| >= 15, where the kernel clamps x inside u and sigmoid(2u)
+   is 0 or 1 in f32 (|2u| > 260, exp(-|2u|) underflows): every result is exact, GELU(x) = x
+   or 0 and GELU'(x) = 1 or 0, as the tanh-form reference gives them in double, so out =
+   gelu(x) * 1.5, grad_up = 1.5 GELU'(x) and grad_gate = gelu(x) are the reference rounded
+   once to f32; and finite up to |x| = 1e30 (x^3 would overflow f32 from 7e12). */
+static void test_gelu_large_magnitudes(void)
+{
+    static const float xs[] = { -1e30f, -1e4f, -100, -20, -15.5f, -15, 15, 15.5f, 20, 100, 1e4f, 1e30f };
+    const size_t n = sizeof xs / sizeof xs[0];
+    float ones[sizeof xs / sizeof xs[0]], gate[sizeof xs / sizeof xs[0]];
+    for (size_t i = 0; i < n; i++) { ones[i] = 1; gate[i] = 1.5f; }
+    wgml_tensor *tin[3] = { th_tensor(WGML_F32, xs, TH_SHAPE(n)), th_tensor(WGML_F32, gate, TH_SHAPE(n)),
+                            th_tensor(WGML_F32, ones, TH_SHAPE(n)) };
+    wgml_tensor *o[2] = { th_poisoned(WGML_F32, TH_SHAPE(n)), th_poisoned(WGML_F32, TH_SHAPE(n)) };
+    double ref[2][sizeof xs / sizeof xs[0]];
+    const float *in[3] = { xs, gate, ones };
+    for (int op = GELU_GATE; op <= GELU_GATE_BW; op++) {
+        reference(op, in, (double *const[]){ ref[0], ref[1] }, n);
+        TH_EXPECT(call(op, th_eng, tin, o), WGML_OK);
+        for (int w = 0; w < ops[op].nout; w++) {
+            float *got = th_read(o[w]);
+            for (size_t i = 0; i < n; i++)
+                TH_CHECK(isfinite(got[i]) && got[i] == (float)ref[w][i], "%s %s at x=%g: got %g, want %g", ops[op].name,
+                         ops[op].names[ops[op].nin + w], (double)xs[i], (double)got[i], (double)(float)ref[w][i]);
+            free(got);
+        }
+    }
+    for (int i = 0; i < 3; i++) wgml_tensor_release(tin[i]);
     wgml_tensor_release(o[0]); wgml_tensor_release(o[1]);
 }
 
@@ -399,6 +456,7 @@ static const th_case cases[] = {
     { "in_place_every_aliasing", test_in_place_every_aliasing },
     { "backward_vs_finite_differences", test_backward_vs_finite_differences },
     { "silu_large_magnitudes", test_silu_large_magnitudes },
+    { "gelu_large_magnitudes", test_gelu_large_magnitudes },
     { "relu_special_values", test_relu_special_values },
     { "large_grid", test_large_grid },
     { "bad_inputs", test_bad_inputs },

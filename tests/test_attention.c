@@ -36,8 +36,9 @@ typedef struct acase {
 /* Forward tolerance. The output is a (dropout-scaled) convex combination of v rows with
    |v| <= 1. Its f32 error comes from the scores (a dot product of length d: relative error
    <= d * 2^-24, times |s| <= a few units), exp2 (a few ulp), and the sum over seq_k keys
-   (<= seq_k * 2^-24 relative); in practice it stays far below 1e-5. The absolute part
-   scales with the dropout factor 1 / (1 - p). */
+   (<= seq_k * 2^-24 relative); in practice it stays far below 1e-5, head_dim 256 included
+   (within a tenth of the tolerance below, as at 128, though the scores' bound doubles).
+   The absolute part scales with the dropout factor 1 / (1 - p). */
 #define FWD_ATOL 2e-5
 #define FWD_RTOL 1e-4
 
@@ -891,6 +892,62 @@ static void test_small_adapters(void)
     problem_free(&P);
 }
 
+/* head_dim above 128 (up to 256): the tiled kernels on every adapter (the 64 x 64 ones
+   stop at 128), their lanes holding 8 vec4 of head_dim (both accumulator arrays), and
+   decode with rows of 64 vec4. Forward and backward at 256: causal with an offset and
+   GQA, a window with a mask holding -inf entries; at 254 (head_dim % 4 == 2, the same
+   pipelines) with dropout; decoding at 256 and 254 with a causal offset, a 2-D mask, and
+   20 query heads per kv head (16 to a workgroup there: two head chunks); the log-sum-exp
+   written and read back, by the tiled forward and by decoding. On a 16 KiB adapter the
+   forward at 198 (7 vec4 per lane: the second array partly used; rows of 8) and the
+   backward at 256 refused (no tile fits); every pipeline costs lavapipe seconds on a
+   cold shader cache, hence one forward there. options.scores refused (only the 64 x 64
+   kernels keep scores), with nothing recorded. */
+static void test_wide_heads(void)
+{
+    static const acase cases[] = {
+        /* b sq sk h kvh d causal off win p scale mask */
+        { 1, 37, 41, 4, 2, 256, true, 4, 0, 0, 0, NOMASK, 0 },
+        { 2, 20, 33, 2, 1, 256, false, 0, 6, 0, 0, M4(2, 1, 20, 33), 0.1 },
+        { 1, 23, 19, 3, 3, 254, true, 0, 0, 0.2f, 0, NOMASK, 0 },
+        { 1, 1, 70, 8, 2, 256, true, 60, 0, 0, 0, NOMASK, 0 },
+        { 2, 1, 45, 4, 1, 254, false, 0, 0, 0, 0, M2(1, 45), 0.1 },
+        { 1, 1, 40, 20, 1, 256, true, 30, 0, 0, 0, NOMASK, 0 },
+    };
+    static const acase ocv7 = { 2, 23, 29, 4, 2, 198, true, 3, 5, 0, 0, M4(1, 4, 23, 29), 0.1 };
+    run_ops(cases, sizeof cases / sizeof cases[0], A_GRADS, "head_dim > 128");
+    run_op(&cases[0], A_LSE | A_GRADS, "head_dim > 128, lse");
+    run_op(&cases[3], A_LSE | A_GRADS, "head_dim > 128, lse");
+    tuning()->workgroup_storage = SMALL_ADAPTER;
+    run_op(&ocv7, 0, "head_dim > 128, 16 KiB");
+
+    acase c = { 1, 20, 20, 2, 1, 256, true, 0, 0, 0, 0, NOMASK, 0 };
+    problem P;
+    problem_init(&P, &c, 1);
+    wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(1, 20, 2, 256)), *lse = th_poisoned(WGML_F32, TH_SHAPE(1, 2, 20));
+    wgml_tensor *g[3] = { th_poisoned(WGML_F32, TH_SHAPE(1, 20, 2, 256)), th_poisoned(WGML_F32, TH_SHAPE(1, 20, 1, 256)),
+                          th_poisoned(WGML_F32, TH_SHAPE(1, 20, 1, 256)) };
+    wgml_tensor *sc = th_poisoned(WGML_F32, TH_SHAPE(2 * 4096));
+    uint64_t before = th_commands();
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_LIMIT, "workgroup storage");
+    tuning_reset();
+    P.opts.lse = lse;
+    P.opts.scores = sc;
+    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, P.tq, P.tk, P.tv, out, &P.opts, NULL), WGML_ERROR_LIMIT,
+                  "options.scores needs head_dim at most 128");
+    TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, P.tq, P.tk, P.tv, P.tq, P.tdout, g[0], g[1], g[2], &P.opts, NULL),
+                  WGML_ERROR_LIMIT, "options.scores needs head_dim at most 128");
+    TH_CHECK(!wgml__attention_keeps_scores(th_eng, 256, 70) && !wgml__attention_keeps_scores(th_eng, 130, 70),
+             "the tiled kernels of head_dim > 128 keep scores");
+    TH_CHECK(th_commands() == before, "refused calls recorded commands");
+    TH_CHECK(poisoned(out) && poisoned(lse) && poisoned(sc), "a refused call wrote a tensor");
+    for (int t = 0; t < 3; t++) TH_CHECK(poisoned(g[t]), "a refused backward wrote gradient %d", t);
+    wgml_tensor *all[] = { out, lse, g[0], g[1], g[2], sc };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
+    problem_free(&P);
+}
+
 /* A context with Dawn's robustness (bounds clamping, workgroup zeroing:
    wgml_context_desc.robust), the opt-in debugging mode, against the reference. The rest
    of this file runs without it (the default), where no kernel may read past a buffer or
@@ -1131,10 +1188,10 @@ static void test_bad_inputs(void)
     wgml_tensor *mask_3d = th_tensor(WGML_F32, data, TH_SHAPE(H, SQ, SK));
     wgml_tensor *mask_u32 = th_tensor(WGML_U32, data, TH_SHAPE(1, 1, SQ, SK));
     wgml_tensor *q2 = th_tensor(WGML_F32, data, TH_SHAPE(SQ, D));
-    float *big = th_alloc_f(130 * 4);
-    memset(big, 0, 130 * 4 * sizeof *big);
-    wgml_tensor *q_d130 = th_tensor(WGML_F32, big, TH_SHAPE(1, 2, 1, 130)), *k_d130 = th_tensor(WGML_F32, big, TH_SHAPE(1, 2, 1, 130));
-    wgml_tensor *out_d130 = th_poisoned(WGML_F32, TH_SHAPE(1, 2, 1, 130));
+    float *big = th_alloc_f(258 * 4);
+    memset(big, 0, 258 * 4 * sizeof *big);
+    wgml_tensor *q_d258 = th_tensor(WGML_F32, big, TH_SHAPE(1, 2, 1, 258)), *k_d258 = th_tensor(WGML_F32, big, TH_SHAPE(1, 2, 1, 258));
+    wgml_tensor *out_d258 = th_poisoned(WGML_F32, TH_SHAPE(1, 2, 1, 258));
     wgml_context *other;
     TH_EXPECT(wgml_context_create(NULL, &other), WGML_OK);
     wgml_tensor *foreign;
@@ -1156,7 +1213,7 @@ static void test_bad_inputs(void)
     TH_EXPECT_ERR(FWD(q, k_h3, k_h3, out, &o, NULL), WGML_ERROR_SHAPE, "multiple of k's num_kv_heads (3)");
     TH_EXPECT_ERR(FWD(q, k_d6, k_d6, out, &o, NULL), WGML_ERROR_SHAPE, "k has head_dim 6, q has head_dim 8");
     TH_EXPECT_ERR(FWD(q_d7, k_d7, k_d7, out, &o, NULL), WGML_ERROR_SHAPE, "head_dim is 7");
-    TH_EXPECT_ERR(FWD(q_d130, k_d130, k_d130, out_d130, &o, NULL), WGML_ERROR_SHAPE, "head_dim is 130");
+    TH_EXPECT_ERR(FWD(q_d258, k_d258, k_d258, out_d258, &o, NULL), WGML_ERROR_SHAPE, "head_dim is 258; it must be even and at most 256");
     TH_EXPECT_ERR(FWD(q, k, v_sk6, out, &o, NULL), WGML_ERROR_SHAPE, "v has shape [2, 6, 2, 8]");
     TH_EXPECT_ERR(FWD(q, k, v, out_sq5, &o, NULL), WGML_ERROR_SHAPE, "out has shape");
     TH_EXPECT_ERR(FWD(q, k, v, out, &o, mask_badq), WGML_ERROR_SHAPE, "its seq_q dimension must be 1 or 4");
@@ -1196,6 +1253,7 @@ static void test_bad_inputs(void)
     TH_EXPECT_ERR(BWD(q, k, v, fwd_out, dout, gq, v, gv), WGML_ERROR_ALIAS, "grad_k must not be the same tensor as v");
     TH_EXPECT_ERR(BWD(q, k, v, fwd_out, dout, gq, gk, gk), WGML_ERROR_ALIAS, "grad_v must not be the same tensor as grad_k");
     TH_EXPECT_ERR(BWD(q, k_h3, k_h3, fwd_out, dout, gq, gk, gv), WGML_ERROR_SHAPE, "multiple of");
+    TH_EXPECT_ERR(BWD(q_d258, k_d258, k_d258, q_d258, q_d258, out_d258, out_d258, out_d258), WGML_ERROR_SHAPE, "at most 256");
     wgml_attention_options ob = { .dropout_prob = 1.0f };
     TH_EXPECT_ERR(wgml_flash_attention_v2_backward_with(th_eng, q, k, v, fwd_out, dout, gq, gk, gv, &ob, NULL),
                   WGML_ERROR_INVALID_ARGUMENT, "dropout_prob");
@@ -1224,7 +1282,7 @@ static void test_bad_inputs(void)
     TH_EXPECT(FWD(q, k, v, out, &o, mask_ok), WGML_OK);
 
     wgml_tensor *all[] = { q, k, v, dout, fwd_out, out, gq, gk, gv, u32, q3, k_b1, k_h3, k_d6, q_d7, k_d7, v_sk6, out_sq5,
-                           mask_ok, mask_badq, mask_badk, mask_3d, mask_u32, q2, q_d130, k_d130, out_d130, mask_full };
+                           mask_ok, mask_badq, mask_badk, mask_3d, mask_u32, q2, q_d258, k_d258, out_d258, mask_full };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) wgml_tensor_release(all[i]);
     wgml_tensor_release(foreign);
     wgml_context_destroy(other);
@@ -1253,6 +1311,7 @@ static const th_case cases[] = {
     { "backward_ds_ranges", test_backward_ds_ranges },
     { "block_order", test_block_order },
     { "small_adapters", test_small_adapters },
+    { "wide_heads", test_wide_heads },
     { "robust_context", test_robust_context },
     { "backward_blocks64", test_backward_blocks64 },
     { "backward_blocks64_scores", test_backward_blocks64_scores },

@@ -132,6 +132,7 @@ C2(c_relu, wgml_relu)
 C3(c_silu_backward, wgml_silu_backward)
 C3(c_relu_backward, wgml_relu_backward)
 C3(c_silu_gate_fused, wgml_silu_gate_fused)
+C3(c_gelu_tanh_gate_fused, wgml_gelu_tanh_gate_fused)
 C3(c_mse_loss, wgml_mse_loss)
 C3(c_mse_loss_backward, wgml_mse_loss_backward)
 C2(c_gradient_norm_squared, wgml_gradient_norm_squared)
@@ -190,6 +191,8 @@ static wgml_status c_mul_backward(wgml_engine *e, wgml_tensor *const *t, const s
 { (void)s; return wgml_mul_backward(e, t[0], t[1], t[2], t[3], t[4]); }
 static wgml_status c_silu_gate_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_silu_gate_backward(e, t[0], t[1], t[2], t[3], t[4]); }
+static wgml_status c_gelu_tanh_gate_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ (void)s; return wgml_gelu_tanh_gate_backward(e, t[0], t[1], t[2], t[3], t[4]); }
 static wgml_status c_top_k(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_top_k(e, t[0], t[1], s->u[0]); }
 static wgml_status c_bias_add(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -220,9 +223,22 @@ static wgml_status c_rms_norm_residual_with(wgml_engine *e, wgml_tensor *const *
 { return wgml_rms_norm_residual_with(e, t[0], t[1], t[2], t[3], t[4], s->f[0]); }
 static wgml_status c_rms_norm_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_rms_norm_backward(e, t[0], t[1], t[2], t[3], t[4], s->f[0]); }
+/* wgml_rms_norm_with: f[0] eps, f[1] weight_offset, nullp bit 0 NULL options; the plain
+   form passes no residual and no sum_out */
+static wgml_status c_rms_norm_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{
+    wgml_rms_norm_options o = { .eps = s->f[0], .weight_offset = s->f[1] };
+    return wgml_rms_norm_with(e, t[0], t[1], t[2], t[3], t[4], (s->nullp & 1) ? NULL : &o);
+}
+static wgml_status c_rms_norm_with_plain(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{
+    wgml_rms_norm_options o = { .eps = s->f[0], .weight_offset = s->f[1] };
+    return wgml_rms_norm_with(e, t[0], NULL, t[1], t[2], NULL, (s->nullp & 1) ? NULL : &o);
+}
+/* u[0] accumulate, f[1] weight_offset, nullp bit 0 NULL options */
 static wgml_status c_rms_norm_backward_with(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 {
-    wgml_rms_norm_backward_options o = { .accumulate = s->u[0] != 0 };
+    wgml_rms_norm_backward_options o = { .accumulate = s->u[0] != 0, .weight_offset = s->f[1] };
     return wgml_rms_norm_backward_with(e, t[0], t[1], t[2], t[3], t[4], s->f[0], (s->nullp & 1) ? NULL : &o);
 }
 static wgml_status c_rope(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -349,6 +365,11 @@ static const oprow rows[] = {
     { .fn = "wgml_silu_gate_backward", .call = c_silu_gate_backward,
       .a = { EW("up", 0, 6), EW("gate", 0, 6), EW("grad_out", 0, 6), EW("grad_up", OUT, 6), EW("grad_gate", OUT, 6) },
       .refused = { { 4, 3 } }, .allowed = { { 3, 0 }, { 4, 1 } } },
+    { .fn = "wgml_gelu_tanh_gate_fused", .call = c_gelu_tanh_gate_fused,
+      .a = { EW("up", 0, 6), EW("gate", 0, 2, 3), EW("out", OUT, 6) }, .allowed = { { 2, 0 }, { 2, 1 } } },
+    { .fn = "wgml_gelu_tanh_gate_backward", .call = c_gelu_tanh_gate_backward,
+      .a = { EW("up", 0, 6), EW("gate", 0, 6), EW("grad_out", 0, 6), EW("grad_up", OUT, 6), EW("grad_gate", OUT, 6) },
+      .refused = { { 4, 3 } }, .allowed = { { 3, 0 }, { 4, 1 }, { 3, 2 } } },
 
     /* ---- selection, convolution, quantization ---- */
     { .fn = "wgml_top_k", .call = c_top_k,
@@ -491,7 +512,7 @@ static const oprow rows[] = {
 #define Q3 SH(1, 2, 3, 2)
 #define ATT_CONFIGS(n, ...) (const bad_config[]){ \
     { "head_dim 3", { [0 ... (n) - 1] = SH(1, 2, 2, 3) }, WGML_ERROR_SHAPE, "head_dim" }, \
-    { "head_dim 130", { [0 ... (n) - 1] = SH(1, 2, 2, 130) }, WGML_ERROR_SHAPE, "head_dim" }, \
+    { "head_dim 258", { [0 ... (n) - 1] = SH(1, 2, 2, 258) }, WGML_ERROR_SHAPE, "head_dim" }, \
     { "3 heads over 2 kv heads", { __VA_ARGS__ }, WGML_ERROR_SHAPE, "num_heads" }, \
     { 0 } }
 #define ATT_DROPOUT_RULES RULE(SF, 0, -0.1, INVAL, "dropout_prob"), RULE(SF, 0, 1, INVAL, "dropout_prob"), \
@@ -509,7 +530,7 @@ static const oprow rows[] = {
              { .name = "v", .shape = SH(2, 2), .bad = { { SH(3, 2) }, { SH(2, 4) } } },
              { .name = "out", .shape = SH(2, 2), .flags = OUT, .bad = { { SH(3, 2) }, { SH(4) } } } },
       .configs = (const bad_config[]){ { "head_dim 3", { [0 ... 3] = SH(2, 3) }, WGML_ERROR_SHAPE, "head_dim" },
-                                       { "head_dim 130", { [0 ... 3] = SH(2, 130) }, WGML_ERROR_SHAPE, "head_dim" }, { 0 } },
+                                       { "head_dim 258", { [0 ... 3] = SH(2, 258) }, WGML_ERROR_SHAPE, "head_dim" }, { 0 } },
       .s = { .u = { 1 } }, .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 } }, .accept = { OKV(SU, 0, 0) } },
     { .fn = "wgml_flash_attention_v2", .call = c_flash_attention_v2,
       .a = { ATT_QK_BAD("q"), ATT_QK_BAD("k"), ATT_LIKE("v", 0), ATT_LIKE("out", OUT), ATT_MASK },
@@ -583,9 +604,23 @@ static const oprow rows[] = {
     { .fn = "wgml_rms_norm_backward_with", .call = c_rms_norm_backward_with,
       .a = { EW("grad_out", 0, 1, 8), EW("input", 0, 8), { .name = "weight", .shape = SH(8), .bad = { { SH(7) } } },
              EW("grad_in", OUT, 1, 8), { .name = "grad_weight", .shape = SH(8), .flags = OUT | OPT, .bad = { { SH(7) }, { SH(9) } } } },
-      .s = { .u = { 1 }, .f = { 1e-5f } }, .sm = { EPS_RULES(0) },
+      .s = { .u = { 1 }, .f = { 1e-5f } }, .sm = { EPS_RULES(0), FINITE_RULES(1, "weight_offset") },
       .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 }, { 4, 0 }, { 4, 1 }, { 4, 2 }, { 4, 3 } },
-      .accept = { OKV(SF, 0, 0), OKV(SNULLP, 0, 0), OKV(SU, 0, 0) } },
+      .accept = { OKV(SF, 0, 0), OKV(SNULLP, 0, 0), OKV(SU, 0, 0), OKV(SF, 1, 1), OKV(SF, 1, -0.5) } },
+    /* residual NULL (with sum_out NULL: bits 1 and 4) is the plain norm of the next row;
+       residual NULL with a sum_out is refused */
+    { .fn = "wgml_rms_norm_with", .call = c_rms_norm_with,
+      .a = { EW("x", 0, 1, 8), EW("residual", 0, 8), { .name = "weight", .shape = SH(8), .bad = { { SH(7) } } },
+             EW("out", OUT, 1, 8), EW("sum_out", OUT | OPT, 1, 8) },
+      .s = { .f = { 1e-5f, 1 } }, .sm = { EPS_RULES(0), FINITE_RULES(1, "weight_offset") },
+      .refused = { { 3, 0 }, { 3, 1 }, { 3, 2 }, { 3, 4 }, { 4, 2 } },
+      .allowed = { { 1, 0 }, { 4, 0 }, { 4, 1 } },
+      .accept = { OKV(SF, 0, 0), OKV(SF, 1, 0), OKV(SF, 1, -0.5), OKV(SNULLP, 0, 0), OKV(SNULLS, 0x12, 0) } },
+    { .fn = "wgml_rms_norm_with", .call = c_rms_norm_with_plain,
+      .a = { { .name = "x", .shape = SH(1, 8), .flags = SAME_N, .bad = { { SH(2, 4) } } },
+             { .name = "weight", .shape = SH(8), .bad = { { SH(7) } } }, EW("out", OUT, 1, 8) },
+      .s = { .f = { 1e-5f, 1 } }, .sm = { EPS_RULES(0), FINITE_RULES(1, "weight_offset") },
+      .refused = { { 2, 0 }, { 2, 1 } }, .accept = { OKV(SF, 0, 0), OKV(SF, 1, 0), OKV(SNULLP, 0, 0) } },
     { .fn = "wgml_softmax", .call = c_softmax, .a = { EW("input", 0, 2, 5), EW("out", OUT, 2, 5) }, .refused = { { 1, 0 } } },
     { .fn = "wgml_softmax_backward", .call = c_softmax_backward,
       .a = { EW("grad_out", 0, 10), EW("final_out", 0, 2, 5), EW("grad_in", OUT, 2, 5) },
@@ -1130,6 +1165,29 @@ static void test_context_functions(void)
     TH_CHECK(c == NULL, "wgml_context_create: *out not NULL after a failure");
     wgml_context_destroy(NULL);
     NOOP("wgml_context_destroy", true);   /* NULL: a no-op (reaching here is the check) */
+    c = (wgml_context *)&c;
+    BAD("wgml_context_create", wgml_context_create(&(wgml_context_desc){ .use_device_index = true, .device_index = 4096 }, &c),
+        WGML_ERROR_NO_ADAPTER, NULL, "device index 4096");
+    TH_CHECK(c == NULL, "wgml_context_create: *out not NULL after a failure");
+    uint32_t nad = 7;
+    BAD("wgml_adapter_list", wgml_adapter_list(NULL, NULL, 0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "count");
+    BAD("wgml_adapter_list", wgml_adapter_list(NULL, NULL, 2, &nad), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD("wgml_adapter_list", wgml_adapter_list("glide", NULL, 0, &nad), WGML_ERROR_INVALID_ARGUMENT, NULL, "backend");
+    TH_CHECK(nad == 0, "wgml_adapter_list: count %u after a failure", nad);
+
+    /* data parallelism, outside a job: NULL is the one process's communicator */
+    wgml_comm *cm = (wgml_comm *)&cm;
+    BAD("wgml_comm_create", wgml_comm_create(0, NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "out");
+    BAD("wgml_comm_allreduce_sum", wgml_comm_allreduce_sum(NULL, NULL, 3), WGML_ERROR_INVALID_ARGUMENT, NULL, "buf");
+    NOOP("wgml_comm_available", wgml_comm_available() == true || wgml_comm_available() == false);
+    NOOP("wgml_comm_rank", wgml_comm_rank(NULL) == 0);
+    NOOP("wgml_comm_size", wgml_comm_size(NULL) == 1);
+    NOOP("wgml_comm_local_rank", wgml_comm_local_rank(NULL) == 0);
+    wgml_comm_destroy(NULL);
+    NOOP("wgml_comm_destroy", true);
+    wgml_comm_abort(NULL, 1);
+    NOOP("wgml_comm_abort", true);   /* NULL returns */
+    (void)cm;
 
     BAD("wgml_context_flush", wgml_context_flush(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "ctx");
     BAD("wgml_context_sync", wgml_context_sync(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "ctx");
@@ -1922,7 +1980,7 @@ static void test_model_functions(void)
             "num_key_value_heads");                                                      /* heads % kv_heads */
     CFG_BAD((c.hidden_size = 9, c.num_key_value_heads = 2), WGML_ERROR_INVALID_ARGUMENT, "hidden_size");  /* 9 / 2 heads */
     CFG_BAD(c.head_dim = 5, WGML_ERROR_INVALID_ARGUMENT, "head_dim");
-    CFG_BAD(c.head_dim = 130, WGML_ERROR_UNSUPPORTED, "head_dim");
+    CFG_BAD(c.head_dim = 258, WGML_ERROR_UNSUPPORTED, "head_dim");
     CFG_BAD(c.attention_bias = true, WGML_ERROR_UNSUPPORTED, "biases");
     CFG_BAD(c.mlp_bias = true, WGML_ERROR_UNSUPPORTED, "biases");
     CFG_BAD(c.rms_norm_eps = 0, WGML_ERROR_INVALID_ARGUMENT, "rms_norm_eps");

@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "internal.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,116 @@ static void test_env_override(void)
     TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .adapter = in.name }, &c), WGML_OK);
     wgml_context_destroy(c);
     unsetenv("WGML_ADAPTER");
+}
+
+static bool contains_icase(const char *hay, const char *needle)
+{
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (needle[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) i++;
+        if (!needle[i]) return true;
+    }
+    return !*needle;
+}
+
+/* wgml_adapter_list: the order of device indices, whose first entry (among those
+   $WGML_ADAPTER leaves) is the adapter a default context gets; cap bounds what is
+   written, never the count; a backend filter keeps a subset. */
+static void test_adapter_list(void)
+{
+    wgml_adapter_info in;
+    wgml_context_info(th_ctx, &in);
+    uint32_t n = 0, n_cap0 = 0, n_all = 0;
+    wgml_adapter_info list[8];
+    const char *env_backend = getenv("WGML_BACKEND"), *env_adapter = getenv("WGML_ADAPTER");
+    TH_EXPECT(wgml_adapter_list(NULL, NULL, 0, &n_all), WGML_OK);
+    TH_EXPECT(wgml_adapter_list(env_backend, NULL, 0, &n_cap0), WGML_OK);
+    TH_EXPECT(wgml_adapter_list(env_backend, list, 8, &n), WGML_OK);
+    TH_CHECK(n >= 1 && n <= 8 && n == n_cap0, "%u adapters, %u with cap 0", n, n_cap0);
+    uint32_t first = n;
+    for (uint32_t i = 0; i < n && i < 8; i++) {
+        TH_CHECK(list[i].name[0] && list[i].backend && list[i].type, "entry %u: name \"%s\"", i, list[i].name);
+        TH_CHECK(list[i].max_buffer_size == 0 && list[i].subgroup_max_size == 0 && !list[i].shader_f16,
+                 "entry %u has device fields set", i);
+        if (first == n && (!env_adapter || contains_icase(list[i].name, env_adapter) || contains_icase(list[i].driver, env_adapter)))
+            first = i;
+    }
+    TH_CHECK(first < n && strcmp(list[first].name, in.name) == 0 && strcmp(list[first].backend, in.backend) == 0,
+             "the default context has \"%s\" (%s), the list's first is \"%s\"", in.name, in.backend,
+             first < n ? list[first].name : "(none)");
+    /* cap below the count: the count stays whole, nothing past cap is written */
+    memset(list, 0x5a, sizeof list);
+    uint32_t m = 0;
+    TH_EXPECT(wgml_adapter_list(env_backend, list, n - 1, &m), WGML_OK);
+    TH_CHECK(m == n, "cap %u: count %u, want %u", n - 1, m, n);
+    TH_CHECK(list[n - 1].name[0] == 0x5a && list[n - 1].name[1] == 0x5a, "entry %u written past cap %u", n - 1, n - 1);
+    if (n >= 2) TH_CHECK(list[0].name[0] && list[0].name[0] != 0x5a, "entry 0 not written with cap %u", n - 1);
+    /* the default adapter's backend keeps it */
+    TH_EXPECT(wgml_adapter_list(in.backend, list, 8, &m), WGML_OK);
+    TH_CHECK(m >= 1 && m <= n_all, "%u adapters on %s, %u on all backends", m, in.backend, n_all);
+    bool seen = false;
+    for (uint32_t i = 0; i < m && i < 8; i++) {
+        TH_CHECK(strcmp(list[i].backend, in.backend) == 0, "backend filter %s let %s through", in.backend, list[i].backend);
+        seen = seen || strcmp(list[i].name, in.name) == 0;
+    }
+    TH_CHECK(seen, "\"%s\" missing from the %s list", in.name, in.backend);
+    /* misuse */
+    m = 77;
+    TH_EXPECT_ERR(wgml_adapter_list(NULL, list, 1, NULL), WGML_ERROR_INVALID_ARGUMENT, "count is NULL");
+    TH_EXPECT_ERR(wgml_adapter_list(NULL, NULL, 1, &m), WGML_ERROR_INVALID_ARGUMENT, "out is NULL");
+    TH_EXPECT_ERR(wgml_adapter_list("glide", list, 8, &m), WGML_ERROR_INVALID_ARGUMENT, "glide");
+    TH_CHECK(m == 0, "count %u after an error", m);
+}
+
+/* device_index picks from the list: 0 is the default, one past the end names what there
+   is; $WGML_DEVICE does the same unless the descriptor asks, and must be a decimal index. */
+static void test_device_index(void)
+{
+    wgml_adapter_info in, in2;
+    wgml_context_info(th_ctx, &in);
+    uint32_t n = 0;
+    TH_EXPECT(wgml_adapter_list(NULL, NULL, 0, &n), WGML_OK);
+    char *saved = getenv("WGML_DEVICE") ? strdup(getenv("WGML_DEVICE")) : NULL;
+    unsetenv("WGML_DEVICE");
+    wgml_context *c = NULL;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .use_device_index = true, .device_index = 0 }, &c), WGML_OK);
+    if (c) {
+        wgml_context_info(c, &in2);
+        TH_CHECK(strcmp(in.name, in2.name) == 0 && strcmp(in.backend, in2.backend) == 0,
+                 "device index 0 gave \"%s\" (%s), the default \"%s\" (%s)", in2.name, in2.backend, in.name, in.backend);
+    }
+    wgml_context_destroy(c);
+    c = (wgml_context *)&c;
+    TH_EXPECT_ERR(wgml_context_create(&(wgml_context_desc){ .use_device_index = true, .device_index = n }, &c),
+                  WGML_ERROR_NO_ADAPTER, "adapters found: \"");
+    TH_CHECK(c == NULL, "*out not NULL");
+    char want[32];
+    snprintf(want, sizeof want, "device index %u", n);
+    TH_CHECK(strstr(wgml_last_error(NULL), want) && strstr(wgml_last_error(NULL), in.name), "message: %s", wgml_last_error(NULL));
+
+    setenv("WGML_DEVICE", "0", 1);
+    c = NULL;
+    TH_EXPECT(wgml_context_create(NULL, &c), WGML_OK);
+    if (c) {
+        wgml_context_info(c, &in2);
+        TH_CHECK(strcmp(in.name, in2.name) == 0, "WGML_DEVICE=0 gave \"%s\", the default \"%s\"", in2.name, in.name);
+    }
+    wgml_context_destroy(c);
+    setenv("WGML_DEVICE", "99", 1);
+    TH_EXPECT_ERR(wgml_context_create(NULL, &c), WGML_ERROR_NO_ADAPTER, "device index 99 (from WGML_DEVICE)");
+    c = NULL;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .use_device_index = true }, &c), WGML_OK);   /* the descriptor wins */
+    wgml_context_destroy(c);
+    const char *bad[] = { "x", "-1", "", "1x", " 0", "+0", "4294967296" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("WGML_DEVICE", bad[i], 1);
+        c = (wgml_context *)&c;
+        TH_EXPECT_ERR(wgml_context_create(NULL, &c), WGML_ERROR_INVALID_ARGUMENT, "WGML_DEVICE");
+        TH_CHECK(c == NULL, "WGML_DEVICE=\"%s\": *out not NULL", bad[i]);
+    }
+    if (saved) setenv("WGML_DEVICE", saved, 1);
+    else unsetenv("WGML_DEVICE");
+    free(saved);
 }
 
 static void test_robust_and_submit_every_op(void)
@@ -310,17 +421,44 @@ static void test_recorder_settings(void)
     wgml_context_destroy(c);
 }
 
+/* Data parallelism outside a job (mpi_test.sh runs a job of two): no communicator, the
+   single process's answers, and the bad arguments. */
+static void test_comm_alone(void)
+{
+    const char *vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE" };
+    for (int i = 0; i < 3; i++) TH_CHECK(!getenv(vars[i]), "%s is set: this test runs outside an MPI job", vars[i]);
+    wgml_comm *c = (wgml_comm *)&c;   /* poisoned */
+    TH_EXPECT(wgml_comm_create(0, &c), WGML_OK);
+    TH_CHECK(c == NULL, "a communicator outside a job");
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1);   /* a job of one process is this process alone */
+    TH_EXPECT(wgml_comm_create(1000, &c), WGML_OK);
+    TH_CHECK(c == NULL, "a communicator for a job of one process");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    TH_CHECK(wgml_comm_rank(NULL) == 0 && wgml_comm_size(NULL) == 1 && wgml_comm_local_rank(NULL) == 0,
+             "rank %u, size %u, local rank %u alone", wgml_comm_rank(NULL), wgml_comm_size(NULL), wgml_comm_local_rank(NULL));
+    double v[2] = { 1.5, -2 };
+    TH_EXPECT(wgml_comm_allreduce_sum(NULL, v, 2), WGML_OK);
+    TH_CHECK(v[0] == 1.5 && v[1] == -2, "a sum over one process changed the values");
+    TH_EXPECT_ERR(wgml_comm_allreduce_sum(NULL, NULL, 2), WGML_ERROR_INVALID_ARGUMENT, "buf");
+    TH_EXPECT_ERR(wgml_comm_create(0, NULL), WGML_ERROR_INVALID_ARGUMENT, "out");
+    wgml_comm_abort(NULL, 3);   /* returns */
+    wgml_comm_destroy(NULL);
+}
+
 static const th_case cases[] = {
     { "timer", test_timer },
     { "info", test_info },
     { "create_bad_arguments", test_create_bad_arguments },
     { "choose_by_name", test_choose_by_name },
     { "env_override", test_env_override },
+    { "adapter_list", test_adapter_list },
+    { "device_index", test_device_index },
     { "robust_and_submit_every_op", test_robust_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
     { "fences", test_fences },
     { "recorder_settings", test_recorder_settings },
     { "create_destroy_loop", test_create_destroy_loop },
     { "status_strings", test_status_strings },
+    { "comm_alone", test_comm_alone },
 };
 TH_MAIN(cases)

@@ -545,7 +545,49 @@ static void test_config(void)
                  c.rms_norm_eps == 1e-5,
              "lfm2 full_attn_idxs: ffn %u, layers 0x%x", c.intermediate_size, c.conv_layers[0]);
 
+    /* Gemma 3 1B as its released config.json writes it: every sixth layer global
+       (sliding_window_pattern), the two RoPE bases, GELU's tanh form, tied by default */
+    const char *gemma = "{\"architectures\":[\"Gemma3ForCausalLM\"],\"attention_bias\":false,\"attention_dropout\":0.0,"
+                        "\"attn_logit_softcapping\":null,\"bos_token_id\":2,\"cache_implementation\":\"hybrid\","
+                        "\"eos_token_id\":[1,106],\"final_logit_softcapping\":null,\"head_dim\":256,"
+                        "\"hidden_activation\":\"gelu_pytorch_tanh\",\"hidden_size\":1152,\"initializer_range\":0.02,"
+                        "\"intermediate_size\":6912,\"max_position_embeddings\":32768,\"model_type\":\"gemma3_text\","
+                        "\"num_attention_heads\":4,\"num_hidden_layers\":26,\"num_key_value_heads\":1,\"pad_token_id\":0,"
+                        "\"query_pre_attn_scalar\":256,\"rms_norm_eps\":1e-06,\"rope_local_base_freq\":10000,"
+                        "\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":512,\"sliding_window_pattern\":6,"
+                        "\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":262144}";
+    TH_EXPECT(wgml_model_config_parse(gemma, strlen(gemma), "gemma.json", &c), WGML_OK);
+    TH_CHECK(c.gemma && c.qk_norm && c.hidden_act == WGML_HIDDEN_ACT_GELU_TANH && c.head_dim == 256 &&
+                 c.sliding_window == 512 && c.full_attention_layers[0] == 0x820820 && c.rope_theta == 1e6 &&
+                 c.rope_local_theta == 1e4 && c.query_pre_attn_scalar == 256 && c.tie_word_embeddings &&
+                 c.num_eos_token_ids == 2 && c.rope_scaling.type == WGML_ROPE_SCALING_NONE,
+             "gemma3: act %d, window %u, global 0x%x, theta %g / %g, scalar %g", (int)c.hidden_act, c.sliding_window,
+             c.full_attention_layers[0], c.rope_theta, c.rope_local_theta, c.query_pre_attn_scalar);
+    /* transformers 5's form: layer_types, rope_parameters by layer type (the global layers'
+       scaled); the defaults of absent fields */
+    const char *gemma5 = "{\"model_type\":\"gemma3_text\"," DIMS ",\"layer_types\":[\"full_attention\",\"sliding_attention\"],"
+                         "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\",\"factor\":8.0,\"rope_theta\":"
+                         "1000000.0},\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":10000.0}}}";
+    TH_EXPECT(wgml_model_config_parse(gemma5, strlen(gemma5), "gemma5.json", &c), WGML_OK);
+    TH_CHECK(c.full_attention_layers[0] == 0x1 && c.rope_theta == 1e6 && c.rope_local_theta == 1e4 &&
+                 c.rope_scaling.type == WGML_ROPE_SCALING_LINEAR && c.rope_scaling.factor == 8 && c.sliding_window == 4096 &&
+                 c.query_pre_attn_scalar == 256 && c.hidden_act == WGML_HIDDEN_ACT_GELU_TANH && c.tie_word_embeddings,
+             "gemma3 (rope_parameters): global 0x%x, theta %g / %g, scaling %d, window %u", c.full_attention_layers[0],
+             c.rope_theta, c.rope_local_theta, (int)c.rope_scaling.type, c.sliding_window);
+
     static const struct { const char *json; const char *needle; } bad[] = {
+        { "{\"model_type\":\"gemma3\"," DIMS "}", "model_type gemma3 (Gemma3ForConditionalGeneration" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"final_logit_softcapping\":30.0}", "final_logit_softcapping is not supported" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"attn_logit_softcapping\":50.0}", "attn_logit_softcapping is not supported" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"use_bidirectional_attention\":true}", "use_bidirectional_attention" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"layer_types\":[\"full_attention\",\"conv\"]}", "layer_types[1] must be" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"sliding_window_pattern\":0}", "sliding_window_pattern must be" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"query_pre_attn_scalar\":0}", "query_pre_attn_scalar must be in (0," },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"rope_parameters\":{\"sliding_attention\":{\"rope_type\":\"linear\","
+          "\"factor\":2}}}", "rope_parameters.sliding_attention.rope_type must be default" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"rope_local_base_freq\":10000,\"rope_parameters\":{\"full_attention\":"
+          "{\"rope_theta\":1e6}}}", "give one form" },
+        { "{\"model_type\":\"gemma3_text\"," DIMS ",\"hidden_activation\":\"relu\"}", "hidden_activation 'relu' is not supported" },
         { "{\"model_type\":\"qwen2\"," DIMS ",\"use_sliding_window\":true,\"sliding_window\":64,\"max_window_layers\":1}",
           "use_sliding_window with max_window_layers 1" },
         { "{\"model_type\":\"lfm2\"," DIMS ",\"conv_bias\":true}", "conv_bias true is not supported" },
@@ -588,7 +630,7 @@ static void test_config(void)
         { "{\"vocab_size\":10,\"hidden_size\":64,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":8,"
           "\"eos_token_id\":[1,2,3,4,5,6,7,8,9]}", "eos_token_id lists more than 8 ids" },
         { "{\"vocab_size\":10,\"hidden_size\":64,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":8,"
-          "\"hidden_act\":\"gelu\"}", "hidden_act 'gelu' is not supported" },
+          "\"hidden_act\":\"gelu\"}", "hidden_act 'gelu' is not supported (silu or gelu_pytorch_tanh)" },
         { "{\"vocab_size\":10,\"hidden_size\":64,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":8,"
           "\"quantization\":{\"group_size\":64,\"bits\":7}}", "quantization.bits must be 2, 3, 4, 5, 6 or 8" },
         { "{\"vocab_size\":10,\"hidden_size\":64,\"intermediate_size\":8,\"num_hidden_layers\":1,\"num_attention_heads\":8,"

@@ -3,6 +3,7 @@
    base frozen bit for bit while the adapter trains, decoding with the adapter, PEFT's
    files (key names, config, round trip, what is refused), and merging. */
 #include "harness.h"
+#include "model_config.h"
 #include "ref_lora.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,12 @@ static const bool lfm2_conv[3] = { true, false, true };
 static const tiny tiny_lfm2 = { { .vocab = 47, .dim = 20, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 26,
                                   .rope_theta = 1000000, .eps = 1e-5, .tied = true, .qk_norm = true, .conv_kernel = 3,
                                   .conv = lfm2_conv }, 2, 10 };
+/* Gemma 3: global and sliding layers, (1 + w) norms around each block, GeGLU */
+static const bool gemma_full[2] = { true, false };
+static const tiny tiny_gemma3 = { { .vocab = 41, .dim = 24, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 16, .ffn = 28,
+                                    .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qk_norm = true, .window = 3,
+                                    .gemma = true, .gelu = true, .full = gemma_full, .rope_local_theta = 10000,
+                                    .attn_scale = 0.25 }, 2, 9 };
 
 /* Tolerances as test_model.c derives them for the same model: f32 stages of dot products
    of at most 48 terms, errors of order 1e-6 against logits below 10. The adapter adds two
@@ -36,31 +43,7 @@ static const tiny tiny_lfm2 = { { .vocab = 47, .dim = 20, .layers = 3, .heads = 
 #define LOGIT_ATOL 1e-4
 #define LOGIT_RTOL 1e-4
 
-static wgml_model_config config_of(const ref_model_shape *s)
-{
-    wgml_model_config c;
-    memset(&c, 0, sizeof c);
-    strcpy(c.model_type, s->conv_kernel ? "lfm2" : s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : "llama");
-    c.conv_kernel = (uint32_t)s->conv_kernel;
-    for (int l = 0; l < s->layers && s->conv_kernel; l++)
-        if (s->conv[l]) c.conv_layers[l / 32] |= 1u << (l % 32);
-    c.sliding_window = (uint32_t)s->window;
-    c.qkv_bias = s->qkv_bias;
-    c.qk_norm = s->qk_norm;
-    c.vocab_size = (uint32_t)s->vocab;
-    c.hidden_size = (uint32_t)s->dim;
-    c.intermediate_size = (uint32_t)s->ffn;
-    c.num_hidden_layers = (uint32_t)s->layers;
-    c.num_attention_heads = (uint32_t)s->heads;
-    c.num_key_value_heads = (uint32_t)s->kv_heads;
-    c.head_dim = (uint32_t)s->head_dim;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = s->eps;
-    c.rope_theta = s->rope_theta;
-    c.tie_word_embeddings = s->tied;
-    c.bos_token_id = -1;
-    return c;
-}
+static wgml_model_config config_of(const ref_model_shape *s) { return ref_config_of(s); }
 
 /* A model with random parameters (as test_model.c makes them) and an adapter of the given
    rank and targets whose A and B are both random (a new adapter's B is zero, which would
@@ -298,6 +281,7 @@ static void test_train_against_reference(void)
     check_train(&tiny_qwen3, 3, WGML_LORA_Q | WGML_LORA_K | WGML_LORA_V | WGML_LORA_O, false, WGML_WEIGHTS_F32);
     check_train(&tiny_lfm2, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
     check_train(&tiny_lfm2, 3, WGML_LORA_IN | WGML_LORA_O | WGML_LORA_Q, false, WGML_WEIGHTS_F32);
+    check_train(&tiny_gemma3, 2, WGML_LORA_ALL, false, WGML_WEIGHTS_F32);
 }
 
 /* LoRA over a frozen base kept packed (QLoRA's setting): 4-bit and 8-bit affine

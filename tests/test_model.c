@@ -4,6 +4,7 @@
    gradient accumulation and the AdamW step; a checkpoint round trip; generation with a
    KV cache against the full forward; malformed checkpoints and configs. */
 #include "harness.h"
+#include "model_config.h"
 #include "ref_model.h"
 
 #include <errno.h>
@@ -34,45 +35,27 @@ static const bool lfm2_conv[3] = { true, false, true };
 static const tiny tiny_lfm2 = { { .vocab = 47, .dim = 20, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 6, .ffn = 26,
                                   .rope_theta = 1000000, .eps = 1e-5, .tied = true, .qk_norm = true, .conv_kernel = 3,
                                   .conv = lfm2_conv }, 2, 10 };
-static const tiny *const families[] = { &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
+/* Gemma 3: sliding (window 4 over sequences of 10), global, sliding layers with their two
+   RoPE bases, head_dim 256 (Gemma's own), (1 + w) norms around each block, GeGLU, the
+   embeddings scaled, scores scaled by 1/4 (query_pre_attn_scalar 16) rather than
+   1/sqrt(head_dim). */
+static const bool gemma_full[3] = { false, true, false };
+static const tiny tiny_gemma3 = { { .vocab = 43, .dim = 24, .layers = 3, .heads = 2, .kv_heads = 1, .head_dim = 256, .ffn = 28,
+                                    .rope_theta = 1000000, .eps = 1e-6, .tied = true, .qk_norm = true, .window = 4,
+                                    .gemma = true, .gelu = true, .full = gemma_full, .rope_local_theta = 10000,
+                                    .attn_scale = 0.25 }, 2, 10 };
+static const tiny *const families[] = { &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2, &tiny_gemma3 };
 #define FAMILIES (sizeof families / sizeof families[0])
-static const char *family_name(const ref_model_shape *s)
-{
-    return s->conv_kernel ? "lfm2" : s->qk_norm ? "qwen3" : s->qkv_bias ? "qwen2" : s->window ? "mistral" : "llama";
-}
-
-static wgml_model_config config_of(const ref_model_shape *s)
-{
-    wgml_model_config c;
-    memset(&c, 0, sizeof c);
-    strcpy(c.model_type, family_name(s));
-    c.vocab_size = (uint32_t)s->vocab;
-    c.hidden_size = (uint32_t)s->dim;
-    c.intermediate_size = (uint32_t)s->ffn;
-    c.num_hidden_layers = (uint32_t)s->layers;
-    c.num_attention_heads = (uint32_t)s->heads;
-    c.num_key_value_heads = (uint32_t)s->kv_heads;
-    c.head_dim = (uint32_t)s->head_dim;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = s->eps;
-    c.rope_theta = s->rope_theta;
-    c.tie_word_embeddings = s->tied;
-    c.bos_token_id = -1;
-    c.sliding_window = (uint32_t)s->window;
-    c.qkv_bias = s->qkv_bias;
-    c.qk_norm = s->qk_norm;
-    c.conv_kernel = (uint32_t)s->conv_kernel;
-    for (int l = 0; l < s->layers && s->conv_kernel; l++)
-        if (s->conv[l]) c.conv_layers[l / 32] |= 1u << (l % 32);
-    return c;
-}
+static const char *family_name(const ref_model_shape *s) { return ref_family_name(s); }
+static wgml_model_config config_of(const ref_model_shape *s) { return ref_config_of(s); }
 
 /* Whether parameter i is a norm's weight (the layers', the final, Qwen3's q and k norms). */
 static bool is_norm(const ref_model_shape *s, int i)
 {
     for (int l = 0; l < s->layers; l++)
         if (i == ref_model_param(s, l, REF_ATTN_NORM) || i == ref_model_param(s, l, REF_FFN_NORM) ||
-            i == ref_model_extra(s, l, REF_QNORM) || i == ref_model_extra(s, l, REF_KNORM))
+            i == ref_model_extra(s, l, REF_QNORM) || i == ref_model_extra(s, l, REF_KNORM) ||
+            i == ref_model_extra(s, l, REF_POST_ATTN) || i == ref_model_extra(s, l, REF_POST_FFN))
             return true;
     return i == ref_model_final_norm(s);
 }
@@ -187,8 +170,8 @@ static void test_forward_matches_reference(void)
    1e-6 + 1e-5 * |g|. */
 static void test_reference_gradients_by_finite_differences(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
-    for (int c = 0; c < 6; c++) {
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2, &tiny_gemma3 };
+    for (int c = 0; c < 7; c++) {
         const ref_model_shape *s = &cases[c]->s;
         int B = cases[c]->B, T = cases[c]->T, np = ref_model_param_count(s);
         size_t N = (size_t)B * T;
@@ -621,9 +604,9 @@ static float *logits_of(wgml_model *m, const uint32_t *ids)
 /* Saving and loading gives the same parameters bit for bit, and so the same logits. */
 static void test_checkpoint_round_trip(void)
 {
-    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2 };
+    const tiny *cases[] = { &tiny_a, &tiny_b, &tiny_mistral, &tiny_qwen2, &tiny_qwen3, &tiny_lfm2, &tiny_gemma3 };
     make_tmpdir();
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < 7; c++) {
         const ref_model_shape *s = &cases[c]->s;
         float **params = random_params(s);
         wgml_model *m = make_model(s, params), *back = NULL;
@@ -638,6 +621,9 @@ static void test_checkpoint_round_trip(void)
                  a->rms_norm_eps == b->rms_norm_eps && a->max_position_embeddings == b->max_position_embeddings &&
                  a->sliding_window == b->sliding_window && a->qkv_bias == b->qkv_bias && a->qk_norm == b->qk_norm &&
                  a->conv_kernel == b->conv_kernel && !memcmp(a->conv_layers, b->conv_layers, sizeof a->conv_layers) &&
+                 a->gemma == b->gemma && a->hidden_act == b->hidden_act && a->rope_local_theta == b->rope_local_theta &&
+                 a->query_pre_attn_scalar == b->query_pre_attn_scalar &&
+                 !memcmp(a->full_attention_layers, b->full_attention_layers, sizeof a->full_attention_layers) &&
                  !strcmp(a->model_type, b->model_type),
                  "config.json does not round-trip (%s)", family_name(s));
         TH_CHECK(wgml_model_param_count(back) == wgml_model_param_count(m), "parameter count changed");
@@ -1264,7 +1250,10 @@ static void test_hostile_folders(void)
     expect_load_fails_with("model_type qwen3 over Llama weights", tmpdir, WGML_ERROR_FORMAT, "q_norm");
     rename_family(cfg, "gemma3_text", "Gemma3ForCausalLM", other, sizeof other);
     write_text(in_tmp("config.json"), other);
-    expect_load_fails_with("model_type gemma3_text", tmpdir, WGML_ERROR_UNSUPPORTED, "gemma3_text");
+    expect_load_fails_with("model_type gemma3_text over Llama weights", tmpdir, WGML_ERROR_FORMAT, "layernorm");
+    rename_family(cfg, "phi3", "Phi3ForCausalLM", other, sizeof other);
+    write_text(in_tmp("config.json"), other);
+    expect_load_fails_with("model_type phi3", tmpdir, WGML_ERROR_UNSUPPORTED, "phi3");
     rename_family(cfg, "llama", "Qwen2ForCausalLM", other, sizeof other);
     write_text(in_tmp("config.json"), other);
     expect_load_fails_with("model_type llama with Qwen2ForCausalLM", tmpdir, WGML_ERROR_UNSUPPORTED, "Qwen2ForCausalLM");
@@ -1333,8 +1322,18 @@ static void test_bad_arguments(void)
     TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "num_key_value_heads");
     bad = c; bad.head_dim = 7;
     TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "even");
-    bad = c; bad.head_dim = 256; bad.hidden_size = 1024;
+    bad = c; bad.head_dim = 258; bad.hidden_size = 1032;
     TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_UNSUPPORTED, "head_dim");
+    bad = c; bad.full_attention_layers[0] = 1;   /* global layers without gemma and a window */
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "full_attention_layers");
+    bad = c; bad.gemma = true; bad.sliding_window = 4; bad.full_attention_layers[0] = 4;   /* layer 2 of 2 */
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "full_attention_layers");
+    bad = c; bad.rope_local_theta = 10000;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "rope_local_theta");
+    bad = c; bad.query_pre_attn_scalar = NAN;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "query_pre_attn_scalar");
+    bad = c; bad.hidden_act = (wgml_hidden_act)2;
+    TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "hidden_act");
     bad = c; bad.vocab_size = 0;
     TH_EXPECT_ERR(wgml_model_create(th_eng, &bad, &m), WGML_ERROR_INVALID_ARGUMENT, "vocab_size");
     bad = c; bad.attention_bias = true;

@@ -1,7 +1,8 @@
 /* RMSNorm: forward, residual-fused forward (every aliasing of sum_out), backward against the
-   double reference and against central finite differences, and bad inputs. Shapes,
-   aliasings and gradient checks are rows of an op case table; rows of zeros, a residual
-   stream over layers, a robust context and the bad inputs are written out by hand. */
+   double reference and against central finite differences, the weight offset of (1 + w)
+   norms through the _with forms, and bad inputs. Shapes, aliasings and gradient checks
+   are rows of an op case table; rows of zeros, a residual stream over layers, the
+   defaults of the options, a robust context and the bad inputs are written out by hand. */
 #include "harness.h"
 #include "ref_norm.h"
 
@@ -63,6 +64,8 @@ typedef struct norm_case {
     bool with_dw;    /* BACKWARD: grad_weight wanted */
     bool acc;        /* BACKWARD: accumulate into grad_in, which starts as the input c */
     bool null_opts;  /* BACKWARD: wgml_rms_norm_backward_with with NULL options */
+    bool with;       /* through wgml_rms_norm_with / wgml_rms_norm_backward_with, weight_offset woff */
+    float woff;
     double k[2], floor[2];
 } norm_case;
 
@@ -96,21 +99,24 @@ static wgml_status residual_call(const th_run *r, const norm_case *p)
     if (p->mode == 4) { s = load_output(r, 1, 1); res = sum; }
     if (p->mode == 6) res = sum;
     if (s != WGML_OK) return s;
+    if (p->with) return wgml_rms_norm_with(th_eng, x, res, w, out, sum, &(wgml_rms_norm_options){ p->eps, p->woff });
     if (p->mode == 0 || p->mode == 7) return wgml_rms_norm_residual(th_eng, x, res, w, out);
     return wgml_rms_norm_residual_with(th_eng, x, res, w, out, sum, p->eps);
 }
 
 /* The backward: inputs grad_out, x, weight (and c when accumulating), outputs grad_in and
-   grad_weight. With grad_weight, a second run must give the same bits; it writes
-   grad_weight, it does not accumulate (and, accumulating, leaves grad_in to the first). */
+   grad_weight; with (or acc): wgml_rms_norm_backward_with, weight_offset woff. With
+   grad_weight, a second run (same offset, not accumulating) must give the same bits; it
+   writes grad_weight, it does not accumulate (and, accumulating, leaves grad_in to the
+   first). */
 static wgml_status backward_call(const th_run *r, const norm_case *p)
 {
     const wgml_tensor *g = r->t_in[0], *x = r->t_in[1], *w = r->t_in[2];
     wgml_tensor *gin = r->t_out[0], *gw = p->with_dw ? r->t_out[1] : NULL;
     wgml_status s;
-    if (p->acc) {
-        wgml_rms_norm_backward_options o = { .accumulate = true };
-        s = load_output(r, 0, 3);
+    if (p->acc || p->with) {
+        wgml_rms_norm_backward_options o = { .accumulate = p->acc, .weight_offset = p->woff };
+        s = p->acc ? load_output(r, 0, 3) : WGML_OK;
         if (s == WGML_OK) s = wgml_rms_norm_backward_with(th_eng, g, x, w, gin, gw, p->eps, &o);
     } else if (p->null_opts) {
         s = wgml_rms_norm_backward_with(th_eng, g, x, w, gin, gw, p->eps, NULL);
@@ -120,7 +126,8 @@ static wgml_status backward_call(const th_run *r, const norm_case *p)
     if (s != WGML_OK || !gw || p->kind != BACKWARD) return s;
     float *first = th_read(gw);
     wgml_tensor *spare = p->acc ? th_poisoned(WGML_F32, TH_SHAPE(p->rows, p->d)) : gin;
-    TH_EXPECT(wgml_rms_norm_backward(th_eng, g, x, w, spare, gw, p->eps), WGML_OK);
+    wgml_rms_norm_backward_options written = { .weight_offset = p->woff };
+    TH_EXPECT(wgml_rms_norm_backward_with(th_eng, g, x, w, spare, gw, p->eps, &written), WGML_OK);
     float *again = th_read(gw);
     TH_CHECK(memcmp(again, first, p->d * sizeof *again) == 0, "%s grad_weight: a second run gave other bits", r->c->name);
     free(first); free(again);
@@ -133,6 +140,9 @@ static wgml_status norm_call(const th_run *r)
     const norm_case *p = r->c->params;
     switch (p->kind) {
     case FORWARD:
+        if (p->with)
+            return wgml_rms_norm_with(th_eng, r->t_in[0], NULL, r->t_in[1], r->t_out[0], NULL,
+                                      &(wgml_rms_norm_options){ p->eps, p->woff });
         if (p->eps == 1e-5f) return wgml_rms_norm(th_eng, r->t_in[0], r->t_in[1], r->t_out[0]);
         return wgml_rms_norm_eps(th_eng, r->t_in[0], r->t_in[1], r->t_out[0], p->eps);
     case RESIDUAL: return residual_call(r, p);
@@ -169,30 +179,33 @@ static void norm_reference(const th_run *r)
     const norm_case *p = r->c->params;
     size_t rows = p->rows, d = p->d, n = rows * d;
     if (p->kind == FORWARD) {
-        ref_rms_norm(TH_IN(r, 0), NULL, TH_IN(r, 1), rows, d, p->eps, r->ref[0], NULL);
+        ref_rms_norm(TH_IN(r, 0), NULL, TH_IN(r, 1), p->woff, rows, d, p->eps, r->ref[0], NULL);
         return;
     }
     if (p->kind == RESIDUAL) {
         const float *x = TH_IN(r, 0), *res = mode_same_xr(p->mode) ? x : TH_IN(r, 1);
-        ref_rms_norm(x, res, TH_IN(r, r->c->nin - 1), rows, d, p->eps, r->ref[0], mode_has_sum(p->mode) ? r->ref[1] : NULL);
+        ref_rms_norm(x, res, TH_IN(r, r->c->nin - 1), p->woff, rows, d, p->eps, r->ref[0],
+                     mode_has_sum(p->mode) ? r->ref[1] : NULL);
         return;
     }
     const float *g = TH_IN(r, 0), *x = TH_IN(r, 1), *w = TH_IN(r, 2);
     scale_of[0] = th_alloc_d(n);
     scale_of[1] = p->with_dw ? th_alloc_d(d) : NULL;
     if (p->kind == BACKWARD) {
-        ref_rms_norm_backward(g, x, w, rows, d, p->eps, r->ref[0], p->with_dw ? r->ref[1] : NULL, scale_of[0], scale_of[1]);
+        ref_rms_norm_backward(g, x, w, p->woff, rows, d, p->eps, r->ref[0], p->with_dw ? r->ref[1] : NULL, scale_of[0],
+                              scale_of[1]);
         for (size_t i = 0; p->acc && i < n; i++) {   /* c + the gradient: one rounding more */
             r->ref[0][i] += TH_IN(r, 3)[i];
             scale_of[0][i] += fabs(TH_IN(r, 3)[i]);
         }
         return;
     }
-    /* BACKWARD_FD: both gradients by central differences of the double forward */
-    ref_rms_norm_backward(g, x, w, rows, d, p->eps, NULL, NULL, scale_of[0], scale_of[1]);
+    /* BACKWARD_FD: both gradients by central differences of the double forward, taken in
+       w + woff as the kernel reads it (d/dw = d/d(w + woff)) */
+    ref_rms_norm_backward(g, x, w, p->woff, rows, d, p->eps, NULL, NULL, scale_of[0], scale_of[1]);
     double *xd = th_alloc_d(n), *wd = th_alloc_d(d);
     th_to_double(x, xd, n);
-    th_to_double(w, wd, d);
+    for (size_t j = 0; j < d; j++) wd[j] = (float)((double)w[j] + p->woff);
     loss_ctx l = { .g = g, .x = xd, .w = wd, .rows = rows, .d = d, .eps = p->eps, .y = th_alloc_d(n) };
     richardson(&l, xd, n, r->ref[0]);
     l.wrt = 1;
@@ -258,7 +271,7 @@ static void test_forward_rank_zeros_eps(void)
     const float eps_list[] = { 1e-5f, 0.25f, 0.0f };
     for (int k = 0; k < 3; k++) {
         double *ref = th_alloc_d(n);
-        ref_rms_norm(x, NULL, w, rows, d, eps_list[k], ref, NULL);
+        ref_rms_norm(x, NULL, w, 0, rows, d, eps_list[k], ref, NULL);
         wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(2, 3, 5, d)), *tw = th_tensor(WGML_F32, w, TH_SHAPE(d));
         wgml_tensor *out = th_poisoned(WGML_F32, TH_SHAPE(rows * d));
         if (k == 0) TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, out), WGML_OK);
@@ -328,7 +341,7 @@ static void test_residual_stream(void)
         wgml_tensor *td = th_tensor(WGML_F32, delta, TH_SHAPE(rows, d));
         TH_EXPECT(wgml_rms_norm_residual_with(th_eng, td, th, tw, out, th, 1e-5f), WGML_OK);
         for (size_t i = 0; i < n; i++) hf[i] = (float)((double)h[i] + delta[i]);   /* the stream in f32 */
-        ref_rms_norm(h, delta, w, rows, d, 1e-5, ref, NULL);
+        ref_rms_norm(h, delta, w, 0, rows, d, 1e-5, ref, NULL);
         memcpy(h, hf, n * sizeof *h);
         float *got = th_read(out);
         char what[64];
@@ -344,27 +357,93 @@ static void test_residual_stream(void)
     wgml_tensor_release(th); wgml_tensor_release(tw); wgml_tensor_release(out);
 }
 
+/* wgml_rms_norm_with and a weight offset, out = RMSNorm(x [+ residual]) * (weight + offset)
+   (Gemma's norms take 1): without a residual, and with one and sum_out NULL, separate, or
+   the residual itself (in place), on scalar and vec4 rows, in registers and long. The
+   reference adds the offset to the weight in f32, as the kernel reads it, so the
+   tolerances are those of the plain norm. */
+static void test_weight_offset(void)
+{
+    static const struct { size_t rows, d; } ws[] = { { 3, 7 }, { 65, 64 }, { 2, 4097 }, { 2, 8196 } };
+    static const float offsets[] = { 1.0f, -0.5f };
+    static const int modes[] = { -1, 1, 2, 4 };   /* -1: no residual, else as test_residual */
+    for (size_t c = 0; c < sizeof ws / sizeof ws[0]; c++)
+        for (int o = 0; o < 2; o++)
+            for (int m = 0; m < 4; m++) {
+                size_t rows = ws[c].rows, d = ws[c].d, n = rows * d;
+                int mode = modes[m];
+                norm_case p = { .kind = mode < 0 ? FORWARD : RESIDUAL, .mode = mode, .rows = rows, .d = d,
+                                .eps = mode < 0 ? 1e-5f : 1e-3f, .with = true, .woff = offsets[o],
+                                .k = { norm_rtol(d), U }, .floor = { 1e-30, 0 } };
+                th_io x = { .shape = { rows, d }, .lo = -2, .hi = 2 }, res = { .shape = { n }, .lo = -2, .hi = 2 };
+                th_io w = { .shape = { d }, .lo = -1.5, .hi = 1.5 };
+                th_io in[3] = { x, res, w }, out[2] = { { .shape = { n } }, { .shape = { rows, d } } };
+                if (mode < 0) in[1] = w;
+                if (mode == 4) out[1] = (th_io){ .shape = { n } };
+                char name[96];
+                snprintf(name, sizeof name, "rms_norm_with offset %g %zu x %zu mode %d", (double)offsets[o], rows, d, mode);
+                run_norm(&p, mode < 0 ? 2 : 3, in, mode_has_sum(mode) ? 2 : 1, out, name);
+            }
+}
+
+/* wgml_rms_norm_with with NULL options is eps 1e-5 and no offset: the bits of
+   wgml_rms_norm (and of options { .eps = 1e-5 }), and with a residual those of
+   wgml_rms_norm_residual_with. Inputs of mean square ~3e-5, where another eps would
+   change the bits. */
+static void test_with_defaults(void)
+{
+    static const size_t ds[] = { 64, 7 };
+    for (int k = 0; k < 2; k++) {
+        size_t rows = 5, d = ds[k], n = rows * d;
+        float *x = th_random(n, -0.01, 0.01), *res = th_random(n, -0.01, 0.01), *w = th_random(d, -1.5, 1.5);
+        wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tr = th_tensor(WGML_F32, res, TH_SHAPE(rows, d));
+        wgml_tensor *tw = th_tensor(WGML_F32, w, TH_SHAPE(d)), *t[6];
+        for (int i = 0; i < 6; i++) t[i] = th_poisoned(WGML_F32, TH_SHAPE(rows, d));
+        const wgml_rms_norm_options zero_but_eps = { .eps = 1e-5f };
+        TH_EXPECT(wgml_rms_norm(th_eng, tx, tw, t[0]), WGML_OK);
+        TH_EXPECT(wgml_rms_norm_with(th_eng, tx, NULL, tw, t[1], NULL, NULL), WGML_OK);
+        TH_EXPECT(wgml_rms_norm_with(th_eng, tx, NULL, tw, t[2], NULL, &zero_but_eps), WGML_OK);
+        TH_EXPECT(wgml_rms_norm_residual_with(th_eng, tx, tr, tw, t[3], t[4], 1e-5f), WGML_OK);
+        TH_EXPECT(wgml_rms_norm_with(th_eng, tx, tr, tw, t[5], tr, NULL), WGML_OK);   /* the sum in place */
+        float *got[6];
+        for (int i = 0; i < 6; i++) got[i] = th_read(t[i]);
+        float *sum = th_read(tr);
+        size_t nb = n * sizeof(float);
+        TH_CHECK(memcmp(got[1], got[0], nb) == 0, "d=%zu: rms_norm_with(NULL options) differs from rms_norm", d);
+        TH_CHECK(memcmp(got[2], got[0], nb) == 0, "d=%zu: rms_norm_with({ eps 1e-5 }) differs from rms_norm", d);
+        TH_CHECK(memcmp(got[5], got[3], nb) == 0, "d=%zu: rms_norm_with(residual, NULL options) out differs", d);
+        TH_CHECK(memcmp(sum, got[4], nb) == 0, "d=%zu: rms_norm_with(residual, NULL options) sum differs", d);
+        for (int i = 0; i < 6; i++) { free(got[i]); wgml_tensor_release(t[i]); }
+        free(sum); free(x); free(res); free(w);
+        wgml_tensor_release(tx); wgml_tensor_release(tr); wgml_tensor_release(tw);
+    }
+}
+
 /* One backward case: grad_out in [-1, 1], x in [-2, 2], weight in [-1.5, 1.5]. grad_in is
    a difference of two terms: its error is relative to their sizes (gin_scale), each
    carrying up to three times the error of rs plus the dot product's. acc: grad_in starts
    from random c in [-3, 3] and must become c + the gradient (one rounding more: the
-   scale grows by |c|); grad_weight is still written. */
-static void backward_case_with(size_t rows, size_t d, bool with_dw, float eps, bool acc, bool null_opts)
+   scale grows by |c|); grad_weight is still written. woff: a weight offset (not 0: through
+   wgml_rms_norm_backward_with), in the reference's weight as in the forward. */
+static void backward_case_with(size_t rows, size_t d, bool with_dw, float eps, bool acc, bool null_opts, float woff)
 {
     norm_case p = { .kind = BACKWARD, .rows = rows, .d = d, .eps = eps, .with_dw = with_dw, .acc = acc,
-                    .null_opts = null_opts, .k = { 4 * norm_rtol(d), dw_tol(rows, d) }, .floor = { 1e-30, 1e-30 } };
+                    .null_opts = null_opts, .with = woff != 0, .woff = woff, .k = { 4 * norm_rtol(d), dw_tol(rows, d) },
+                    .floor = { 1e-30, 1e-30 } };
     th_io in[4] = { { .shape = { rows, d }, .lo = -1, .hi = 1 }, { .shape = { rows, d }, .lo = -2, .hi = 2 },
                     { .shape = { d }, .lo = -1.5, .hi = 1.5 }, { .shape = { rows, d }, .lo = -3, .hi = 3 } };
     th_io out[2] = { { .shape = { rows, d } }, { .shape = { d } } };
-    char name[128];
-    snprintf(name, sizeof name, "rms_norm_backward%s %zu x %zu%s",
-             acc ? "_with accumulate" : null_opts ? "_with NULL options" : "", rows, d, with_dw ? "" : " (no grad_weight)");
+    char name[128], off[32] = "";
+    if (woff != 0) snprintf(off, sizeof off, " offset %g", (double)woff);
+    snprintf(name, sizeof name, "rms_norm_backward%s%s %zu x %zu%s",
+             acc ? "_with accumulate" : null_opts ? "_with NULL options" : woff != 0 ? "_with" : "", off, rows, d,
+             with_dw ? "" : " (no grad_weight)");
     run_norm(&p, acc ? 4 : 3, in, with_dw ? 2 : 1, out, name);
 }
 
 static void backward_case(size_t rows, size_t d, bool with_dw, float eps)
 {
-    backward_case_with(rows, d, with_dw, eps, false, false);
+    backward_case_with(rows, d, with_dw, eps, false, false, 0);
 }
 
 /* Shapes reaching: several rows per workgroup with several row blocks per workgroup
@@ -394,9 +473,9 @@ static void test_backward_accumulate(void)
         { 7, 33, true }, { 64, 768, true }, { 64, 768, false }, { 5, 2049, false }, { 3, 8196, true },
     };
     for (size_t c = 0; c < sizeof cases_ / sizeof cases_[0]; c++)
-        backward_case_with(cases_[c].rows, cases_[c].d, cases_[c].dw, 1e-5f, true, false);
+        backward_case_with(cases_[c].rows, cases_[c].d, cases_[c].dw, 1e-5f, true, false, 0);
     size_t rows = 9, d = 20, n = rows * d;
-    backward_case_with(rows, d, false, 1e-5f, false, true);
+    backward_case_with(rows, d, false, 1e-5f, false, true, 0);
     /* rejected: the _with form's name, nothing recorded, grad_in untouched */
     float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
     wgml_tensor *tx = th_tensor(WGML_F32, x, TH_SHAPE(rows, d)), *tg = th_tensor(WGML_F32, g, TH_SHAPE(rows, d));
@@ -414,21 +493,37 @@ static void test_backward_accumulate(void)
     wgml_tensor_release(tx); wgml_tensor_release(tg); wgml_tensor_release(tw); wgml_tensor_release(fresh);
 }
 
+/* The backward with weight_offset (wgml_rms_norm_backward_with): grad_in reads weight +
+   offset, grad_weight does not depend on it; scalar and vec4 rows, in registers and long,
+   with and without grad_weight, one accumulating, and an offset of -0.5. */
+static void test_backward_weight_offset(void)
+{
+    static const struct { size_t rows, d; bool dw; } bs[] = { { 7, 33, true }, { 64, 768, true }, { 5, 2049, true },
+                                                              { 3, 8196, true }, { 9, 20, false } };
+    for (size_t c = 0; c < sizeof bs / sizeof bs[0]; c++)
+        backward_case_with(bs[c].rows, bs[c].d, bs[c].dw, 1e-5f, false, false, 1.0f);
+    backward_case_with(7, 33, true, 1e-5f, true, false, 1.0f);
+    backward_case_with(64, 768, true, 1e-5f, false, false, -0.5f);
+}
+
 /* Both gradients against central differences of the double forward, L = sum(g * out): the
    tolerance of the reference comparison plus the differences' own error (O(h^4)
    truncation and rounding, well under 1e-7 of the terms here). */
 static void test_backward_finite_differences(void)
 {
-    static const struct { size_t rows, d; } fs[] = { { 1, 1 }, { 3, 7 }, { 2, 65 }, { 5, 4 } };
+    static const struct { size_t rows, d; float woff; } fs[] = { { 1, 1, 0 }, { 3, 7, 0 }, { 2, 65, 0 }, { 5, 4, 0 },
+                                                                 { 3, 7, 1 }, { 5, 4, 1 } };
     for (size_t c = 0; c < sizeof fs / sizeof fs[0]; c++) {
         size_t rows = fs[c].rows, d = fs[c].d;
         norm_case p = { .kind = BACKWARD_FD, .rows = rows, .d = d, .eps = 1e-5f, .with_dw = true,
+                        .with = fs[c].woff != 0, .woff = fs[c].woff,
                         .k = { 4 * norm_rtol(d) + 1e-7, dw_tol(rows, d) + 1e-7 }, .floor = { 1e-30, 1e-30 } };
         th_io in[3] = { { .shape = { rows, d }, .lo = -1, .hi = 1 }, { .shape = { rows, d }, .lo = -2, .hi = 2 },
                         { .shape = { d }, .lo = -1.5, .hi = 1.5 } };
         th_io out[2] = { { .shape = { rows, d } }, { .shape = { d } } };
         char name[80];
-        snprintf(name, sizeof name, "rms_norm_backward vs finite differences %zu x %zu", rows, d);
+        snprintf(name, sizeof name, "rms_norm_backward vs finite differences %zu x %zu offset %g", rows, d,
+                 (double)fs[c].woff);
         run_norm(&p, 3, in, 2, out, name);
     }
 }
@@ -481,6 +576,21 @@ static void test_bad_inputs(void)
     TH_EXPECT_ERR(wgml_rms_norm_backward(th_eng, sum, x, w, out, u, 1e-5f), WGML_ERROR_DTYPE, "grad_weight is u32");
     TH_EXPECT_ERR(wgml_rms_norm_backward(th_eng, sum, x, foreign, out, gw, 1e-5f), WGML_ERROR_CONTEXT, "weight belongs to another context");
 
+    /* the weight offset must be finite; sum_out needs a residual */
+    const float bad_off[] = { NAN, INFINITY, -INFINITY };
+    for (int k = 0; k < 3; k++) {
+        wgml_rms_norm_options o = { .eps = 1e-5f, .weight_offset = bad_off[k] };
+        wgml_rms_norm_backward_options bo = { .weight_offset = bad_off[k] };
+        TH_EXPECT_ERR(wgml_rms_norm_with(th_eng, x, NULL, w, out, NULL, &o), WGML_ERROR_INVALID_ARGUMENT,
+                      "wgml_rms_norm_with: weight_offset");
+        TH_EXPECT_ERR(wgml_rms_norm_with(th_eng, x, x, w, out, sum, &o), WGML_ERROR_INVALID_ARGUMENT, "weight_offset");
+        TH_EXPECT_ERR(wgml_rms_norm_backward_with(th_eng, x, x, w, out, gw, 1e-5f, &bo), WGML_ERROR_INVALID_ARGUMENT,
+                      "wgml_rms_norm_backward_with: weight_offset");
+    }
+    TH_EXPECT_ERR(wgml_rms_norm_with(th_eng, x, NULL, w, out, sum, NULL), WGML_ERROR_INVALID_ARGUMENT, "residual");
+    TH_EXPECT_ERR(wgml_rms_norm_with(th_eng, x, NULL, w, out, NULL, &(wgml_rms_norm_options){ .eps = -1 }),
+                  WGML_ERROR_INVALID_ARGUMENT, "eps");
+
     TH_CHECK(th_commands() == before, "rejected calls recorded %llu commands", (unsigned long long)(th_commands() - before));
     uint32_t got[32];
     th_read_into(out, got);
@@ -509,8 +619,8 @@ static void test_robust(void)
         size_t rows = fs[c].rows, d = fs[c].d, n = rows * d;
         float *x = th_random(n, -2, 2), *g = th_random(n, -1, 1), *w = th_random(d, -1.5, 1.5);
         double *ref = th_alloc_d(n), *gin = th_alloc_d(n), *gin_s = th_alloc_d(n), *gw = th_alloc_d(d), *gw_s = th_alloc_d(d);
-        ref_rms_norm(x, NULL, w, rows, d, 1e-5, ref, NULL);
-        ref_rms_norm_backward(g, x, w, rows, d, 1e-5, gin, gw, gin_s, gw_s);
+        ref_rms_norm(x, NULL, w, 0, rows, d, 1e-5, ref, NULL);
+        ref_rms_norm_backward(g, x, w, 0, rows, d, 1e-5, gin, gw, gin_s, gw_s);
         wgml_tensor *tx, *tg, *tw, *out, *tgin, *tgw;
         size_t shape[2] = { rows, d };
         TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 2, shape, x, &tx), WGML_OK);
@@ -546,7 +656,10 @@ static const th_case cases[] = {
     { "grid_2d", test_grid_2d },
     { "residual", test_residual },
     { "residual_stream", test_residual_stream },
+    { "weight_offset", test_weight_offset },
+    { "with_defaults", test_with_defaults },
     { "backward", test_backward },
+    { "backward_weight_offset", test_backward_weight_offset },
     { "backward_finite_differences", test_backward_finite_differences },
     { "backward_accumulate", test_backward_accumulate },
     { "robust", test_robust },

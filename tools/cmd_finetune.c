@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "model_files.h"
+#include "dist.h"
 #include "train_loop.h"
 #include "wgml.h"
 
@@ -60,7 +61,8 @@ static const cli_flag ft_flags[] = {
     { "--quantize", CLI_STRING, offsetof(ft_opts, quantize), MODEL_QUANTIZE_HELP " (QLoRA)" },
     { "--steps", CLI_INT, offsetof(ft_opts, steps), "optimizer steps", 1, 1e9 },
     { "--batch", CLI_INT, offsetof(ft_opts, batch), "sequences per micro-batch", 1, 1 << 16 },
-    { "--accum", CLI_INT, offsetof(ft_opts, accum), "micro-batches per optimizer step", 1, 1 << 16 },
+    { "--accum", CLI_INT, offsetof(ft_opts, accum), "micro-batches per optimizer step, over all processes under mpirun (a "
+      "multiple of their number)", 1, 1 << 16 },
     { "--context", CLI_INT, offsetof(ft_opts, context), "tokens per sequence (0: the model's max_position_embeddings, at most "
       "1024)", 0, 1 << 24 },
     { "--lr", CLI_DOUBLE, offsetof(ft_opts, lr), "peak learning rate (-1: 2e-4 for an adapter, 2e-5 with --full)", -1, 10 },
@@ -233,6 +235,15 @@ int cmd_finetune(int argc, char **argv)
         goto early;
     }
     rc = 1;
+    /* under mpirun: the job (each process a share of every step; rank 0 writes) */
+    cli_dist dist;
+    if (cli_dist_join(who, &dist) != 0) goto early;
+    if (o.accum % (int)dist.size) {
+        fprintf(stderr, "%s: --accum %d is not a multiple of the %u processes\n", who, o.accum, dist.size);
+        rc = 2;
+        cli_dist_leave(&dist);
+        goto early;
+    }
 
     bool made_out = false;
     wgml_context *ctx = NULL;
@@ -247,12 +258,9 @@ int cmd_finetune(int argc, char **argv)
     train_loop L = { .who = who };
     ft_run run = { .o = &o, .model_dir = o.model };
     out_options oo = { .overwrite = o.overwrite, .resuming = o.resume != NULL, .resumable = true, .input = o.model };
-    if (ckpt_prepare_out(who, o.out, &oo, &made_out) != 0) goto done;
+    if (cli_dist_writes(&dist) && ckpt_prepare_out(who, o.out, &oo, &made_out) != 0) goto done;
 
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
-        goto done;
-    }
+    if (cli_dist_context(who, &dist, &ctx) != 0) goto done;
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
     /* a resumed --full run goes on from its checkpoint's weights; an adapter's base is --model */
@@ -313,7 +321,8 @@ int cmd_finetune(int argc, char **argv)
     wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = T, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2,
                              .eps = (float)o.eps, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f, .lora = lora,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .seed = o.seed };
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .seed = o.seed,
+                             .comm = dist.comm };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
     if (s != WGML_OK) {
@@ -358,12 +367,13 @@ int cmd_finetune(int argc, char **argv)
            o.batch, o.lr, o.beta1, o.beta2, o.eps, o.warmup, o.lr * o.min_lr_frac, o.clip, o.weight_decay,
            (unsigned long long)o.seed, cs.device_bytes / 1048576.0);
     if (o.resume) printf("resuming: %s, at step %d\n", ckdir, resumed.step);
+    if (dist.comm) printf("processes: %u (mpirun), each %d of a step's %d micro-batches\n", dist.size, o.accum / (int)dist.size, o.accum);
     fflush(stdout);
 
     L = (train_loop){ .who = who, .ctx = ctx, .eng = eng, .tr = tr, .train = batches, .val = val, .batch = (uint32_t)o.batch,
                       .seq_len = T, .sched = { .steps = o.steps, .warmup = o.warmup, .lr = o.lr, .min_lr_frac = o.min_lr_frac },
                       .accum = o.accum, .eval_every = o.eval_every, .save_every = o.save_every, .save = save, .user = &run,
-                      .out = o.out };
+                      .out = o.out, .dist = dist.comm ? &dist : NULL };
     if (train_loop_init(&L, resumed.step, losses0, val0) != 0) goto done;
     int lr_rc = train_loop_run(&L);
     if (lr_rc != 0) {
@@ -377,6 +387,17 @@ int cmd_finetune(int argc, char **argv)
     printf("done in %s: %.0f tokens/s. Final loss: train %.4f (mean of the last %d steps)%s\n", cli_duration(L.elapsed),
            (double)(o.steps - resumed.step) * o.accum * o.batch * T / L.elapsed, train_tail, tail,
            val ? cli_fmt(", validation %.4f", L.last_val) : "");
+    size_t nt = lora ? wgml_lora_param_count(lora) : wgml_model_param_count(model);
+    wgml_tensor **trained_t = malloc(sizeof *trained_t * (nt ? nt : 1));
+    for (size_t i = 0; trained_t && i < nt; i++)
+        trained_t[i] = lora ? wgml_lora_param(lora, i, NULL) : wgml_model_param(model, i, NULL);
+    int same = trained_t ? cli_dist_check_same(who, &dist, trained_t, nt) : -1;
+    free(trained_t);
+    if (same != 0) goto done;
+    if (!cli_dist_writes(&dist)) {   /* rank 0 writes the job's files */
+        rc = 0;
+        goto done;
+    }
     if (write_weights(&run, ctx, o.out) != 0) goto done;
     char title[512];
     snprintf(title, sizeof title, "wgml finetune of %s on %s, %s", o.model, o.data, lora ? "LoRA" : "every weight");
@@ -399,6 +420,8 @@ done:
     wgml_dataset_free(vdata);
     wgml_tokenizer_config_clear(&tcfg);
     wgml_tokenizer_free(tok);
+    if (rc != 0) cli_dist_fail(&dist, rc);   /* the others would wait for this process */
+    cli_dist_leave(&dist);
 early:
     free(losses0);
     free(val0);

@@ -1,10 +1,12 @@
 /* wgml info: the adapter wgml picks, its limits and features, and a one-second self-check
-   (element-wise adds verified against the CPU). */
+   (element-wise adds verified against the CPU); with --all, every adapter first, numbered
+   as device indices. */
 #include "cli.h"
 #include "commands.h"
 #include "wgml.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +58,43 @@ done:
     return ok;
 }
 
+/* One line per adapter, numbered as wgml_context_desc.device_index and WGML_DEVICE count. */
+static int list_adapters(void)
+{
+    wgml_adapter_info list[16];
+    uint32_t n = 0;
+    if (wgml_adapter_list(NULL, list, 16, &n) != WGML_OK) {
+        fprintf(stderr, "wgml info: %s\n", wgml_last_error(NULL));
+        return 0;
+    }
+    if (n == 0) printf("adapters:     none\n");
+    else printf("adapters:     %u, numbered by device index (WGML_DEVICE=<index> picks one)\n", n);
+    for (uint32_t i = 0; i < n && i < 16; i++)
+        printf("%u: %s (%s, %s), vendor %s (0x%04x), device 0x%04x, driver %s\n", i, list[i].name, list[i].backend,
+               list[i].type, list[i].vendor, list[i].vendor_id, list[i].device_id, list[i].driver);
+    if (n > 16) printf("... and %u more\n", n - 16);
+    printf("\n");
+    return 1;
+}
+
+typedef struct info_opts {
+    int all;
+} info_opts;
+
+static const cli_flag info_flags[] = {
+    { "--all", CLI_BOOL, offsetof(info_opts, all), "list every adapter with its device index first" },
+};
+
 int cmd_info(int argc, char **argv)
 {
-    int pr = cli_parse(argc, argv, NULL, 0, NULL, "wgml info",
-                       "Shows the adapter wgml picks (WGML_ADAPTER, WGML_BACKEND choose another), its limits and features, "
-                       "and runs a one-second self-check.");
+    info_opts o = { 0 };
+    int pr = cli_parse(argc, argv, info_flags, sizeof info_flags / sizeof info_flags[0], &o, "wgml info [--all]",
+                       "Shows the adapter wgml picks (WGML_ADAPTER, WGML_BACKEND, WGML_DEVICE choose another), its limits "
+                       "and features, and runs a one-second self-check. --all lists every adapter first, numbered by "
+                       "device index in the order wgml prefers them (discrete, integrated, CPU); WGML_DEVICE=<index> "
+                       "picks one (counted among those WGML_BACKEND and WGML_ADAPTER leave, when set).");
     if (pr <= 0) return -pr;
+    if (o.all && !list_adapters()) return 1;
     wgml_context *ctx;
     if (wgml_context_create(NULL, &ctx) != WGML_OK) {
         fprintf(stderr, "wgml info: %s\n", wgml_last_error(NULL));

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "train_loop.h"
 #include "wgml.h"
 
@@ -30,7 +31,7 @@
 #include <unistd.h>
 
 typedef struct train_opts {
-    int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, save_every, tied, keep_scores;
+    int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, save_every, tied, keep_scores, window;
     int overwrite;
     double lr, min_lr_frac, clip, weight_decay, rope_theta, beta1, beta2, eps;
     uint64_t seed;
@@ -48,12 +49,13 @@ static const train_opts defaults = {
 static const cli_flag train_flags[] = {
     { "--dim", CLI_INT, offsetof(train_opts, dim), "model width (hidden size)", 2, 65536 },
     { "--layers", CLI_INT, offsetof(train_opts, layers), "transformer blocks", 1, 1024 },
-    { "--heads", CLI_INT, offsetof(train_opts, heads), "attention heads (head_dim = dim / heads, even, <= 128)", 1, 1024 },
+    { "--heads", CLI_INT, offsetof(train_opts, heads), "attention heads (head_dim = dim / heads, even, <= 256)", 1, 1024 },
     { "--kv-heads", CLI_INT, offsetof(train_opts, kv_heads), "key/value heads (grouped-query attention; divides heads)", 1, 1024 },
     { "--ffn", CLI_INT, offsetof(train_opts, ffn), "SwiGLU hidden size", 1, 1 << 20 },
     { "--context", CLI_INT, offsetof(train_opts, context), "tokens per training sequence", 2, 1 << 20 },
     { "--batch", CLI_INT, offsetof(train_opts, batch), "sequences per micro-batch", 1, 1 << 16 },
-    { "--accum", CLI_INT, offsetof(train_opts, accum), "micro-batches per optimizer step (gradient accumulation)", 1, 1 << 16 },
+    { "--accum", CLI_INT, offsetof(train_opts, accum), "micro-batches per optimizer step (gradient accumulation), over all "
+      "processes under mpirun (a multiple of their number)", 1, 1 << 16 },
     { "--steps", CLI_INT, offsetof(train_opts, steps), "optimizer steps", 1, 1e9 },
     { "--lr", CLI_DOUBLE, offsetof(train_opts, lr), "peak learning rate (AdamW)", 1e-12, 10 },
     { "--min-lr", CLI_DOUBLE, offsetof(train_opts, min_lr_frac), "final learning rate as a fraction of --lr (cosine decay)", 0, 1 },
@@ -66,8 +68,11 @@ static const cli_flag train_flags[] = {
     { "--weight-decay", CLI_DOUBLE, offsetof(train_opts, weight_decay), "AdamW weight decay (matrices and embeddings)", 0, 10 },
     { "--rope-theta", CLI_DOUBLE, offsetof(train_opts, rope_theta), "RoPE base", 1, 1e15 },
     { "--tied", CLI_INT, offsetof(train_opts, tied), "1: output head shares the embedding; 0: its own matrix", 0, 1 },
-    { "--layer-types", CLI_STRING, offsetof(train_opts, layer_types), "an LFM2 model instead of Llama: one letter per layer, "
-      "c a gated short convolution (width 3), a attention with per-head q and k norms (e.g. ccacca)" },
+    { "--layer-types", CLI_STRING, offsetof(train_opts, layer_types), "another family than Llama, one letter per layer: an "
+      "LFM2 model with c a gated short convolution (width 3) and a attention with per-head q and k norms (e.g. ccacca), or "
+      "a Gemma 3 model with s a sliding-window and g a global attention layer (e.g. sssssg; --window, default 512)" },
+    { "--window", CLI_INT, offsetof(train_opts, window), "sliding-window attention: each query sees this many positions, "
+      "itself included (0: all); Gemma 3's sliding layers' window", 0, 1 << 24 },
     { "--keep-scores", CLI_INT, offsetof(train_opts, keep_scores),
       "1: keep attention's scores for the backward (faster; batch*heads*(context/64)^2*16 KiB per layer), 0: recompute "
       "them; -1: 1 on a GPU, 0 on a CPU adapter", -1, 1 },
@@ -185,12 +190,34 @@ int cmd_train(int argc, char **argv)
     cfg.rope_theta = o.rope_theta;
     cfg.tie_word_embeddings = o.tied != 0;
     cfg.bos_token_id = -1;
-    if (o.layer_types) {
-        if (strlen(o.layer_types) != (size_t)o.layers || strspn(o.layer_types, "ca") != (size_t)o.layers) {
-            fprintf(stderr, "wgml train: --layer-types '%s' must have one letter, c or a, for each of the %d layers\n",
-                    o.layer_types, o.layers);
-            return 2;
-        }
+    cfg.sliding_window = (uint32_t)o.window;
+    if (o.window) {
+        strcpy(cfg.model_type, "mistral");
+        strcpy(cfg.architecture, "MistralForCausalLM");
+    }
+    bool gemma = o.layer_types && strspn(o.layer_types, "sg") == strlen(o.layer_types);
+    if (o.layer_types && (strlen(o.layer_types) != (size_t)o.layers ||
+                          (!gemma && strspn(o.layer_types, "ca") != (size_t)o.layers))) {
+        fprintf(stderr, "wgml train: --layer-types '%s' must have one letter for each of the %d layers, c or a (LFM2), "
+                "or s or g (Gemma 3)\n", o.layer_types, o.layers);
+        return 2;
+    }
+    if (o.window && o.layer_types && !gemma) {
+        fprintf(stderr, "wgml train: --window does not go with LFM2's --layer-types\n");
+        return 2;
+    }
+    if (gemma) {   /* Gemma 3's conventions, its sliding layers rotating by their own base */
+        strcpy(cfg.model_type, "gemma3_text");
+        strcpy(cfg.architecture, "Gemma3ForCausalLM");
+        cfg.gemma = true;
+        cfg.qk_norm = true;
+        cfg.hidden_act = WGML_HIDDEN_ACT_GELU_TANH;
+        cfg.sliding_window = o.window ? (uint32_t)o.window : 512;
+        cfg.rope_local_theta = 10000;
+        cfg.query_pre_attn_scalar = cfg.head_dim;
+        for (int l = 0; l < o.layers; l++)
+            if (o.layer_types[l] == 'g') cfg.full_attention_layers[l / 32] |= 1u << (l % 32);
+    } else if (o.layer_types) {
         strcpy(cfg.model_type, "lfm2");
         strcpy(cfg.architecture, "Lfm2ForCausalLM");
         cfg.conv_kernel = 3;
@@ -202,8 +229,16 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "wgml train: %s\n", wgml_last_error(NULL));
         return 2;
     }
-    if (cfg.head_dim > 128) {
-        fprintf(stderr, "wgml train: head_dim = --dim / --heads = %u is over 128, the attention kernel's limit\n", cfg.head_dim);
+    if (cfg.head_dim > 256) {
+        fprintf(stderr, "wgml train: head_dim = --dim / --heads = %u is over 256, the attention kernel's limit\n", cfg.head_dim);
+        return 2;
+    }
+    /* under mpirun: the job (each process a share of every step; rank 0 writes) */
+    cli_dist dist;
+    if (cli_dist_join("wgml train", &dist) != 0) return 1;
+    if (o.accum % (int)dist.size) {
+        fprintf(stderr, "wgml train: --accum %d is not a multiple of the %u processes\n", o.accum, dist.size);
+        cli_dist_leave(&dist);
         return 2;
     }
     bool made_out = false;
@@ -218,7 +253,7 @@ int cmd_train(int argc, char **argv)
     train_loop L = { .who = "wgml train" };
     train_run run = { .o = &o };
     out_options oo = { .overwrite = o.overwrite, .resuming = o.resume != NULL, .resumable = true };
-    if (ckpt_prepare_out("wgml train", o.out, &oo, &made_out) != 0) goto done;
+    if (cli_dist_writes(&dist) && ckpt_prepare_out("wgml train", o.out, &oo, &made_out) != 0) goto done;
 
     /* ---- data: bytes, or the ids of a tokenizer.json ---- */
     wgml_status s = o.tokenizer ? wgml_tokenizer_load(o.tokenizer, &tok) : wgml_tokenizer_bytes(&tok);
@@ -264,10 +299,7 @@ int cmd_train(int argc, char **argv)
     }
 
     /* ---- device, model, trainer ---- */
-    if (wgml_context_create(NULL, &ctx) != WGML_OK) {
-        fprintf(stderr, "wgml train: %s\n", wgml_last_error(NULL));
-        goto done;
-    }
+    if (cli_dist_context("wgml train", &dist, &ctx) != 0) goto done;
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
     s = wgml_engine_create(ctx, &eng);
@@ -279,7 +311,7 @@ int cmd_train(int argc, char **argv)
                              .beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = (float)o.eps,
                              .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0 };
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .comm = dist.comm };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     char path[PATH_MAX];
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
@@ -304,13 +336,14 @@ int cmd_train(int argc, char **argv)
            o.context, o.lr, o.beta1, o.beta2, o.eps, o.warmup, o.lr * o.min_lr_frac, o.clip, o.weight_decay,
            (unsigned long long)o.seed, td.keep_attention_scores ? ", keep_attention_scores on" : "");
     if (o.resume) printf("resuming: %s, at step %d\n", ckdir, resumed.step);
+    if (dist.comm) printf("processes: %u (mpirun), each %d of a step's %d micro-batches\n", dist.size, o.accum / (int)dist.size, o.accum);
     fflush(stdout);
 
     L = (train_loop){ .who = "wgml train", .ctx = ctx, .eng = eng, .tr = tr, .train = batches, .val = val,
                       .batch = (uint32_t)o.batch, .seq_len = (uint32_t)o.context,
                       .sched = { .steps = o.steps, .warmup = o.warmup, .lr = o.lr, .min_lr_frac = o.min_lr_frac },
                       .accum = o.accum, .eval_every = o.eval_every, .save_every = o.save_every, .save = save, .user = &run,
-                      .out = o.out };
+                      .out = o.out, .dist = dist.comm ? &dist : NULL };
     if (train_loop_init(&L, resumed.step, losses0, val0) != 0) goto done;
     int lr_rc = train_loop_run(&L);
     if (lr_rc != 0) {
@@ -328,6 +361,15 @@ int cmd_train(int argc, char **argv)
            "= %.3f bits/token, against a unigram entropy of %.4f nats (%.3f bits)\n", cli_duration(L.elapsed),
            (double)ran * o.accum * o.batch * o.context / L.elapsed, train_tail, tail, L.last_val, L.last_val / log(2), h,
            h / log(2));
+    wgml_tensor **params = malloc(sizeof *params * wgml_model_param_count(model));
+    for (size_t i = 0; params && i < wgml_model_param_count(model); i++) params[i] = wgml_model_param(model, i, NULL);
+    int same = params ? cli_dist_check_same("wgml train", &dist, params, wgml_model_param_count(model)) : -1;
+    free(params);
+    if (same != 0) goto done;
+    if (!cli_dist_writes(&dist)) {   /* rank 0 writes the job's files */
+        rc = 0;
+        goto done;
+    }
     s = wgml_model_save(model, o.out);
     if (s != WGML_OK) {
         fprintf(stderr, "wgml train: %s\n", wgml_last_error(ctx));
@@ -357,5 +399,7 @@ done:
     wgml_dataset_free(data);
     wgml_tokenizer_free(tok);
     ckpt_state_free(&resumed);
+    if (rc != 0) cli_dist_fail(&dist, rc);   /* the others would wait for this process */
+    cli_dist_leave(&dist);
     return rc;
 }

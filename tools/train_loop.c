@@ -48,6 +48,16 @@ void train_loop_free(train_loop *L)
     L->val_loss = NULL;
 }
 
+/* This process's share of the job: rank and size (0 of 1 alone). */
+static uint32_t rank_of(const train_loop *L) { return L->dist ? L->dist->rank : 0; }
+static uint32_t size_of(const train_loop *L) { return L->dist ? L->dist->size : 1; }
+
+/* The message of the loop's last failure: the job's (a collective) or the device's. */
+static const char *loop_error(const train_loop *L)
+{
+    return L->comm_failed ? wgml_last_error(NULL) : wgml_last_error(L->ctx);
+}
+
 wgml_status train_loop_evaluate(train_loop *L, double *out)
 {
     size_t N = (size_t)L->batch * L->seq_len;
@@ -56,45 +66,74 @@ wgml_status train_loop_evaluate(train_loop *L, double *out)
     wgml_status s = ids && tg ? wgml_tensor_create(L->ctx, WGML_F32, 1, (size_t[]){ 1 }, &loss) : WGML_ERROR_OUT_OF_MEMORY;
     wgml_batcher_state st = { 0 };
     if (s == WGML_OK) s = wgml_batcher_set_state(L->val, &st);   /* from the start of the part */
-    double sum = 0;
-    size_t count = 0;
-    while (s == WGML_OK) {
+    double sum[2] = { 0, 0 };   /* the loss over counted targets, and their count */
+    for (uint32_t b = 0; s == WGML_OK; b++) {
         s = wgml_batcher_get_state(L->val, &st);
         if (s != WGML_OK || st.epoch) break;
         s = wgml_batcher_next(L->val, ids, tg);
+        if (b % size_of(L) != rank_of(L)) continue;   /* another process's batch */
         size_t counted = 0;
         for (size_t i = 0; i < N; i++) counted += tg[i] != UINT32_MAX;
         float l = 0;
         if (s == WGML_OK && counted) s = wgml_trainer_eval(L->tr, ids, tg, loss);
         if (s == WGML_OK && counted) s = wgml_tensor_read(loss, 0, &l, sizeof l);
-        sum += (double)l * counted;   /* the batch's mean over its counted targets */
-        count += counted;
+        sum[0] += (double)l * counted;   /* the batch's mean over its counted targets */
+        sum[1] += (double)counted;
     }
+    if (s == WGML_OK && L->dist && (s = wgml_comm_allreduce_sum(L->dist->comm, sum, 2)) != WGML_OK) L->comm_failed = true;
     wgml_tensor_release(loss);
     free(ids);
     free(tg);
-    *out = count ? sum / count : NAN;
+    *out = sum[1] > 0 ? sum[0] / sum[1] : NAN;
     return s;
 }
 
 static volatile sig_atomic_t stop_signal;
 static void on_stop(int sig) { stop_signal = sig; }
 
-/* The losses of micro-batches [from, upto) read back into L->losses; -1 after a message
-   when one is not finite. */
-static int read_losses(train_loop *L, wgml_tensor *hist, int first_micro, int from, int upto, float *buf, wgml_status *s)
+/* The loss became v (not finite) at step: the message. */
+static void say_not_finite(const train_loop *L, double v, int step)
+{
+    fprintf(stderr, "\n%s: the loss became %s at step %d (is the learning rate %g too high?); stopping, no checkpoint written\n",
+            L->who, isnan(v) ? "NaN" : "infinite", step, L->sched.lr);
+}
+
+/* The losses of this process's micro-batches [from, upto) (local counts: `local` per
+   step) read back into L->losses, each as 1/accum of its step's; -1 after a message when
+   one is not finite (alone; in a job the caller decides with the others). */
+static int read_losses(train_loop *L, wgml_tensor *hist, int local, int first_micro, int from, int upto, float *buf,
+                       wgml_status *s)
 {
     if (upto <= from) return 0;
     *s = wgml_tensor_read(hist, (size_t)(from - first_micro) * sizeof(float), buf, sizeof(float) * (size_t)(upto - from));
     if (*s != WGML_OK) return -1;
     for (int i = from; i < upto; i++) {
         float v = buf[i - from];
-        if (!isfinite(v)) {
-            fprintf(stderr, "\n%s: the loss became %s at step %d (is the learning rate %g too high?); stopping, no checkpoint "
-                    "written\n", L->who, isnan(v) ? "NaN" : "infinite", i / L->accum + 1, L->sched.lr);
+        if (!isfinite(v) && !L->dist) {
+            say_not_finite(L, v, i / local + 1);
             return -1;
         }
-        L->losses[i / L->accum] += v / (float)L->accum;
+        L->losses[i / local] += v / (float)L->accum;
+    }
+    return 0;
+}
+
+/* In a job: step's loss (this process's part in L->losses[step]) and the stop request
+   summed over the processes, so that every process stops, or not, after the same step.
+   -1 after a message when the job's loss is not finite. */
+static int join_step(train_loop *L, int step, bool *stop, wgml_status *s)
+{
+    double v[2] = { L->losses[step], *stop ? 1 : 0 };
+    *s = wgml_comm_allreduce_sum(L->dist->comm, v, 2);
+    if (*s != WGML_OK) {
+        L->comm_failed = true;
+        return -1;
+    }
+    L->losses[step] = (float)v[0];
+    *stop = v[1] > 0;
+    if (!isfinite(v[0])) {
+        say_not_finite(L, v[0], step + 1);
+        return -1;
     }
     return 0;
 }
@@ -103,7 +142,8 @@ int train_loop_run(train_loop *L)
 {
     const lr_schedule *sc = &L->sched;
     size_t N = (size_t)L->batch * L->seq_len;
-    int first = L->step, nmicro = (sc->steps - first) * L->accum;
+    int local = L->accum / (int)size_of(L);   /* this process's micro-batches per step */
+    int first = L->step, nmicro = (sc->steps - first) * local;
     uint32_t *ids = malloc(N * sizeof *ids), *tg = malloc(N * sizeof *tg);
     float *buf = malloc(sizeof(float) * (size_t)(nmicro > 0 ? nmicro : 1));
     uint64_t *fences = calloc((size_t)sc->steps + 1, sizeof *fences);
@@ -118,7 +158,7 @@ int train_loop_run(train_loop *L)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     if (s != WGML_OK) {
-        fprintf(stderr, "%s: %s\n", L->who, s == WGML_ERROR_OUT_OF_MEMORY && !loss ? "out of host memory" : wgml_last_error(L->ctx));
+        fprintf(stderr, "%s: %s\n", L->who, s == WGML_ERROR_OUT_OF_MEMORY && !loss ? "out of host memory" : loop_error(L));
         goto done;
     }
 
@@ -128,22 +168,22 @@ int train_loop_run(train_loop *L)
        everything recorded) at most once a second and at each evaluation and save, and a
        non-finite one stops the run. */
     double t0 = cli_now(), t_first = 0, t_eval = 0, last_print = -1, last_read = t0;
-    int read_upto = first * L->accum;   /* micro-batches whose losses are in L->losses */
+    int read_upto = first * local;   /* this process's micro-batches whose losses are in L->losses */
     int done_steps = first;
     bool tty = isatty(STDOUT_FILENO);
     if (first == 0 && L->val) {
         s = train_loop_evaluate(L, &L->val_loss[0]);   /* the initial model, for the curve */
         if (s != WGML_OK) {
-            fprintf(stderr, "%s: %s\n", L->who, wgml_last_error(L->ctx));
+            fprintf(stderr, "%s: %s\n", L->who, loop_error(L));
             goto done;
         }
     }
     for (int step = first; step < sc->steps; step++) {
-        for (int a = 0; a < L->accum && s == WGML_OK; a++) {
+        for (int a = 0, j = 0; a < L->accum && s == WGML_OK; a++) {
             s = wgml_batcher_next(L->train, ids, tg);
-            if (s == WGML_OK) s = wgml_trainer_accumulate(L->tr, ids, tg, 1.0f / (float)L->accum, loss);
-            if (s == WGML_OK)
-                s = wgml_copy_tensor(L->eng, loss, hist, ((size_t)(step - first) * L->accum + (size_t)a) * sizeof(float));
+            if (s != WGML_OK || (uint32_t)a % size_of(L) != rank_of(L)) continue;   /* another process's */
+            s = wgml_trainer_accumulate(L->tr, ids, tg, 1.0f / (float)L->accum, loss);
+            if (s == WGML_OK) s = wgml_copy_tensor(L->eng, loss, hist, ((size_t)(step - first) * local + (size_t)j++) * sizeof(float));
         }
         if (s == WGML_OK) s = wgml_trainer_step(L->tr, (float)lr_at(sc, step), NULL);
         if (s == WGML_OK) s = wgml_context_fence(L->ctx, &fences[step]);
@@ -165,10 +205,12 @@ int train_loop_run(train_loop *L)
         bool save_now = L->save && L->save_every > 0 && (step + 1) % L->save_every == 0;
         bool stop = stop_signal != 0;
         double now = cli_now();
-        if (step == first || eval_now || save_now || stop || last || now - last_read >= 1.0) {
-            int upto = (step + 1) * L->accum;
-            if (read_losses(L, hist, first * L->accum, read_upto, upto, buf, &s) != 0) {
-                if (s != WGML_OK) fprintf(stderr, "\n%s: %s\n", L->who, wgml_last_error(L->ctx));
+        /* in a job, every step: its loss and any stop are the job's */
+        if (L->dist || step == first || eval_now || save_now || stop || last || now - last_read >= 1.0) {
+            int upto = (step + 1) * local;
+            if (read_losses(L, hist, local, first * local, read_upto, upto, buf, &s) != 0 ||
+                (L->dist && join_step(L, step, &stop, &s) != 0)) {
+                if (s != WGML_OK) fprintf(stderr, "\n%s: %s\n", L->who, loop_error(L));
                 goto done;
             }
             read_upto = upto;
@@ -187,7 +229,7 @@ int train_loop_run(train_loop *L)
                 now = cli_now();
             }
             L->step = step + 1;
-            if (save_now || stop) {
+            if ((save_now || (stop && L->save)) && rank_of(L) == 0) {
                 double ts = cli_now();
                 if (L->save(L, step + 1) != 0) goto done;
                 t_eval += cli_now() - ts;   /* saving is not training time either */
@@ -206,7 +248,7 @@ int train_loop_run(train_loop *L)
             int fill = (int)(20.0 * shown_step / sc->steps);
             for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
             bar[20] = 0;
-            int shown = read_upto / L->accum;   /* the last step whose loss was read */
+            int shown = read_upto / local;   /* the last step whose loss was read */
             printf("\rstep %*d/%d [%s] loss %.4f  val %s  lr %.2e  %7.0f tok/s  %s left   ", cli_digits(sc->steps), shown_step,
                    sc->steps, bar, shown ? L->losses[shown - 1] : NAN, isnan(L->last_val) ? "  -   " : cli_fmt("%.4f", L->last_val),
                    lr_at(sc, shown_step - 1), rate, cli_duration(left));
@@ -215,14 +257,16 @@ int train_loop_run(train_loop *L)
             last_print = now;
         }
         if (stop) {
-            fprintf(stderr, "%s: stopped by %s after step %d%s%s\n", L->who, stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step + 1,
+            if (rank_of(L) == 0)
+                fprintf(stderr, "%s: stopped by %s after step %d%s%s\n", L->who, stop_signal == SIGINT ? "SIGINT"
+                    : stop_signal == SIGTERM ? "SIGTERM" : "another process's signal", step + 1,
                     L->save ? "; a checkpoint was written to " : "", L->save ? L->out : "");
             rc = L->save ? 130 : 1;
             goto done;
         }
     }
     if (s != WGML_OK) {
-        fprintf(stderr, "\n%s: %s\n", L->who, wgml_last_error(L->ctx));
+        fprintf(stderr, "\n%s: %s\n", L->who, loop_error(L));
         goto done;
     }
     L->step = sc->steps;

@@ -1,9 +1,13 @@
 /* The training loop shared by wgml train and wgml finetune: micro-batches from a batcher,
    gradient accumulation, the learning-rate schedule, validation, a progress line, a stop
-   on a non-finite loss, checkpoints every N steps and on SIGINT / SIGTERM. */
+   on a non-finite loss, checkpoints every N steps and on SIGINT / SIGTERM. In a job of
+   several processes (dist), each runs every size-th micro-batch of a step (all read the
+   batcher alike, so its state is the job's), the step's loss, the validation loss and a
+   stop are the job's (summed over the processes each step), and rank 0 alone saves. */
 #ifndef WGML_TOOLS_TRAIN_LOOP_H
 #define WGML_TOOLS_TRAIN_LOOP_H
 
+#include "dist.h"
 #include "wgml.h"
 
 #include <stdbool.h>
@@ -23,7 +27,9 @@ typedef struct train_loop {
     wgml_batcher *val;               /* sequential over the validation part, or NULL */
     uint32_t batch, seq_len;
     lr_schedule sched;
-    int accum, eval_every, save_every;
+    int accum, eval_every, save_every;   /* accum: micro-batches per step over all processes */
+    cli_dist *dist;                  /* the job (NULL: one process) */
+    bool comm_failed;                /* a collective of the loop's own failed (its message is the thread's) */
     /* writes a checkpoint after `step` steps (the loop has the losses up to it); 0 or -1 */
     int (*save)(struct train_loop *L, int step);
     void *user;

@@ -1,5 +1,5 @@
-/* config.json of the model families wgml runs (LlamaConfig's keys, and Mistral's and Qwen's
-   additions), validated field by field.
+/* config.json of the model families wgml runs (LlamaConfig's keys, and Mistral's, Qwen's,
+   LFM2's and Gemma 3's additions), validated field by field.
 
    Every field is checked for its JSON type and range before it is stored, and the fields
    are checked against each other (heads divide evenly, token ids below vocab_size), so a
@@ -181,6 +181,22 @@ static wgml_status parse_quantization(const char *what, const cJSON *q, const ch
     return WGML_OK;
 }
 
+/* layer_types: a list of L strings, each `marked` (its layer's bit set in bits) or `other`. */
+static wgml_status parse_layer_types(const char *what, const cJSON *types, uint32_t L, const char *marked, const char *other,
+                                     uint32_t bits[32])
+{
+    if (!cJSON_IsArray(types) || (uint32_t)cJSON_GetArraySize(types) != L)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%u) strings", what, L);
+    uint32_t l = 0;
+    for (const cJSON *t = types->child; t; t = t->next, l++) {
+        bool mark = cJSON_IsString(t) && !strcmp(t->valuestring, marked);
+        if (!mark && !(cJSON_IsString(t) && !strcmp(t->valuestring, other)))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types[%u] must be \"%s\" or \"%s\"", what, l, marked, other);
+        if (mark) bits[l / 32] |= 1u << (l % 32);
+    }
+    return WGML_OK;
+}
+
 /* LFM2's own fields (model_type "lfm2"), as transformers' Lfm2Config reads them: the MLP's
    size (block_ff_dim or intermediate_size, then block_auto_adjust_ff_dim's 2/3,
    block_ffn_dim_multiplier and rounding up to block_multiple_of), norm_eps, tie_embedding,
@@ -227,17 +243,7 @@ static wgml_status parse_lfm2(const char *what, const cJSON *root, wgml_model_co
     uint32_t L = c->num_hidden_layers;
     const cJSON *types = get(root, "layer_types"), *idx = get(root, "full_attn_idxs");
     if (types) {
-        if (!cJSON_IsArray(types) || (uint32_t)cJSON_GetArraySize(types) != L)
-            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%u) strings", what,
-                              L);
-        uint32_t l = 0;
-        for (const cJSON *t = types->child; t; t = t->next, l++) {
-            bool conv = cJSON_IsString(t) && !strcmp(t->valuestring, "conv");
-            if (!conv && !(cJSON_IsString(t) && !strcmp(t->valuestring, "full_attention")))
-                return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: layer_types[%u] must be \"conv\" or \"full_attention\"", what,
-                                  l);
-            if (conv) c->conv_layers[l / 32] |= 1u << (l % 32);
-        }
+        if ((s = parse_layer_types(what, types, L, "conv", "full_attention", c->conv_layers))) return s;
     } else if (idx) {
         if (!cJSON_IsArray(idx))
             return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: full_attn_idxs must be a list of layer indices", what);
@@ -250,6 +256,85 @@ static wgml_status parse_lfm2(const char *what, const cJSON *root, wgml_model_co
         }
     }
     return WGML_OK;
+}
+
+/* A rope_parameters entry of Gemma 3's per-layer-type form (transformers 5), prefix
+   "rope_parameters.<type>.": its rope_theta into *theta (absent: def); rope_type and its
+   factors into c->rope_scaling (full_attention), or (sliding_attention, scaling NULL)
+   refused unless default. */
+static wgml_status parse_layer_rope(const char *what, const cJSON *rp, const char *type, double def, double *theta,
+                                    wgml_model_config *scaling)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "rope_parameters.%s.", type);
+    const cJSON *it = get(rp, type);
+    if (!it) { *theta = def; return WGML_OK; }
+    if (!cJSON_IsObject(it))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %.*s must be an object, not %s", what, (int)strlen(prefix) - 1, prefix,
+                          wgml__json_type(it));
+    wgml_status s = get_real(what, it, prefix, "rope_theta", false, def, 0, true, 1e15, theta);
+    if (s) return s;
+    wgml_model_config local = { 0 };
+    if ((s = parse_rope_scaling(what, it, prefix, scaling ? scaling : &local))) return s;
+    if (!scaling && local.rope_scaling.type != WGML_ROPE_SCALING_NONE)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %srope_type must be default (wgml rotates the sliding layers "
+                          "unscaled)", what, prefix);
+    return WGML_OK;
+}
+
+/* Gemma 3's own fields (model_type "gemma3_text"), as transformers' Gemma3TextConfig reads
+   them: query_pre_attn_scalar, which layers slide (layer_types, or sliding_window_pattern:
+   every pattern-th layer attends globally), the sliding layers' RoPE base
+   (rope_local_base_freq, or rope_parameters keyed by layer type), its defaults (tied
+   embeddings, GELU's tanh form, a window of 4096, rope_theta 1e6); soft-capping and
+   bidirectional attention are refused by name. Its attention normalises each head's q and
+   k. Runs after the common fields. */
+static wgml_status parse_gemma3(const char *what, const cJSON *root, wgml_model_config *c)
+{
+    wgml_status s;
+    c->gemma = true;
+    c->qk_norm = true;
+    if (!get(root, "hidden_act") && !get(root, "hidden_activation")) c->hidden_act = WGML_HIDDEN_ACT_GELU_TANH;
+    if (!get(root, "tie_word_embeddings")) c->tie_word_embeddings = true;
+    static const char *const refused[] = { "attn_logit_softcapping", "final_logit_softcapping" };
+    for (int i = 0; i < 2; i++)
+        if (get(root, refused[i]))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s is not supported (Gemma 3 models have it null)", what,
+                              refused[i]);
+    bool bidi = false;
+    if ((s = get_bool(what, root, "use_bidirectional_attention", false, &bidi))) return s;
+    if (bidi) return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: use_bidirectional_attention true is not supported (causal "
+                                "attention only)", what);
+    if ((s = get_real(what, root, "", "query_pre_attn_scalar", false, 256, 0, true, 1e9, &c->query_pre_attn_scalar))) return s;
+    if (!get(root, "sliding_window") &&
+        (s = get_u32(what, root, "sliding_window", false, 4096, 1, 1u << 24, &c->sliding_window)))
+        return s;
+    if (!c->sliding_window)
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: sliding_window must be set for gemma3_text", what);
+    uint32_t L = c->num_hidden_layers;
+    const cJSON *types = get(root, "layer_types");
+    if (types) {
+        if ((s = parse_layer_types(what, types, L, "full_attention", "sliding_attention", c->full_attention_layers))) return s;
+    } else {
+        uint32_t pattern;
+        if ((s = get_u32(what, root, "sliding_window_pattern", false, 6, 1, 1024, &pattern))) return s;
+        for (uint32_t l = 0; l < L; l++)
+            if ((l + 1) % pattern == 0) c->full_attention_layers[l / 32] |= 1u << (l % 32);
+    }
+    /* RoPE: rope_theta (the common code's, default 1e6 here) and rope_scaling for the
+       global layers, rope_local_base_freq for the sliding ones; or rope_parameters keyed
+       by layer type */
+    const cJSON *rp = get(root, "rope_parameters");
+    if (rp && (get(rp, "full_attention") || get(rp, "sliding_attention"))) {
+        if (get(root, "rope_theta") || get(root, "rope_scaling") || get(root, "rope_local_base_freq"))
+            return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: rope_parameters by layer type beside rope_theta, rope_scaling or "
+                              "rope_local_base_freq: give one form", what);
+        c->rope_scaling.type = WGML_ROPE_SCALING_NONE;
+        if ((s = parse_layer_rope(what, rp, "full_attention", 1e6, &c->rope_theta, c))) return s;
+        if ((s = parse_layer_rope(what, rp, "sliding_attention", 10000, &c->rope_local_theta, NULL))) return s;
+        return WGML_OK;
+    }
+    return get_real(what, root, "", "rope_local_base_freq", false, 10000, 0, true, 1e15, &c->rope_local_theta);
 }
 
 static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_config *c)
@@ -277,11 +362,18 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     }
     if ((s = get_string(what, root, "", "torch_dtype", c->torch_dtype, sizeof c->torch_dtype, &found))) return s;
     if (!found && (s = get_string(what, root, "", "dtype", c->torch_dtype, sizeof c->torch_dtype, NULL))) return s;
+    if (!strcmp(c->model_type, "gemma3"))
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: model_type gemma3 (Gemma3ForConditionalGeneration, a text model "
+                          "inside a vision-language one) is not supported; its text-only form, gemma3_text "
+                          "(Gemma3ForCausalLM), is", what);
+    /* the MLP's activation: hidden_activation (Gemma's key) or hidden_act */
     char act[32];
-    if ((s = get_string(what, root, "", "hidden_act", act, sizeof act, &found))) return s;
-    if (found && strcmp(act, "silu") != 0) {
+    const char *act_key = get(root, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    if ((s = get_string(what, root, "", act_key, act, sizeof act, &found))) return s;
+    if (found && !strcmp(act, "gelu_pytorch_tanh")) c->hidden_act = WGML_HIDDEN_ACT_GELU_TANH;
+    else if (found && strcmp(act, "silu") != 0) {
         char q[WGML__QUOTE_MAX];
-        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: hidden_act '%s' is not supported (silu only)", what,
+        return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: %s '%s' is not supported (silu or gelu_pytorch_tanh)", what, act_key,
                           wgml__quote(q, sizeof q, act, strlen(act)));
     }
 
@@ -343,7 +435,8 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     const cJSON *rp = get(root, "rope_parameters");
     if (rp && !cJSON_IsObject(rp))
         return wgml__fail(NULL, WGML_ERROR_FORMAT, "%s: rope_parameters must be an object, not %s", what, wgml__json_type(rp));
-    double theta = lfm2 ? 1e6 : 10000;   /* the family's default */
+    bool gemma = !strcmp(c->model_type, "gemma3_text");
+    double theta = lfm2 || gemma ? 1e6 : 10000;   /* the family's default */
     if (get(root, "rope_theta") || !rp) {
         if ((s = get_real(what, root, "", "rope_theta", false, theta, 0, true, 1e15, &c->rope_theta))) return s;
     } else if ((s = get_real(what, rp, "rope_parameters.", "rope_theta", false, theta, 0, true, 1e15, &c->rope_theta)))
@@ -387,6 +480,7 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
     }
 
     if (lfm2 && (s = parse_lfm2(what, root, c))) return s;
+    if (gemma && (s = parse_gemma3(what, root, c))) return s;
 
     /* MLX quantization */
     const cJSON *q = get(root, "quantization");
@@ -400,6 +494,13 @@ static wgml_status parse_config(const char *what, const cJSON *root, wgml_model_
 }
 
 /* ---- the same rules on a struct --------------------------------------------------------- */
+
+/* The bits of word w of a layer set (conv_layers, full_attention_layers) that name layers
+   below L. */
+static uint32_t layer_bits(uint32_t L, uint32_t w)
+{
+    return L >= 32 * (w + 1) ? 0xFFFFFFFFu : L > 32 * w ? (1u << (L - 32 * w)) - 1 : 0;
+}
 
 #define CHECK_RANGE(cond, ...) \
     do { if (!(cond)) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_model_config_check: " __VA_ARGS__); } while (0)
@@ -433,11 +534,25 @@ wgml_status wgml_model_config_check(const wgml_model_config *c)
     CHECK_RANGE(!(c->qkv_bias && c->qk_norm), "qkv_bias (Qwen2) and qk_norm (Qwen3) do not go together");
     CHECK_RANGE(c->conv_kernel <= 16, "conv_kernel must be in [0, 16], not %u", c->conv_kernel);
     for (uint32_t w = 0; w < 32; w++) {
-        uint32_t below = c->num_hidden_layers >= 32 * (w + 1) ? 0xFFFFFFFFu
-                         : c->num_hidden_layers > 32 * w ? (1u << (c->num_hidden_layers - 32 * w)) - 1 : 0;
+        uint32_t below = layer_bits(c->num_hidden_layers, w);
         CHECK_RANGE(!(c->conv_layers[w] & ~below) && (c->conv_kernel || !c->conv_layers[w]),
                     "conv_layers may name only layers below num_hidden_layers, and only with conv_kernel");
     }
+    CHECK_RANGE(c->hidden_act == WGML_HIDDEN_ACT_SILU || c->hidden_act == WGML_HIDDEN_ACT_GELU_TANH,
+                "hidden_act %d is not a wgml_hidden_act", (int)c->hidden_act);
+    CHECK_RANGE(!(c->gemma && c->conv_kernel), "gemma and conv_kernel (LFM2) do not go together");
+    for (uint32_t w = 0; w < 32; w++) {
+        uint32_t below = layer_bits(c->num_hidden_layers, w);
+        CHECK_RANGE(!(c->full_attention_layers[w] & ~below) && ((c->gemma && c->sliding_window) || !c->full_attention_layers[w]),
+                    "full_attention_layers may name only layers below num_hidden_layers, and only with gemma and "
+                    "sliding_window");
+    }
+    CHECK_RANGE(isfinite(c->rope_local_theta) && c->rope_local_theta >= 0 && c->rope_local_theta <= 1e15 &&
+                (c->gemma || c->rope_local_theta == 0), "rope_local_theta must be in [0, 1e15], and 0 without gemma, not %g",
+                c->rope_local_theta);
+    CHECK_RANGE(isfinite(c->query_pre_attn_scalar) && c->query_pre_attn_scalar >= 0 && c->query_pre_attn_scalar <= 1e9 &&
+                (c->gemma || c->query_pre_attn_scalar == 0),
+                "query_pre_attn_scalar must be in [0, 1e9], and 0 without gemma, not %g", c->query_pre_attn_scalar);
     CHECK_RANGE(isfinite(c->rms_norm_eps) && c->rms_norm_eps > 0 && c->rms_norm_eps <= 0.5,
                 "rms_norm_eps must be in (0, 0.5], not %g", c->rms_norm_eps);
     CHECK_RANGE(isfinite(c->rope_theta) && c->rope_theta >= 0 && c->rope_theta <= 1e15,

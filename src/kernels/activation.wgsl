@@ -1,4 +1,4 @@
-// Activations and element-wise gradients: SiLU, ReLU, the fused SiLU gate, their backward
+// Activations and element-wise gradients: SiLU, ReLU, the fused SiLU and GELU gates, their backward
 // passes, and the backward passes of add, sub and mul. Every op maps up to three inputs
 // (p, q, r) to one or two outputs (o0, o1), element by element:
 //
@@ -12,6 +12,8 @@
 //   6   sub_backward      grad                    o0 = grad, o1 = -grad
 //   7   mul_backward      grad, a, b              o0 = grad * b, o1 = grad * a
 //   8   silu_gate_backward up, gate, grad         o0 = grad * gate * silu'(up), o1 = grad * silu(up)
+//   9   gelu_gate         up, gate                o0 = gelu(up) * gate          (GELU, tanh form)
+//   10  gelu_gate_backward up, gate, grad         o0 = grad * gate * gelu'(up), o1 = grad * gelu(up)
 //
 // Layout: every tensor is a flat f32 array viewed as vec4 (tensor buffers are padded to 16
 // bytes, so the last partial vec4 is in bounds and its extra lanes are padding). Each
@@ -95,6 +97,28 @@ fn dsilu(x: vec4f) -> vec4f {
     return g.s * (1.0 + x * g.c);
 }
 
+// GELU in its tanh form, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), written
+// as x * sigmoid(2u) so that it shares sigmoid2's overflow-free evaluation (tanh(u) =
+// 2 sigmoid(2u) - 1). x is clamped to +-15 inside u only: there |2u| > 260 and sigmoid(2u)
+// is exactly 0 or 1 in f32 already, and x^3 cannot overflow (nor 0 * inf appear in the
+// derivative).
+const GELU_K: f32 = 1.5957691216057308;    // 2 sqrt(2/pi)
+fn gelu_sig(x: vec4f) -> Sig {
+    let c = clamp(x, vec4f(-15.0), vec4f(15.0));
+    return sigmoid2(GELU_K * (c + 0.044715 * c * c * c));
+}
+
+fn gelu(x: vec4f) -> vec4f {
+    return x * gelu_sig(x).s;
+}
+
+// d/dx x sigmoid(2u) = s + x s (1 - s) 2u'(x), 2u' = GELU_K (1 + 3 * 0.044715 x^2)
+fn dgelu(x: vec4f) -> vec4f {
+    let g = gelu_sig(x);
+    let c = clamp(x, vec4f(-15.0), vec4f(15.0));
+    return g.s + x * g.s * g.c * (GELU_K * (1.0 + 0.134145 * c * c));
+}
+
 // max(x, 0) decided on the bits: WGSL lets compilers assume there are no NaNs, and the
 // H200's driver then folds a float comparison so that relu(NaN) became 0. Zero when the
 // sign bit is set or the value is +0, except for NaNs, which pass through.
@@ -116,7 +140,9 @@ fn apply(p: vec4f, q: vec4f, r: vec4f) -> Result {
         case 5u: { return Result(p, p); }
         case 6u: { return Result(p, -p); }
         case 7u: { return Result(p * r, p * q); }
-        default: { return Result(r * q * dsilu(p), r * silu(p)); }
+        case 8u: { return Result(r * q * dsilu(p), r * silu(p)); }
+        case 9u: { return Result(gelu(p) * q, z); }
+        default: { return Result(r * q * dgelu(p), r * gelu(p)); }
     }
 }
 

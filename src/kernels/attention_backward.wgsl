@@ -21,7 +21,8 @@
 //   bwd_dq64        dq per 64-query block with S, dP and dS recomputed: where dS is not
 //                   kept (its blocks exceed the memory cap, or dk, dv run tiled).
 //   bwd_dq, bwd_dkdv  the tiled kernels (shape in the prelude) for adapters whose
-//                   workgroup storage does not hold the 64 x 64 ones.
+//                   workgroup storage does not hold the 64 x 64 ones, and for head_dim
+//                   above 128.
 //
 // Why so: without float atomics dq cannot be accumulated from key-block workgroups, and a
 // dq workgroup that recomputes S and dP does three block products where reading dS does
@@ -105,6 +106,30 @@ fn dq_phase1(a_off: u32, b_off: u32, g: u32, c: u32) -> array<vec4f, 4> {
     }
     return s;
 }
+// Accumulators acc[4r + j] of vec4 column j0 + j (j0: 0 lo, 4 hi; see Acc16 in the
+// prelude): += w[r] times the staged k row at `row`; times scale into the q tile.
+fn dq_mac(acc: ptr<function, Acc16>, j0: u32, w: vec4f, row: u32, c: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            let kv = dq_b[row + c + TC * (j0 + j)];
+            (*acc)[j] += w.x * kv;
+            (*acc)[4u + j] += w.y * kv;
+            (*acc)[8u + j] += w.z * kv;
+            (*acc)[12u + j] += w.w * kv;
+        }
+    }
+}
+fn dq_put(acc: ptr<function, Acc16>, j0: u32, g: u32, c: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            let col = c + TC * (j0 + j);
+            dq_a[(4u * g) * RS + col] = (*acc)[j] * p.scale;
+            dq_a[(4u * g + 1u) * RS + col] = (*acc)[4u + j] * p.scale;
+            dq_a[(4u * g + 2u) * RS + col] = (*acc)[8u + j] * p.scale;
+            dq_a[(4u * g + 3u) * RS + col] = (*acc)[12u + j] * p.scale;
+        }
+    }
+}
 
 @compute @workgroup_size(WG)
 fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -156,7 +181,8 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
 
     let range = key_range(i0, i1);
     let kb0 = (u32(max(range.x, 0)) / BC) * BC;
-    var acc = array<vec4f, 16>();
+    var acc = Acc16();               // acc[4 * r + j]: row 4g + r, vec4 c + TC * j of the head
+    var acc_hi = Acc16();            // the same for vec4 c + TC * (4 + j) (OCV > 4)
     for (var kb = kb0; i32(kb) < range.y; kb += BC) {
         workgroupBarrier();
         var s = array<vec4f, 4>();
@@ -192,27 +218,14 @@ fn bwd_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u
         // phase 2: acc += dS k over the block's keys (k is at dq_b[0..])
         for (var kk = 0u; kk < BC; kk++) {
             let w = dq_w[kk * RG + g];
-            for (var j = 0u; j < 4u; j++) {
-                if (j < OCV) {
-                    let kv = dq_b[kk * RS + c + TC * j];
-                    acc[j] += w.x * kv;
-                    acc[4u + j] += w.y * kv;
-                    acc[8u + j] += w.z * kv;
-                    acc[12u + j] += w.w * kv;
-                }
-            }
+            dq_mac(&acc, 0u, w, kk * RS, c);
+            if (OCV > 4u) { dq_mac(&acc_hi, 4u, w, kk * RS, c); }
         }
     }
 
     workgroupBarrier();
-    for (var j = 0u; j < 4u; j++) {
-        if (j < OCV) {
-            dq_a[(4u * g) * RS + c + TC * j] = acc[j] * p.scale;
-            dq_a[(4u * g + 1u) * RS + c + TC * j] = acc[4u + j] * p.scale;
-            dq_a[(4u * g + 2u) * RS + c + TC * j] = acc[8u + j] * p.scale;
-            dq_a[(4u * g + 3u) * RS + c + TC * j] = acc[12u + j] * p.scale;
-        }
-    }
+    dq_put(&acc, 0u, g, c);
+    if (OCV > 4u) { dq_put(&acc_hi, 4u, g, c); }
     workgroupBarrier();
     for (var r = g; r < BR; r += RG) {
         let i = i0 + r;
@@ -269,17 +282,35 @@ fn kv_phase1(a_off: u32, b_off: u32, g: u32, c: u32) -> array<vec4f, 4> {
     }
     return s;
 }
-// acc[4r + j] += sum over the block's columns of w[col][row 4g + r] * x[col][vec4 c + TC*j]
-fn kv_phase2(acc: ptr<function, array<vec4f, 16>>, w_off: u32, x_off: u32, g: u32, c: u32) {
+// acc[4r + j] += w[r] * x[vec4 c + TC * (j0 + j)] of the staged row at `row` (j0: 0 lo, 4 hi)
+fn kv_mac(acc: ptr<function, Acc16>, j0: u32, w: vec4f, row: u32, c: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            let x = kv_b[row + c + TC * (j0 + j)];
+            (*acc)[j] += w.x * x;
+            (*acc)[4u + j] += w.y * x;
+            (*acc)[8u + j] += w.z * x;
+            (*acc)[12u + j] += w.w * x;
+        }
+    }
+}
+// acc[4r + j] += sum over the block's columns of w[col][row 4g + r] * x[col][vec4 c + TC*j],
+// lo holding j < 4 and hi 4 <= j < 8 (see Acc16 in the prelude)
+fn kv_phase2(lo: ptr<function, Acc16>, hi: ptr<function, Acc16>, w_off: u32, x_off: u32, g: u32, c: u32) {
     for (var ci = 0u; ci < BC; ci++) {
         let w = kv_w[w_off + ci * RG + g];
-        for (var j = 0u; j < 4u; j++) {
-            if (j < OCV) {
-                let x = kv_b[x_off + ci * RS + c + TC * j];
-                (*acc)[j] += w.x * x;
-                (*acc)[4u + j] += w.y * x;
-                (*acc)[8u + j] += w.z * x;
-                (*acc)[12u + j] += w.w * x;
+        kv_mac(lo, 0u, w, x_off + ci * RS, c);
+        if (OCV > 4u) { kv_mac(hi, 4u, w, x_off + ci * RS, c); }
+    }
+}
+// dk (times scale) and dv of vec4 columns j0 + j into the k, v tiles
+fn kv_put(dk: ptr<function, Acc16>, dv: ptr<function, Acc16>, j0: u32, g: u32, c: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            for (var r = 0u; r < 4u; r++) {
+                let at = (4u * g + r) * RS + c + TC * (j0 + j);
+                kv_a[at] = (*dk)[4u * r + j] * p.scale;
+                kv_a[BR * RS + at] = (*dv)[4u * r + j];
             }
         }
     }
@@ -325,8 +356,10 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let range = query_range(j0, j1);
     let qb0 = (u32(max(range.x, 0)) / BC) * BC;
     let full_keys = j0 + BR <= p.seq_k;
-    var dk = array<vec4f, 16>();
-    var dv = array<vec4f, 16>();
+    var dk = Acc16();                // dk[4 * r + j]: key 4g + r, vec4 c + TC * j of the head
+    var dv = Acc16();
+    var dk_hi = Acc16();             // the same for vec4 c + TC * (4 + j) (OCV > 4)
+    var dv_hi = Acc16();
     for (var hh = 0u; hh < p.group; hh++) {
         let h = kvh * p.group + hh;
         let bh = b * p.heads + h;
@@ -385,28 +418,22 @@ fn bwd_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
             if (SHARED_STAGE) {
                 // dv += Pdrop^T dout now (dout is staged; Pdrop was written before two barriers),
                 // then q again for dk += dS^T q
-                kv_phase2(&dv, 0u, 0u, g, c);
+                kv_phase2(&dv, &dv_hi, 0u, 0u, g, c);
                 workgroupBarrier();
                 kv_stage_q(0u, qb, q_base, q_stride, g, c);
                 workgroupBarrier();
-                kv_phase2(&dk, BC * RG, 0u, g, c);
+                kv_phase2(&dk, &dk_hi, BC * RG, 0u, g, c);
             } else {
                 workgroupBarrier();
-                kv_phase2(&dv, 0u, BC * RS, g, c);
-                kv_phase2(&dk, BC * RG, 0u, g, c);
+                kv_phase2(&dv, &dv_hi, 0u, BC * RS, g, c);
+                kv_phase2(&dk, &dk_hi, BC * RG, 0u, g, c);
             }
         }
     }
 
     workgroupBarrier();
-    for (var j = 0u; j < 4u; j++) {
-        if (j < OCV) {
-            for (var r = 0u; r < 4u; r++) {
-                kv_a[(4u * g + r) * RS + c + TC * j] = dk[4u * r + j] * p.scale;
-                kv_a[BR * RS + (4u * g + r) * RS + c + TC * j] = dv[4u * r + j];
-            }
-        }
-    }
+    kv_put(&dk, &dv, 0u, g, c);
+    if (OCV > 4u) { kv_put(&dk_hi, &dv_hi, 4u, g, c); }
     workgroupBarrier();
     for (var r = g; r < BR; r += RG) {
         let j = j0 + r;

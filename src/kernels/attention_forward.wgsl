@@ -12,7 +12,8 @@
 //                   that exp2(s - lse) = 0), stats[B*H*seq_q + bh*seq_q + i] = D_i =
 //                   sum_d dout * out (binding 3 holds the forward output, binding 6 dout).
 //   fwd             the tiled forward (shape in the prelude) for adapters without room for
-//                   prefill: MODE 0 the output, MODE 1 the statistics as prefill_stats.
+//                   prefill and for head_dim above 128: MODE 0 the output, MODE 1 the
+//                   statistics as prefill_stats.
 //   lse_export      the public log-sum-exp from fwd MODE 1's statistics (tiled path, options.lse).
 //   fwd_s_mm        the forward that keeps its scores without a mask or dropout, first
 //                   product: S in 128 x 128 tiles, stored, and each row's max per tile;
@@ -423,6 +424,41 @@ fn f_stage_v(off: u32, kb: u32, base: u32, stride: u32, g: u32, c: u32) {
         }
     }
 }
+// Accumulators o[4r + j] of vec4 column j0 + j (j0: 0 lo, 4 hi; see Acc16 in the prelude):
+// scaled by a[r]; += pv[r] times the staged v row at `row`; normalised by inv[r] into the
+// q tile.
+fn f_scale(o: ptr<function, Acc16>, j0: u32, a: vec4f) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            (*o)[j] *= a.x;
+            (*o)[4u + j] *= a.y;
+            (*o)[8u + j] *= a.z;
+            (*o)[12u + j] *= a.w;
+        }
+    }
+}
+fn f_mac(o: ptr<function, Acc16>, j0: u32, pv: vec4f, row: u32, c: u32) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            let vv = f_kv[row + c + TC * (j0 + j)];
+            (*o)[j] += pv.x * vv;
+            (*o)[4u + j] += pv.y * vv;
+            (*o)[8u + j] += pv.z * vv;
+            (*o)[12u + j] += pv.w * vv;
+        }
+    }
+}
+fn f_put(o: ptr<function, Acc16>, j0: u32, g: u32, c: u32, inv: vec4f) {
+    for (var j = 0u; j < 4u; j++) {
+        if (j0 + j < OCV) {
+            let col = c + TC * (j0 + j);
+            f_q[(4u * g) * RS + col] = (*o)[j] * inv.x;
+            f_q[(4u * g + 1u) * RS + col] = (*o)[4u + j] * inv.y;
+            f_q[(4u * g + 2u) * RS + col] = (*o)[8u + j] * inv.z;
+            f_q[(4u * g + 3u) * RS + col] = (*o)[12u + j] * inv.w;
+        }
+    }
+}
 
 @compute @workgroup_size(WG)
 fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
@@ -462,7 +498,8 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let v_off = select(BC * RS, 0u, SHARED_STAGE);
     var m = vec4f(p.neg_inf);
     var l = vec4f(0.0);
-    var o = array<vec4f, 16>();      // o[4 * r + j]: row 4g + r, vec4 c + TC * j of the head
+    var o = Acc16();                 // o[4 * r + j]: row 4g + r, vec4 c + TC * j of the head
+    var o_hi = Acc16();              // the same for vec4 c + TC * (4 + j) (OCV > 4)
     for (var kb = kb0; i32(kb) < range.y; kb += BC) {
         workgroupBarrier();
         f_stage_k(0u, kb, k_base, k_stride, g, c);
@@ -511,14 +548,8 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         l = l * alpha + lsum;
 
         if (MODE == 0u) {
-            for (var j = 0u; j < 4u; j++) {
-                if (j < OCV) {
-                    o[j] *= alpha.x;
-                    o[4u + j] *= alpha.y;
-                    o[8u + j] *= alpha.z;
-                    o[12u + j] *= alpha.w;
-                }
-            }
+            f_scale(&o, 0u, alpha);
+            if (OCV > 4u) { f_scale(&o_hi, 4u, alpha); }
             for (var jj = 0u; jj < 4u; jj++) {
                 if (jj < KPT) {
                     var pd = s[jj];
@@ -530,15 +561,8 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             // phase 2: o += P v over the block's keys
             for (var kk = 0u; kk < BC; kk++) {
                 let pv = f_p[kk * RG + g];
-                for (var j = 0u; j < 4u; j++) {
-                    if (j < OCV) {
-                        let vv = f_kv[v_off + kk * RS + c + TC * j];
-                        o[j] += pv.x * vv;
-                        o[4u + j] += pv.y * vv;
-                        o[8u + j] += pv.z * vv;
-                        o[12u + j] += pv.w * vv;
-                    }
-                }
+                f_mac(&o, 0u, pv, v_off + kk * RS, c);
+                if (OCV > 4u) { f_mac(&o_hi, 4u, pv, v_off + kk * RS, c); }
             }
         }
     }
@@ -553,14 +577,8 @@ fn fwd(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     if (MODE == 0u) {
         // normalise into the q tile, then store it row by row
         let inv = select(vec4f(0.0), 1.0 / lt, lt > vec4f(0.0));
-        for (var j = 0u; j < 4u; j++) {
-            if (j < OCV) {
-                f_q[(4u * g) * RS + c + TC * j] = o[j] * inv.x;
-                f_q[(4u * g + 1u) * RS + c + TC * j] = o[4u + j] * inv.y;
-                f_q[(4u * g + 2u) * RS + c + TC * j] = o[8u + j] * inv.z;
-                f_q[(4u * g + 3u) * RS + c + TC * j] = o[12u + j] * inv.w;
-            }
-        }
+        f_put(&o, 0u, g, c, inv);
+        if (OCV > 4u) { f_put(&o_hi, 4u, g, c, inv); }
         workgroupBarrier();
         for (var r = g; r < BR; r += RG) {
             let i = i0 + r;

@@ -247,19 +247,23 @@ fn lse_internal(x: f32) -> f32 { return select(x * LOG2E, p.pos_inf, x == p.neg_
 // ---- the tiled kernels' shape: fwd (forward file), bwd_dq, bwd_dkdv (backward file) -------
 //
 // The kernels of adapters whose workgroup storage or storage bindings do not hold the 64 x
-// 64 ones. A workgroup owns BR "rows" (queries; keys for bwd_dkdv) and streams blocks of
-// BC = KPT*TC "columns" (keys; queries for bwd_dkdv) through workgroup memory. Its WG =
-// (BR/4)*TC threads form BR/4 row groups of TC lanes. Phase 1 (S = rows . cols^T,
-// contraction over head_dim) gives each lane a 4 x KPT register tile: rows 4g..4g+3,
-// columns c, c+TC, ...; per vec4 of head_dim it loads 4 + KPT vec4 from workgroup memory
-// for 16*KPT FMAs (the row vec4 is a broadcast within the row group; columns are spread
-// over lanes, and rows are padded by one vec4 so that lanes reading different rows hit
-// different banks). The row max is reduced through a small TC x BR array (one barrier per
-// block); row sums stay per lane until the end. Phase 2 (acc += W . cols, contraction over
-// the block) gives each lane the same 4 rows x OCV vec4 of head_dim (vec4 index c + TC*j):
-// per column it loads 1 vec4 of W (stored transposed, 4 rows per vec4) and OCV vec4 of the
-// column operand for 16*OCV FMAs. Accumulators stay in registers for the whole loop; at
-// the end they go through the workgroup tile so that the stores are row-contiguous.
+// 64 ones, and of head_dim above 128 (the 64 x 64 ones stop there). A workgroup owns BR
+// "rows" (queries; keys for bwd_dkdv) and streams blocks of BC = KPT*TC "columns" (keys;
+// queries for bwd_dkdv) through workgroup memory. Its WG = (BR/4)*TC threads form BR/4 row
+// groups of TC lanes. Phase 1 (S = rows . cols^T, contraction over head_dim) gives each
+// lane a 4 x KPT register tile: rows 4g..4g+3, columns c, c+TC, ...; per vec4 of head_dim
+// it loads 4 + KPT vec4 from workgroup memory for 16*KPT FMAs (the row vec4 is a broadcast
+// within the row group; columns are spread over lanes, and rows are padded by one vec4 so
+// that lanes reading different rows hit different banks). The row max is reduced through a
+// small TC x BR array (one barrier per block); row sums stay per lane until the end. Phase
+// 2 (acc += W . cols, contraction over the block) gives each lane the same 4 rows x OCV
+// vec4 of head_dim (vec4 index c + TC*j): per column it loads 1 vec4 of W (stored
+// transposed, 4 rows per vec4) and OCV vec4 of the column operand for 16*OCV FMAs.
+// Accumulators stay in registers for the whole loop; at the end they go through the
+// workgroup tile so that the stores are row-contiguous.
+// The accumulators are two arrays of 16 (Acc16): vec4 columns j < 4 in one, 4 <= j < 8 in
+// the other (OCV > 4: head_dim above 128 only), touched only under `if (OCV > 4u)`, so that
+// a pipeline of OCV <= 4 holds and runs the first alone.
 // Whole [rows][head_dim] tiles must fit the workgroup storage, which bounds the register
 // tile and the block; SHARED_STAGE trades a barrier for memory: fwd / bwd_dq stage k and v
 // one after the other in one region, bwd_dkdv stages q and dout one after the other (q
@@ -269,7 +273,7 @@ fn lse_internal(x: f32) -> f32 { return select(x * LOG2E, p.pos_inf, x == p.neg_
 // Tiles move between memory and workgroup arrays with thread (g, c) taking rows g, g + RG,
 // ... and vec4 c, c + TC, ... of each row: a row group reads TC consecutive vec4 (coalesced)
 // and the inner loop runs over the real d4 vec4 only (padding is never read).
-override OCV: u32 = 2u;             // vec4 of head_dim per lane in phase 2 (1..4): ceil(d4 / TC)
+override OCV: u32 = 2u;             // vec4 of head_dim per lane in phase 2 (1..8): ceil(d4 / TC)
 override BR: u32 = 32u;             // rows per workgroup (multiple of 4)
 const TC: u32 = 8u;                 // lanes per row group
 override KPT: u32 = 4u;             // columns per lane in phase 1 (1, 2 or 4)
@@ -281,6 +285,7 @@ override RS: u32 = DP4 + 1u;                 // workgroup row stride in vec4
 override BC: u32 = KPT * TC;                 // columns per block
 override RG: u32 = BR / 4u;                  // row groups
 override WG: u32 = RG * TC;                  // threads per workgroup
+alias Acc16 = array<vec4f, 16>;              // 4 rows x 4 vec4 columns of a lane: [4 * row + column]
 
 // ---- the register-tiled product step: bwd_dq_mm (backward), fwd_s_mm and fwd_pv_mm (forward)
 //

@@ -1,10 +1,11 @@
 // RMSNorm over the last dimension, its residual-fused forms and its backward pass.
 //
-//   fwd              out = (x [+ res]) * rsqrt(mean((x [+ res])^2) + eps) * w
+//   fwd              out = (x [+ res]) * rsqrt(mean((x [+ res])^2) + eps) * (w + woff)
 //   fwd_sum          the same with res, and also sum = x + res
 //   fwd_sum_inplace  the same where sum is x or res itself: io holds that input and receives
 //                    the sum (f32 addition commutes, so which of the two it is does not matter)
-//   bwd              gin = rs * (g*w) - x * rs^3 * sum(g*w*x) / d        (rs = the forward rsqrt)
+//   bwd              gin = rs * (g*w) - x * rs^3 * sum(g*w*x) / d        (rs = the forward rsqrt,
+//                    w read as w + woff throughout)
 //   bwd_dw           bwd, plus this workgroup's partial sum over its rows of g * x * rs
 //   dw_reduce        gw = the partial sums added up in a fixed order (no float atomics)
 //
@@ -50,6 +51,10 @@ struct Params {
     groups: u32,  // workgroups dispatched (linear count)
     grows: u32,   // bwd: row blocks per workgroup
     eps: f32,
+    woff: f32,    // added to every weight as it is read: (1 + w) norms (Gemma) take 1
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 override WG: u32 = 256u;
@@ -114,8 +119,8 @@ fn ld_g(r: u32, j: u32) -> vec4f {
     return vec4f(gout[e >> 2u][e & 3u], 0.0, 0.0, 0.0);
 }
 fn ld_w(j: u32) -> vec4f {
-    if (VEC) { return w[j]; }
-    return vec4f(w[j >> 2u][j & 3u], 0.0, 0.0, 0.0);
+    if (VEC) { return w[j] + vec4f(p.woff); }
+    return vec4f(w[j >> 2u][j & 3u] + p.woff, 0.0, 0.0, 0.0);
 }
 fn st_out(r: u32, j: u32, v: vec4f) {
     if (VEC) { out[r * p.units + j] = v; return; }

@@ -1,4 +1,4 @@
-/* Activations (SiLU, ReLU, the fused SiLU gate), their gradients, and the gradients of add,
+/* Activations (SiLU, ReLU, the fused SiLU and GELU gates), their gradients, and the gradients of add,
    sub and mul. Kernels: src/kernels/activation.wgsl.
 
    Every op here is element-wise: up to three inputs and one or two outputs of the same
@@ -21,7 +21,9 @@ enum {
     OP_ADD_BW = 5,
     OP_SUB_BW = 6,
     OP_MUL_BW = 7,
-    OP_SILU_GATE_BW = 8
+    OP_SILU_GATE_BW = 8,
+    OP_GELU_GATE = 9,
+    OP_GELU_GATE_BW = 10
 };
 
 typedef struct act_params { uint32_t n4, pad[3]; } act_params;
@@ -158,6 +160,19 @@ wgml_status wgml_silu_gate_backward(wgml_engine *e, const wgml_tensor *up, const
 {
     static const char *const names[] = { "up", "gate", "grad_out", "grad_up", "grad_gate" };
     return op2(e, "wgml_silu_gate_backward", OP_SILU_GATE_BW, names, 3, up, gate, grad_out, grad_up, grad_gate);
+}
+
+wgml_status wgml_gelu_tanh_gate_fused(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate, wgml_tensor *out)
+{
+    static const char *const names[] = { "up", "gate", "out" };
+    return op1(e, "wgml_gelu_tanh_gate_fused", OP_GELU_GATE, names, 2, up, gate, out);
+}
+
+wgml_status wgml_gelu_tanh_gate_backward(wgml_engine *e, const wgml_tensor *up, const wgml_tensor *gate,
+                                         const wgml_tensor *grad_out, wgml_tensor *grad_up, wgml_tensor *grad_gate)
+{
+    static const char *const names[] = { "up", "gate", "grad_out", "grad_up", "grad_gate" };
+    return op2(e, "wgml_gelu_tanh_gate_backward", OP_GELU_GATE_BW, names, 3, up, gate, grad_out, grad_up, grad_gate);
 }
 
 /* The variants of the common, non-aliased calls. */

@@ -31,6 +31,15 @@
    Causal and windowed dispatches run their longest blocks first in groups of heads
    (order_heads). What these rules were measured against: bench/notes/attention.md.
 
+   head_dim above 128 (GEMM_MAX_DIM; up to MAX_DIM 256, Gemma 3's) runs the tiled kernels
+   on every adapter, as where the 64 x 64 ones do not fit. Why: those hold 1 or 2 vec4 of
+   head_dim per thread in fixed registers (PF_OCV, GOCV) and products of at most 128
+   columns (DQN), so a wider row would need new layouts of theirs, while the tiled kernels
+   take any row their workgroup storage holds, with up to 8 vec4 of head_dim per lane (at
+   256 and 32 KiB: blocks of 16 query rows forward, 8 rows backward). options.scores,
+   which only the 64 x 64 kernels keep, is refused there. Decoding runs `decode` as at any
+   head_dim (rows of up to 64 vec4, then at most 16 heads per workgroup).
+
    Nothing here reads the environment: tests reach the rules' other outcomes through the
    engine's tuning (src/ops/attention_tuning.h). */
 #include "internal.h"
@@ -40,7 +49,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DIM 128u
+#define MAX_DIM 256u
+/* The 64 x 64 kernels hold at most 2 vec4 of head_dim per thread (PF_OCV, GOCV) or 128
+   columns per workgroup (DQN): above this head_dim only the tiled kernels run. */
+#define GEMM_MAX_DIM 128u
 #define MAX_SEQ (1u << 26)
 #define MAX_OFFSET (1u << 28)
 #define LOG2E 1.4426950408889634
@@ -256,7 +268,10 @@ typedef struct tiles { uint32_t br, kpt, shared; } tiles;
 /* Preference order: 4 columns per lane first (phase 1 then does 8 FMAs per workgroup load
    instead of 5.3 with 2: these kernels are bound by workgroup-memory bandwidth more than
    by L2), then more rows per workgroup (fewer re-reads of k/v or q/dout from L2),
-   then separate staging regions (fewer barriers, loads overlap) over one shared region. */
+   then separate staging regions (fewer barriers, loads overlap) over one shared region.
+   At head_dim 256 and 32 KiB: fwd 16 rows x 1 column per lane, one region (25,984 bytes),
+   MODE 1 the same (25,488), bwd_dq and bwd_dkdv 8 rows x 1 (25,216 and 25,536); at 16 KiB
+   the forward 4 rows, the backward none (it fits up to head_dim 224, OCV 7). */
 static const tiles tile_candidates[] = {
     { 64, 4, 0 }, { 64, 4, 1 }, { 32, 4, 0 }, { 32, 4, 1 }, { 16, 4, 0 }, { 16, 4, 1 }, { 32, 2, 0 },
     { 32, 2, 1 }, { 16, 2, 0 }, { 16, 2, 1 }, { 16, 1, 1 }, { 8, 1, 1 }, { 4, 1, 1 },
@@ -290,9 +305,10 @@ static wgml_status pick_tiles(wgml_engine *e, const char *fn, int kind, uint32_t
                       wg_storage(e), dim);
 }
 
-/* Pipelines depend on the tiles and on OCV = ceil(ceil(head_dim / 4) / TC) only; head_dim
-   itself is a run-time parameter, so head dims of one class share a pipeline. mode: fwd's
-   MODE (0 output, 1 statistics), -1 for the backward kernels. */
+/* Pipelines depend on the tiles and on OCV = ceil(ceil(head_dim / 4) / TC) only (1 to 8;
+   above 4, head_dim over 128, the kernels add a second accumulator array); head_dim itself
+   is a run-time parameter, so head dims of one class share a pipeline. mode: fwd's MODE (0
+   output, 1 statistics), -1 for the backward kernels. */
 static wgml__kernel tile_kernel(const char *file, const char *entry, const char *layout, uint32_t dim, tiles t, int mode)
 {
     uint32_t ocv = ((dim + 3) / 4 + TC - 1) / TC;
@@ -310,7 +326,8 @@ typedef struct decode_cfg { uint32_t threads, ck, hg; } decode_cfg;
 /* Workgroups a decoding dispatch aims at (splitting the keys of each row until then). */
 #define DECODE_WORKGROUPS 512u
 
-/* vec4 of a row that decode keeps in workgroup memory: head_dim / 4 rounded up to 8 */
+/* vec4 of a row that decode keeps in workgroup memory: head_dim / 4 rounded up to 8 (8 to
+   64) */
 static uint32_t decode_dc(uint32_t dim) { return ((dim + 3) / 4 + 7) / 8 * 8; }
 
 static uint64_t decode_bytes(uint32_t dim, decode_cfg c)
@@ -326,9 +343,10 @@ static wgml_status pick_decode(wgml_engine *e, const char *fn, uint32_t dim, uin
     if (threads > e->ctx->limits.maxComputeWorkgroupSizeX) threads = e->ctx->limits.maxComputeWorkgroupSizeX;
     /* Heads per workgroup: a few fixed capacities rather than the exact group size, so that
        few pipelines serve every model (unused head slots only idle some threads: decoding
-       is bound by reading k and v); at most 8 accumulators per thread. */
+       is bound by reading k and v); at most 8 accumulators per thread (hg * DC <= 8 *
+       threads: halved to 16 heads above head_dim 128, never below at 128 threads). */
     uint32_t hg = group <= 4 ? 4 : group <= 8 ? 8 : 32;
-    if (hg > 8 * threads / decode_dc(dim)) hg = 8 * threads / decode_dc(dim);
+    while (hg > 1 && (uint64_t)hg * decode_dc(dim) > 8ull * threads) hg /= 2;
     for (; hg >= 1; hg = hg > 1 ? (hg + 1) / 2 : 0) {
         for (uint32_t ck = 64; ck >= 4; ck /= 2) {
             decode_cfg c = { threads, ck, hg };
@@ -354,7 +372,11 @@ static wgml__kernel decode_kernel(uint32_t dim, decode_cfg c)
 /* prefill's workgroup bytes: 16 * (PF_BK * 32 + 1024) at PF_BK 16 (attention_forward.wgsl). */
 #define PREFILL_BYTES (16u * (16u * 32u + 1024u))
 
-static bool prefill_fits(const wgml_engine *e) { return has_256(e) && PREFILL_BYTES <= wg_storage(e); }
+/* Whether prefill (and prefill_stats, fwd_s_mm / fwd_pv_mm) runs at head_dim dim. */
+static bool prefill_fits(const wgml_engine *e, uint32_t dim)
+{
+    return dim <= GEMM_MAX_DIM && has_256(e) && PREFILL_BYTES <= wg_storage(e);
+}
 
 /* The backward's 64 x 64 kernels: workgroup bytes with head_dim chunks of bk floats (g_st
    and g_w of attention_backward.wgsl). */
@@ -362,11 +384,11 @@ static uint64_t gemm_bytes(uint32_t bk) { return 16ull * (64ull * bk + 1024); }
 
 /* The head_dim chunk of the backward's 64 x 64 kernel of `kind` (K_DQ: bwd_dq64,
    bwd_dq_ds64; K_DKDV: bwd_dkdv64, which binds 10 storage buffers), 0 where it does not
-   fit: 8 up to head_dim 64, above the largest of 32, 16 and 8 that fits (measured on the
-   H200: bench/notes/attention.md). */
+   fit or head_dim is above GEMM_MAX_DIM: 8 up to head_dim 64, above the largest of 32, 16
+   and 8 that fits (measured on the H200: bench/notes/attention.md). */
 static uint32_t gemm_chunk(const wgml_engine *e, int kind, uint32_t dim)
 {
-    if (!has_256(e) || (kind == K_DKDV && storage_buffers(e) < 10)) return 0;
+    if (dim > GEMM_MAX_DIM || !has_256(e) || (kind == K_DKDV && storage_buffers(e) < 10)) return 0;
     static const uint32_t small_dims[] = { 8, 0 }, large_dims[] = { 32, 16, 8, 0 };
     for (const uint32_t *bk = dim <= 64 ? small_dims : large_dims; *bk; bk++)
         if (gemm_bytes(*bk) <= wg_storage(e)) return *bk;
@@ -613,7 +635,7 @@ static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q,
     wgml__arg m = wgml__t(mask ? mask : q);
     p.order_heads = order_heads(e, &p, query_head_bytes(s), FWD_ORDER_BYTES);
     if (s->seq_q == 1 && !scores) return forward_decode(e, fn, q, k, v, out, s, p, m, lse);
-    if (s->seq_q == 1 || !prefill_fits(e)) {
+    if (s->seq_q == 1 || !prefill_fits(e, s->dim)) {
         if (scores)
             return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which "
                               "this call does not use (seq_q 1, or an adapter without 24 KiB of workgroup storage and 256 "
@@ -679,7 +701,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint32_t dim = s->dim;
     bwd_choice cq, ck;
     tiles ts = { 0 };
-    bool stats_tiled = !lse && !prefill_fits(e);
+    bool stats_tiled = !lse && !prefill_fits(e, dim);
     if (stats_tiled) WGML_CHECK(pick_tiles(e, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(e, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(e, fn, K_DKDV, dim, &ck));
@@ -755,7 +777,7 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
 
 bool wgml__attention_keeps_scores(wgml_engine *e, uint32_t head_dim, uint32_t seq_q)
 {
-    return seq_q > 1 && head_dim <= MAX_DIM && prefill_fits(e) && gemm_chunk(e, K_DKDV, head_dim) != 0;
+    return seq_q > 1 && prefill_fits(e, head_dim) && gemm_chunk(e, K_DKDV, head_dim) != 0;
 }
 
 /* ---- public entry points -------------------------------------------------------------- */
@@ -778,7 +800,8 @@ static wgml_status check_lse(wgml_engine *e, const char *fn, const wgml_attentio
 
 /* opts->scores, when set: f32 with at least batch * heads * ceil(seq_q / 64) * ceil(seq_k /
    64) * 4096 elements (a 64 x 64 block of scores per pair of query and key blocks), the
-   log-sum-exp set too, no window; no other tensor of the call (others[], and lse). */
+   log-sum-exp set too, no window; no other tensor of the call (others[], and lse); head_dim
+   at most GEMM_MAX_DIM (only the 64 x 64 kernels keep scores). */
 static wgml_status check_scores(wgml_engine *e, const char *fn, const wgml_attention_options *opts, const attn_shape *s,
                                 const wgml_tensor *const *others, const char *const *names, int n)
 {
@@ -797,7 +820,11 @@ static wgml_status check_scores(wgml_engine *e, const char *fn, const wgml_atten
                           "ceil(seq_q / 64) * ceil(seq_k / 64) * 4096 = %llu", fn, (unsigned long long)wgml_tensor_numel(sc),
                           (unsigned long long)need);
     for (int i = 0; i < n; i++) WGML_CHECK(wgml__check_no_alias(e, fn, "scores", sc, names[i], others[i]));
-    return wgml__check_no_alias(e, fn, "scores", sc, "lse", opts->lse);
+    WGML_CHECK(wgml__check_no_alias(e, fn, "scores", sc, "lse", opts->lse));
+    if (s->dim > GEMM_MAX_DIM)
+        return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: options.scores needs head_dim at most %u (only the 64 x 64 kernels "
+                          "keep scores); head_dim is %u", fn, GEMM_MAX_DIM, s->dim);
+    return WGML_OK;
 }
 
 static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,

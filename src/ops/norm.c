@@ -14,8 +14,10 @@
 
 typedef struct norm_params {
     uint32_t rows, d, units, tpr, segs, groups, grows;
-    float eps;
+    float eps, woff;   /* woff: added to each weight as read ((1 + w) norms) */
+    uint32_t pad[3];
 } norm_params;
+_Static_assert(sizeof(norm_params) == 48, "norm_params must match struct Params of norm.wgsl");
 
 /* How rows of length d map onto threads (see norm.wgsl). */
 typedef struct row_plan {
@@ -85,14 +87,14 @@ static wgml_status check_weight(wgml_engine *e, const char *fn, const char *t_na
 /* Records the forward pass once everything is validated. res may be NULL (plain RMSNorm);
    sum may be NULL, distinct from x and res, or the same tensor as x or res. */
 static wgml_status record_forward(wgml_engine *e, uint32_t upt, const wgml_tensor *x, const wgml_tensor *res,
-                                  const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum, float eps)
+                                  const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum, float eps, float woff)
 {
     size_t d = x->shape[x->ndim - 1];
     uint32_t rows = (uint32_t)(wgml_tensor_numel(x) / d);
     row_plan pl = plan_rows(d, upt);
     uint64_t groups = ((uint64_t)rows + pl.segs - 1) / pl.segs;
     norm_params p = { .rows = rows, .d = (uint32_t)d, .units = pl.units, .tpr = pl.tpr, .segs = pl.segs,
-                      .groups = (uint32_t)groups, .grows = 1, .eps = eps };
+                      .groups = (uint32_t)groups, .grows = 1, .eps = eps, .woff = woff };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
 
@@ -128,38 +130,47 @@ static wgml_status record_forward(wgml_engine *e, uint32_t upt, const wgml_tenso
     return wgml__dispatch(e, &k, &p, sizeof p, args, nargs, gx, gy, 1);
 }
 
-static wgml_status rms_norm(wgml_engine *e, const char *fn, const wgml_tensor *input, const wgml_tensor *weight,
-                            wgml_tensor *out, float eps)
+/* in_name: what the caller's documentation calls input ("input", or "x") */
+static wgml_status rms_norm_plain(wgml_engine *e, const char *fn, const char *in_name, const wgml_tensor *input,
+                                  const wgml_tensor *weight, wgml_tensor *out, float eps, float woff)
 {
     WGML_CHECK(wgml__check_engine(e, fn));
-    WGML_CHECK(wgml__check_tensor(e, fn, "input", input, WGML_F32));
+    WGML_CHECK(wgml__check_tensor(e, fn, in_name, input, WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
-    WGML_CHECK(wgml__check_u32_numel(e, fn, "input", input));
-    WGML_CHECK(check_weight(e, fn, "input", input, "weight", weight));
-    WGML_CHECK(wgml__check_same_numel(e, fn, "input", input, "out", out));
-    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "input", input));
+    WGML_CHECK(wgml__check_u32_numel(e, fn, in_name, input));
+    WGML_CHECK(check_weight(e, fn, in_name, input, "weight", weight));
+    WGML_CHECK(wgml__check_same_numel(e, fn, in_name, input, "out", out));
+    WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, in_name, input));
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    return record_forward(e, FORWARD_UPT, input, NULL, weight, out, NULL, eps);
+    if (!isfinite(woff))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: weight_offset (%g) must be finite", fn, (double)woff);
+    return record_forward(e, FORWARD_UPT, input, NULL, weight, out, NULL, eps, woff);
 }
 
 wgml_status wgml_rms_norm(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out)
 {
-    return rms_norm(e, "wgml_rms_norm", input, weight, out, DEFAULT_EPS);
+    return rms_norm_plain(e, "wgml_rms_norm", "input", input, weight, out, DEFAULT_EPS, 0);
 }
 
 wgml_status wgml_rms_norm_eps(wgml_engine *e, const wgml_tensor *input, const wgml_tensor *weight, wgml_tensor *out,
                               float eps)
 {
-    return rms_norm(e, "wgml_rms_norm_eps", input, weight, out, eps);
+    return rms_norm_plain(e, "wgml_rms_norm_eps", "input", input, weight, out, eps, 0);
 }
 
+/* residual may be NULL (then sum_out is NULL too): a plain RMSNorm of x. */
 static wgml_status rms_norm_residual(wgml_engine *e, const char *fn, const wgml_tensor *x, const wgml_tensor *residual,
-                                     const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out, float eps)
+                                     const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out, float eps, float woff)
 {
     WGML_CHECK(wgml__check_engine(e, fn));
     WGML_CHECK(wgml__check_tensor(e, fn, "x", x, WGML_F32));
+    if (!residual) {
+        if (sum_out)
+            return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: sum_out is given without a residual", fn);
+        return rms_norm_plain(e, fn, "x", x, weight, out, eps, woff);
+    }
     WGML_CHECK(wgml__check_tensor(e, fn, "residual", residual, WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "weight", weight, WGML_F32));
     WGML_CHECK(wgml__check_tensor(e, fn, "out", out, WGML_F32));
@@ -175,26 +186,38 @@ static wgml_status rms_norm_residual(wgml_engine *e, const char *fn, const wgml_
     WGML_CHECK(wgml__check_no_alias(e, fn, "out", out, "sum_out", sum_out));
     WGML_CHECK(wgml__check_no_alias(e, fn, "sum_out", sum_out, "weight", weight));
     WGML_CHECK(check_eps(e, fn, eps));
-    return record_forward(e, FORWARD_UPT, x, residual, weight, out, sum_out, eps);
+    if (!isfinite(woff))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: weight_offset (%g) must be finite", fn, (double)woff);
+    return record_forward(e, FORWARD_UPT, x, residual, weight, out, sum_out, eps, woff);
 }
 
 wgml_status wgml_rms_norm_residual(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
                                    const wgml_tensor *weight, wgml_tensor *out)
 {
-    return rms_norm_residual(e, "wgml_rms_norm_residual", x, residual, weight, out, NULL, DEFAULT_EPS);
+    if (!residual) return wgml__fail(e ? e->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_rms_norm_residual: residual is NULL");
+    return rms_norm_residual(e, "wgml_rms_norm_residual", x, residual, weight, out, NULL, DEFAULT_EPS, 0);
 }
 
 wgml_status wgml_rms_norm_residual_with(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual,
                                         const wgml_tensor *weight, wgml_tensor *out, wgml_tensor *sum_out, float eps)
 {
-    return rms_norm_residual(e, "wgml_rms_norm_residual_with", x, residual, weight, out, sum_out, eps);
+    if (!residual)
+        return wgml__fail(e ? e->ctx : NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_rms_norm_residual_with: residual is NULL");
+    return rms_norm_residual(e, "wgml_rms_norm_residual_with", x, residual, weight, out, sum_out, eps, 0);
+}
+
+wgml_status wgml_rms_norm_with(wgml_engine *e, const wgml_tensor *x, const wgml_tensor *residual, const wgml_tensor *weight,
+                               wgml_tensor *out, wgml_tensor *sum_out, const wgml_rms_norm_options *opts)
+{
+    return rms_norm_residual(e, "wgml_rms_norm_with", x, residual, weight, out, sum_out, opts ? opts->eps : DEFAULT_EPS,
+                             opts ? opts->weight_offset : 0);
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
 
 static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_tensor *grad_out, const wgml_tensor *input,
                                      const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps,
-                                     bool acc)
+                                     bool acc, float woff)
 {
     WGML_CHECK(wgml__check_engine(e, fn));
     WGML_CHECK(wgml__check_tensor(e, fn, "grad_out", grad_out, WGML_F32));
@@ -215,6 +238,8 @@ static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_
     }
     WGML_CHECK(wgml__check_no_alias(e, fn, "grad_weight", grad_weight, "grad_in", grad_in));
     WGML_CHECK(check_eps(e, fn, eps));
+    if (!isfinite(woff))
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: weight_offset (%g) must be finite", fn, (double)woff);
 
     size_t d = input->shape[input->ndim - 1];
     uint32_t rows = (uint32_t)(wgml_tensor_numel(input) / d);
@@ -225,7 +250,7 @@ static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_
     uint32_t grows = grad_weight ? (blocks + PMAX - 1) / PMAX : 1;
     uint32_t groups = (blocks + grows - 1) / grows;
     norm_params p = { .rows = rows, .d = (uint32_t)d, .units = pl.units, .tpr = pl.tpr, .segs = pl.segs,
-                      .groups = groups, .grows = grows, .eps = eps };
+                      .groups = groups, .grows = grows, .eps = eps, .woff = woff };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(e->ctx, groups, &gx, &gy));
     if (!grad_weight) {
@@ -256,7 +281,7 @@ static wgml_status rms_norm_backward(wgml_engine *e, const char *fn, const wgml_
 wgml_status wgml_rms_norm_backward(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
                                    const wgml_tensor *weight, wgml_tensor *grad_in, wgml_tensor *grad_weight, float eps)
 {
-    return rms_norm_backward(e, "wgml_rms_norm_backward", grad_out, input, weight, grad_in, grad_weight, eps, false);
+    return rms_norm_backward(e, "wgml_rms_norm_backward", grad_out, input, weight, grad_in, grad_weight, eps, false, 0);
 }
 
 wgml_status wgml_rms_norm_backward_with(wgml_engine *e, const wgml_tensor *grad_out, const wgml_tensor *input,
@@ -264,7 +289,7 @@ wgml_status wgml_rms_norm_backward_with(wgml_engine *e, const wgml_tensor *grad_
                                         const wgml_rms_norm_backward_options *opts)
 {
     return rms_norm_backward(e, "wgml_rms_norm_backward_with", grad_out, input, weight, grad_in, grad_weight, eps,
-                             opts && opts->accumulate);
+                             opts && opts->accumulate, opts ? opts->weight_offset : 0);
 }
 
 /* Default variants for wgml_engine_warmup: forward rows of 4096 and 2048 elements (NV 8:

@@ -85,6 +85,15 @@ lfm2 = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "vocab_size"
         "norm_eps": 1e-05, "conv_L_cache": 3, "conv_bias": False, "theta": 1000000.0, "tie_embedding": True,
         "layer_types": ["conv", "conv", "full_attention", "conv"], "full_attn_idxs": [2]}
 put("config", "lfm2.json", json.dumps(lfm2))
+gemma3 = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152,
+          "intermediate_size": 6912, "num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 1,
+          "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 256, "sliding_window": 512,
+          "sliding_window_pattern": 6, "rms_norm_eps": 1e-06,
+          "attn_logit_softcapping": None, "final_logit_softcapping": None,
+          "layer_types": ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 2,
+          "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
+put("config", "gemma3.json", json.dumps(gemma3))
 put("config", "smollm2.json", json.dumps(smollm2, indent=2))
 put("config", "llama31.json", json.dumps(llama31))
 put("config", "mlx.json", json.dumps(mlx))

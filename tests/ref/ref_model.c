@@ -18,7 +18,7 @@ static int layer_start(const ref_model_shape *s, int layer)
 static int llama_count(const ref_model_shape *s) { return layer_start(s, s->layers) + 1 + (s->tied ? 0 : 1); }
 static int extras_of(const ref_model_shape *s, int l)
 {
-    return is_conv(s, l) ? 0 : (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0);
+    return is_conv(s, l) ? 0 : (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0) + (s->gemma ? 2 : 0);
 }
 int ref_model_param_count(const ref_model_shape *s)
 {
@@ -33,9 +33,12 @@ int ref_model_extra(const ref_model_shape *s, int layer, int kind)
     if (kind <= REF_BV) {
         if (!s->qkv_bias) return -1;
         at = kind;
-    } else {
+    } else if (kind <= REF_KNORM) {
         if (!s->qk_norm) return -1;
         at = (s->qkv_bias ? 3 : 0) + kind - REF_QNORM;
+    } else {
+        if (!s->gemma) return -1;
+        at = (s->qkv_bias ? 3 : 0) + (s->qk_norm ? 2 : 0) + kind - REF_POST_ATTN;
     }
     int base = llama_count(s);
     for (int l = 0; l < layer; l++) base += extras_of(s, l);
@@ -60,9 +63,9 @@ size_t ref_model_param_numel(const ref_model_shape *s, int i)
         int base = llama_count(s);
         for (int l = 0; l < s->layers; l++) {
             if (i < base + extras_of(s, l)) {
-                int k = i - base;
-                if (!s->qkv_bias) k += REF_QNORM;
-                return k == REF_BQ ? QD : k <= REF_BV ? KD : (size_t)s->head_dim;
+                for (int k = REF_BQ; k <= REF_POST_FFN; k++)
+                    if (ref_model_extra(s, l, k) == i)
+                        return k == REF_BQ ? QD : k <= REF_BV ? KD : k <= REF_KNORM ? (size_t)s->head_dim : D;
             }
             base += extras_of(s, l);
         }
@@ -111,35 +114,36 @@ static void linear_backward(double *din, double *dW, const double *dout, const d
         }
 }
 
-/* ---- RMSNorm: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) --------------------- */
+/* ---- RMSNorm: out = x * rstd * (w + off), rstd = 1 / sqrt(mean(x^2) + eps) --------------
+   off: 1 for Gemma's (1 + w) norms, else 0 */
 
-static void rmsnorm_forward(double *out, double *rstd, const double *x, const double *w, int N, int D, double eps)
+static void rmsnorm_forward(double *out, double *rstd, const double *x, const double *w, double off, int N, int D, double eps)
 {
     for (int n = 0; n < N; n++) {
         const double *xr = x + (size_t)n * D;
         double ss = 0;
         for (int i = 0; i < D; i++) ss += xr[i] * xr[i];
         rstd[n] = 1.0 / sqrt(ss / D + eps);
-        for (int i = 0; i < D; i++) out[(size_t)n * D + i] = xr[i] * rstd[n] * w[i];
+        for (int i = 0; i < D; i++) out[(size_t)n * D + i] = xr[i] * rstd[n] * (w[i] + off);
     }
 }
 
-/* dx += rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dout * w; dw += dout * xhat */
+/* dx += rstd * (dxhat - xhat * mean(dxhat * xhat)), dxhat = dout * (w + off); dw += dout * xhat */
 static void rmsnorm_backward(double *dx, double *dw, const double *dout, const double *x, const double *rstd,
-                             const double *w, int N, int D)
+                             const double *w, double off, int N, int D)
 {
     for (int n = 0; n < N; n++) {
         const double *xr = x + (size_t)n * D, *gr = dout + (size_t)n * D;
         double dot = 0;
         for (int i = 0; i < D; i++) {
             double xhat = xr[i] * rstd[n];
-            dot += gr[i] * w[i] * xhat;
+            dot += gr[i] * (w[i] + off) * xhat;
             dw[i] += gr[i] * xhat;
         }
         dot /= D;
         for (int i = 0; i < D; i++) {
             double xhat = xr[i] * rstd[n];
-            dx[(size_t)n * D + i] += rstd[n] * (gr[i] * w[i] - xhat * dot);
+            dx[(size_t)n * D + i] += rstd[n] * (gr[i] * (w[i] + off) - xhat * dot);
         }
     }
 }
@@ -166,14 +170,14 @@ static void rope(double *x, int B, int T, int nh, int hd, double theta, double s
 /* ---- causal grouped-query attention --------------------------------------------------------
    q, att [B, T, H, hd]; k, v [B, T, Hk, hd]; probs [B, H, T, T] (row i: query, column j: key) */
 
-typedef struct attn_dims { int B, T, H, Hk, hd, window; } attn_dims;
+typedef struct attn_dims { int B, T, H, Hk, hd, window; double scale; } attn_dims;
 
 /* whether query i sees key j: causal, and within the window when there is one */
 static int first_key(int i, int window) { return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0; }
 
 static void attention_forward(double *att, double *probs, const double *q, const double *k, const double *v, attn_dims d)
 {
-    double scale = 1.0 / sqrt(d.hd);
+    double scale = d.scale;
     int group = d.H / d.Hk;
     for (int b = 0; b < d.B; b++)
         for (int h = 0; h < d.H; h++)
@@ -205,7 +209,7 @@ static void attention_forward(double *att, double *probs, const double *q, const
 static void attention_backward(double *dq, double *dk, double *dv, const double *datt, const double *probs,
                                const double *q, const double *k, const double *v, attn_dims d)
 {
-    double scale = 1.0 / sqrt(d.hd);
+    double scale = d.scale;
     int group = d.H / d.Hk;
     double *dp = malloc(sizeof(double) * (size_t)d.T);
     for (int b = 0; b < d.B; b++)
@@ -239,6 +243,15 @@ static void attention_backward(double *dq, double *dk, double *dv, const double 
 }
 
 static double silu(double x) { return x / (1 + exp(-x)); }
+
+/* GELU's tanh form and its derivative, from the tanh formula */
+static const double GELU_C = 0.79788456080286535588;   /* sqrt(2 / pi) */
+static double gelu(double x) { return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))); }
+static double gelu_grad(double x)
+{
+    double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
+}
 
 /* ---- a projection with its LoRA term: out += scale * dropout(in) A^T B^T ---------------- */
 
@@ -307,6 +320,7 @@ typedef struct layer_acts {
     double *hin, *xn, *rstd1, *q, *k, *v, *probs, *att, *h2, *xn2, *rstd2, *g, *u, *a;
     double *qr, *kr, *rstdq, *rstdk;   /* q and k before their heads' norms, and those norms' rstd (qk_norm) */
     double *bcx, *bx, *cv, *y;         /* a convolution layer's (LFM2) */
+    double *ao, *fo, *rstdpa, *rstdpf; /* the attention's and MLP's outputs before their norms, and their rstd (gemma) */
 } layer_acts;
 
 #define KINDS (REF_CONV_OUT + 1)
@@ -401,6 +415,18 @@ double ref_model_run(const ref_model_shape *s, const float *const *params, const
 static double run(const ref_model_shape *s, const double *const *P, const ref_model_lora *lo, const uint32_t *ids,
                   const uint32_t *targets, int B, int T, double *logits_out, double *const *grads);
 
+/* Layer l's attention: its window (none for a full[l] layer) and scale; its RoPE base. */
+static bool slides(const ref_model_shape *s, int l) { return s->window > 0 && !(s->full && s->full[l]); }
+static attn_dims layer_dims(const ref_model_shape *s, int l, int B, int T)
+{
+    return (attn_dims){ B, T, s->heads, s->kv_heads, s->head_dim, slides(s, l) ? s->window : 0,
+                        s->attn_scale > 0 ? s->attn_scale : 1.0 / sqrt(s->head_dim) };
+}
+static double layer_theta(const ref_model_shape *s, int l)
+{
+    return s->rope_local_theta > 0 && slides(s, l) ? s->rope_local_theta : s->rope_theta;
+}
+
 double ref_model_run_d(const ref_model_shape *s, const double *const *P, const uint32_t *ids,
                        const uint32_t *targets, int B, int T, double *logits_out, double *const *grads)
 {
@@ -418,7 +444,7 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
 {
     int V = s->vocab, D = s->dim, L = s->layers, H = s->heads, Hk = s->kv_heads, hd = s->head_dim, F = s->ffn;
     int N = B * T, QD = H * hd, KD = Hk * hd;
-    attn_dims ad = { B, T, H, Hk, hd, s->window };
+    double off = s->gemma ? 1 : 0, escale = s->gemma ? sqrt((double)D) : 1;
     const double *emb = P[0], *wout = s->tied ? P[0] : P[ref_model_head(s)];
 
     lora_run lrun = { lo, calloc((size_t)L * 8, sizeof(double *)) }, *lr = &lrun;
@@ -426,14 +452,16 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
     /* ---- forward ---- */
     layer_acts *la = calloc((size_t)L, sizeof *la);
     double *h = zeros((size_t)N * D);
-    for (int n = 0; n < N; n++) memcpy(h + (size_t)n * D, emb + (size_t)ids[n] * D, sizeof(double) * D);
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < D; i++) h[(size_t)n * D + i] = emb[(size_t)ids[n] * D + i] * escale;
     for (int l = 0; l < L; l++) {
         layer_acts *A = &la[l];
         const double *W[KINDS];
         layer_params(s, l, P, NULL, W, NULL);
+        attn_dims ad = layer_dims(s, l, B, T);
         A->hin = h;
         A->xn = zeros((size_t)N * D); A->rstd1 = zeros(N);
-        rmsnorm_forward(A->xn, A->rstd1, h, W[REF_ATTN_NORM], N, D, s->eps);
+        rmsnorm_forward(A->xn, A->rstd1, h, W[REF_ATTN_NORM], off, N, D, s->eps);
         A->h2 = zeros((size_t)N * D);
         if (is_conv(s, l)) {
             conv_forward(A, W, A->h2, B, T, D, s->conv_kernel);
@@ -453,28 +481,40 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
             A->qr = A->q; A->kr = A->k;
             A->q = zeros((size_t)N * QD); A->k = zeros((size_t)N * KD);
             A->rstdq = zeros((size_t)N * H); A->rstdk = zeros((size_t)N * Hk);
-            rmsnorm_forward(A->q, A->rstdq, A->qr, P[ref_model_extra(s, l, REF_QNORM)], N * H, hd, s->eps);
-            rmsnorm_forward(A->k, A->rstdk, A->kr, P[ref_model_extra(s, l, REF_KNORM)], N * Hk, hd, s->eps);
+            rmsnorm_forward(A->q, A->rstdq, A->qr, P[ref_model_extra(s, l, REF_QNORM)], off, N * H, hd, s->eps);
+            rmsnorm_forward(A->k, A->rstdk, A->kr, P[ref_model_extra(s, l, REF_KNORM)], off, N * Hk, hd, s->eps);
         }
-        rope(A->q, B, T, H, hd, s->rope_theta, 1);
-        rope(A->k, B, T, Hk, hd, s->rope_theta, 1);
+        rope(A->q, B, T, H, hd, layer_theta(s, l), 1);
+        rope(A->k, B, T, Hk, hd, layer_theta(s, l), 1);
         A->probs = zeros((size_t)B * H * T * T); A->att = zeros((size_t)N * QD);
         attention_forward(A->att, A->probs, A->q, A->k, A->v, ad);
-        proj_forward(lr, l, 3, A->h2, A->att, W[REF_WO], N, QD, D);
+        if (s->gemma) {   /* h2 = hin + RMSNorm(att @ Wo^T) */
+            A->ao = zeros((size_t)N * D); A->rstdpa = zeros(N);
+            proj_forward(lr, l, 3, A->ao, A->att, W[REF_WO], N, QD, D);
+            rmsnorm_forward(A->h2, A->rstdpa, A->ao, P[ref_model_extra(s, l, REF_POST_ATTN)], off, N, D, s->eps);
+        } else {
+            proj_forward(lr, l, 3, A->h2, A->att, W[REF_WO], N, QD, D);
+        }
     mlp:
         for (size_t i = 0; i < (size_t)N * D; i++) A->h2[i] += h[i];
         A->xn2 = zeros((size_t)N * D); A->rstd2 = zeros(N);
-        rmsnorm_forward(A->xn2, A->rstd2, A->h2, W[REF_FFN_NORM], N, D, s->eps);
+        rmsnorm_forward(A->xn2, A->rstd2, A->h2, W[REF_FFN_NORM], off, N, D, s->eps);
         A->g = zeros((size_t)N * F); A->u = zeros((size_t)N * F); A->a = zeros((size_t)N * F);
         proj_forward(lr, l, 4, A->g, A->xn2, W[REF_WG], N, D, F);
         proj_forward(lr, l, 5, A->u, A->xn2, W[REF_WU], N, D, F);
-        for (size_t i = 0; i < (size_t)N * F; i++) A->a[i] = silu(A->g[i]) * A->u[i];
+        for (size_t i = 0; i < (size_t)N * F; i++) A->a[i] = (s->gelu ? gelu(A->g[i]) : silu(A->g[i])) * A->u[i];
         h = zeros((size_t)N * D);
-        proj_forward(lr, l, 6, h, A->a, W[REF_WD], N, F, D);
+        if (s->gemma) {   /* h = h2 + RMSNorm(a @ Wd^T) */
+            A->fo = zeros((size_t)N * D); A->rstdpf = zeros(N);
+            proj_forward(lr, l, 6, A->fo, A->a, W[REF_WD], N, F, D);
+            rmsnorm_forward(h, A->rstdpf, A->fo, P[ref_model_extra(s, l, REF_POST_FFN)], off, N, D, s->eps);
+        } else {
+            proj_forward(lr, l, 6, h, A->a, W[REF_WD], N, F, D);
+        }
         for (size_t i = 0; i < (size_t)N * D; i++) h[i] += A->h2[i];
     }
     double *xf = zeros((size_t)N * D), *rstdf = zeros(N);
-    rmsnorm_forward(xf, rstdf, h, P[ref_model_final_norm(s)], N, D, s->eps);
+    rmsnorm_forward(xf, rstdf, h, P[ref_model_final_norm(s)], off, N, D, s->eps);
     double *logits = zeros((size_t)N * V);
     linear_forward(logits, xf, wout, N, D, V);
 
@@ -498,7 +538,8 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         double *dwout = s->tied ? grads[0] : grads[ref_model_head(s)];
         double *dxf = zeros((size_t)N * D), *dh = zeros((size_t)N * D);
         linear_backward(dxf, dwout, dlogits, xf, wout, N, D, V);
-        rmsnorm_backward(dh, grads[ref_model_final_norm(s)], dxf, h, rstdf, P[ref_model_final_norm(s)], N, D);
+        rmsnorm_backward(dh, grads[ref_model_final_norm(s)], dxf, h, rstdf, P[ref_model_final_norm(s)], off, N, D);
+        double *dpost = zeros((size_t)N * D);
         double *da = zeros((size_t)N * F), *dg = zeros((size_t)N * F), *du = zeros((size_t)N * F);
         double *dxn = zeros((size_t)N * D), *datt = zeros((size_t)N * QD);
         double *dq = zeros((size_t)N * QD), *dk = zeros((size_t)N * KD), *dv = zeros((size_t)N * KD);
@@ -507,39 +548,54 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
             const double *W[KINDS];
             double *G[KINDS];
             layer_params(s, l, P, grads, W, G);
-            /* h_out = h2 + a @ Wd^T: dh flows to h2 unchanged */
+            attn_dims ad = layer_dims(s, l, B, T);
+            /* h_out = h2 + a @ Wd^T (gemma: + RMSNorm of it): dh flows to h2 unchanged */
+            const double *df = dh;
+            if (s->gemma) {
+                int i = ref_model_extra(s, l, REF_POST_FFN);
+                memset(dpost, 0, sizeof(double) * (size_t)N * D);
+                rmsnorm_backward(dpost, grads[i], dh, A->fo, A->rstdpf, P[i], off, N, D);
+                df = dpost;
+            }
             memset(da, 0, sizeof(double) * (size_t)N * F);
-            proj_backward(lr, l, 6, da, G[REF_WD], dh, A->a, W[REF_WD], N, F, D);
+            proj_backward(lr, l, 6, da, G[REF_WD], df, A->a, W[REF_WD], N, F, D);
             for (size_t i = 0; i < (size_t)N * F; i++) {
                 double g = A->g[i], sg = 1 / (1 + exp(-g));
-                dg[i] = da[i] * A->u[i] * sg * (1 + g * (1 - sg));
-                du[i] = da[i] * silu(g);
+                dg[i] = da[i] * A->u[i] * (s->gelu ? gelu_grad(g) : sg * (1 + g * (1 - sg)));
+                du[i] = da[i] * (s->gelu ? gelu(g) : silu(g));
             }
             memset(dxn, 0, sizeof(double) * (size_t)N * D);
             proj_backward(lr, l, 4, dxn, G[REF_WG], dg, A->xn2, W[REF_WG], N, D, F);
             proj_backward(lr, l, 5, dxn, G[REF_WU], du, A->xn2, W[REF_WU], N, D, F);
-            rmsnorm_backward(dh, G[REF_FFN_NORM], dxn, A->h2, A->rstd2, W[REF_FFN_NORM], N, D);
+            rmsnorm_backward(dh, G[REF_FFN_NORM], dxn, A->h2, A->rstd2, W[REF_FFN_NORM], off, N, D);
             if (is_conv(s, l)) {
                 memset(dxn, 0, sizeof(double) * (size_t)N * D);
                 conv_backward(A, W, G, dh, dxn, B, T, D, s->conv_kernel);
-                rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], N, D);
+                rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], off, N, D);
                 continue;
             }
-            /* h2 = hin + att @ Wo^T */
+            /* h2 = hin + att @ Wo^T (gemma: + RMSNorm of it) */
+            const double *dao = dh;
+            if (s->gemma) {
+                int i = ref_model_extra(s, l, REF_POST_ATTN);
+                memset(dpost, 0, sizeof(double) * (size_t)N * D);
+                rmsnorm_backward(dpost, grads[i], dh, A->ao, A->rstdpa, P[i], off, N, D);
+                dao = dpost;
+            }
             memset(datt, 0, sizeof(double) * (size_t)N * QD);
-            proj_backward(lr, l, 3, datt, G[REF_WO], dh, A->att, W[REF_WO], N, QD, D);
+            proj_backward(lr, l, 3, datt, G[REF_WO], dao, A->att, W[REF_WO], N, QD, D);
             memset(dq, 0, sizeof(double) * (size_t)N * QD);
             memset(dk, 0, sizeof(double) * (size_t)N * KD);
             memset(dv, 0, sizeof(double) * (size_t)N * KD);
             attention_backward(dq, dk, dv, datt, A->probs, A->q, A->k, A->v, ad);
-            rope(dq, B, T, H, hd, s->rope_theta, -1);
-            rope(dk, B, T, Hk, hd, s->rope_theta, -1);
+            rope(dq, B, T, H, hd, layer_theta(s, l), -1);
+            rope(dk, B, T, Hk, hd, layer_theta(s, l), -1);
             if (s->qk_norm) {   /* back through the heads' norms: dq, dk become the projections' */
                 double *dqr = zeros((size_t)N * QD), *dkr = zeros((size_t)N * KD);
                 rmsnorm_backward(dqr, grads[ref_model_extra(s, l, REF_QNORM)], dq, A->qr, A->rstdq,
-                                 P[ref_model_extra(s, l, REF_QNORM)], N * H, hd);
+                                 P[ref_model_extra(s, l, REF_QNORM)], off, N * H, hd);
                 rmsnorm_backward(dkr, grads[ref_model_extra(s, l, REF_KNORM)], dk, A->kr, A->rstdk,
-                                 P[ref_model_extra(s, l, REF_KNORM)], N * Hk, hd);
+                                 P[ref_model_extra(s, l, REF_KNORM)], off, N * Hk, hd);
                 memcpy(dq, dqr, sizeof(double) * (size_t)N * QD);
                 memcpy(dk, dkr, sizeof(double) * (size_t)N * KD);
                 free(dqr); free(dkr);
@@ -554,12 +610,12 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
             proj_backward(lr, l, 0, dxn, G[REF_WQ], dq, A->xn, W[REF_WQ], N, D, QD);
             proj_backward(lr, l, 1, dxn, G[REF_WK], dk, A->xn, W[REF_WK], N, D, KD);
             proj_backward(lr, l, 2, dxn, G[REF_WV], dv, A->xn, W[REF_WV], N, D, KD);
-            rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], N, D);
+            rmsnorm_backward(dh, G[REF_ATTN_NORM], dxn, A->hin, A->rstd1, W[REF_ATTN_NORM], off, N, D);
         }
-        /* h0 = emb[ids] */
+        /* h0 = emb[ids] * escale */
         for (int n = 0; n < N; n++)
-            for (int i = 0; i < D; i++) grads[0][(size_t)ids[n] * D + i] += dh[(size_t)n * D + i];
-        free(dxf); free(dh); free(da); free(dg); free(du); free(dxn); free(datt); free(dq); free(dk); free(dv);
+            for (int i = 0; i < D; i++) grads[0][(size_t)ids[n] * D + i] += dh[(size_t)n * D + i] * escale;
+        free(dpost); free(dxf); free(dh); free(da); free(dg); free(du); free(dxn); free(datt); free(dq); free(dk); free(dv);
     }
 
     for (int l = 0; l < L; l++) {
@@ -568,6 +624,7 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
         free(A->att); free(A->h2); free(A->xn2); free(A->rstd2); free(A->g); free(A->u); free(A->a);
         free(A->qr); free(A->kr); free(A->rstdq); free(A->rstdk);
         free(A->bcx); free(A->bx); free(A->cv); free(A->y);
+        free(A->ao); free(A->fo); free(A->rstdpa); free(A->rstdpf);
     }
     for (int i = 0; i < L * 8; i++) free(lrun.u[i]);
     free(lrun.u);

@@ -20,6 +20,12 @@
          bcx  = xn @ Win^T = (B, C, x) [N, 3D]; bx = B * x
          cv   = causal convolution of bx along each sequence: cv[t] = sum_j w[:, j] * bx[t - (K-1) + j]
          h    = h + (C * cv) @ Wout_conv^T
+       Gemma (gemma): every RMSNorm multiplies by (1 + its weight); h starts as
+         embed[ids] * sqrt(D); the attention's and the MLP's outputs are RMS-normalised
+         (post_attn, post_ffn) before they are added to h; the sliding layers rotate by
+         rope_local_theta; full[l] layers attend globally when the others slide; scores
+         are scaled by attn_scale (0: 1/sqrt(hd)). gelu: the gate is GELU's tanh form,
+         0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), instead of silu.
        logits = (RMSNorm(h) * final_norm) @ Wout^T           [N, V]; Wout = embed when tied
        loss   = mean over rows of -log softmax(logits)[target]
 
@@ -30,7 +36,7 @@
    Parameters come as one float array each, in the order of ref_model_param(): the
    embedding, then per layer attn_norm, Wq, Wk, Wv, Wo, ffn_norm, Wg, Wu, Wd, then the final
    norm, then Wout when untied, then per layer the families' extras: bq [H*hd], bk, bv
-   [Hk*hd] (qkv_bias), q_norm, k_norm [hd] (qk_norm). A convolution layer has attn_norm,
+   [Hk*hd] (qkv_bias), q_norm, k_norm [hd] (qk_norm), post_attn, post_ffn [D] (gemma). A convolution layer has attn_norm,
    Win [3D, D], w [D, K], Wout_conv [D, D], ffn_norm, Wg, Wu, Wd instead, and no extras.
    Matrices are [out, in] row-major as Hugging Face stores them. */
 #ifndef WGML_REF_MODEL_H
@@ -48,6 +54,10 @@ typedef struct ref_model_shape {
     bool qkv_bias, qk_norm;
     int conv_kernel;          /* LFM2: the convolutions' width (0: no convolution layers) */
     const bool *conv;         /* [layers]: layer l convolves (with conv_kernel) */
+    bool gemma, gelu;         /* Gemma's conventions; the GELU gate (see above) */
+    const bool *full;         /* [layers] or NULL: with window, layer l does not slide */
+    double rope_local_theta;  /* > 0: the sliding layers' RoPE base */
+    double attn_scale;        /* 0: 1/sqrt(head_dim) */
 } ref_model_shape;
 
 enum {
@@ -55,7 +65,7 @@ enum {
     REF_PER_LAYER, REF_CONV_IN = REF_PER_LAYER, REF_CONV_W, REF_CONV_OUT
 };
 /* The families' extra kinds (ref_model_extra). */
-enum { REF_BQ, REF_BK, REF_BV, REF_QNORM, REF_KNORM };
+enum { REF_BQ, REF_BK, REF_BV, REF_QNORM, REF_KNORM, REF_POST_ATTN, REF_POST_FFN };
 
 /* Number of parameter tensors: 1 + 9 per attention layer and 8 per convolution layer + 1
    (+ 1 untied) (+ the extras). */
@@ -65,7 +75,7 @@ int ref_model_param_count(const ref_model_shape *s);
 int ref_model_param(const ref_model_shape *s, int layer, int kind);
 int ref_model_final_norm(const ref_model_shape *s);
 int ref_model_head(const ref_model_shape *s);   /* -1 when tied */
-/* Index of a layer's extra of kind REF_BQ ... REF_KNORM, or -1 when the shape has none. */
+/* Index of a layer's extra of kind REF_BQ ... REF_POST_FFN, or -1 when the shape has none. */
 int ref_model_extra(const ref_model_shape *s, int layer, int kind);
 /* Element count of parameter i. */
 size_t ref_model_param_numel(const ref_model_shape *s, int i);

@@ -1,0 +1,105 @@
+/* Data parallelism in the training commands (see dist.h). */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_dist_join(const char *who, cli_dist *d)
+{
+    *d = (cli_dist){ .rank = 0, .size = 1 };
+    /* WGML_COMM_TIMEOUT: seconds a process waits for the others in a collective */
+    const char *tv = getenv("WGML_COMM_TIMEOUT");
+    uint32_t timeout_ms = 0;
+    if (tv) {
+        char *end;
+        long sec = strtol(tv, &end, 10);
+        if (!*tv || *end || sec < 1 || sec > 86400) {
+            fprintf(stderr, "%s: WGML_COMM_TIMEOUT=\"%s\" is not a number of seconds in [1, 86400]\n", who, tv);
+            return -1;
+        }
+        timeout_ms = (uint32_t)sec * 1000;
+    }
+    if (wgml_comm_create(timeout_ms, &d->comm) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    d->rank = wgml_comm_rank(d->comm);
+    d->size = wgml_comm_size(d->comm);
+    if (d->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "%s: rank %u: cannot silence its output\n", who, d->rank);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_dist_leave(cli_dist *d)
+{
+    wgml_comm_destroy(d->comm);
+    d->comm = NULL;
+}
+
+void cli_dist_fail(cli_dist *d, int code)
+{
+    if (d->comm) {
+        fflush(stderr);
+        wgml_comm_abort(d->comm, code);
+    }
+}
+
+int cli_dist_context(const char *who, const cli_dist *d, wgml_context **ctx)
+{
+    wgml_context_desc desc = { 0 };
+    if (d->comm && !getenv("WGML_DEVICE")) {
+        uint32_t count = 0;
+        if (wgml_adapter_list(NULL, NULL, 0, &count) != WGML_OK) {
+            fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+            return -1;
+        }
+        desc.use_device_index = count > 0;
+        desc.device_index = count ? wgml_comm_local_rank(d->comm) % count : 0;
+    }
+    if (wgml_context_create(&desc, ctx) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    return 0;
+}
+
+/* FNV-1a over bytes, continued from h */
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int cli_dist_check_same(const char *who, cli_dist *d, wgml_tensor *const *t, size_t n)
+{
+    if (!d->comm) return 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        size_t bytes = wgml_tensor_nbytes(t[i]);
+        unsigned char *buf = malloc(bytes ? bytes : 1);
+        if (!buf || wgml_tensor_read(t[i], 0, buf, bytes) != WGML_OK) {
+            free(buf);
+            fprintf(stderr, "%s: rank %u could not read its weights back\n", who, d->rank);
+            return -1;
+        }
+        h = fnv1a(h, buf, bytes);
+        free(buf);
+    }
+    /* every process's hash halves summed: equal to size times one's own on each process
+       only when all are equal (halves of 32 bits stay exact in a double) */
+    double mine[2] = { (double)(h >> 32), (double)(h & 0xFFFFFFFFu) }, sum[2] = { mine[0], mine[1] };
+    if (wgml_comm_allreduce_sum(d->comm, sum, 2) != WGML_OK) {
+        fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
+        return -1;
+    }
+    if (sum[0] != mine[0] * d->size || sum[1] != mine[1] * d->size) {
+        fprintf(stderr, "%s: rank %u: the processes' weights differ after training (fnv1a %016llx here)\n", who, d->rank,
+                (unsigned long long)h);
+        return -1;
+    }
+    printf("the %u processes' weights agree bit for bit (fnv1a %016llx)\n", d->size, (unsigned long long)h);
+    return 0;
+}
