@@ -121,7 +121,8 @@ static void fixture_make_all(fixture *f, const tiny *tc, uint32_t rank, uint32_t
     for (int i = 0; i < f->np; i++) {
         size_t n = ref_model_param_numel(s, i);
         bool norm = n == (size_t)s->dim && i != 0;
-        float *x = norm ? th_random(n, 0.7, 1.3) : th_random(n, i == 0 ? -1.0 : -0.35, i == 0 ? 1.0 : 0.35);
+        double off = s->gemma ? 1.0 : 0.0;   /* Gemma stores w of 1 + w */
+        float *x = norm ? th_random(n, 0.7 - off, 1.3 - off) : th_random(n, i == 0 ? -1.0 : -0.35, i == 0 ? 1.0 : 0.35);
         f->p[i] = th_alloc_d(n);
         th_to_double(x, f->p[i], n);
         TH_EXPECT(wgml_tensor_write(wgml_model_param(f->m, (size_t)i, NULL), 0, x, n * sizeof *x), WGML_OK);
