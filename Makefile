@@ -1,8 +1,12 @@
 # The README's two commands. Both fetch and build whatever is missing first.
 #   make run    the main job on whatever adapter this machine has
 #   make test   every test (ctest)
-BUILD ?= build
+# DAWN=sid: Debian unstable's Dawn instead of the pinned npm one (README, "WebGPU runtimes"),
+# in its own build folder
+DAWN ?= npm
+BUILD ?= $(if $(filter sid,$(DAWN)),build-sid,build)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+CMAKE_FLAGS += -DWGML_DAWN=$(DAWN)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ENV = . deps/env.sh &&
 
@@ -30,11 +34,13 @@ run: build
 	$(ENV) $(BUILD)/wgml generate --model $(RUN_OUT) --adapter $(RUN_OUT)/lora --prompt "$(RUN_PROMPT) " --tokens 40 \
 	  --temperature 0 $(GENERATE_FLAGS)
 
+# TESTS: a ctest -R pattern (default: every test)
+TESTS ?= .
 test: build
-	$(ENV) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(ENV) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '$(TESTS)'
 
 deps:
-	@bash scripts/bootstrap.sh
+	@DAWN=$(DAWN) bash scripts/bootstrap.sh
 
 build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null

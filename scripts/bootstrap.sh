@@ -7,6 +7,10 @@
 #   deps/lavapipe/    Mesa's lavapipe Vulkan driver from bookworm-backports plus the Vulkan
 #                     loader, unpacked privately, for machines without a GPU
 #   deps/env.sh       the environment that makes the private driver visible (sourced by make)
+#   deps/dawn-sid/    with DAWN=sid (make DAWN=sid ...): Debian unstable's Dawn
+#                     (libwebgpu-dawn0, the build webgpu.h comes from) with the libraries
+#                     it needs from unstable (glibc, libstdc++, abseil) unpacked beside it:
+#                     the programs built against it name its dynamic loader
 #
 # Debian build tools that are missing are installed with apt-get (root, or sudo).
 # Mirrors are read from this machine's own apt configuration; no host is named here.
@@ -21,6 +25,13 @@ DAWN_NPM_PKG=bun-webgpu-linux-x64
 DAWN_NPM_VERSION=0.1.7
 DAWN_NPM_INTEGRITY='sha512-UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw=='
 HEADER_PKG=libwebgpu-dawn-dev
+# DAWN=sid: the runtime pinned by version and checksum; the packages it depends on are
+# read from its Depends and taken at the version unstable serves (apt checks them against
+# the archive's signed index)
+DAWN_SID_PKG=libwebgpu-dawn0
+DAWN_SID_VERSION='0.0~git20260909.1a75cb7f-1'
+DAWN_SID_SHA256=7b424e7ffec48e6a94d6c986f4564d1df7380284d4c6cc6bee614c7b10b8cdd0
+DAWN=${DAWN:-npm}
 LAVAPIPE_SUITE=bookworm-backports
 
 say() { printf 'bootstrap: %s\n' "$*"; }
@@ -126,6 +137,39 @@ if [ ! -f "$deps/.stamp-webgpu" ]; then
         rm -rf "$tmp"
     fi
     touch "$deps/.stamp-webgpu"
+fi
+
+# ---------------------------------------------------------------- DAWN=sid
+# deps/dawn-sid/root: the packages unpacked; lib: the folder of libwebgpu_dawn.so.0 and of
+# unstable's loader; versions: what was taken. A version the archive no longer serves
+# leaves no deps/dawn-sid (the build then says so and uses the npm runtime).
+if [ "$DAWN" = sid ] && [ ! -f "$deps/.stamp-dawn-sid" ]; then
+    say "fetching $DAWN_SID_PKG $DAWN_SID_VERSION and what it needs from Debian unstable"
+    o=$(private_apt sid "sid")
+    tmp=$(mktemp -d); chmod 755 "$tmp"
+    if ! (cd "$tmp" && apt-get $o -qq download "$DAWN_SID_PKG=$DAWN_SID_VERSION" >/dev/null 2>&1); then
+        rm -rf "$tmp" "$deps/dawn-sid"
+        say "warning: Debian unstable no longer serves $DAWN_SID_PKG $DAWN_SID_VERSION; update DAWN_SID_VERSION and"
+        say "warning: DAWN_SID_SHA256 in scripts/bootstrap.sh to a version it serves. Building with the npm runtime."
+    else
+        deb=$(ls "$tmp"/*.deb)
+        got=$(sha256sum "$deb" | cut -d' ' -f1)
+        [ "$got" = "$DAWN_SID_SHA256" ] || die "checksum mismatch for $deb: $got"
+        # Depends: "libabsl20260526 (>= ...), libc6 (>= 2.43), ..." -> the names
+        need=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/ //g' | grep -v '^$')
+        (cd "$tmp" && apt-get $o -qq download $need >/dev/null 2>&1) \
+            || die "apt-get download from unstable failed for: $need"
+        rm -rf "$deps/dawn-sid"; mkdir -p "$deps/dawn-sid"
+        for d in "$tmp"/*.deb; do
+            dpkg-deb -x "$d" "$deps/dawn-sid/root"
+            echo "$(dpkg-deb -f "$d" Package) $(dpkg-deb -f "$d" Version) $(sha256sum "$d" | cut -d' ' -f1)"
+        done > "$deps/dawn-sid/versions"
+        rm -rf "$tmp"
+        lib=$(dirname "$(find "$deps/dawn-sid/root" -name 'libwebgpu_dawn.so*' | head -n1)")
+        [ -e "$lib/ld-linux-x86-64.so.2" ] || die "unstable's loader is not beside libwebgpu_dawn in $lib"
+        echo "$lib" > "$deps/dawn-sid/lib"
+        touch "$deps/.stamp-dawn-sid"
+    fi
 fi
 
 # ---------------------------------------------------------------- lavapipe

@@ -216,6 +216,7 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
         for (size_t p = 0; p < 2; p++) {
             adapter_slot slot = { 0 };
             WGPURequestAdapterOptions opt = {
+                .nextInChain = (WGPUChainedStruct *)wgml__adapter_toggles(),
                 .featureLevel = WGPUFeatureLevel_Core,
                 .powerPreference = prefs[p],
                 .forceFallbackAdapter = fb,

@@ -64,10 +64,30 @@ WGPUInstance wgml__create_instance(void)
     return wgpuCreateInstance((const WGPUInstanceDescriptor *)(const void *)&d);
 }
 #else
+/* allow_unsafe_apis: current Dawn lists subgroup-matrix configurations only with it (on
+   the instance and the adapter: see wgml__adapter_toggles). */
 WGPUInstance wgml__create_instance(void)
 {
     WGPUInstanceFeatureName timed = WGPUInstanceFeatureName_TimedWaitAny;
-    WGPUInstanceDescriptor d = { .requiredFeatureCount = 1, .requiredFeatures = &timed };
+    static const char *const unsafe[] = { "allow_unsafe_apis" };
+    WGPUDawnTogglesDescriptor toggles = { .chain = { .sType = WGPUSType_DawnTogglesDescriptor }, .enabledToggleCount = 1,
+                                          .enabledToggles = unsafe };
+    WGPUInstanceDescriptor d = { .nextInChain = &toggles.chain, .requiredFeatureCount = 1, .requiredFeatures = &timed };
     return wgpuCreateInstance(&d);
 }
 #endif
+
+const WGPUChainedStruct *wgml__adapter_toggles(void)
+{
+#if defined(WGML_RUNTIME_NPM)
+    return NULL;   /* the pinned runtime predates both toggles' purpose: ask it as before */
+#else
+    /* vulkan_enable_f16_on_nvidia: Dawn offers shader-f16 on NVIDIA's Vulkan driver only when
+       asked (since 2025-10-27); allow_unsafe_apis: the subgroup-matrix configurations are
+       checked against the adapter's toggles. Unknown toggles are ignored. */
+    static const char *const names[] = { "vulkan_enable_f16_on_nvidia", "allow_unsafe_apis" };
+    static const WGPUDawnTogglesDescriptor toggles = { .chain = { .sType = WGPUSType_DawnTogglesDescriptor },
+                                                       .enabledToggleCount = 2, .enabledToggles = names };
+    return &toggles.chain;
+#endif
+}

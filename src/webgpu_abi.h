@@ -32,6 +32,8 @@
 #endif
 
 /* Creates an instance with timed waits enabled (wgpuInstanceWaitAny with a timeout). */
+/* The toggles to chain on every adapter request (NULL: none), as this runtime needs them. */
+const WGPUChainedStruct *wgml__adapter_toggles(void);
 WGPUInstance wgml__create_instance(void);
 
 #endif
