@@ -1091,6 +1091,22 @@ static wgml_status conv_block_backward(wgml_trainer *t, uint32_t l, bool fresh, 
     return proj_backward(t, l, P_CONV_IN, A->xn, t->dbcx, t->dxn, false, wa);
 }
 
+/* The gradient of layer l's block output before its Gemma norm (extra kind x, whose input
+   was in) from the stream's, t->dres, into t->dpost (*out), the norm's weight gradient
+   written as the other norms' are (fresh: the gradient itself, else its scratch; a frozen
+   model: a throwaway); without Gemma's norms *out is t->dres itself. */
+static wgml_status post_norm_grad(wgml_trainer *t, uint32_t l, int x, const wgml_tensor *in, bool fresh,
+                                  const wgml_tensor **out)
+{
+    wgml_model *m = t->m;
+    *out = t->dres;
+    if (!m->cfg.gemma) return WGML_OK;
+    size_t i = extra_index(m, l, x);
+    wgml_tensor *gw = t->lora ? t->dnorm : fresh ? grad_of(t, i) : scratch_of(t, i);
+    *out = t->dpost;
+    return norm_backward(m, t->dres, in, m->p[i], t->dpost, gw, false);
+}
+
 wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
                                     wgml_tensor *mean_loss)
 {
@@ -1130,12 +1146,8 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         layer_acts *A = &t->la[l];
 
         /* h_out = h2 + (act(g) * u) @ Wd^T, or (gemma) h2 + RMSNorm of it (A->fo) */
-        const wgml_tensor *df = t->dres;
-        if (m->cfg.gemma) {
-            size_t i = extra_index(m, l, X_POST_FFN);
-            TRY(norm_backward(m, t->dres, A->fo, m->p[i], t->dpost, GW(i), false));
-            df = t->dpost;
-        }
+        const wgml_tensor *df;
+        TRY(post_norm_grad(t, l, X_POST_FFN, A->fo, fresh, &df));
         TRY(proj_backward(t, l, P_WD, A->a, df, t->da, false, wa));
         TRY(gate_backward(m, A->g, A->u, t->da, t->dg, t->du));
         TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
@@ -1148,12 +1160,8 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
             continue;
         }
         /* h2 = hin + att @ Wo^T, or (gemma) hin + RMSNorm of it (A->ao) */
-        const wgml_tensor *dao = t->dres;
-        if (m->cfg.gemma) {
-            size_t i = extra_index(m, l, X_POST_ATTN);
-            TRY(norm_backward(m, t->dres, A->ao, m->p[i], t->dpost, GW(i), false));
-            dao = t->dpost;
-        }
+        const wgml_tensor *dao;
+        TRY(post_norm_grad(t, l, X_POST_ATTN, A->ao, fresh, &dao));
         TRY(proj_backward(t, l, P_WO, A->att, dao, t->datt, false, wa));
         wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
         for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
