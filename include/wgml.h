@@ -1627,11 +1627,12 @@ typedef struct wgml_model_config {
 } wgml_model_config;
 
 /* Parses len bytes (at most 1 MiB) of config.json text, not necessarily NUL-terminated,
-   into *out (zeroed on failure); name is
-   used in messages. Checks types ("hidden_size must be an integer, not a string"), ranges,
-   hidden_act (silu only), rope_scaling types (none, linear, llama3), and that every token
-   id is below vocab_size; what it accepts, wgml_model_config_check accepts. Unknown keys
-   are ignored (the architecture is checked by wgml_model_load, not here).
+   into *out (zeroed on failure); name is used in messages. Checks types ("hidden_size must
+   be an integer, not a string"), ranges, hidden_act or hidden_activation (silu,
+   gelu_pytorch_tanh), rope_scaling types (none, linear, llama3), the families' own fields
+   (LFM2's, Gemma 3's: see wgml_model_config), and that every token id is below
+   vocab_size; what it accepts, wgml_model_config_check accepts. Unknown keys are ignored
+   (the architecture is checked by wgml_model_load, not here).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_FORMAT, WGML_ERROR_OUT_OF_MEMORY. */
 WGML_API wgml_status wgml_model_config_parse(const char *json, size_t len, const char *name,
                                              wgml_model_config *out);
