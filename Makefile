@@ -8,7 +8,7 @@ BUILD ?= $(if $(filter sid,$(DAWN)),build-sid,build)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 CMAKE_FLAGS += -DWGML_DAWN=$(DAWN)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-ENV = . deps/env.sh &&
+ENV = . deps/$(if $(filter sid,$(DAWN)),env-sid.sh,env.sh) &&
 
 .PHONY: run test deps build install sanitize clean fuzz
 

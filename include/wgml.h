@@ -145,6 +145,44 @@ WGML_API const char *wgml_version(void);
 typedef struct wgml_context wgml_context;
 
 /* Zero-initialise, then set what you need; every zero field means its default. */
+/* How a matrix product (wgml_matmul and its forms) rounds its operands.
+   F16 and F16X3 run on the GPU's matrix units: f16 subgroup matrices with f32 results,
+   where the device has them (wgml_adapter_info.matrix_m is not 0: Dawn's experimental
+   subgroup-matrix feature, offered by the Debian unstable runtime, not the npm one), and
+   only for products with M > 1 and N > 1 whose b is f32 or f16 (no other packed dtype).
+   Every other product, and every product on other devices, runs the f32 kernels of
+   MATRIX PRODUCTS instead: at least as accurate, but finite where F16 would overflow.
+     F32    f32 FMA kernels; the error bound of MATRIX PRODUCTS.
+     F16    each element of a and b rounded to f16 (as PyTorch's autocast does for a
+            linear layer), products summed in f32: about 2^-10 of each |A[m,k] B[k,n]|
+            per product besides the summation's error (a rounding to f16 may take either
+            neighbour on some devices, so 2^-10, not 2^-11). A magnitude of 65520 or more
+            becomes +-inf, so the product is inf or NaN.
+     F16X3  f32 accuracy from three f16 products: each row of A and column of B scaled by
+            a power of two that puts its largest magnitude just under 2^15, each element
+            split into an f16 high part and an f16 low part (its rest, times 2^10), and
+            hi*hi + hi*lo + lo*hi summed in f32, then unscaled. Each element is carried to
+            about 22 bits: the error stays within a small factor of the f32 bound (the
+            measured factor is in the README); an element so much smaller than its row's
+            (column's) largest that its scaled parts are f16 subnormals adds at most 2^-46
+            of (the row's largest |A|) x (the column's largest |B|) per product. About 3x
+            the F16 work, plus a pass over each operand for its scales.
+   Memory: on the matrix units a and b are first converted into f16 copies in the engine's
+   scratch (2 bytes per element each, padded with zeros to whole tiles of 8 x 8 subgroup
+   matrices, 128 on NVIDIA's 16 x 16 x 16; with F16X3 a low part of each too, tiles of
+   4 x 4 matrices, and 4 bytes per row of a and column of b), kept and reused until the
+   engine is destroyed; a product whose larger copy would exceed
+   maxStorageBufferBindingSize runs the f32 kernels. Results are deterministic, as the f32
+   kernels' are.
+   DEFAULT in wgml_matmul_options means the context's wgml_context_desc.matmul_precision,
+   whose own default is F32. */
+typedef enum wgml_precision {
+    WGML_PRECISION_DEFAULT = 0,
+    WGML_PRECISION_F32,
+    WGML_PRECISION_F16,
+    WGML_PRECISION_F16X3,
+} wgml_precision;
+
 typedef struct wgml_context_desc {
     /* Substring of the adapter's name or description to pick (case-insensitive).
        Default: $WGML_ADAPTER, else the best adapter (discrete > integrated > CPU). */
@@ -173,6 +211,9 @@ typedef struct wgml_context_desc {
        set it to the process's node-local rank modulo the list's length. */
     bool use_device_index;
     uint32_t device_index;
+    /* The precision of every matrix product whose options leave it at
+       WGML_PRECISION_DEFAULT (see wgml_precision). Default (0): WGML_PRECISION_F32. */
+    wgml_precision matmul_precision;
 } wgml_context_desc;
 
 /* Creates a context on the chosen adapter with the adapter's full limits and the features
@@ -220,6 +261,10 @@ typedef struct wgml_adapter_info {
     bool subgroups;
     bool timestamp_query;
     bool robust;            /* bounds clamping and workgroup zeroing on (desc.robust) */
+    /* The subgroup-matrix shape (M x K times K x N) of f16 inputs with f32 results that
+       the f16 matrix products run on (see wgml_precision); all 0 where the adapter or the
+       WebGPU runtime offers none (the npm runtime never does: README, WebGPU runtimes). */
+    uint32_t matrix_m, matrix_n, matrix_k;
 } wgml_adapter_info;
 
 /* Fills *info with what the context's device has. */
@@ -752,6 +797,9 @@ typedef struct wgml_matmul_options {
        gradients summed over micro-batches. Every kernel and variant supports it, at the
        speed of the plain product plus one read of out. */
     bool accumulate;
+    /* The product's precision (wgml_precision; DEFAULT: the context's). A value outside
+       the enum is WGML_ERROR_INVALID_ARGUMENT. */
+    wgml_precision precision;
 } wgml_matmul_options;
 
 /* wgml_matmul, wgml_matmul_bt and wgml_matmul_at with options (opts may be NULL: the

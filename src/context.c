@@ -388,6 +388,48 @@ static void on_device(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStr
     copy_sv(slot->message, sizeof slot->message, msg);
 }
 
+/* The adapter's subgroup-matrix shape for f16 inputs with f32 results, the first such
+   configuration it lists (the preferred one): mma = { M, N, K }. False where the runtime or
+   the adapter has none. */
+static bool matrix_config(WGPUAdapter adapter, uint32_t mma[3])
+{
+#if WGML_HAS_SUBGROUP_MATRIX
+    if (!wgpuAdapterHasFeature(adapter, WGML_FEATURE_SUBGROUP_MATRIX)) return false;
+    WGPUAdapterPropertiesSubgroupMatrixConfigs cfgs = { .chain = { .sType = WGPUSType_AdapterPropertiesSubgroupMatrixConfigs } };
+    WGPUAdapterInfo ai = { .nextInChain = &cfgs.chain };
+    if (wgpuAdapterGetInfo(adapter, &ai) != WGPUStatus_Success) return false;
+    bool found = false;
+    for (size_t i = 0; i < cfgs.configCount && !found; i++) {
+        const WGPUSubgroupMatrixConfig *c = &cfgs.configs[i];
+        if (c->componentType == WGPUSubgroupMatrixComponentType_F16 &&
+            c->resultComponentType == WGPUSubgroupMatrixComponentType_F32 && c->M && c->N && c->K &&
+            c->M <= 64 && c->N <= 64 && c->K <= 64) {
+            mma[0] = c->M;
+            mma[1] = c->N;
+            mma[2] = c->K;
+            found = true;
+        }
+    }
+    wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(cfgs);
+    wgpuAdapterInfoFreeMembers(ai);
+    return found;
+#else
+    (void)adapter;
+    (void)mma;
+    return false;
+#endif
+}
+
+static bool device_has_matrix(WGPUDevice device)
+{
+#if WGML_HAS_SUBGROUP_MATRIX
+    return wgpuDeviceHasFeature(device, WGML_FEATURE_SUBGROUP_MATRIX);
+#else
+    (void)device;
+    return false;
+#endif
+}
+
 static wgml_status create_device(wgml_context *ctx, bool robust)
 {
     WGPULimits limits = { 0 };
@@ -395,10 +437,17 @@ static wgml_status create_device(wgml_context *ctx, bool robust)
         return wgml__fail(NULL, WGML_ERROR_DEVICE, "wgml_context_create: the adapter did not report its limits");
 
     WGPUFeatureName want[] = { WGML_FEATURE_SHADER_F16, WGML_FEATURE_SUBGROUPS, WGML_FEATURE_TIMESTAMP_QUERY };
-    WGPUFeatureName feats[3];
+    WGPUFeatureName feats[4];
     size_t nfeat = 0;
     for (size_t i = 0; i < 3; i++)
         if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
+    uint32_t mma[3] = { 0, 0, 0 };
+    if (nfeat >= 2 && feats[0] == WGML_FEATURE_SHADER_F16 && feats[1] == WGML_FEATURE_SUBGROUPS &&
+        matrix_config(ctx->adapter, mma)) {
+#if WGML_HAS_SUBGROUP_MATRIX
+        feats[nfeat++] = WGML_FEATURE_SUBGROUP_MATRIX;
+#endif
+    }
 
     /* Unless robust: no bounds clamping in shaders, no zeroing of workgroup memory (wgml's
        kernels stay in bounds and initialise what they read; bench/notes/overhead.md has
@@ -458,6 +507,11 @@ static wgml_status create_device(wgml_context *ctx, bool robust)
     in->subgroups = wgpuDeviceHasFeature(ctx->device, WGML_FEATURE_SUBGROUPS);
     in->timestamp_query = wgpuDeviceHasFeature(ctx->device, WGML_FEATURE_TIMESTAMP_QUERY);
     in->robust = robust;
+    if (mma[0] && device_has_matrix(ctx->device)) {
+        in->matrix_m = mma[0];
+        in->matrix_n = mma[1];
+        in->matrix_k = mma[2];
+    }
 
     /* A runtime whose structs drifted from the header shows up here first: subgroup sizes
        are powers of two between 1 and 128 on every adapter that reports them. */
@@ -523,8 +577,12 @@ wgml_status wgml_context_create(const wgml_context_desc *desc, wgml_context **ou
         index_from = "WGML_DEVICE";
     }
 
+    if ((unsigned)d.matmul_precision > WGML_PRECISION_F16X3)
+        return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "wgml_context_create: matmul_precision %d is not a wgml_precision",
+                          (int)d.matmul_precision);
     wgml_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_context_create: out of host memory");
+    ctx->matmul_precision = d.matmul_precision;
     ctx->timeout_ms = d.timeout_ms ? d.timeout_ms : wgml__profile_of(NULL, 0, false)->timeout_ms;
     ctx->submit_every_op = d.submit_every_op;
     ctx->instance = wgml__create_instance();

@@ -7,7 +7,7 @@
 
 struct wgml__pipeline {
     const char *file, *entry, *layout;
-    bool subgroups;
+    bool subgroups, matrix;
     uint32_t nconst;
     const char *const_names[WGML__MAX_CONSTANTS];
     double const_values[WGML__MAX_CONSTANTS];
@@ -88,6 +88,55 @@ static const wgml__wgsl_source *find_wgsl(const char *name, size_t *index)
     return NULL;
 }
 
+/* Compiles code (n bytes) as the module of file into *slot; what names it in errors. */
+static wgml_status compile(wgml_engine *e, const char *label, const char *code, size_t n, const char *what,
+                           WGPUShaderModule *slot)
+{
+    WGPUShaderSourceWGSL wgsl = { .chain = { .sType = WGPUSType_ShaderSourceWGSL }, .code = { code, n } };
+    wgpuDevicePushErrorScope(e->ctx->device, WGPUErrorFilter_Validation);
+    WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
+        .nextInChain = &wgsl.chain, .label = { label, WGPU_STRLEN } });
+    wgml_status s = pop_scope(e->ctx, what);
+    if (s != WGML_OK) {
+        if (m) wgpuShaderModuleRelease(m);
+        return s;
+    }
+    *slot = m;
+    return WGML_OK;
+}
+
+/* The module of a matrix-unit file (wgml__kernel.matrix): its enables and the adapter's
+   subgroup-matrix shape as constants, then the file. */
+static wgml_status get_matrix_module(wgml_engine *e, const char *file, WGPUShaderModule *out)
+{
+    size_t i;
+    const wgml__wgsl_source *src = find_wgsl(file, &i);
+    const wgml_adapter_info *in = &e->ctx->info;
+    if (!src) return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", file);
+    if (!in->matrix_m)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: %s.wgsl needs subgroup matrices, which the device lacks",
+                          file);
+    WGPUShaderModule *slot = &e->modules[i];
+    if (!*slot) {
+        char head[256];
+        int h = snprintf(head, sizeof head,
+                         "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"
+                         "const SM: u32 = %uu;\nconst SN: u32 = %uu;\nconst SK: u32 = %uu;\n",
+                         in->matrix_m, in->matrix_n, in->matrix_k);
+        char *code = malloc((size_t)h + src->size);
+        if (!code) return wgml__fail(e->ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory");
+        memcpy(code, head, (size_t)h);
+        memcpy(code + h, src->code, src->size);
+        char what[160];
+        snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl", file);
+        wgml_status s = compile(e, file, code, (size_t)h + src->size, what, slot);
+        free(code);
+        WGML_CHECK(s);
+    }
+    *out = *slot;
+    return WGML_OK;
+}
+
 /* The module of src/kernels/<file>.wgsl, or with subgroups the module of
    `enable subgroups;`, that file and <file>_subgroups.wgsl (whose entry points use the
    first file's functions and subgroup built-ins, which WGSL allows only after the enable).
@@ -98,8 +147,9 @@ static const wgml__wgsl_source *find_wgsl(const char *name, size_t *index)
    then compiled from the prelude followed by the file, so that every job compiles only
    its own entry points and each file reads on its own. <family> is the file name up to
    its first '_'; a file without a prelude is compiled alone. */
-static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, WGPUShaderModule *out)
+static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, bool matrix, WGPUShaderModule *out)
 {
+    if (matrix) return get_matrix_module(e, file, out);
     static const char enable[] = "enable subgroups;\n";
     size_t i, j, k;
     char part[96], pre[96];
@@ -136,21 +186,13 @@ static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, 
             }
             code = (WGPUStringView){ joined, n };
         }
-        WGPUShaderSourceWGSL wgsl = { .chain = { .sType = WGPUSType_ShaderSourceWGSL }, .code = code };
-        wgpuDevicePushErrorScope(e->ctx->device, WGPUErrorFilter_Validation);
-        WGPUShaderModule m = wgpuDeviceCreateShaderModule(e->ctx->device, &(WGPUShaderModuleDescriptor){
-            .nextInChain = &wgsl.chain, .label = { subgroups ? part : file, WGPU_STRLEN } });
-        free(joined);
         char what[300];
         snprintf(what, sizeof what, "compiling %s%s%ssrc/kernels/%s.wgsl%s%s%s", prelude ? "src/kernels/" : "",
                  prelude ? pre : "", prelude ? ".wgsl + " : "", file, subgroups ? " with " : "", subgroups ? part : "",
                  subgroups ? ".wgsl" : "");
-        wgml_status s = pop_scope(e->ctx, what);
-        if (s != WGML_OK) {
-            if (m) wgpuShaderModuleRelease(m);
-            return s;
-        }
-        *slot = m;
+        wgml_status s = compile(e, subgroups ? part : file, code.data, code.length, what, slot);
+        free(joined);
+        WGML_CHECK(s);
     }
     *out = *slot;
     return WGML_OK;
@@ -159,7 +201,7 @@ static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, 
 static bool same_kernel(const wgml__pipeline *p, const wgml__kernel *k)
 {
     if (strcmp(p->file, k->file) || strcmp(p->entry, k->entry) || strcmp(p->layout, k->layout) || p->nconst != k->nconst ||
-        p->subgroups != k->subgroups)
+        p->subgroups != k->subgroups || p->matrix != k->matrix)
         return false;
     for (uint32_t i = 0; i < k->nconst; i++)
         if (strcmp(p->const_names[i], k->constants[i].name) || p->const_values[i] != k->constants[i].value) return false;
@@ -194,7 +236,7 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     WGPUShaderModule module = NULL;
     if (k->subgroups && !ctx->info.subgroups)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: kernel %s needs subgroups, which the device lacks", k->entry);
-    WGML_CHECK(get_module(e, k->file, k->subgroups, &module));
+    WGML_CHECK(get_module(e, k->file, k->subgroups, k->matrix, &module));
 
     wgpuDevicePushErrorScope(ctx->device, WGPUErrorFilter_Validation);
     WGPUBindGroupLayout bgl = make_layout(ctx, k->layout);
@@ -234,6 +276,7 @@ wgml_status wgml__pipeline_get(wgml_engine *e, const wgml__kernel *k, WGPUComput
     }
     wgml__pipeline *slot = &e->pipelines[e->npipelines++];
     *slot = (wgml__pipeline){ .file = k->file, .entry = k->entry, .layout = k->layout, .subgroups = k->subgroups,
+                              .matrix = k->matrix,
                               .nconst = k->nconst, .pipeline = p, .bgl = bgl };
     for (uint32_t i = 0; i < k->nconst; i++) {
         slot->const_names[i] = k->constants[i].name;

@@ -40,6 +40,7 @@ struct wgml_context {
     wgml_adapter_info info;
     uint32_t timeout_ms;
     bool submit_every_op;
+    wgml_precision matmul_precision;   /* desc.matmul_precision */
     bool cpu_adapter;          /* a CPU adapter (lavapipe): fewer, larger workgroups pay there */
     const wgml__profile *profile;   /* the adapter's constants (src/profile.c) */
     uint64_t address_limit;    /* RLIMIT_AS at creation, 0 when unlimited (src/host_memory.c) */
@@ -193,6 +194,16 @@ wgml_status wgml__conv_rows(wgml_engine *e, const wgml_tensor *hist, const wgml_
    checked the shapes and that each position is below rows. */
 wgml_status wgml__copy_rows_at(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst, const wgml_tensor *positions,
                                uint32_t blocks, uint32_t rows, uint32_t words);
+/* The precision a product runs at: opts' (NULL: the default), else the context's, else F32
+   (src/ops/matmul_mma.c). */
+wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_options *opts);
+/* Whether an M x N x K product at precision p with this b runs on the matrix units: an f16
+   precision, a device with f16 subgroup matrices, M and N above 1, b f32 or f16, and the
+   operands' f16 copies within one storage binding. */
+bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tensor *b, uint32_t M, uint32_t N, uint32_t K);
+/* That product (the caller checked the shapes; layout as in src/ops/matmul.c). */
+wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N, uint32_t K,
+                             const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out, bool acc, wgml_precision p);
 /* Whether t is a weight the packed kernels read: a packed dtype, f16 or bf16. */
 bool wgml__is_packed_operand(const wgml_tensor *t);
 /* out [M, N] (+)= a [M, K] @ W^T (trans false: W [N, K]) or a @ W (trans: W [K, N]) for
@@ -240,6 +251,10 @@ typedef struct wgml__kernel {
     /* the entry point is in <file>_subgroups.wgsl, compiled as one module with <file>.wgsl
        after `enable subgroups;` (only where the device has the subgroups feature) */
     bool subgroups;
+    /* the file uses the adapter's f16 subgroup matrices: compiled after `enable f16;
+       enable subgroups; enable chromium_experimental_subgroup_matrix;` and the constants
+       SM, SN, SK (wgml_adapter_info.matrix_m/n/k; only where the device has them) */
+    bool matrix;
 } wgml__kernel;
 
 /* Appends a pipeline-overridable constant to k (at most WGML__MAX_CONSTANTS in all). */
@@ -266,7 +281,8 @@ typedef struct wgml__pipeline wgml__pipeline;
 /* TRAIN: loss.c, grad.c; NORM: norm.c, softmax.c; ATTN: attention.c; MATMUL: matmul.c's split-K;
    MATMUL_T: matmul.c's transposed copy of matmul_bt's b (M >= 1024 on GPUs); ATTN_DS:
    attention.c's dS blocks of the backward (up to 1 GiB); SAMPLE_*: sample_gpu.c's row
-   settings, adjusted logits and candidates.
+   settings, adjusted logits and candidates; MMA_*: matmul_mma.c's f16 copies of the operands
+   (high and low parts) and their rows' and columns' scales.
    A buffer made per call costs far more than the op on some drivers (H200: a decode step
    spent most of its time creating them), so ops keep their temporaries here. */
 /* FUSE_SPARE .. + 2: distinct buffers bound to the fused element-wise kernel's unused slots
@@ -277,6 +293,7 @@ typedef struct wgml__pipeline wgml__pipeline;
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
        WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED,
        WGML__SCRATCH_SAMPLE_META, WGML__SCRATCH_SAMPLE_Z, WGML__SCRATCH_SAMPLE_OUT,
+       WGML__SCRATCH_MMA_AH, WGML__SCRATCH_MMA_BH, WGML__SCRATCH_MMA_AL, WGML__SCRATCH_MMA_BL, WGML__SCRATCH_MMA_SCALES,
        WGML__SCRATCH_FUSE_SPARE, WGML__SCRATCH_SLOTS = WGML__SCRATCH_FUSE_SPARE + WGML__FUSE_SLOTS - 1 };
 
 /* What a scratch slot holds when an op may reuse it: a copy of tensor `src` (its id), made

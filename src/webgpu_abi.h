@@ -23,10 +23,14 @@
 #define WGML_FEATURE_TIMESTAMP_QUERY ((WGPUFeatureName)0x03)
 #define WGML_FEATURE_SHADER_F16      ((WGPUFeatureName)0x0A)
 #define WGML_FEATURE_SUBGROUPS       ((WGPUFeatureName)0x11)
+/* it lists subgroup-matrix configurations its shader compiler cannot use: never asked for */
+#define WGML_HAS_SUBGROUP_MATRIX     0
 #elif defined(WGML_RUNTIME_SYSTEM)
 #define WGML_FEATURE_TIMESTAMP_QUERY WGPUFeatureName_TimestampQuery
 #define WGML_FEATURE_SHADER_F16      WGPUFeatureName_ShaderF16
 #define WGML_FEATURE_SUBGROUPS       WGPUFeatureName_Subgroups
+#define WGML_HAS_SUBGROUP_MATRIX     1
+#define WGML_FEATURE_SUBGROUP_MATRIX WGPUFeatureName_ChromiumExperimentalSubgroupMatrix
 #else
 #error "define WGML_RUNTIME_NPM or WGML_RUNTIME_SYSTEM (CMake does)"
 #endif

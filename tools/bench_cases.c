@@ -215,6 +215,18 @@ static wgml_status r_mm_acc(bench_state *b)   /* out += a @ b */
     return wgml_matmul_with(b->eng, b->t[i], b->t[i + 1], b->t[2], &(wgml_matmul_options){ .accumulate = true });
 }
 static wgml_status r_mm_at(bench_state *b) { int i = mm_pair(b); return wgml_matmul_at(b->eng, b->t[i], b->t[i + 1], b->t[2]); }
+/* the f16 precisions (wgml_precision): on the matrix units where the adapter has them */
+typedef wgml_status (*mm_with_fn)(wgml_engine *, const wgml_tensor *, const wgml_tensor *, wgml_tensor *,
+                                  const wgml_matmul_options *);
+static wgml_status r_mm_prec(bench_state *b, mm_with_fn fn, wgml_precision p)
+{
+    int i = mm_pair(b);
+    return fn(b->eng, b->t[i], b->t[i + 1], b->t[2], &(wgml_matmul_options){ .precision = p });
+}
+static wgml_status r_mm_f16(bench_state *b) { return r_mm_prec(b, wgml_matmul_with, WGML_PRECISION_F16); }
+static wgml_status r_mm_bt_f16(bench_state *b) { return r_mm_prec(b, wgml_matmul_bt_with, WGML_PRECISION_F16); }
+static wgml_status r_mm_at_f16(bench_state *b) { return r_mm_prec(b, wgml_matmul_at_with, WGML_PRECISION_F16); }
+static wgml_status r_mm_bt_f16x3(bench_state *b) { return r_mm_prec(b, wgml_matmul_bt_with, WGML_PRECISION_F16X3); }
 /* Decode with cold weights: a decoding model reads each weight matrix once per token, so
    none of it is in the L2 when its product starts. The repeated rows above read one b over
    and over, and a b near the L2's size (64 MiB against the H200's 50 MB) may be partly
@@ -461,6 +473,13 @@ const bench_case bench_cases[] = {
     /* the same work but for 0.1% in 4,092 tiles of 128 x 128, 31 per SM of the H200, where 8192^3's
        4,096 leave 4 SMs a 32nd: what the last, nearly empty round costs (bench/notes/matmul.md) */
     { "matmul_at", "7936x8448x8192", { 7936, 8448, 8192 }, { 640, 896, 768 }, mm_b, mm_f, su_mm_at, r_mm_at, "matmul" },
+    /* the f16 precisions: inputs rounded to f16 (PyTorch's f16 product beside them), and
+       f32 accuracy from three f16 products (PyTorch's f32 product beside it) */
+    { "matmul", "4096x4096x4096 f16", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm, r_mm_f16, "matmul-f16" },
+    { "matmul_bt", "4096x4096x4096 f16", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm_bt, r_mm_bt_f16, "matmul-f16" },
+    { "matmul_at", "4096x4096x4096 f16", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm_at, r_mm_at_f16, "matmul-f16" },
+    { "matmul_bt", "4096x4096x4096 f16x3", { 4096, 4096, 4096 }, { 512, 512, 512 }, mm_b, mm_f, su_mm_bt, r_mm_bt_f16x3,
+      "matmul-f16" },
     { "matmul_bt", "2048x11008x4096", { 2048, 11008, 4096 }, { 256, 1376, 512 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
     { "matmul_bt", "2048x4096x11008", { 2048, 4096, 11008 }, { 256, 512, 1376 }, mm_b, mm_f, su_mm_bt, r_mm_bt, "matmul" },
     { "matmul", "2048x11008x4096", { 2048, 11008, 4096 }, { 256, 1376, 512 }, mm_b, mm_f, su_mm, r_mm, "matmul" },

@@ -111,6 +111,11 @@ int cmd_info(int argc, char **argv)
     printf("subgroups:    %s, size %u..%u\n", in.subgroups ? "yes" : "no", in.subgroup_min_size, in.subgroup_max_size);
     printf("shader-f16:   %s\n", in.shader_f16 ? "yes" : "no");
     printf("timestamps:   %s\n", in.timestamp_query ? "yes" : "no");
+    if (in.matrix_m)
+        printf("matrices:     f16 x f16 -> f32 subgroup matrices, %u x %u x %u (M x N x K)\n", in.matrix_m, in.matrix_n,
+               in.matrix_k);
+    else
+        printf("matrices:     none (f16 products run on FMA kernels)\n");
     printf("limits:       maxBufferSize %llu, maxStorageBufferBindingSize %llu\n", (unsigned long long)in.max_buffer_size,
            (unsigned long long)in.max_storage_buffer_binding_size);
     printf("              workgroup storage %u B, %u invocations per workgroup, %u workgroups per dimension, %u storage buffers per stage\n",

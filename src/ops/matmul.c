@@ -814,8 +814,24 @@ static wgml_status check_out(wgml_engine *e, const char *fn, const wgml_tensor *
     return WGML_OK;
 }
 
+/* A validated product: on the matrix units (an f16 precision where they run it), through the
+   packed kernels (b packed, f16 or bf16), or planned here. */
+static wgml_status dispatch_product(wgml_engine *e, const char *fn, int layout, uint32_t M, uint32_t N, uint32_t K,
+                                    const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
+                                    const wgml_matmul_options *opts)
+{
+    bool acc = opts && opts->accumulate;
+    if (opts && (unsigned)opts->precision > WGML_PRECISION_F16X3)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: opts->precision %d is not a wgml_precision", fn,
+                          (int)opts->precision);
+    wgml_precision p = wgml__precision_of(e->ctx, opts);
+    if (wgml__mma_takes(e->ctx, p, b, M, N, K)) return wgml__mma_matmul(e, layout, M, N, K, a, b, out, acc, p);
+    if (wgml__is_packed_operand(b)) return wgml__packed_matmul(e, fn, a, b, out, M, N, K, layout == LAYOUT_NN, acc);
+    return run(e, fn, layout, M, N, K, a, b, out, acc);
+}
+
 static wgml_status nn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
-                              wgml_tensor *out, bool acc)
+                              wgml_tensor *out, const wgml_matmul_options *opts)
 {
     WGML_CHECK(check_common(e, fn, a, b, out, true));
     if (b->ndim != 2)
@@ -826,12 +842,11 @@ static wgml_status nn_product(wgml_engine *e, const char *fn, const wgml_tensor 
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
-    if (wgml__is_packed_operand(b)) return wgml__packed_matmul(e, fn, a, b, out, (uint32_t)M, (uint32_t)N, (uint32_t)K, true, acc);
-    return run(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
+    return dispatch_product(e, fn, LAYOUT_NN, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, opts);
 }
 
 static wgml_status nt_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
-                              wgml_tensor *out, bool acc)
+                              wgml_tensor *out, const wgml_matmul_options *opts)
 {
     WGML_CHECK(check_common(e, fn, a, b, out, true));
     if (b->ndim != 2)
@@ -842,12 +857,11 @@ static wgml_status nt_product(wgml_engine *e, const char *fn, const wgml_tensor 
                           fn, last_dim(a), K);
     size_t M = wgml_tensor_numel(a) / K;
     WGML_CHECK(check_out(e, fn, out, M, N));
-    if (wgml__is_packed_operand(b)) return wgml__packed_matmul(e, fn, a, b, out, (uint32_t)M, (uint32_t)N, (uint32_t)K, false, acc);
-    return run(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, acc);
+    return dispatch_product(e, fn, LAYOUT_NT, (uint32_t)M, (uint32_t)N, (uint32_t)K, a, b, out, opts);
 }
 
 static wgml_status tn_product(wgml_engine *e, const char *fn, const wgml_tensor *a, const wgml_tensor *b,
-                              wgml_tensor *out, bool acc)
+                              wgml_tensor *out, const wgml_matmul_options *opts)
 {
     WGML_CHECK(check_common(e, fn, a, b, out, false));
     size_t M = last_dim(a), N = last_dim(b);
@@ -858,40 +872,40 @@ static wgml_status tn_product(wgml_engine *e, const char *fn, const wgml_tensor 
                           "(N = %zu); the K must be equal",
                           fn, Ka, M, Kb, N);
     WGML_CHECK(check_out(e, fn, out, M, N));
-    return run(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out, acc);
+    return dispatch_product(e, fn, LAYOUT_TN, (uint32_t)M, (uint32_t)N, (uint32_t)Ka, a, b, out, opts);
 }
 
 wgml_status wgml_matmul(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
 {
-    return nn_product(e, "wgml_matmul", a, b, out, false);
+    return nn_product(e, "wgml_matmul", a, b, out, NULL);
 }
 
 wgml_status wgml_matmul_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
                              const wgml_matmul_options *opts)
 {
-    return nn_product(e, "wgml_matmul_with", a, b, out, opts && opts->accumulate);
+    return nn_product(e, "wgml_matmul_with", a, b, out, opts);
 }
 
 wgml_status wgml_matmul_bt(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
 {
-    return nt_product(e, "wgml_matmul_bt", a, b, out, false);
+    return nt_product(e, "wgml_matmul_bt", a, b, out, NULL);
 }
 
 wgml_status wgml_matmul_bt_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
                                 const wgml_matmul_options *opts)
 {
-    return nt_product(e, "wgml_matmul_bt_with", a, b, out, opts && opts->accumulate);
+    return nt_product(e, "wgml_matmul_bt_with", a, b, out, opts);
 }
 
 wgml_status wgml_matmul_at(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out)
 {
-    return tn_product(e, "wgml_matmul_at", a, b, out, false);
+    return tn_product(e, "wgml_matmul_at", a, b, out, NULL);
 }
 
 wgml_status wgml_matmul_at_with(wgml_engine *e, const wgml_tensor *a, const wgml_tensor *b, wgml_tensor *out,
                                 const wgml_matmul_options *opts)
 {
-    return tn_product(e, "wgml_matmul_at_with", a, b, out, opts && opts->accumulate);
+    return tn_product(e, "wgml_matmul_at_with", a, b, out, opts);
 }
 
 /* The default kernels, compiled by wgml_engine_warmup: the 128-tile's gemm of each layout

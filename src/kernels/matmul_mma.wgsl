@@ -1,0 +1,272 @@
+// Matrix products on the GPU's matrix units (subgroup matrices) for the f16 precisions of
+// wgml_precision: out[M, N] = A @ B with A and B f32 (B may be f16) in the three layouts of
+// matmul.wgsl (LAYOUT 0: A [M, K], B [K, N]; 1: B stored [N, K]; 2: A stored [K, M]).
+// Host: src/ops/matmul_mma.c. The host compiles this file after a header of its own:
+//   enable f16; enable subgroups; enable chromium_experimental_subgroup_matrix;
+//   const SM: u32 = ...; const SN: u32 = ...; const SK: u32 = ...;
+// where SM x SK times SK x SN is the adapter's f16 -> f32 subgroup-matrix shape (queried,
+// never assumed: 8 x 8 x 8 on lavapipe, 16 x 16 x 16 on NVIDIA).
+//
+// The steps (mma_absmax and mma_split only for SPLIT, instead of mma_convert):
+//   mma_absmax   the largest magnitude of each row of A and each column of B (over k), as
+//                the power of two that brings it into [2^14, 2^15): one workgroup per line.
+//   mma_convert  A into an f16 copy [Mp, Kp] and B into [Kp, Np], row-major whatever the
+//                layout, zero up to Mp, Kp, Np (whole tiles, so the product needs no bounds);
+//   mma_split    (SPLIT) the same with each value first scaled, the copy its high part and
+//                a second copy its low part.
+//   gemm_mma     the product of the copies: every subgroup loads its matrices straight from
+//                them (no workgroup staging: a first version staged and converted blocks in
+//                workgroup memory, and those loads cost 20 times the products), then its
+//                results pass through workgroup memory (their layout inside a subgroup is the
+//                implementation's) to be unscaled, bounds-checked and stored or added (ACC).
+//
+// SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
+//   range +-inf, as a cast in PyTorch), the products are summed in f32.
+// SPLIT true (F16X3): row m of A is scaled by its power of two ra[m], column n of B by
+//   rb[n]; each scaled x is split into hi = f16(x) and lo = f16((x - hi) * 2^10) (x - hi is
+//   at most one f16 ulp of hi, so lo stays in range), and
+//       out = (Ahi Bhi + (Ahi Blo + Alo Bhi) / 2^10) / ra[m] / rb[n],
+//   dropping Alo Blo (about 2^-21 of each product): each element carried to about 22 bits.
+
+struct Params {
+    M: u32, N: u32, K: u32, tiles_n: u32,   // the product (K: of the sources)
+    lda: u32, ldb: u32, tiles: u32, Kp: u32,
+    Np: u32, rows: u32, cols: u32, ld: u32, // mma_convert / mma_absmax: the source's valid
+    rows_p: u32, cols_p: u32, sr: u32, sc: u32,   // rows x cols, padded size, strides
+    scale_at: u32, by_row: u32, pad0: u32, pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> u: Params;
+
+override LAYOUT: u32 = 0u;
+override SG: u32 = 32u;
+override SRC16: bool = false;   // the source of mma_absmax / mma_convert / mma_split is f16
+override SPLIT: bool = false;
+override ACC: bool = false;
+
+// ---- mma_absmax, mma_convert ------------------------------------------------------------
+
+@group(0) @binding(1) var<storage, read> src: array<u32>;   // f32 bits, or two f16 per word (SRC16)
+
+const LO: f32 = 1024.0;   // 2^10: the low part's scale
+const F16_MAX: f32 = 65504.0;
+const F16_OVERFLOW: f32 = 65520.0;   // the smallest magnitude that rounds past F16_MAX
+
+// Element (r, c) of the source: src[r * sr + c * sc] (0 outside rows x cols).
+fn src_at(r: u32, c: u32) -> f32 {
+    if (r >= u.rows || c >= u.cols) { return 0.0; }
+    let i = r * u.sr + c * u.sc;
+    if (SRC16) { return unpack2x16float(src[i >> 1u])[i & 1u]; }
+    return bitcast<f32>(src[i]);
+}
+
+// x rounded to f16, +-inf beyond its range (a conversion out of range is undefined in WGSL)
+fn to_f16(x: f32) -> f16 {
+    if (abs(x) >= F16_OVERFLOW) { return f16(sign(x) * F16_MAX) * 2.0h; }
+    return f16(x);
+}
+
+// The power of two that brings magnitude mx into [2^14, 2^15) (1 for 0 and non-finite mx).
+fn scale_of(mx: f32) -> f32 {
+    if (!(mx > 0.0) || mx > 3.4e38) { return 1.0; }
+    return ldexp(1.0, clamp(15 - frexp(mx).exp, -126, 127));
+}
+
+const AW = 64u;
+var<workgroup> part: array<f32, AW>;
+@group(0) @binding(2) var<storage, read_write> scales: array<f32>;
+
+// scales[scale_at + line] for line = workgroup (a row r when by_row, else a column c): the
+// scale of the line's largest magnitude over the other index.
+@compute @workgroup_size(AW)
+fn mma_absmax(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+              @builtin(local_invocation_index) lid: u32) {
+    let line = wid.x + wid.y * nwg.x;
+    let n = select(u.rows, u.cols, u.by_row != 0u);
+    let lines = select(u.cols, u.rows, u.by_row != 0u);
+    if (line >= lines) { return; }
+    var mx = 0.0;
+    for (var j = lid; j < n; j += AW) {
+        mx = max(mx, abs(select(src_at(j, line), src_at(line, j), u.by_row != 0u)));
+    }
+    part[lid] = mx;
+    for (var s = AW / 2u; s > 0u; s >>= 1u) {
+        workgroupBarrier();
+        if (lid < s) { part[lid] = max(part[lid], part[lid + s]); }
+    }
+    if (lid == 0u) { scales[u.scale_at + line] = scale_of(part[0]); }
+}
+
+@group(0) @binding(2) var<storage, read_write> hi: array<f16>;
+@group(0) @binding(3) var<storage, read_write> lo: array<f16>;
+@group(0) @binding(4) var<storage, read> line_scale: array<f32>;
+
+// hi [rows_p, cols_p] row-major: the source rounded to f16. One invocation per element.
+@compute @workgroup_size(256)
+fn mma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= u.rows_p * u.cols_p) { return; }
+    hi[i] = to_f16(src_at(i / u.cols_p, i % u.cols_p));
+}
+
+// hi and lo [rows_p, cols_p]: the source scaled by line_scale[scale_at + r] (by_row) or
+// [scale_at + c], split into its high and low f16 parts.
+@compute @workgroup_size(256)
+fn mma_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= u.rows_p * u.cols_p) { return; }
+    let r = i / u.cols_p;
+    let c = i % u.cols_p;
+    let x = src_at(r, c) * line_scale[u.scale_at + select(c, r, u.by_row != 0u)];
+    let h = to_f16(x);
+    hi[i] = h;
+    lo[i] = f16((x - f32(h)) * LO);
+}
+
+// ---- gemm_mma ----------------------------------------------------------------------------
+
+@group(0) @binding(1) var<storage, read> Ah: array<f16>;   // [Mp, Kp]
+@group(0) @binding(2) var<storage, read> Bh: array<f16>;   // [Kp, Np]
+@group(0) @binding(3) var<storage, read> Al: array<f16>;   // SPLIT: the low parts
+@group(0) @binding(4) var<storage, read> Bl: array<f16>;
+@group(0) @binding(5) var<storage, read> sc: array<f32>;   // SPLIT: ra [M], then rb [N]
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+
+alias LM = subgroup_matrix_left<f16, SK, SM>;
+alias RMB = subgroup_matrix_right<f16, SN, SK>;
+alias RM = subgroup_matrix_result<f32, SN, SM>;
+
+// A workgroup of 2 x 2 subgroups of SG lanes (SG: the adapter's largest subgroup size, which
+// a workgroup using subgroup matrices must be a multiple of) owns a BM x BN tile of out, each
+// subgroup a TS x TS block of result matrices (4 x 4; 2 x 2 with SPLIT, whose low parts
+// double the accumulators). A device whose subgroups are smaller than SG runs more
+// subgroups than 4; the extra ones only wait at the barriers.
+override TS: u32 = select(4u, 2u, SPLIT);   // result matrices per subgroup along M and N
+override BM: u32 = 2u * TS * SM;
+override BN: u32 = 2u * TS * SN;
+override WG: u32 = 4u * SG;
+var<workgroup> Cs: array<f32, 4u * SM * SN>;   // one result matrix per subgroup
+var<workgroup> Cl: array<f32, 4u * SM * SN>;   // and its low part (SPLIT)
+
+@compute @workgroup_size(WG)
+fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+            @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32,
+            @builtin(subgroup_size) sgsize: u32) {
+    let tile = wid.x + wid.y * nwg.x;
+    if (tile >= u.tiles) { return; }
+    let m0 = (tile / u.tiles_n) * BM;
+    let n0 = (tile % u.tiles_n) * BN;
+    let busy = sgid < 4u;
+    let mb = m0 + (sgid % 2u) * TS * SM;
+    let nb = n0 + (sgid / 2u % 2u) * TS * SN;
+
+    // the results (4 x 4; 2 x 2 and their low parts with SPLIT) in named variables: an
+    // array of matrices indexed in a loop is kept in local memory by some compilers
+    var c00: RM; var c01: RM; var c02: RM; var c03: RM;
+    var c10: RM; var c11: RM; var c12: RM; var c13: RM;
+    var c20: RM; var c21: RM; var c22: RM; var c23: RM;
+    var c30: RM; var c31: RM; var c32: RM; var c33: RM;
+    var l00: RM; var l01: RM; var l10: RM; var l11: RM;
+    if (busy && !SPLIT) {
+        // 4 x 4 result matrices per subgroup: each k-step loads 8 matrices for 16 products
+        // (the loads come from memory through the caches; loading the next step's before
+        // this step's products, or unrolling two steps, measured no faster on an H100)
+        let a0 = mb * u.Kp;
+        for (var k = 0u; k < u.Kp; k += SK) {
+            let b0 = k * u.Np + nb;
+            let x0 = subgroupMatrixLoad<LM>(&Ah, a0 + 0u * SM * u.Kp + k, false, u.Kp);
+            let x1 = subgroupMatrixLoad<LM>(&Ah, a0 + 1u * SM * u.Kp + k, false, u.Kp);
+            let x2 = subgroupMatrixLoad<LM>(&Ah, a0 + 2u * SM * u.Kp + k, false, u.Kp);
+            let x3 = subgroupMatrixLoad<LM>(&Ah, a0 + 3u * SM * u.Kp + k, false, u.Kp);
+            let y0 = subgroupMatrixLoad<RMB>(&Bh, b0 + 0u * SN, false, u.Np);
+            let y1 = subgroupMatrixLoad<RMB>(&Bh, b0 + 1u * SN, false, u.Np);
+            let y2 = subgroupMatrixLoad<RMB>(&Bh, b0 + 2u * SN, false, u.Np);
+            let y3 = subgroupMatrixLoad<RMB>(&Bh, b0 + 3u * SN, false, u.Np);
+            c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
+            c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
+            c02 = subgroupMatrixMultiplyAccumulate(x0, y2, c02);
+            c03 = subgroupMatrixMultiplyAccumulate(x0, y3, c03);
+            c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
+            c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
+            c12 = subgroupMatrixMultiplyAccumulate(x1, y2, c12);
+            c13 = subgroupMatrixMultiplyAccumulate(x1, y3, c13);
+            c20 = subgroupMatrixMultiplyAccumulate(x2, y0, c20);
+            c21 = subgroupMatrixMultiplyAccumulate(x2, y1, c21);
+            c22 = subgroupMatrixMultiplyAccumulate(x2, y2, c22);
+            c23 = subgroupMatrixMultiplyAccumulate(x2, y3, c23);
+            c30 = subgroupMatrixMultiplyAccumulate(x3, y0, c30);
+            c31 = subgroupMatrixMultiplyAccumulate(x3, y1, c31);
+            c32 = subgroupMatrixMultiplyAccumulate(x3, y2, c32);
+            c33 = subgroupMatrixMultiplyAccumulate(x3, y3, c33);
+        }
+    }
+    if (busy && SPLIT) {
+        let a0 = mb * u.Kp;
+        let a1 = a0 + SM * u.Kp;
+        for (var k = 0u; k < u.Kp; k += SK) {
+            let b0 = k * u.Np + nb;
+            let x0 = subgroupMatrixLoad<LM>(&Ah, a0 + k, false, u.Kp);
+            let x1 = subgroupMatrixLoad<LM>(&Ah, a1 + k, false, u.Kp);
+            let y0 = subgroupMatrixLoad<RMB>(&Bh, b0, false, u.Np);
+            let y1 = subgroupMatrixLoad<RMB>(&Bh, b0 + SN, false, u.Np);
+            c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
+            c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
+            c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
+            c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
+            {
+                let p0 = subgroupMatrixLoad<LM>(&Al, a0 + k, false, u.Kp);
+                let p1 = subgroupMatrixLoad<LM>(&Al, a1 + k, false, u.Kp);
+                let q0 = subgroupMatrixLoad<RMB>(&Bl, b0, false, u.Np);
+                let q1 = subgroupMatrixLoad<RMB>(&Bl, b0 + SN, false, u.Np);
+                l00 = subgroupMatrixMultiplyAccumulate(x0, q0, subgroupMatrixMultiplyAccumulate(p0, y0, l00));
+                l01 = subgroupMatrixMultiplyAccumulate(x0, q1, subgroupMatrixMultiplyAccumulate(p0, y1, l01));
+                l10 = subgroupMatrixMultiplyAccumulate(x1, q0, subgroupMatrixMultiplyAccumulate(p1, y0, l10));
+                l11 = subgroupMatrixMultiplyAccumulate(x1, q1, subgroupMatrixMultiplyAccumulate(p1, y1, l11));
+            }
+        }
+    }
+    let cb = min(sgid, 3u) * SM * SN;
+    emit(busy, cb, mb, nb, lane, sgsize, c00, l00);
+    emit(busy, cb, mb, nb + SN, lane, sgsize, c01, l01);
+    emit(busy, cb, mb + SM, nb, lane, sgsize, c10, l10);
+    emit(busy, cb, mb + SM, nb + SN, lane, sgsize, c11, l11);
+    if (!SPLIT) {
+        emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02, l00);
+        emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03, l00);
+        emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12, l00);
+        emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13, l00);
+        emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20, l00);
+        emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21, l00);
+        emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22, l00);
+        emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23, l00);
+        emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30, l00);
+        emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31, l00);
+        emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32, l00);
+        emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33, l00);
+    }
+}
+
+// The result matrix c (low part l) of rows mb.., columns nb.. through workgroup memory at cb
+// into out: unscaled (SPLIT), bounds-checked, added to out (ACC). Every invocation calls it;
+// busy (the subgroup owns results) is uniform in each subgroup.
+fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM, l: RM) {
+    if (busy) {
+        subgroupMatrixStore(&Cs, cb, c, false, SN);
+        if (SPLIT) { subgroupMatrixStore(&Cl, cb, l, false, SN); }
+    }
+    workgroupBarrier();
+    if (busy) {
+        for (var e = lane; e < SM * SN; e += sgsize) {
+            let m = mb + e / SN;
+            let n = nb + e % SN;
+            if (m < u.M && n < u.N) {
+                var v = Cs[cb + e];
+                if (SPLIT) { v = (v + Cl[cb + e] / LO) / sc[m] / sc[u.M + n]; }
+                let o = m * u.N + n;
+                if (ACC) { v += out[o]; }
+                out[o] = v;
+            }
+        }
+    }
+    workgroupBarrier();
+}
