@@ -2261,7 +2261,8 @@ typedef struct wgml_trainer_desc {
                                   input width of the targets. */
     wgml_comm *comm;           /* data parallelism (DATA PARALLELISM below): each step first
                                   sums the trained gradients over comm's processes; NULL or
-                                  one process: this process alone */
+                                  one process: this process alone. It must outlive the
+                                  trainer. */
 } wgml_trainer_desc;
 
 /* Allocates activations for batch * seq_len tokens and, unless eval_only, a gradient and
@@ -2286,19 +2287,36 @@ WGML_API wgml_status wgml_trainer_eval(wgml_trainer *t, const uint32_t *ids, con
 /* wgml_trainer_eval, then the backward pass: adds grad_scale times the gradient of the
    mean loss to every parameter's accumulated gradient (grad_scale 1/n averages n
    micro-batches). The logits then hold their gradient, not the logits.
-   Errors: as wgml_trainer_eval; WGML_ERROR_INVALID_ARGUMENT for an eval_only trainer. */
+   Errors: as wgml_trainer_eval; WGML_ERROR_INVALID_ARGUMENT for an eval_only trainer and
+           after the step's last micro-batch (wgml_trainer_mark_last) until the step. */
 WGML_API wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets,
                                              float grad_scale, wgml_tensor *mean_loss);
+
+/* Marks the next wgml_trainer_accumulate as the step's last micro-batch: with desc.comm of
+   several processes, its backward pass starts summing the gradients over the processes
+   as soon as each layer's are final, while the rest of the backward runs (DATA
+   PARALLELISM), and wgml_trainer_step finishes the sum; unmarked, the whole sum runs in
+   wgml_trainer_step. The result is the same bit for bit. Alone (comm NULL or one process)
+   it changes nothing but the calls allowed: after the marked accumulate, no other
+   accumulate until the step (eval, the logits and the gradients stay readable). An
+   accumulate that refuses its arguments leaves the mark in place; one that fails after
+   them makes the next wgml_trainer_step return its error and apply nothing. A step
+   clears a mark not yet used.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, an eval_only trainer, the next accumulate
+           already marked, the marked one already run and the step not yet taken). */
+WGML_API wgml_status wgml_trainer_mark_last(wgml_trainer *t);
 
 /* One optimizer step on the accumulated gradients: with desc.comm of several processes,
    first their sum over the processes (DATA PARALLELISM); their global L2 norm (written to
    grad_norm[0] before clipping when grad_norm is not NULL), clipping to clip_norm, AdamW
    with learning rate lr and the trainer's step count (1-based), then the gradients are
    cleared for the next accumulation. All on the GPU, nothing read back, except the
-   gradients' round trip through host memory for the sum.
+   gradients' round trip through host memory for the sum. When the sum fails, or failed
+   in the marked last micro-batch (wgml_trainer_mark_last), nothing is applied and the
+   step's gradients are dropped (the next accumulate starts a new step).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr negative or not finite, no gradient
            accumulated since the last step, an eval_only trainer), the communicator's
-           (WGML_ERROR_TIMEOUT, WGML_ERROR_DEVICE). */
+           (WGML_ERROR_TIMEOUT, WGML_ERROR_DEVICE), the marked last micro-batch's failure. */
 WGML_API wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm);
 
 /* The logits [batch * seq_len, vocab] of the last eval or accumulate (their gradient
@@ -2337,16 +2355,22 @@ WGML_API wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path);
    AdamW. Each process accumulates its micro-batches with grad_scale 1 / (micro-batches of
    the step over all processes), so the sum is the gradient of the global batch's mean
    loss, and every process takes the same step: the weights stay bit-identical. The
-   gradients travel through host memory in buckets of about 8 MiB, in the trained
-   parameters' order: each bucket is read back from the device, its all-reduce started
-   (non-blocking) and the next bucket read while it runs; the sums are written back once
-   all are done. (The read-backs start when the step begins, after the whole backward
-   pass; they do not overlap it.)
+   gradients travel through host memory in buckets of about 8 MiB, in the order the
+   backward pass finishes them (the last layer's first): a bucket's gradients are copied
+   on the device into a mappable staging buffer, and once it is mapped, copied to host
+   memory and its all-reduce started (non-blocking); the sums are written back in
+   wgml_trainer_step once all are done. Marked with wgml_trainer_mark_last, the step's last
+   micro-batch stages each layer's gradients as soon as its backward has made them final
+   and starts the all-reduces of the buckets mapped so far between the later layers', so
+   that the sum overlaps the rest of the backward pass; unmarked, everything is staged in
+   wgml_trainer_step. Either way each element is the same sum of the same floats.
 
    The transport is MPI, present when the build found Open MPI (wgml_comm_available);
    a build without it refuses to run inside an MPI job rather than train N copies alone. A
    collective that does not finish within the timeout (a process died or hangs) fails
-   with WGML_ERROR_TIMEOUT, and wgml_comm_destroy then aborts every process of the job. */
+   with WGML_ERROR_TIMEOUT, and wgml_comm_destroy then aborts every process of the job;
+   so does a trainer that gives up a sum it began (its step failed, or it was destroyed
+   between the marked accumulate and the step), as the others would wait for it. */
 
 /* Whether this build has a transport (MPI). */
 WGML_API bool wgml_comm_available(void);

@@ -7,6 +7,10 @@
 #include <string.h>
 
 #define DEFAULT_TIMEOUT_MS 600000u
+/* The gradients' buckets: large enough that a bucket's all-reduce is mostly transfer, small
+   enough that the first starts early in the backward pass and few staging buffers hold
+   the ones in flight. */
+#define BUCKET_BYTES ((size_t)8 << 20)
 
 bool wgml_comm_available(void)
 {
@@ -43,6 +47,7 @@ wgml_status wgml_comm_create(uint32_t timeout_ms, wgml_comm **out)
     wgml_comm *c = calloc(1, sizeof *c);
     if (!c) return wgml__fail(NULL, WGML_ERROR_OUT_OF_MEMORY, "wgml_comm_create: out of host memory");
     c->timeout_ms = timeout_ms ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    c->bucket_bytes = BUCKET_BYTES;
     wgml_status s = wgml__mpi_join(c);
     if (s != WGML_OK) {
         free(c);
@@ -71,6 +76,15 @@ wgml_status wgml__comm_allreduce_start(wgml_comm *c, float *buf, size_t n, wgml_
     *req = NULL;
     if (!c || c->size <= 1 || !n) return WGML_OK;
     wgml_status s = c->tr->iallreduce_f32(c, buf, n, req);
+    if (s != WGML_OK) c->failed = true;
+    return s;
+}
+
+wgml_status wgml__comm_allreduce_test(wgml_comm *c, wgml__comm_req *req, bool *done)
+{
+    *done = true;
+    if (!req) return WGML_OK;
+    wgml_status s = c->tr->test(c, req, done);
     if (s != WGML_OK) c->failed = true;
     return s;
 }

@@ -703,13 +703,25 @@ struct wgml_trainer {
     size_t n_dec, n_nod;
     uint32_t micro, steps;
     uint32_t *host_ids;
-    float *host_grads;          /* the gradients' staging for their sum over processes (desc.comm) */
-    size_t host_floats;
+    /* The trained tensors in the order the backward pass finishes their gradients
+       (backward_order): final_head of them before the first layer's backward,
+       final_after[l] after layer l's; final_done of them are final in the micro-batch
+       under way. The sum over desc.comm's processes stages them in this order (NULL x:
+       this process alone). */
+    size_t *order, *final_after, final_head, final_done;
+    wgml__exchange *x;
+    /* wgml_trainer_mark_last: the next accumulate is the step's last (MARK_PENDING); it
+       ran (MARK_RAN) or failed after its arguments were accepted (MARK_FAILED, its status
+       and message kept for the step to return) */
+    enum { MARK_NONE, MARK_PENDING, MARK_RAN, MARK_FAILED } mark;
+    wgml_status mark_status;
+    char mark_error[WGML_ERROR_MAX];
 };
 
 void wgml_trainer_destroy(wgml_trainer *t)
 {
     if (!t) return;
+    wgml__exchange_destroy(t->x);   /* first: what it has in flight reads the gradients */
     if (t->la)
         for (uint32_t l = 0; l < t->m->L; l++) release_all((wgml_tensor **)&t->la[l], LAYER_ACTS);
     wgml_tensor *single[] = { t->ids, t->targets, t->o, t->f, t->hf, t->xf, t->logits, t->loss, t->dres,
@@ -722,7 +734,8 @@ void wgml_trainer_destroy(wgml_trainer *t)
     free(t->w_dec); free(t->g_dec); free(t->m_dec); free(t->v_dec);
     free(t->w_nod); free(t->g_nod); free(t->m_nod); free(t->v_nod);
     free(t->host_ids);
-    free(t->host_grads);
+    free(t->order);
+    free(t->final_after);
     free(t);
 }
 
@@ -749,6 +762,12 @@ static wgml_status like(wgml_context *ctx, const wgml_tensor *p, wgml_tensor **o
    layer l's A and B (NULL when the adapter is not trained or has no such target). */
 static wgml_tensor *grad_of(const wgml_trainer *t, size_t i) { return t->lora ? NULL : t->grad[i]; }
 static wgml_tensor *scratch_of(const wgml_trainer *t, size_t i) { return t->lora ? NULL : t->gscratch[i]; }
+/* Where a written (not added) gradient of parameter i goes: the gradient itself on a
+   step's first micro-batch, its scratch after, a throwaway when the parameter is frozen. */
+static wgml_tensor *written_grad(const wgml_trainer *t, size_t i, bool fresh)
+{
+    return t->lora ? t->dnorm : fresh ? grad_of(t, i) : scratch_of(t, i);
+}
 
 /* The position of a's and b's gradients in the trained list (lora mode). */
 static size_t lora_index(const wgml_trainer *t, const wgml_tensor *param)
@@ -756,6 +775,44 @@ static size_t lora_index(const wgml_trainer *t, const wgml_tensor *param)
     for (size_t i = 0; i < t->nt; i++)
         if (t->tp[i] == param) return i;
     return SIZE_MAX;
+}
+
+/* t->order, final_head and final_after (see wgml_trainer): the final norm's and an untied
+   head's gradients are final before the layers' backward, each layer's (its adapter's in
+   lora mode) after it, from the last layer to the first; the embedding's last (tied, it
+   gets the head's gradient first and its own at the end). */
+static wgml_status backward_order(wgml_trainer *t)
+{
+    const wgml_model *m = t->m;
+    size_t L = m->L, nt = t->nt;
+    /* key 0: before the layers; L - l: after layer l; L + 1: at the end */
+    size_t *key = malloc((nt ? nt : 1) * sizeof *key);
+    t->order = malloc((nt ? nt : 1) * sizeof *t->order);
+    t->final_after = malloc(L * sizeof *t->final_after);
+    if (!key || !t->order || !t->final_after) {
+        free(key);
+        return wgml__fail(m->ctx, WGML_ERROR_OUT_OF_MEMORY, "wgml_trainer_create: out of host memory");
+    }
+    for (size_t i = 0; i < nt; i++) key[i] = L + 1;
+    if (t->lora) {
+        for (size_t l = 0; l < L; l++)
+            for (size_t k = 0; k < WGML__LORA_KINDS; k++) {
+                const wgml_tensor *a = t->lora->a[l * WGML__LORA_KINDS + k], *b = t->lora->b[l * WGML__LORA_KINDS + k];
+                if (a) key[lora_index(t, a)] = key[lora_index(t, b)] = L - l;
+            }
+    } else {
+        for (size_t i = 0; i < nt; i++)
+            key[i] = m->list[i].layer >= 0 ? L - (size_t)m->list[i].layer : m->list[i].slot == S_EMBED ? L + 1 : 0;
+    }
+    size_t n = 0;
+    for (size_t k = 0; k <= L + 1; k++) {
+        for (size_t i = 0; i < nt; i++)
+            if (key[i] == k) t->order[n++] = i;
+        if (k == 0) t->final_head = n;
+        else if (k <= L) t->final_after[L - k] = n;
+    }
+    free(key);
+    return WGML_OK;
 }
 
 wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out)
@@ -878,6 +935,8 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
             t->m_dec[t->n_dec] = t->m1[i]; t->v_dec[t->n_dec++] = t->m2[i];
         }
     }
+    MK(backward_order(t));
+    MK(wgml__exchange_create(desc->comm, t->grad, t->order, nt, "wgml_trainer_create", &t->x));
 scratch_done:
     /* last, and only where the device can hold them beside the rest: a device that cannot
        gets a trainer that recomputes them instead of an error */
@@ -1102,95 +1161,111 @@ static wgml_status post_norm_grad(wgml_trainer *t, uint32_t l, int x, const wgml
     *out = t->dres;
     if (!m->cfg.gemma) return WGML_OK;
     size_t i = extra_index(m, l, x);
-    wgml_tensor *gw = t->lora ? t->dnorm : fresh ? grad_of(t, i) : scratch_of(t, i);
     *out = t->dpost;
-    return norm_backward(m, t->dres, in, m->p[i], t->dpost, gw, false);
+    return norm_backward(m, t->dres, in, m->p[i], t->dpost, written_grad(t, i, fresh), false);
 }
 
-wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
-                                    wgml_tensor *mean_loss)
+/* The backward of layer l: from the gradient of its output in t->dres to that of its
+   input, there too; its parameters' gradients written (fresh) or added. */
+static wgml_status layer_backward(wgml_trainer *t, uint32_t l, bool fresh, const wgml_matmul_options *wa)
 {
-    const char *fn = "wgml_trainer_accumulate";
-    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
-    TRY(refuse_eval_only(t, fn));
     wgml_model *m = t->m;
     wgml_engine *e = m->e;
-    wgml_context *ctx = m->ctx;
-    if (!isfinite(grad_scale)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_scale must be finite", fn);
+    size_t N = t->N;
+    layer_acts *A = &t->la[l];
+
+    /* h_out = h2 + (act(g) * u) @ Wd^T, or (gemma) h2 + RMSNorm of it (A->fo) */
+    const wgml_tensor *df;
+    TRY(post_norm_grad(t, l, X_POST_FFN, A->fo, fresh, &df));
+    TRY(proj_backward(t, l, P_WD, A->a, df, t->da, false, wa));
+    TRY(gate_backward(m, A->g, A->u, t->da, t->dg, t->du));
+    TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
+    TRY(proj_backward(t, l, P_WU, A->xn2, t->du, t->dxn, true, wa));
+    /* the residual stream's gradient: += each norm's input gradient */
+    TRY(norm_backward(m, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, written_grad(t, slot_index(m, l, P_FFN_NORM), fresh),
+                      true));
+    if (conv_layer(&m->cfg, l)) {
+        TRY(conv_block_backward(t, l, fresh, wa));
+        return norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres,
+                             written_grad(t, slot_index(m, l, P_ATTN_NORM), fresh), true);
+    }
+    /* h2 = hin + att @ Wo^T, or (gemma) hin + RMSNorm of it (A->ao) */
+    const wgml_tensor *dao;
+    TRY(post_norm_grad(t, l, X_POST_ATTN, A->ao, fresh, &dao));
+    TRY(proj_backward(t, l, P_WO, A->att, dao, t->datt, false, wa));
+    wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
+    for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
+    for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
+    wgml_attention_options ao = attention_of(m, l, 0);
+    ao.lse = A->lse;
+    ao.scores = A->scores;
+    wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
+    if (s == WGML_OK) s = rope(m, l, t->dq, 0, true);
+    if (s == WGML_OK) s = rope(m, l, t->dk, 0, true);
+    for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
+    for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
+    TRY(s);
+    wgml_tensor *dq = t->dq, *dk = t->dk;   /* the gradients of q's and k's projections */
+    if (m->cfg.qk_norm) {
+        TRY(head_norm_backward(t, l, X_QNORM, dq, A->qr, t->dqr, m->H, fresh));
+        TRY(head_norm_backward(t, l, X_KNORM, dk, A->kr, t->dkr, m->Hk, fresh));
+        dq = t->dqr;
+        dk = t->dkr;
+    }
+    if (m->cfg.qkv_bias && !t->lora) {   /* the biases' gradients are sums: added in after a step's first */
+        TRY(wgml_bias_grad(e, dq, t->grad[extra_index(m, l, X_BQ)], !fresh));
+        TRY(wgml_bias_grad(e, dk, t->grad[extra_index(m, l, X_BK)], !fresh));
+        TRY(wgml_bias_grad(e, t->dv, t->grad[extra_index(m, l, X_BV)], !fresh));
+    }
+    TRY(proj_backward(t, l, P_WQ, A->xn, dq, t->dxn, false, wa));
+    TRY(proj_backward(t, l, P_WK, A->xn, dk, t->dxn, true, wa));
+    TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
+    return norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, written_grad(t, slot_index(m, l, P_ATTN_NORM), fresh),
+                         true);
+}
+
+/* The gradients order[final_done .. upto) are final in this micro-batch: after a step's
+   first, the scratch of each written one is added in; on the step's marked last
+   micro-batch their sum over the processes begins (wgml__exchange_stage). */
+static wgml_status grads_final(wgml_trainer *t, size_t upto, bool fresh, bool last)
+{
+    for (; t->final_done < upto; t->final_done++) {
+        size_t i = t->order[t->final_done];
+        if (!fresh && grad_via_scratch(t, i)) TRY(wgml_gradient_accumulate(t->m->e, t->grad[i], t->gscratch[i]));
+    }
+    return last ? wgml__exchange_stage(t->x, upto, "wgml_trainer_accumulate") : WGML_OK;
+}
+
+/* wgml_trainer_accumulate after its arguments were checked: the forward and backward
+   passes (last: the step's marked last micro-batch). */
+static wgml_status accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
+                              wgml_tensor *mean_loss, bool last)
+{
+    const char *fn = "wgml_trainer_accumulate";
+    wgml_model *m = t->m;
+    wgml_engine *e = m->e;
     /* The first micro-batch after a step writes the gradients; later ones add into them,
        the products directly, the rest through scratch tensors (allocated on first need,
        see grad_via_scratch). */
-    /* checked before the scratch gradients are allocated: a rejected call records nothing */
-    TRY(check_ids(ctx, fn, "ids", ids, t->N, m->V, false));
-    TRY(check_ids(ctx, fn, "targets", targets, t->N, m->V, true));
-    if (mean_loss) TRY(wgml__check_tensor(e, fn, "mean_loss", mean_loss, WGML_F32));
     bool fresh = t->micro == 0;
     if (!fresh && !t->lora && !t->gscratch[final_norm_index(m)])
         for (size_t i = 0; i < m->nparams; i++)
-            if (grad_via_scratch(t, i)) TRY(like(ctx, m->p[i], &t->gscratch[i]));
+            if (grad_via_scratch(t, i)) TRY(like(m->ctx, m->p[i], &t->gscratch[i]));
     TRY(train_forward(t, fn, ids, targets, true, mean_loss));
     const wgml_matmul_options add_grad = { .accumulate = true }, *wa = fresh ? NULL : &add_grad;
-    size_t N = t->N;
     wgml_tensor *dlogits = t->logits;
     if (grad_scale != 1.0f) TRY(wgml_gradient_scale(e, dlogits, grad_scale));
-    /* where a written (not added) gradient goes: the gradient itself on a step's first
-       micro-batch, its scratch after, a throwaway when the parameter is frozen */
-#define GW(i) (t->lora ? t->dnorm : fresh ? grad_of(t, i) : scratch_of(t, i))
+    t->final_done = 0;
 
     /* logits = xf @ Wout^T */
     wgml_tensor *wout = m->p[head_index(m)];
     if (grad_of(t, head_index(m))) TRY(wgml_matmul_at_with(e, dlogits, t->xf, grad_of(t, head_index(m)), wa));
     TRY(wgml_matmul(e, dlogits, wout, t->dxn));
-    TRY(norm_backward(m, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, GW(final_norm_index(m)), false));
+    TRY(norm_backward(m, t->dxn, t->hf, m->p[final_norm_index(m)], t->dres, written_grad(t, final_norm_index(m), fresh), false));
+    TRY(grads_final(t, t->final_head, fresh, last));
     for (uint32_t l = m->L; l-- > 0;) {
-        layer_acts *A = &t->la[l];
-
-        /* h_out = h2 + (act(g) * u) @ Wd^T, or (gemma) h2 + RMSNorm of it (A->fo) */
-        const wgml_tensor *df;
-        TRY(post_norm_grad(t, l, X_POST_FFN, A->fo, fresh, &df));
-        TRY(proj_backward(t, l, P_WD, A->a, df, t->da, false, wa));
-        TRY(gate_backward(m, A->g, A->u, t->da, t->dg, t->du));
-        TRY(proj_backward(t, l, P_WG, A->xn2, t->dg, t->dxn, false, wa));
-        TRY(proj_backward(t, l, P_WU, A->xn2, t->du, t->dxn, true, wa));
-        /* the residual stream's gradient: += each norm's input gradient */
-        TRY(norm_backward(m, t->dxn, A->h2, P(m, l, P_FFN_NORM), t->dres, GW(slot_index(m, l, P_FFN_NORM)), true));
-        if (conv_layer(&m->cfg, l)) {
-            TRY(conv_block_backward(t, l, fresh, wa));
-            TRY(norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), true));
-            continue;
-        }
-        /* h2 = hin + att @ Wo^T, or (gemma) hin + RMSNorm of it (A->ao) */
-        const wgml_tensor *dao;
-        TRY(post_norm_grad(t, l, X_POST_ATTN, A->ao, fresh, &dao));
-        TRY(proj_backward(t, l, P_WO, A->att, dao, t->datt, false, wa));
-        wgml_tensor *four[] = { A->q, A->att, t->datt, t->dq }, *four_kv[] = { A->k, A->v, t->dk, t->dv };
-        for (int i = 0; i < 4; i++) TRY(shape4(four[i], t->B, t->T, m->H, m->hd));
-        for (int i = 0; i < 4; i++) TRY(shape4(four_kv[i], t->B, t->T, m->Hk, m->hd));
-        wgml_attention_options ao = attention_of(m, l, 0);
-        ao.lse = A->lse;
-        ao.scores = A->scores;
-        wgml_status s = wgml_flash_attention_v2_backward_with(e, A->q, A->k, A->v, A->att, t->datt, t->dq, t->dk, t->dv, &ao, NULL);
-        if (s == WGML_OK) s = rope(m, l, t->dq, 0, true);
-        if (s == WGML_OK) s = rope(m, l, t->dk, 0, true);
-        for (int i = 0; i < 4; i++) TRY(shape2(four[i], N, m->QD));
-        for (int i = 0; i < 4; i++) TRY(shape2(four_kv[i], N, m->KD));
-        TRY(s);
-        wgml_tensor *dq = t->dq, *dk = t->dk;   /* the gradients of q's and k's projections */
-        if (m->cfg.qk_norm) {
-            TRY(head_norm_backward(t, l, X_QNORM, dq, A->qr, t->dqr, m->H, fresh));
-            TRY(head_norm_backward(t, l, X_KNORM, dk, A->kr, t->dkr, m->Hk, fresh));
-            dq = t->dqr;
-            dk = t->dkr;
-        }
-        if (m->cfg.qkv_bias && !t->lora) {   /* the biases' gradients are sums: added in after a step's first */
-            TRY(wgml_bias_grad(e, dq, t->grad[extra_index(m, l, X_BQ)], !fresh));
-            TRY(wgml_bias_grad(e, dk, t->grad[extra_index(m, l, X_BK)], !fresh));
-            TRY(wgml_bias_grad(e, t->dv, t->grad[extra_index(m, l, X_BV)], !fresh));
-        }
-        TRY(proj_backward(t, l, P_WQ, A->xn, dq, t->dxn, false, wa));
-        TRY(proj_backward(t, l, P_WK, A->xn, dk, t->dxn, true, wa));
-        TRY(proj_backward(t, l, P_WV, A->xn, t->dv, t->dxn, true, wa));
-        TRY(norm_backward(m, t->dxn, A->hin, P(m, l, P_ATTN_NORM), t->dres, GW(slot_index(m, l, P_ATTN_NORM)), true));
+        TRY(layer_backward(t, l, fresh, wa));
+        TRY(grads_final(t, t->final_after[l], fresh, last));
     }
     /* h0 = embed[ids] (times embed_scale); with tied weights the head's gradient is already
        in grad[0] */
@@ -1202,13 +1277,57 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
         } else {
             TRY(wgml_embedding_backward(e, t->dres, t->ids, fresh ? t->grad[0] : t->gscratch[0]));
         }
-        if (!fresh)
-            for (size_t i = 0; i < m->nparams; i++)
-                if (grad_via_scratch(t, i)) TRY(wgml_gradient_accumulate(e, t->grad[i], t->gscratch[i]));
     }
-#undef GW
+    TRY(grads_final(t, t->nt, fresh, last));
     t->micro++;
     return WGML_OK;
+}
+
+/* The refusal of a training call between the step's marked last micro-batch and the step. */
+static wgml_status refuse_after_last(const wgml_trainer *t, const char *fn)
+{
+    if (t->mark != MARK_RAN && t->mark != MARK_FAILED) return WGML_OK;
+    return wgml__fail(t->m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the step's last micro-batch (wgml_trainer_mark_last) was "
+                      "accumulated; wgml_trainer_step comes next", fn);
+}
+
+wgml_status wgml_trainer_mark_last(wgml_trainer *t)
+{
+    const char *fn = "wgml_trainer_mark_last";
+    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    TRY(refuse_eval_only(t, fn));
+    TRY(refuse_after_last(t, fn));
+    if (t->mark == MARK_PENDING)
+        return wgml__fail(t->m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: the next wgml_trainer_accumulate is already marked as "
+                          "the step's last", fn);
+    t->mark = MARK_PENDING;
+    return WGML_OK;
+}
+
+wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const uint32_t *targets, float grad_scale,
+                                    wgml_tensor *mean_loss)
+{
+    const char *fn = "wgml_trainer_accumulate";
+    if (!t) return wgml__fail(NULL, WGML_ERROR_INVALID_ARGUMENT, "%s: t is NULL", fn);
+    TRY(refuse_eval_only(t, fn));
+    TRY(refuse_after_last(t, fn));
+    wgml_model *m = t->m;
+    wgml_context *ctx = m->ctx;
+    if (!isfinite(grad_scale)) return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: grad_scale must be finite", fn);
+    /* checked before the scratch gradients are allocated: a rejected call records nothing */
+    TRY(check_ids(ctx, fn, "ids", ids, t->N, m->V, false));
+    TRY(check_ids(ctx, fn, "targets", targets, t->N, m->V, true));
+    if (mean_loss) TRY(wgml__check_tensor(m->e, fn, "mean_loss", mean_loss, WGML_F32));
+    bool last = t->mark == MARK_PENDING;
+    wgml_status s = accumulate(t, ids, targets, grad_scale, mean_loss, last);
+    if (!last) return s;
+    t->mark = s == WGML_OK ? MARK_RAN : MARK_FAILED;
+    if (s != WGML_OK) {   /* kept for the step, which then applies nothing */
+        t->mark_status = s;
+        snprintf(t->mark_error, sizeof t->mark_error, "%s", wgml_last_error(ctx));
+        wgml__exchange_abandon(t->x);
+    }
+    return s;
 }
 
 wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
@@ -1219,10 +1338,22 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
     wgml_model *m = t->m;
     wgml_engine *e = m->e;
     if (!(lr >= 0) || !isfinite(lr)) return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: lr must be finite and >= 0", fn);
+    if (grad_norm) TRY(wgml__check_tensor(e, fn, "grad_norm", grad_norm, WGML_F32));
+    /* a failure of the sum, now or in the marked last micro-batch, drops the step's
+       gradients: nothing is applied */
+    if (t->mark == MARK_FAILED) {
+        t->mark = MARK_NONE;
+        t->micro = 0;
+        return wgml__fail(m->ctx, t->mark_status, "%s: the step's last micro-batch failed; nothing applied: %s", fn, t->mark_error);
+    }
     if (t->micro == 0)
         return wgml__fail(m->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: no gradient accumulated since the last step", fn);
-    if (grad_norm) TRY(wgml__check_tensor(e, fn, "grad_norm", grad_norm, WGML_F32));
-    TRY(wgml__comm_sum_gradients(t->d.comm, t->grad, t->nt, &t->host_grads, &t->host_floats));
+    t->mark = MARK_NONE;
+    wgml_status s = wgml__exchange_finish(t->x, fn);
+    if (s != WGML_OK) {
+        t->micro = 0;
+        return s;
+    }
     TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, t->nt, t->norm));
     if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
     if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, t->nt, t->norm, t->d.clip_norm));

@@ -4,7 +4,10 @@
 # - two processes each running half of every step's micro-batches train the model a
 #   single process trains on all of them (--accum 2): the loss curves agree within the
 #   bound the order of the gradients' sums allows, and the two processes' weights agree
-#   bit for bit (the program checks and says so);
+#   bit for bit (the program checks and says so); the program marks each process's last
+#   micro-batch of a step (wgml_trainer_mark_last), so the sum overlaps its backward;
+# - the same with two micro-batches per process (--accum 4): the first adds its gradients
+#   unmarked, the second marked;
 # - a run's checkpoint resumes with the other process count (2 -> 1 and 1 -> 2) onto the
 #   uninterrupted run's curve;
 # - bad process counts are refused, nothing written;
@@ -51,6 +54,13 @@ said "the 2 processes' weights agree bit for bit"
 run 0 "$wgml" train "${flags[@]}" --save-every 3 --out "$work/one"
 check 'same_curve "$work/two" "$work/one"' "the two-process curve is not the single process's"
 check '[ -d "$work/two/checkpoint-3" ] && [ -f "$work/two/model.safetensors" ]' "rank 0 did not write the run"
+
+case="two micro-batches per process"
+run 0 "${mpi[@]}" "$wgml" train "${flags[@]}" --accum 4 --out "$work/two4"
+said "processes: 2 (mpirun), each 2 of a step's 4 micro-batches"
+said "the 2 processes' weights agree bit for bit"
+run 0 "$wgml" train "${flags[@]}" --accum 4 --out "$work/one4"
+check 'same_curve "$work/two4" "$work/one4"' "with --accum 4 the two-process curve is not the single process's"
 
 case="resume 2 -> 1"
 cp -r "$work/two" "$work/two1"

@@ -2055,6 +2055,21 @@ static void test_model_functions(void)
         BAD(fn, wgml_trainer_step(t, 1e-3f, loss_other), WGML_ERROR_CONTEXT, th_ctx, "grad_norm");
         TH_EXPECT(wgml_trainer_step(t, 1e-3f, loss), WGML_OK);
         TH_CHECK(wgml_trainer_steps(t) == 1, "the bad steps counted: %u steps", wgml_trainer_steps(t));
+        /* the step's last micro-batch marked (alone: only the calls allowed change) */
+        fn = "wgml_trainer_mark_last";
+        BAD(fn, wgml_trainer_mark_last(NULL), WGML_ERROR_INVALID_ARGUMENT, NULL, "t");
+        TH_EXPECT(wgml_trainer_mark_last(t), WGML_OK);
+        BAD(fn, wgml_trainer_mark_last(t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "already marked");
+        /* an accumulate that refuses its arguments leaves the mark in place */
+        BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(t, bad_ids, targets, 1.0f, loss), WGML_ERROR_INVALID_ARGUMENT,
+            th_ctx, "ids[3]");
+        BAD(fn, wgml_trainer_mark_last(t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "already marked");
+        TH_EXPECT(wgml_trainer_accumulate(t, ids, targets, 1.0f, loss), WGML_OK);
+        BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(t, ids, targets, 1.0f, loss), WGML_ERROR_INVALID_ARGUMENT,
+            th_ctx, "wgml_trainer_step");
+        BAD(fn, wgml_trainer_mark_last(t), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "wgml_trainer_step");
+        TH_EXPECT(wgml_trainer_step(t, 1e-3f, loss), WGML_OK);
+        TH_CHECK(wgml_trainer_steps(t) == 2, "the refused calls counted: %u steps", wgml_trainer_steps(t));
         NOOP("wgml_trainer_grad", wgml_trainer_grad(t, wgml_model_param_count(m)) == NULL);
         NOOP("wgml_trainer_grad", wgml_trainer_grad(NULL, 0) == NULL);
         NOOP("wgml_trainer_logits", wgml_trainer_logits(NULL) == NULL);
@@ -2074,6 +2089,7 @@ static void test_model_functions(void)
             BAD("wgml_trainer_accumulate", wgml_trainer_accumulate(ev, ids, targets, 1.0f, loss), WGML_ERROR_INVALID_ARGUMENT,
                 th_ctx, "eval_only");
             BAD("wgml_trainer_step", wgml_trainer_step(ev, 1e-3f, NULL), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "eval_only");
+            BAD("wgml_trainer_mark_last", wgml_trainer_mark_last(ev), WGML_ERROR_INVALID_ARGUMENT, th_ctx, "eval_only");
             BAD("wgml_trainer_save_state", wgml_trainer_save_state(ev, "unused.safetensors"), WGML_ERROR_INVALID_ARGUMENT, th_ctx,
                 "eval_only");
             BAD("wgml_trainer_load_state", wgml_trainer_load_state(ev, "unused.safetensors"), WGML_ERROR_INVALID_ARGUMENT, th_ctx,

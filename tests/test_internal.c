@@ -1,6 +1,8 @@
 /* Internals that the public API cannot reach on every adapter: the 2-D grid split used
-   when an op needs more workgroups than one dimension allows, and device loss. Linked
-   against the static library. */
+   when an op needs more workgroups than one dimension allows, device loss, and the
+   gradients' sum over processes in small buckets through a transport of one process.
+   Linked against the static library. */
+#include "comm.h"
 #include "harness.h"
 #include "internal.h"
 
@@ -213,6 +215,156 @@ static void test_fusion_groups(void)
     wgml_tensor_release(big);
 }
 
+/* A transport of two processes that are the same one: the other's gradients are this
+   one's, so each sum doubles what it is given (exact in floating point). It counts the
+   all-reduces started and waited for, and fails the fail_at-th start (0: none). */
+typedef struct fake_state { int started, waited, fail_at; } fake_state;
+static fake_state fake;
+static int fake_token;
+static wgml_status fake_iallreduce(wgml_comm *c, float *buf, size_t n, wgml__comm_req **req)
+{
+    (void)c;
+    if (++fake.started == fake.fail_at) return wgml__fail(NULL, WGML_ERROR_TIMEOUT, "gradient all-reduce: a fake timeout");
+    for (size_t i = 0; i < n; i++) buf[i] *= 2;
+    *req = (wgml__comm_req *)&fake_token;
+    return WGML_OK;
+}
+static wgml_status fake_test(wgml_comm *c, wgml__comm_req *req, bool *done)
+{
+    (void)c; (void)req;
+    *done = true;
+    return WGML_OK;
+}
+static wgml_status fake_wait(wgml_comm *c, wgml__comm_req *req)
+{
+    (void)c; (void)req;
+    fake.waited++;
+    return WGML_OK;
+}
+static wgml_status fake_allreduce_f64(wgml_comm *c, double *buf, size_t n)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) buf[i] *= 2;
+    return WGML_OK;
+}
+static void fake_finish(wgml_comm *c, bool failed) { (void)c; (void)failed; }
+static void fake_abort(wgml_comm *c, int code) { (void)c; (void)code; }
+static const wgml__transport fake_transport = { "fake", fake_iallreduce, fake_test, fake_wait, fake_allreduce_f64,
+                                                fake_finish, fake_abort };
+
+/* The n trained gradients of t (adapter's with lora) read back, one malloc'd array each. */
+static float **read_grads(const wgml_trainer *t, size_t n, bool lora)
+{
+    float **g = malloc(n * sizeof *g);
+    for (size_t i = 0; i < n; i++) g[i] = th_read(lora ? wgml_trainer_lora_grad(t, i) : wgml_trainer_grad(t, i));
+    return g;
+}
+
+/* got == 2 * want for every element of the n gradients, bit for bit */
+static void check_doubled(const char *what, wgml_trainer *t, float **want, size_t n, bool lora)
+{
+    size_t bad = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        wgml_tensor *g = lora ? wgml_trainer_lora_grad(t, i) : wgml_trainer_grad(t, i);
+        float *got = th_read(g);
+        for (size_t j = 0; j < wgml_tensor_numel(g); j++, total++) bad += memcmp(&got[j], &(float){ 2 * want[i][j] }, 4) != 0;
+        free(got);
+    }
+    TH_CHECK(bad == 0, "%s: %zu of %zu summed gradient elements are not twice this process's", what, bad, total);
+}
+
+/* The gradients' sum (src/comm_grads.c) in buckets far smaller than the tensors and not a
+   multiple of any (one tensor spans many buckets, one bucket holds parts of several), so
+   more buckets than staging buffers: summed with the step's last micro-batch marked, its
+   all-reduces start during that micro-batch's backward (all but the last few are forced
+   by the staging buffers' reuse) and every element is summed once; unmarked, they start
+   in the step; the same for a LoRA adapter's gradients; a failed all-reduce, in the
+   marked backward or in the step, makes the step fail, apply nothing and mark the
+   communicator failed. */
+static void test_gradient_exchange(void)
+{
+    wgml_model_config cfg = { .vocab_size = 64, .hidden_size = 32, .intermediate_size = 64, .num_hidden_layers = 2,
+                              .num_attention_heads = 4, .num_key_value_heads = 2, .max_position_embeddings = 64,
+                              .rms_norm_eps = 1e-5, .rope_theta = 10000, .bos_token_id = -1 };
+    wgml_model *m = NULL;
+    TH_EXPECT(wgml_model_create(th_eng, &cfg, &m), WGML_OK);
+    if (!m) return;
+    TH_EXPECT(wgml_model_init_random(m, 7, 0.02f), WGML_OK);
+    enum { B = 2, T = 8 };
+    uint32_t ids[2][B * T], tg[2][B * T];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < B * T; i++) {
+            ids[k][i] = th_rand_u32() % 64;
+            tg[k][i] = th_rand_u32() % 64;
+        }
+    wgml_comm *c = calloc(1, sizeof *c);
+    *c = (wgml_comm){ .rank = 0, .size = 2, .timeout_ms = 1000, .bucket_bytes = 1000, .tr = &fake_transport };
+    for (int lora = 0; lora < 2; lora++) {
+        wgml_lora *ad = NULL;
+        if (lora) TH_EXPECT(wgml_lora_create(m, &(wgml_lora_desc){ .rank = 4 }, 3, &ad), WGML_OK);
+        size_t n = lora ? wgml_lora_param_count(ad) : wgml_model_param_count(m), total = 0;
+        for (size_t i = 0; i < n; i++) total += wgml_tensor_numel(lora ? wgml_lora_param(ad, i, NULL) : wgml_model_param(m, i, NULL));
+        int nbuckets = (int)((total * 4 + 999) / 1000);
+        wgml_trainer_desc d = { .batch = B, .seq_len = T, .clip_norm = -1, .lora = ad };
+        wgml_trainer *alone = NULL, *t = NULL;
+        TH_EXPECT(wgml_trainer_create(m, &d, &alone), WGML_OK);
+        d.comm = c;
+        TH_EXPECT(wgml_trainer_create(m, &d, &t), WGML_OK);
+        if (!alone || !t) return;
+        TH_EXPECT(wgml_trainer_accumulate(alone, ids[0], tg[0], 0.5f, NULL), WGML_OK);
+        TH_EXPECT(wgml_trainer_accumulate(alone, ids[1], tg[1], 0.5f, NULL), WGML_OK);
+        float **want = read_grads(alone, n, lora);
+        for (int marked = 1; marked >= 0; marked--) {
+            const char *what = lora ? (marked ? "LoRA, marked" : "LoRA, unmarked") : marked ? "marked" : "unmarked";
+            fake = (fake_state){ 0 };
+            TH_EXPECT(wgml_trainer_accumulate(t, ids[0], tg[0], 0.5f, NULL), WGML_OK);
+            TH_CHECK(fake.started == 0, "%s: %d all-reduces started before the last micro-batch", what, fake.started);
+            if (marked) TH_EXPECT(wgml_trainer_mark_last(t), WGML_OK);
+            TH_EXPECT(wgml_trainer_accumulate(t, ids[1], tg[1], 0.5f, NULL), WGML_OK);
+            int early = fake.started;
+            TH_CHECK(marked ? early >= nbuckets - 4 && early <= nbuckets : early == 0,
+                     "%s: %d of %d all-reduces started in the last micro-batch's backward", what, early, nbuckets);
+            TH_EXPECT(wgml_trainer_step(t, 0.0f, NULL), WGML_OK);   /* lr 0: the weights stay */
+            TH_CHECK(fake.started == nbuckets && fake.waited == nbuckets, "%s: %d all-reduces started, %d waited for, of %d",
+                     what, fake.started, fake.waited, nbuckets);
+            check_doubled(what, t, want, n, lora);
+        }
+        /* failures: the 3rd all-reduce in the marked backward, the 2nd in an unmarked step */
+        wgml_tensor *p0 = lora ? wgml_lora_param(ad, 1, NULL) : wgml_model_param(m, 1, NULL);
+        float *before = th_read(p0);
+        for (int marked = 1; marked >= 0; marked--) {
+            fake = (fake_state){ .fail_at = marked ? 3 : 2 };
+            uint32_t steps = wgml_trainer_steps(t);
+            if (marked) TH_EXPECT(wgml_trainer_mark_last(t), WGML_OK);
+            TH_EXPECT(wgml_trainer_accumulate(t, ids[0], tg[0], 1.0f, NULL), marked ? WGML_ERROR_TIMEOUT : WGML_OK);
+            if (marked)   /* the step comes next */
+                TH_EXPECT_ERR(wgml_trainer_accumulate(t, ids[0], tg[0], 1.0f, NULL), WGML_ERROR_INVALID_ARGUMENT,
+                              "wgml_trainer_step");
+            TH_EXPECT_ERR(wgml_trainer_step(t, 1e-2f, NULL), WGML_ERROR_TIMEOUT, "fake timeout");
+            TH_CHECK(c->failed, "%s failure: the communicator is not marked failed", marked ? "marked" : "unmarked");
+            TH_CHECK(wgml_trainer_steps(t) == steps, "a failed step counted");
+            float *after = th_read(p0);
+            TH_CHECK(memcmp(before, after, wgml_tensor_numel(p0) * sizeof(float)) == 0, "a failed step changed the weights");
+            free(after);
+            TH_EXPECT_ERR(wgml_trainer_step(t, 1e-2f, NULL), WGML_ERROR_INVALID_ARGUMENT, "no gradient");   /* dropped */
+            c->failed = false;
+        }
+        free(before);
+        fake = (fake_state){ 0 };
+        TH_EXPECT(wgml_trainer_mark_last(t), WGML_OK);
+        TH_EXPECT(wgml_trainer_accumulate(t, ids[0], tg[0], 1.0f, NULL), WGML_OK);
+        TH_EXPECT(wgml_trainer_step(t, 1e-2f, NULL), WGML_OK);   /* after a failure, steps go on */
+        for (size_t i = 0; i < n; i++) free(want[i]);
+        free(want);
+        wgml_trainer_destroy(alone);
+        wgml_trainer_destroy(t);
+        TH_CHECK(!c->failed, "a trainer destroyed after its step marked the communicator failed");
+        wgml_lora_destroy(ad);
+    }
+    free(c);
+    wgml_model_destroy(m);
+}
+
 static const th_case cases[] = {
     { "fusion_groups", test_fusion_groups },
     { "grid_split", test_grid_split },
@@ -220,5 +372,6 @@ static const th_case cases[] = {
     { "two_d_grid_dispatch", test_two_d_grid_dispatch },
     { "device_loss", test_device_loss },
     { "out_of_memory", test_out_of_memory },
+    { "gradient_exchange", test_gradient_exchange },
 };
 TH_MAIN(cases)

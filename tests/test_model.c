@@ -394,6 +394,48 @@ static void test_training_reduces_loss(void)
     wgml_model_destroy(m);
 }
 
+/* wgml_trainer_mark_last without a communicator changes nothing: two copies of a model
+   trained alike, one with each step's last micro-batch marked, end with the same weights
+   bit for bit. */
+static void test_mark_last_alone(void)
+{
+    wgml_model_config c = config_of(&tiny_a.s);
+    wgml_model *m[2] = { NULL, NULL };
+    wgml_trainer *t[2] = { NULL, NULL };
+    enum { B = 2, T = 8, STEPS = 3, ACCUM = 2 };
+    for (int k = 0; k < 2; k++) {
+        TH_EXPECT(wgml_model_create(th_eng, &c, &m[k]), WGML_OK);
+        if (!m[k]) return;
+        TH_EXPECT(wgml_model_init_random(m[k], 99, 0.02f), WGML_OK);
+        TH_EXPECT(wgml_trainer_create(m[k], &(wgml_trainer_desc){ .batch = B, .seq_len = T }, &t[k]), WGML_OK);
+        if (!t[k]) return;
+    }
+    for (int step = 0; step < STEPS; step++)
+        for (int a = 0; a < ACCUM; a++) {
+            uint32_t *ids = random_ids(B * T, tiny_a.s.vocab), *targets = random_ids(B * T, tiny_a.s.vocab);
+            for (int k = 0; k < 2; k++) {
+                if (k == 1 && a == ACCUM - 1) TH_EXPECT(wgml_trainer_mark_last(t[k]), WGML_OK);
+                TH_EXPECT(wgml_trainer_accumulate(t[k], ids, targets, 1.0f / ACCUM, NULL), WGML_OK);
+                if (a == ACCUM - 1) TH_EXPECT(wgml_trainer_step(t[k], 1e-2f, NULL), WGML_OK);
+            }
+            free(ids);
+            free(targets);
+        }
+    size_t differ = 0;
+    for (size_t i = 0; i < wgml_model_param_count(m[0]); i++) {
+        wgml_tensor *p0 = wgml_model_param(m[0], i, NULL), *p1 = wgml_model_param(m[1], i, NULL);
+        float *w0 = th_read(p0), *w1 = th_read(p1);
+        differ += memcmp(w0, w1, wgml_tensor_numel(p0) * sizeof(float)) != 0;
+        free(w0);
+        free(w1);
+    }
+    TH_CHECK(differ == 0, "%zu parameters differ after %d steps with and without the mark", differ, STEPS);
+    for (int k = 0; k < 2; k++) {
+        wgml_trainer_destroy(t[k]);
+        wgml_model_destroy(m[k]);
+    }
+}
+
 /* Prefill a prompt in one pass, then decode one token at a time: every position's logits
    match the reference's full forward over the same tokens. */
 static void check_kv_cache(const tiny *tc)
@@ -1370,6 +1412,7 @@ static const th_case cases[] = {
     { "backward matches reference", test_backward_matches_reference },
     { "optimizer step", test_optimizer_step },
     { "training reduces loss", test_training_reduces_loss },
+    { "the step's last micro-batch marked, alone", test_mark_last_alone },
     { "kv cache matches full forward", test_kv_cache_matches_full_forward },
     { "batched decoding", test_batched_decoding },
     { "checkpoint round trip", test_checkpoint_round_trip },

@@ -182,7 +182,9 @@ int train_loop_run(train_loop *L)
         for (int a = 0, j = 0; a < L->accum && s == WGML_OK; a++) {
             s = wgml_batcher_next(L->train, ids, tg);
             if (s != WGML_OK || (uint32_t)a % size_of(L) != rank_of(L)) continue;   /* another process's */
-            s = wgml_trainer_accumulate(L->tr, ids, tg, 1.0f / (float)L->accum, loss);
+            /* this process's last of the step: in a job, the gradients' sum overlaps its backward */
+            if (j == local - 1) s = wgml_trainer_mark_last(L->tr);
+            if (s == WGML_OK) s = wgml_trainer_accumulate(L->tr, ids, tg, 1.0f / (float)L->accum, loss);
             if (s == WGML_OK) s = wgml_copy_tensor(L->eng, loss, hist, ((size_t)(step - first) * local + (size_t)j++) * sizeof(float));
         }
         if (s == WGML_OK) s = wgml_trainer_step(L->tr, (float)lr_at(sc, step), NULL);

@@ -2,8 +2,9 @@
    gradient accumulation, the learning-rate schedule, validation, a progress line, a stop
    on a non-finite loss, checkpoints every N steps and on SIGINT / SIGTERM. In a job of
    several processes (dist), each runs every size-th micro-batch of a step (all read the
-   batcher alike, so its state is the job's), the step's loss, the validation loss and a
-   stop are the job's (summed over the processes each step), and rank 0 alone saves. */
+   batcher alike, so its state is the job's) and marks its last (wgml_trainer_mark_last,
+   so the gradients' sum overlaps that backward), the step's loss, the validation loss and
+   a stop are the job's (summed over the processes each step), and rank 0 alone saves. */
 #ifndef WGML_TOOLS_TRAIN_LOOP_H
 #define WGML_TOOLS_TRAIN_LOOP_H
 

@@ -50,6 +50,15 @@ static wgml_status iallreduce_f32(wgml_comm *c, float *buf, size_t n, wgml__comm
     return WGML_OK;
 }
 
+static wgml_status test(wgml_comm *c, wgml__comm_req *req, bool *done)
+{
+    int flag = 0;   /* a finished request becomes MPI_REQUEST_NULL, which wait_req then sees done */
+    if (MPI_Test(&req->r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return wgml__fail(NULL, WGML_ERROR_DEVICE, "gradient all-reduce: MPI failed on rank %u", c->rank);
+    *done = flag != 0;
+    return WGML_OK;
+}
+
 static wgml_status wait(wgml_comm *c, wgml__comm_req *req)
 {
     wgml_status s = wait_req(c, &req->r, "gradient all-reduce");
@@ -80,7 +89,7 @@ static void abort_job(wgml_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-static const wgml__transport mpi_transport = { "mpi", iallreduce_f32, wait, allreduce_f64, finish, abort_job };
+static const wgml__transport mpi_transport = { "mpi", iallreduce_f32, test, wait, allreduce_f64, finish, abort_job };
 
 wgml_status wgml__mpi_join(wgml_comm *c)
 {
