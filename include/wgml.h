@@ -546,6 +546,20 @@ WGML_API wgml_status wgml_dropout(wgml_engine *e, const wgml_tensor *x, wgml_ten
 WGML_API wgml_status wgml_copy_tensor(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst,
                                       size_t dst_offset);
 
+/* Converts every element of src into dst, element i to element i: each f32, f16 or bf16
+   (any pair, the same dtype too), with the same element count (shapes may differ).
+   16-bit to f32 is exact; f32 to f16 or bf16 rounds to nearest, ties to even (as PyTorch's
+   .half() and .bfloat16()); a magnitude of 65520 or more becomes +-inf in f16; NaN stays a
+   (quiet) NaN, infinities and the sign of zero are kept; f16 <-> bf16 goes through f32
+   (one rounding). The same bits on every device: the kernel converts with integer
+   arithmetic. For f16 and bf16 weights (wgml_matmul reads them: PACKED WEIGHTS) and the
+   f16 precisions' inputs.
+   Errors: WGML_ERROR_INVALID_ARGUMENT (NULL), WGML_ERROR_CONTEXT, WGML_ERROR_DTYPE (src or
+           dst not f32, f16 or bf16), WGML_ERROR_SHAPE (element counts differ),
+           WGML_ERROR_ALIAS (dst is src), WGML_ERROR_LIMIT (more than 2^32 - 4097
+           elements). */
+WGML_API wgml_status wgml_cast(wgml_engine *e, const wgml_tensor *src, wgml_tensor *dst);
+
 /* ---- activations and element-wise gradients (src/ops/activation.c) ----------------- */
 
 /* Rules shared by the ops of this section:

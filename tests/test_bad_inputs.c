@@ -183,6 +183,8 @@ static wgml_status c_flash_attention_v2_backward_with(wgml_engine *e, wgml_tenso
 
 static wgml_status c_copy_tensor(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { return wgml_copy_tensor(e, t[0], t[1], s->z); }
+static wgml_status c_cast(wgml_engine *e, wgml_tensor *const *t, const scal *s)
+{ (void)s; return wgml_cast(e, t[0], t[1]); }
 static wgml_status c_add_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
 { (void)s; return wgml_add_backward(e, t[0], t[1], t[2]); }
 static wgml_status c_sub_backward(wgml_engine *e, wgml_tensor *const *t, const scal *s)
@@ -448,6 +450,12 @@ static const oprow rows[] = {
       .s = { .u = { 8, 128 } },
       .sm = { RULE(SU, 0, 4, WGML_ERROR_SHAPE, "weight"), RULE(SU, 1, 64, WGML_ERROR_SHAPE, "scales") },
       .refused = { { 3, 1 } } },
+
+    { .fn = "wgml_cast", .call = c_cast,
+      .a = { { .name = "src", .dtypes = FLOAT_DT, .shape = SH(2, 3), .bad = { { SH(5) }, { SH(7) } } },
+             { .name = "dst", .dtype = WGML_F16, .dtypes = FLOAT_DT, .shape = SH(6), .flags = OUT,
+               .bad = { { SH(5) }, { SH(2, 4) } } } },
+      .refused = { { 1, 0 } } },
 
     /* ---- packed weights (16-bit ones here: the packed dtypes are test_packed.c's) ---- */
     { .fn = "wgml_unpack", .call = c_unpack,
