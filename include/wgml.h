@@ -2273,6 +2273,19 @@ typedef struct wgml_trainer_desc {
                                   0xbf58476d1ce4e5b9; z ^= z >> 27; z *= 0x94d049bb133111eb;
                                   z ^= z >> 31). Costs one [batch * seq_len, in] scratch per
                                   input width of the targets. */
+    /* Dynamic loss scaling (PyTorch's GradScaler), for mixed-precision training: the
+       model's products at f16 (wgml_context_desc.matmul_precision WGML_PRECISION_F16),
+       weights, gradients and AdamW moments f32. The loss's gradient is multiplied by the
+       scale S, so that small gradients stay inside f16's range in the backward products;
+       each step divides the gradients (and the norm it reports) by S first. A step whose
+       gradients are not all finite is skipped: nothing applied, its gradients dropped,
+       the step count (wgml_trainer_steps, AdamW's t) not advanced, S halved (not below
+       2^-24). After loss_scale_interval finite steps in a row S doubles (not above 2^24).
+       loss_scale: the initial S, a power of two in [2^-24, 2^24] (PyTorch's default is
+       65536); 0: no scaling. With it each step reads the gradients' norm back (one wait
+       for the device). loss_scale_interval: 0 means 2000 (PyTorch's default). */
+    float loss_scale;
+    uint32_t loss_scale_interval;
     wgml_comm *comm;           /* data parallelism (DATA PARALLELISM below): each step first
                                   sums the trained gradients over comm's processes; NULL or
                                   one process: this process alone. It must outlive the
@@ -2282,7 +2295,8 @@ typedef struct wgml_trainer_desc {
 /* Allocates activations for batch * seq_len tokens and, unless eval_only, a gradient and
    two AdamW moments per trained parameter (zero).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, batch or seq_len 0; beta1 or beta2 outside
-           [0, 1); eps outside [0, 1]; weight_decay or clip_norm not finite; NaN anywhere),
+           [0, 1); eps outside [0, 1]; weight_decay or clip_norm not finite; NaN anywhere;
+           loss_scale neither 0 nor a power of two in [2^-24, 2^24]),
            WGML_ERROR_UNSUPPORTED (training every weight of a model whose matrices are
            packed or 16-bit: train a LoRA adapter, or load f32 weights),
            WGML_ERROR_LIMIT, WGML_ERROR_OUT_OF_MEMORY. */
@@ -2325,7 +2339,9 @@ WGML_API wgml_status wgml_trainer_mark_last(wgml_trainer *t);
    grad_norm[0] before clipping when grad_norm is not NULL), clipping to clip_norm, AdamW
    with learning rate lr and the trainer's step count (1-based), then the gradients are
    cleared for the next accumulation. All on the GPU, nothing read back, except the
-   gradients' round trip through host memory for the sum. When the sum fails, or failed
+   gradients' round trip through host memory for the sum and, with desc.loss_scale, the
+   norm (the unscaled one goes to grad_norm; a skipped step writes the non-finite norm
+   and returns WGML_OK: compare wgml_trainer_steps). When the sum fails, or failed
    in the marked last micro-batch (wgml_trainer_mark_last), nothing is applied and the
    step's gradients are dropped (the next accumulate starts a new step).
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL, lr negative or not finite, no gradient
@@ -2343,15 +2359,22 @@ WGML_API wgml_tensor *wgml_trainer_grad(const wgml_trainer *t, size_t i);
    created with desc.lora; NULL otherwise or out of range. wgml_trainer_grad is NULL for
    every parameter of the frozen model in that case. */
 WGML_API wgml_tensor *wgml_trainer_lora_grad(const wgml_trainer *t, size_t i);
-/* Optimizer steps taken. */
+/* Optimizer steps taken (steps skipped by loss scaling not counted). */
 WGML_API uint32_t wgml_trainer_steps(const wgml_trainer *t);
+/* The loss scale the next step uses (desc.loss_scale), 0 without loss scaling or for NULL;
+   and the steps skipped so far because their gradients were not finite (0 for NULL). */
+WGML_API float wgml_trainer_loss_scale(const wgml_trainer *t);
+WGML_API uint32_t wgml_trainer_skipped_steps(const wgml_trainer *t);
 
 /* The optimizer's state, for resumable checkpoints: every trained tensor's two AdamW
    moments (safetensors, "<name>.exp_avg" and "<name>.exp_avg_sq", F32, <name> the
-   parameter's name or the adapter's key) and the step count (metadata "step"), written
-   atomically to path. Save after a step (no gradient pending); load into a trainer of the
-   same model or adapter: with the weights saved at the same step, training goes on as if
-   it had not stopped, bit for bit on the same adapter.
+   parameter's name or the adapter's key) and the step count (metadata "step"), with loss
+   scaling also its scale, finite steps in a row and skipped steps ("loss_scale",
+   "loss_scale_good", "skipped_steps"), written atomically to path. Save after a step (no
+   gradient pending); load into a trainer of the same model or adapter: with the weights
+   saved at the same step, training goes on as if it had not stopped, bit for bit on the
+   same adapter. A trainer with loss scaling that loads a state without it keeps its
+   initial scale; one without ignores a saved scale.
    Errors: WGML_ERROR_INVALID_ARGUMENT (NULL; save with gradients pending; an eval_only
            trainer), WGML_ERROR_IO,
            WGML_ERROR_FORMAT (load: a tensor missing or of another shape, no step count),

@@ -702,6 +702,10 @@ struct wgml_trainer {
     wgml_tensor **w_dec, **g_dec, **m_dec, **v_dec, **w_nod, **g_nod, **m_nod, **v_nod;
     size_t n_dec, n_nod;
     uint32_t micro, steps;
+    /* desc.loss_scale: the scale the next step uses (0: none), finite steps in a row,
+       steps skipped */
+    float scale;
+    uint32_t scale_good, skipped;
     uint32_t *host_ids;
     /* The trained tensors in the order the backward pass finishes their gradients
        (backward_order): final_head of them before the first layer's backward,
@@ -815,6 +819,16 @@ static wgml_status backward_order(wgml_trainer *t)
     return WGML_OK;
 }
 
+#define SCALE_MIN (1.0f / 16777216.0f)   /* 2^-24 .. 2^24: the loss scale's range */
+#define SCALE_MAX 16777216.0f
+
+/* A loss scale: a power of two in [2^-24, 2^24]. */
+static bool scale_ok(float s)
+{
+    int e;
+    return s >= SCALE_MIN && s <= SCALE_MAX && frexpf(s, &e) == 0.5f;
+}
+
 wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wgml_trainer **out)
 {
     if (out) *out = NULL;
@@ -837,6 +851,9 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (!isfinite(desc->weight_decay) || !isfinite(desc->clip_norm))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc weight_decay (%g) and clip_norm (%g) "
                           "must be finite", desc->weight_decay, desc->clip_norm);
+    if (desc->loss_scale != 0 && !scale_ok(desc->loss_scale))
+        return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc loss_scale (%g) must be 0 (none) or a "
+                          "power of two in [2^-24, 2^24]", desc->loss_scale);
     if (desc->lora && desc->lora != m->lora)
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "wgml_trainer_create: desc lora is not the model's adapter");
     if (!desc->lora && !desc->eval_only) TRY(wgml__model_refuse_packed(m, "wgml_trainer_create", "training every weight"));
@@ -852,6 +869,8 @@ wgml_status wgml_trainer_create(wgml_model *m, const wgml_trainer_desc *desc, wg
     if (t->d.weight_decay == 0) t->d.weight_decay = 0.1f;
     else if (t->d.weight_decay < 0) t->d.weight_decay = 0;
     if (t->d.clip_norm == 0) t->d.clip_norm = 1.0f;
+    if (t->d.loss_scale_interval == 0) t->d.loss_scale_interval = 2000;
+    t->scale = desc->eval_only ? 0 : desc->loss_scale;
     t->B = desc->batch; t->T = desc->seq_len; t->N = t->B * t->T;
     size_t N = t->N;
     t->nt = desc->eval_only ? 0 : t->lora ? t->lora->nparams : m->nparams;
@@ -1255,6 +1274,9 @@ static wgml_status accumulate(wgml_trainer *t, const uint32_t *ids, const uint32
     const wgml_matmul_options add_grad = { .accumulate = true }, *wa = fresh ? NULL : &add_grad;
     wgml_tensor *dlogits = t->logits;
     if (grad_scale != 1.0f) TRY(wgml_gradient_scale(e, dlogits, grad_scale));
+    /* the loss scale apart, so that grad_scale times it cannot overflow the factor (the
+       product is exact either way: a power of two) */
+    if (t->scale) TRY(wgml_gradient_scale(e, dlogits, t->scale));
     t->final_done = 0;
 
     /* logits = xf @ Wout^T */
@@ -1330,6 +1352,35 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
     return s;
 }
 
+/* Loss scaling at a step, after the norm of the scaled gradients: a norm that is not
+   finite skips the step and halves the scale; else the gradients and the norm are divided
+   by the scale (exactly: a power of two), which doubles after loss_scale_interval such
+   steps in a row. */
+static wgml_status unscale(wgml_trainer *t, bool *skip)
+{
+    wgml_engine *e = t->m->e;
+    float norm;
+    TRY(wgml_tensor_read(t->norm, 0, &norm, sizeof norm));
+    *skip = !isfinite(norm);
+    if (*skip) {
+        if (t->scale > SCALE_MIN) t->scale *= 0.5f;
+        t->scale_good = 0;
+        t->skipped++;
+        return WGML_OK;
+    }
+    float inv = 1.0f / t->scale;
+    for (size_t i = 0; i < t->nt; i++) TRY(wgml_gradient_scale(e, t->grad[i], inv));
+    TRY(wgml_gradient_scale(e, t->norm, inv));
+    if (++t->scale_good >= t->d.loss_scale_interval) {
+        t->scale_good = 0;
+        if (t->scale < SCALE_MAX) t->scale *= 2.0f;
+    }
+    return WGML_OK;
+}
+
+float wgml_trainer_loss_scale(const wgml_trainer *t) { return t ? t->scale : 0; }
+uint32_t wgml_trainer_skipped_steps(const wgml_trainer *t) { return t ? t->skipped : 0; }
+
 wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
 {
     const char *fn = "wgml_trainer_step";
@@ -1355,6 +1406,15 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
         return s;
     }
     TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, t->nt, t->norm));
+    if (t->scale) {
+        bool skip;
+        TRY(unscale(t, &skip));
+        if (skip) {
+            if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
+            t->micro = 0;
+            return WGML_OK;
+        }
+    }
     if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
     if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, t->nt, t->norm, t->d.clip_norm));
     wgml_adam_params ap = { .lr = lr, .beta1 = t->d.beta1, .beta2 = t->d.beta2, .eps = t->d.eps,
@@ -1402,8 +1462,12 @@ wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path)
             s = wgml_tensor_read(mt, 0, buf, wgml_tensor_nbytes(mt));
         }
     if (!s) {
-        char meta[64];
-        snprintf(meta, sizeof meta, "{\"step\":\"%u\"}", t->steps);
+        char meta[160];
+        if (t->scale)
+            snprintf(meta, sizeof meta, "{\"step\":\"%u\",\"loss_scale\":\"%.9g\",\"loss_scale_good\":\"%u\","
+                     "\"skipped_steps\":\"%u\"}", t->steps, (double)t->scale, t->scale_good, t->skipped);
+        else
+            snprintf(meta, sizeof meta, "{\"step\":\"%u\"}", t->steps);
         s = wgml_safetensors_write(path, e, n, meta);
         if (s) s = wgml__fail(ctx, s, "%s: %s", fn, wgml_last_error(NULL));
     }
@@ -1414,6 +1478,21 @@ wgml_status wgml_trainer_save_state(const wgml_trainer *t, const char *path)
     free(e);
     free(names);
     return s;
+}
+
+/* A state's loss scaling (metadata of wgml_trainer_save_state): false when malformed. */
+static bool read_scale_state(const wgml_safetensors *st, float *scale, unsigned long *good, unsigned long *skipped)
+{
+    const char *v = wgml_safetensors_metadata(st, "loss_scale"), *g = wgml_safetensors_metadata(st, "loss_scale_good"),
+               *k = wgml_safetensors_metadata(st, "skipped_steps");
+    if (!v || !g || !k || !*v || !*g || !*k) return false;
+    char *end;
+    *scale = strtof(v, &end);
+    if (*end || !scale_ok(*scale)) return false;
+    *good = strtoul(g, &end, 10);
+    if (*end || *good > UINT32_MAX || g[0] == '-') return false;
+    *skipped = strtoul(k, &end, 10);
+    return !*end && *skipped <= UINT32_MAX && k[0] != '-';
 }
 
 wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path)
@@ -1453,9 +1532,19 @@ wgml_status wgml_trainer_load_state(wgml_trainer *t, const char *path)
                 else if (pass == 1)
                     s = wgml_tensor_write(mt, 0, wgml_safetensors_data(st, (size_t)idx), wgml_tensor_nbytes(mt));
             }
+    float scale = 0;
+    unsigned long good = 0, skipped = 0;
+    if (!s && t->scale && wgml_safetensors_metadata(st, "loss_scale"))
+        s = read_scale_state(st, &scale, &good, &skipped) ? WGML_OK
+            : wgml__fail(ctx, WGML_ERROR_FORMAT, "%s: %s has a malformed loss_scale, loss_scale_good or skipped_steps", fn, path);
     if (!s) {
         t->steps = (uint32_t)steps;
         t->micro = 0;
+        if (scale) {
+            t->scale = scale;
+            t->scale_good = (uint32_t)good;
+            t->skipped = (uint32_t)skipped;
+        }
     }
     wgml_safetensors_close(st);
     return s;

@@ -242,6 +242,28 @@ run 2 "$wgml" train "${lfm2[@]}" --window 4 --steps 1 --out "$work/lfm2bad"
 said "--window does not go with LFM2"
 absent "$work/lfm2bad"
 
+# ---- 5d. mixed precision: f16 products with dynamic loss scaling, resumed bit for bit;
+# a precision or loss scale that does not exist refused before anything is written
+case="precision"
+run 0 "$wgml" train "${gemma[@]}" --steps 4 --save-every 2 --precision f16 --out "$work/f16"
+said "precision: f16 matrix products"
+said "dynamic loss scale 65536"
+cp -r "$work/f16" "$work/f16b"
+rm -r "$work/f16b/checkpoint-4" "$work/f16b/model.safetensors"
+run 0 "$wgml" train --resume "$work/f16b" --out "$work/f16b"
+said "precision: f16 matrix products"
+check 'cmp -s "$work/f16/model.safetensors" "$work/f16b/model.safetensors"' "resumed f16 run differs"
+run 0 "$wgml" finetune --model "$work/gemma" --data "$work/fox.jsonl" --context 16 --batch 2 --steps 2 --lr 1e-2 \
+    --precision f16x3 --loss-scale 1024 --out "$work/f16lora"
+said "precision: f16x3 matrix products"
+said "dynamic loss scale 1024"
+run 2 "$wgml" train "${gemma[@]}" --steps 1 --precision f64 --out "$work/f64"
+said "f32, f16 or f16x3"
+absent "$work/f64"
+run 2 "$wgml" finetune --model "$work/gemma" --data "$work/fox.jsonl" --steps 1 --loss-scale 3 --out "$work/ls3"
+said "not a power of two"
+absent "$work/ls3"
+
 # ---- 6. output files that cannot be written
 # on_full_disk <command...>: runs it with $work/full a 4 KiB file system of its own (a
 # mount namespace: nothing outside sees it); $work/ls lists what was left there.

@@ -2026,6 +2026,11 @@ static void test_model_functions(void)
         "seq_len");
     BAD(fn, wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 65536, .seq_len = 65536 }, &t), WGML_ERROR_LIMIT, th_ctx,
         "batch");
+    /* a loss scale neither 0 nor a power of two in [2^-24, 2^24] */
+    const float bad_scales[] = { 3.0f, -1.0f, 33554432.0f, 2.9802322e-08f, NAN, INFINITY, 65535.0f };
+    for (size_t i = 0; i < sizeof bad_scales / sizeof bad_scales[0]; i++)
+        BAD(fn, wgml_trainer_create(m, &(wgml_trainer_desc){ .batch = 2, .seq_len = 3, .loss_scale = bad_scales[i] }, &t),
+            WGML_ERROR_INVALID_ARGUMENT, th_ctx, "loss_scale");
     TH_EXPECT(wgml_trainer_create(m, &desc, &t), WGML_OK);
     wgml_tensor *loss = make(th_ctx, WGML_F32, (size_t[]){ 1, 0 }, true);
     wgml_tensor *loss_u32 = make(th_ctx, WGML_U32, (size_t[]){ 1, 0 }, true);
@@ -2082,6 +2087,8 @@ static void test_model_functions(void)
         NOOP("wgml_trainer_grad", wgml_trainer_grad(NULL, 0) == NULL);
         NOOP("wgml_trainer_logits", wgml_trainer_logits(NULL) == NULL);
         NOOP("wgml_trainer_steps", wgml_trainer_steps(NULL) == 0);
+        NOOP("wgml_trainer_loss_scale", wgml_trainer_loss_scale(NULL) == 0 && wgml_trainer_loss_scale(t) == 0);
+        NOOP("wgml_trainer_skipped_steps", wgml_trainer_skipped_steps(NULL) == 0 && wgml_trainer_skipped_steps(t) == 0);
         /* eval_only: the same loss as the training trainer's, and every training call refused */
         wgml_trainer *ev = NULL;
         wgml_trainer_desc edesc = desc;

@@ -436,6 +436,186 @@ static void test_mark_last_alone(void)
     }
 }
 
+/* Dynamic loss scaling (desc.loss_scale). With the f32 products of this context a power-of-
+   two scale is exact: a scaled model ends with the same weights and gradient norms, bit for
+   bit, as an unscaled one. A micro-batch whose scaled gradient overflows (grad_scale 2^126
+   times the scale) makes its step a skip: weights unchanged, the step not counted, the
+   non-finite norm reported, the scale halved; two good steps (interval 2) double it again.
+   The scaler's state survives wgml_trainer_save_state / load_state; a trainer without
+   scaling ignores it. */
+static void test_loss_scaling(void)
+{
+    wgml_model_config c = config_of(&tiny_a.s);
+    wgml_model *m[2] = { NULL, NULL };
+    wgml_trainer *t[2] = { NULL, NULL };
+    enum { B = 2, T = 8, STEPS = 3 };
+    for (int k = 0; k < 2; k++) {
+        TH_EXPECT(wgml_model_create(th_eng, &c, &m[k]), WGML_OK);
+        if (!m[k]) return;
+        TH_EXPECT(wgml_model_init_random(m[k], 7, 0.02f), WGML_OK);
+        wgml_trainer_desc d = { .batch = B, .seq_len = T, .loss_scale = k ? 65536.0f : 0, .loss_scale_interval = 2 };
+        TH_EXPECT(wgml_trainer_create(m[k], &d, &t[k]), WGML_OK);
+        if (!t[k]) return;
+    }
+    TH_CHECK(wgml_trainer_loss_scale(t[0]) == 0 && wgml_trainer_loss_scale(t[1]) == 65536.0f, "initial scales %g, %g",
+             (double)wgml_trainer_loss_scale(t[0]), (double)wgml_trainer_loss_scale(t[1]));
+    wgml_tensor *norm = th_poisoned(WGML_F32, TH_SHAPE(1));
+    float norms[2][STEPS];
+    for (int step = 0; step < STEPS; step++) {
+        uint32_t *ids = random_ids(B * T, tiny_a.s.vocab), *targets = random_ids(B * T, tiny_a.s.vocab);
+        for (int k = 0; k < 2; k++) {
+            TH_EXPECT(wgml_trainer_accumulate(t[k], ids, targets, 1.0f, NULL), WGML_OK);
+            TH_EXPECT(wgml_trainer_step(t[k], 1e-2f, norm), WGML_OK);
+            TH_EXPECT(wgml_tensor_read(norm, 0, &norms[k][step], sizeof(float)), WGML_OK);
+        }
+        free(ids);
+        free(targets);
+        TH_CHECK(norms[0][step] == norms[1][step], "step %d: gradient norm %.9g unscaled, %.9g scaled", step,
+                 (double)norms[0][step], (double)norms[1][step]);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < wgml_model_param_count(m[0]); i++) {
+        float *w0 = th_read(wgml_model_param(m[0], i, NULL)), *w1 = th_read(wgml_model_param(m[1], i, NULL));
+        differ += memcmp(w0, w1, wgml_tensor_numel(wgml_model_param(m[0], i, NULL)) * sizeof(float)) != 0;
+        free(w0);
+        free(w1);
+    }
+    TH_CHECK(differ == 0, "%zu parameters differ between the scaled and the unscaled run", differ);
+    /* 3 good steps with interval 2: doubled once */
+    TH_CHECK(wgml_trainer_loss_scale(t[1]) == 131072.0f && wgml_trainer_steps(t[1]) == STEPS &&
+             wgml_trainer_skipped_steps(t[1]) == 0, "after %d good steps: scale %g, %u steps, %u skipped", STEPS,
+             (double)wgml_trainer_loss_scale(t[1]), wgml_trainer_steps(t[1]), wgml_trainer_skipped_steps(t[1]));
+
+    /* an overflowing micro-batch: the step is skipped */
+    wgml_tensor *p0 = wgml_model_param(m[1], 0, NULL);
+    float *before = th_read(p0);
+    uint32_t *ids = random_ids(B * T, tiny_a.s.vocab), *targets = random_ids(B * T, tiny_a.s.vocab);
+    TH_EXPECT(wgml_trainer_accumulate(t[1], ids, targets, ldexpf(1, 126), NULL), WGML_OK);
+    TH_EXPECT(wgml_trainer_step(t[1], 1e-2f, norm), WGML_OK);
+    float nrm = 0, *after = th_read(p0);
+    TH_EXPECT(wgml_tensor_read(norm, 0, &nrm, sizeof nrm), WGML_OK);
+    TH_CHECK(!isfinite(nrm), "the overflowing step reported the norm %g", (double)nrm);
+    TH_CHECK(memcmp(before, after, wgml_tensor_numel(p0) * sizeof(float)) == 0, "a skipped step changed the weights");
+    TH_CHECK(wgml_trainer_steps(t[1]) == STEPS && wgml_trainer_skipped_steps(t[1]) == 1 &&
+             wgml_trainer_loss_scale(t[1]) == 65536.0f, "after the skip: %u steps, %u skipped, scale %g",
+             wgml_trainer_steps(t[1]), wgml_trainer_skipped_steps(t[1]), (double)wgml_trainer_loss_scale(t[1]));
+    free(after);
+    /* then training goes on from fresh gradients: two good steps double the scale again */
+    for (int step = 0; step < 2; step++) {
+        TH_EXPECT(wgml_trainer_accumulate(t[1], ids, targets, 1.0f, NULL), WGML_OK);
+        TH_EXPECT(wgml_trainer_step(t[1], 1e-2f, norm), WGML_OK);
+        TH_EXPECT(wgml_tensor_read(norm, 0, &nrm, sizeof nrm), WGML_OK);
+        TH_CHECK(isfinite(nrm) && nrm > 0, "step after the skip: norm %g", (double)nrm);
+    }
+    after = th_read(p0);
+    TH_CHECK(memcmp(before, after, wgml_tensor_numel(p0) * sizeof(float)) != 0, "the steps after the skip changed nothing");
+    TH_CHECK(wgml_trainer_steps(t[1]) == STEPS + 2 && wgml_trainer_loss_scale(t[1]) == 131072.0f,
+             "after two more good steps: %u steps, scale %g", wgml_trainer_steps(t[1]), (double)wgml_trainer_loss_scale(t[1]));
+    free(before);
+    free(after);
+    free(ids);
+    free(targets);
+
+    /* the scaler's state in a checkpoint */
+    char path[] = "/tmp/wgml_test_scale_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    TH_EXPECT(wgml_trainer_save_state(t[1], path), WGML_OK);
+    wgml_trainer *r = NULL, *plain = NULL;
+    TH_EXPECT(wgml_trainer_create(m[1], &(wgml_trainer_desc){ .batch = B, .seq_len = T, .loss_scale = 8.0f }, &r), WGML_OK);
+    if (r) {
+        TH_EXPECT(wgml_trainer_load_state(r, path), WGML_OK);
+        TH_CHECK(wgml_trainer_loss_scale(r) == 131072.0f && wgml_trainer_skipped_steps(r) == 1 &&
+                 wgml_trainer_steps(r) == STEPS + 2, "loaded: scale %g, %u skipped, %u steps", (double)wgml_trainer_loss_scale(r),
+                 wgml_trainer_skipped_steps(r), wgml_trainer_steps(r));
+    }
+    TH_EXPECT(wgml_trainer_create(m[0], &(wgml_trainer_desc){ .batch = B, .seq_len = T }, &plain), WGML_OK);
+    if (plain) {
+        TH_EXPECT(wgml_trainer_load_state(plain, path), WGML_OK);
+        TH_CHECK(wgml_trainer_loss_scale(plain) == 0, "a trainer without scaling took the saved scale");
+    }
+    unlink(path);
+    wgml_trainer_destroy(r);
+    wgml_trainer_destroy(plain);
+    wgml_tensor_release(norm);
+    for (int k = 0; k < 2; k++) {
+        wgml_trainer_destroy(t[k]);
+        wgml_model_destroy(m[k]);
+    }
+}
+
+/* Mixed precision: a context whose products are F16 (wgml_context_desc.matmul_precision)
+   trains a model with loss scaling beside the same model in f32 on the same batches. Where
+   the device has f16 subgroup matrices the products round their inputs to f16: each
+   product errs by at most about 2^-9 of its terms' magnitudes (wgml_precision), a logit
+   passes through at most 4 products per layer plus the head, and the loss moves by at most
+   twice the largest logit error, so each step's loss must stay within
+   2 (4 L + 1) 2^-9 max|logit| of the f32 run's (weights drift apart over the steps too,
+   which this bound on 4 steps covers with the f32 run's largest logit). Elsewhere the f32
+   kernels run both and the losses are equal. */
+static void test_mixed_precision(void)
+{
+    wgml_context *ctx16 = NULL;
+    wgml_engine *e16 = NULL;
+    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .matmul_precision = WGML_PRECISION_F16 }, &ctx16), WGML_OK);
+    if (!ctx16) return;
+    TH_EXPECT(wgml_engine_create(ctx16, &e16), WGML_OK);
+    wgml_adapter_info in;
+    wgml_context_info(ctx16, &in);
+    wgml_model_config c = config_of(&tiny_a.s);
+    wgml_engine *engines[2] = { th_eng, e16 };
+    wgml_model *m[2] = { NULL, NULL };
+    wgml_trainer *t[2] = { NULL, NULL };
+    enum { B = 2, T = 8, STEPS = 4 };
+    for (int k = 0; k < 2; k++) {
+        TH_EXPECT(wgml_model_create(engines[k], &c, &m[k]), WGML_OK);
+        if (!m[k]) goto out;
+        TH_EXPECT(wgml_model_init_random(m[k], 11, 0.02f), WGML_OK);
+        TH_EXPECT(wgml_trainer_create(m[k], &(wgml_trainer_desc){ .batch = B, .seq_len = T, .loss_scale = k ? 65536.0f : 0 },
+                                      &t[k]), WGML_OK);
+        if (!t[k]) goto out;
+    }
+    wgml_tensor *loss[2];
+    TH_EXPECT(wgml_tensor_create(th_ctx, WGML_F32, 1, TH_SHAPE(1), &loss[0]), WGML_OK);
+    TH_EXPECT(wgml_tensor_create(ctx16, WGML_F32, 1, TH_SHAPE(1), &loss[1]), WGML_OK);
+    double worst = 0, tol_used = 0;
+    for (int step = 0; step < STEPS; step++) {
+        uint32_t *ids = random_ids(B * T, tiny_a.s.vocab), *targets = random_ids(B * T, tiny_a.s.vocab);
+        float l[2];
+        double zmax = 0;
+        for (int k = 0; k < 2; k++) {
+            TH_EXPECT(wgml_trainer_eval(t[k], ids, targets, NULL), WGML_OK);
+            if (k == 0) {
+                float *z = th_read(wgml_trainer_logits(t[0]));
+                for (size_t i = 0; i < wgml_tensor_numel(wgml_trainer_logits(t[0])); i++) zmax = fmax(zmax, fabs(z[i]));
+                free(z);
+            }
+            TH_EXPECT(wgml_trainer_accumulate(t[k], ids, targets, 1.0f, loss[k]), WGML_OK);
+            TH_EXPECT(wgml_trainer_step(t[k], 1e-2f, NULL), WGML_OK);
+            TH_EXPECT(wgml_tensor_read(loss[k], 0, &l[k], sizeof(float)), WGML_OK);
+        }
+        double tol = in.matrix_m ? 2.0 * (4.0 * c.num_hidden_layers + 1) * ldexp(1, -9) * zmax : 0;
+        double d = fabs((double)l[0] - l[1]);
+        TH_CHECK(d <= tol, "step %d: loss %.7g in f16, %.7g in f32 (tolerance %.3g; matrices %s)", step, (double)l[1],
+                 (double)l[0], tol, in.matrix_m ? "yes" : "no");
+        if (d > worst) worst = d, tol_used = tol;
+        free(ids);
+        free(targets);
+    }
+    TH_CHECK(wgml_trainer_steps(t[1]) == STEPS && wgml_trainer_skipped_steps(t[1]) == 0, "f16 run: %u steps, %u skipped",
+             wgml_trainer_steps(t[1]), wgml_trainer_skipped_steps(t[1]));
+    if (in.matrix_m) printf("    mixed precision: largest loss difference %.3g (tolerance %.3g)\n", worst, tol_used);
+    wgml_tensor_release(loss[0]);
+    wgml_tensor_release(loss[1]);
+out:
+    for (int k = 0; k < 2; k++) {
+        wgml_trainer_destroy(t[k]);
+        wgml_model_destroy(m[k]);
+    }
+    wgml_engine_destroy(e16);
+    wgml_context_destroy(ctx16);
+}
+
 /* Prefill a prompt in one pass, then decode one token at a time: every position's logits
    match the reference's full forward over the same tokens. */
 static void check_kv_cache(const tiny *tc)
@@ -1413,6 +1593,8 @@ static const th_case cases[] = {
     { "optimizer step", test_optimizer_step },
     { "training reduces loss", test_training_reduces_loss },
     { "the step's last micro-batch marked, alone", test_mark_last_alone },
+    { "loss scaling", test_loss_scaling },
+    { "mixed precision", test_mixed_precision },
     { "kv cache matches full forward", test_kv_cache_matches_full_forward },
     { "batched decoding", test_batched_decoding },
     { "checkpoint round trip", test_checkpoint_round_trip },

@@ -29,9 +29,10 @@
 
 typedef struct ft_opts {
     const char *model, *data, *val_data, *out, *resume, *targets, *chat_template, *init_adapter, *dtype, *quantize;
+    const char *precision;
     int rank, full, rslora, steps, batch, accum, context, warmup, eval_every, save_every, packing, keep_scores, overwrite;
     int loss_on_prompt;
-    double alpha, dropout, lr, min_lr_frac, clip, weight_decay, beta1, beta2, eps, val_fraction;
+    double alpha, dropout, lr, min_lr_frac, clip, weight_decay, beta1, beta2, eps, val_fraction, loss_scale;
     uint64_t seed;
 } ft_opts;
 
@@ -39,6 +40,7 @@ static const ft_opts defaults = {
     .out = "finetune-out", .dtype = "auto", .targets = "all", .rank = 8, .alpha = 16, .steps = 100, .batch = 4, .accum = 1,
     .warmup = -1, .eval_every = 0, .packing = -1, .keep_scores = -1, .lr = -1, .min_lr_frac = 0.1, .clip = 1,
     .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .val_fraction = 0.05, .seed = 42,
+    .precision = "f32", .loss_scale = -1,
 };
 
 static const cli_flag ft_flags[] = {
@@ -72,6 +74,8 @@ static const cli_flag ft_flags[] = {
     { "--beta2", CLI_DOUBLE, offsetof(ft_opts, beta2), "AdamW's second-moment decay", 1e-6, 0.999999 },
     { "--eps", CLI_DOUBLE, offsetof(ft_opts, eps), "AdamW's epsilon", 1e-30, 1 },
     { "--clip", CLI_DOUBLE, offsetof(ft_opts, clip), "global gradient-norm clip (0: none)", 0, 1e6 },
+    { "--precision", CLI_STRING, offsetof(ft_opts, precision), PRECISION_HELP },
+    { "--loss-scale", CLI_DOUBLE, offsetof(ft_opts, loss_scale), LOSS_SCALE_HELP, -1, 16777216 },
     { "--weight-decay", CLI_DOUBLE, offsetof(ft_opts, weight_decay), "AdamW weight decay", 0, 10 },
     { "--seed", CLI_U64, offsetof(ft_opts, seed), "seed of the adapter's initial values and of the batch order", 0, 0 },
     { "--chat-template", CLI_STRING, offsetof(ft_opts, chat_template), "chat format of messages records: chatml, smollm2, qwen2, "
@@ -213,6 +217,7 @@ int cmd_finetune(int argc, char **argv)
         goto early;
     }
     if (!o.full && !targets) goto early;
+    if (cli_check_precision(who, o.precision, o.loss_scale) != 0) goto early;
     if (o.init_adapter && (o.full || given_any(given, (const char *const[]){ "--lora-rank", "--lora-alpha", "--lora-targets", "--rslora", NULL }))) {
         fprintf(stderr, "%s: --init-adapter brings its own rank, alpha and targets (and is not for --full)\n", who);
         goto early;
@@ -260,7 +265,7 @@ int cmd_finetune(int argc, char **argv)
     out_options oo = { .overwrite = o.overwrite, .resuming = o.resume != NULL, .resumable = true, .input = o.model };
     if (cli_dist_writes(&dist) && ckpt_prepare_out(who, o.out, &oo, &made_out) != 0) goto done;
 
-    if (cli_dist_context(who, &dist, &ctx) != 0) goto done;
+    if (cli_dist_context(who, &dist, o.precision, &ctx) != 0) goto done;
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
     /* a resumed --full run goes on from its checkpoint's weights; an adapter's base is --model */
@@ -322,7 +327,7 @@ int cmd_finetune(int argc, char **argv)
                              .eps = (float)o.eps, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f, .lora = lora,
                              .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .seed = o.seed,
-                             .comm = dist.comm };
+                             .comm = dist.comm, .loss_scale = cli_loss_scale(o.precision, o.loss_scale) };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
     if (s != WGML_OK) {
@@ -366,6 +371,7 @@ int cmd_finetune(int argc, char **argv)
            "clip %g, weight decay %g, seed %llu; %.1f MiB of GPU memory in tensors\n", o.steps, o.accum, o.accum > 1 ? "es" : "",
            o.batch, o.lr, o.beta1, o.beta2, o.eps, o.warmup, o.lr * o.min_lr_frac, o.clip, o.weight_decay,
            (unsigned long long)o.seed, cs.device_bytes / 1048576.0);
+    cli_print_precision(o.precision, &info, tr);
     if (o.resume) printf("resuming: %s, at step %d\n", ckdir, resumed.step);
     if (dist.comm) printf("processes: %u (mpirun), each %d of a step's %d micro-batches\n", dist.size, o.accum / (int)dist.size, o.accum);
     fflush(stdout);
@@ -376,6 +382,7 @@ int cmd_finetune(int argc, char **argv)
                       .out = o.out, .dist = dist.comm ? &dist : NULL };
     if (train_loop_init(&L, resumed.step, losses0, val0) != 0) goto done;
     int lr_rc = train_loop_run(&L);
+    cli_print_skipped(tr);
     if (lr_rc != 0) {
         rc = lr_rc;
         goto done;

@@ -33,17 +33,17 @@
 typedef struct train_opts {
     int dim, layers, heads, kv_heads, ffn, context, batch, steps, warmup, accum, eval_every, save_every, tied, keep_scores, window;
     int overwrite;
-    double lr, min_lr_frac, clip, weight_decay, rope_theta, beta1, beta2, eps;
+    double lr, min_lr_frac, clip, weight_decay, rope_theta, beta1, beta2, eps, loss_scale;
     uint64_t seed;
-    const char *data, *out, *tokenizer, *resume, *layer_types;
+    const char *data, *out, *tokenizer, *resume, *layer_types, *precision;
 } train_opts;
 
 static const train_opts defaults = {
     .dim = 96, .layers = 3, .heads = 4, .kv_heads = 2, .ffn = 256, .context = 64, .batch = 8, .steps = 250,
     .warmup = -1, .accum = 1, .eval_every = 50, .tied = 1, .keep_scores = -1,
     .lr = 3e-3, .min_lr_frac = 0.1, .clip = 1.0, .weight_decay = 0.1, .rope_theta = 10000,
-    .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-    .seed = 1337, .data = "/usr/share/common-licenses/GPL-3", .out = "out",
+    .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .loss_scale = -1,
+    .seed = 1337, .data = "/usr/share/common-licenses/GPL-3", .out = "out", .precision = "f32",
 };
 
 static const cli_flag train_flags[] = {
@@ -66,6 +66,8 @@ static const cli_flag train_flags[] = {
     { "--eps", CLI_DOUBLE, offsetof(train_opts, eps), "AdamW's epsilon", 1e-30, 1 },
     { "--clip", CLI_DOUBLE, offsetof(train_opts, clip), "global gradient-norm clip (0: none)", 0, 1e6 },
     { "--weight-decay", CLI_DOUBLE, offsetof(train_opts, weight_decay), "AdamW weight decay (matrices and embeddings)", 0, 10 },
+    { "--precision", CLI_STRING, offsetof(train_opts, precision), PRECISION_HELP },
+    { "--loss-scale", CLI_DOUBLE, offsetof(train_opts, loss_scale), LOSS_SCALE_HELP, -1, 16777216 },
     { "--rope-theta", CLI_DOUBLE, offsetof(train_opts, rope_theta), "RoPE base", 1, 1e15 },
     { "--tied", CLI_INT, offsetof(train_opts, tied), "1: output head shares the embedding; 0: its own matrix", 0, 1 },
     { "--layer-types", CLI_STRING, offsetof(train_opts, layer_types), "another family than Llama, one letter per layer: an "
@@ -153,6 +155,7 @@ int cmd_train(int argc, char **argv)
         if (ckpt_state_read("wgml train", ckdir, "train", &resumed, &losses0, &val0, train_flags, NFLAGS, &o, given, may_change) != 0)
             return 2;
     }
+    if (cli_check_precision("wgml train", o.precision, o.loss_scale) != 0) return 2;
     if (o.dim % o.heads || (o.dim / o.heads) % 2 || o.heads % o.kv_heads) {
         fprintf(stderr, "wgml train: --dim must be a multiple of --heads with an even quotient, and --heads a multiple of --kv-heads\n");
         return 2;
@@ -299,7 +302,7 @@ int cmd_train(int argc, char **argv)
     }
 
     /* ---- device, model, trainer ---- */
-    if (cli_dist_context("wgml train", &dist, &ctx) != 0) goto done;
+    if (cli_dist_context("wgml train", &dist, o.precision, &ctx) != 0) goto done;
     wgml_adapter_info info;
     wgml_context_info(ctx, &info);
     s = wgml_engine_create(ctx, &eng);
@@ -311,7 +314,8 @@ int cmd_train(int argc, char **argv)
                              .beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = (float)o.eps,
                              .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .comm = dist.comm };
+                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .comm = dist.comm,
+                             .loss_scale = cli_loss_scale(o.precision, o.loss_scale) };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     char path[PATH_MAX];
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));
@@ -335,6 +339,7 @@ int cmd_train(int argc, char **argv)
            "cosine to %g), clip %g, weight decay %g, seed %llu%s\n", o.steps, o.accum, o.accum > 1 ? "es" : "", o.batch,
            o.context, o.lr, o.beta1, o.beta2, o.eps, o.warmup, o.lr * o.min_lr_frac, o.clip, o.weight_decay,
            (unsigned long long)o.seed, td.keep_attention_scores ? ", keep_attention_scores on" : "");
+    cli_print_precision(o.precision, &info, tr);
     if (o.resume) printf("resuming: %s, at step %d\n", ckdir, resumed.step);
     if (dist.comm) printf("processes: %u (mpirun), each %d of a step's %d micro-batches\n", dist.size, o.accum / (int)dist.size, o.accum);
     fflush(stdout);
@@ -346,6 +351,7 @@ int cmd_train(int argc, char **argv)
                       .out = o.out, .dist = dist.comm ? &dist : NULL };
     if (train_loop_init(&L, resumed.step, losses0, val0) != 0) goto done;
     int lr_rc = train_loop_run(&L);
+    cli_print_skipped(tr);
     if (lr_rc != 0) {
         rc = lr_rc;
         goto done;

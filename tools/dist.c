@@ -1,6 +1,7 @@
 /* Data parallelism in the training commands (see dist.h). */
 #include "dist.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,19 @@ void cli_dist_fail(cli_dist *d, int code)
     }
 }
 
-int cli_dist_context(const char *who, const cli_dist *d, wgml_context **ctx)
+int cli_dist_context(const char *who, const cli_dist *d, const char *precision, wgml_context **ctx)
 {
     wgml_context_desc desc = { 0 };
+    static const char *const names[] = { "f32", "f16", "f16x3" };
+    static const wgml_precision values[] = { WGML_PRECISION_F32, WGML_PRECISION_F16, WGML_PRECISION_F16X3 };
+    int p = precision ? -1 : 0;
+    for (int i = 0; i < 3 && p < 0; i++)
+        if (strcmp(precision, names[i]) == 0) p = i;
+    if (p < 0) {
+        fprintf(stderr, "%s: --precision is \"%s\": f32, f16 or f16x3\n", who, precision);
+        return -1;
+    }
+    desc.matmul_precision = values[p];
     if (d->comm && !getenv("WGML_DEVICE")) {
         uint32_t count = 0;
         if (wgml_adapter_list(NULL, NULL, 0, &count) != WGML_OK) {
@@ -64,6 +75,49 @@ int cli_dist_context(const char *who, const cli_dist *d, wgml_context **ctx)
         return -1;
     }
     return 0;
+}
+
+int cli_check_precision(const char *who, const char *precision, double loss_scale)
+{
+    if (precision && strcmp(precision, "f32") && strcmp(precision, "f16") && strcmp(precision, "f16x3")) {
+        fprintf(stderr, "%s: --precision is \"%s\": f32, f16 or f16x3\n", who, precision);
+        return -1;
+    }
+    int e;
+    if (loss_scale != -1 && loss_scale != 0 &&
+        !(loss_scale >= 0x1p-24 && loss_scale <= 0x1p24 && frexp(loss_scale, &e) == 0.5)) {
+        fprintf(stderr, "%s: --loss-scale %g is not a power of two in [2^-24, 2^24] (0: none; -1: the default)\n", who,
+                loss_scale);
+        return -1;
+    }
+    return 0;
+}
+
+float cli_loss_scale(const char *precision, double loss_scale)
+{
+    if (loss_scale >= 0) return (float)loss_scale;
+    return precision && strcmp(precision, "f16") == 0 ? 65536.0f : 0.0f;
+}
+
+void cli_print_precision(const char *precision, const wgml_adapter_info *info, const wgml_trainer *tr)
+{
+    float scale = wgml_trainer_loss_scale(tr);
+    bool f32 = !precision || strcmp(precision, "f32") == 0;
+    if (f32 && !scale) return;
+    printf("precision: %s matrix products", precision ? precision : "f32");
+    if (!f32 && info->matrix_m)
+        printf(" on %u x %u x %u subgroup matrices", info->matrix_m, info->matrix_n, info->matrix_k);
+    else if (!f32)
+        printf(" (this adapter and runtime have no f16 subgroup matrices: the f32 kernels run them)");
+    if (scale) printf(", dynamic loss scale %g", scale);
+    printf("\n");
+}
+
+void cli_print_skipped(const wgml_trainer *tr)
+{
+    uint32_t n = wgml_trainer_skipped_steps(tr);
+    if (n) printf("loss scaling: %u step%s skipped for non-finite gradients; the scale is now %g\n", n, n > 1 ? "s" : "",
+                  wgml_trainer_loss_scale(tr));
 }
 
 /* FNV-1a over bytes, continued from h */

@@ -27,8 +27,23 @@ void cli_dist_fail(cli_dist *d, int code);
 static inline bool cli_dist_writes(const cli_dist *d) { return d->rank == 0; }
 
 /* The context of this process: in a job, unless WGML_DEVICE chooses, the adapter at the
-   node-local rank modulo the adapters listed. 0, or -1 after a message. */
-int cli_dist_context(const char *who, const cli_dist *d, wgml_context **ctx);
+   node-local rank modulo the adapters listed; its matrix products at precision ("f32",
+   "f16" or "f16x3": wgml_precision; NULL: f32). 0, or -1 after a message. */
+int cli_dist_context(const char *who, const cli_dist *d, const char *precision, wgml_context **ctx);
+/* The help of train's and finetune's --precision and --loss-scale */
+#define PRECISION_HELP "matrix products: f32, f16 (mixed precision: f16 inputs, f32 sums, weights and optimizer; on " \
+    "the GPU's matrix units where the runtime offers them, README) or f16x3 (f32 accuracy from three f16 products)"
+#define LOSS_SCALE_HELP "initial dynamic loss scale, a power of two (halved on a step with non-finite gradients, " \
+    "which is skipped; doubled after 2000 good steps); -1: 65536 with --precision f16, else none; 0: none"
+/* Checks --precision (f32, f16 or f16x3) and --loss-scale (-1, 0 or a power of two in
+   [2^-24, 2^24]) before anything is written: 0, or -1 after a message. */
+int cli_check_precision(const char *who, const char *precision, double loss_scale);
+/* desc.loss_scale for --precision and --loss-scale (-1: PyTorch's 65536 with f16, else 0). */
+float cli_loss_scale(const char *precision, double loss_scale);
+/* A line saying how the products run and the loss scale, unless both are the defaults. */
+void cli_print_precision(const char *precision, const wgml_adapter_info *info, const wgml_trainer *tr);
+/* A line with the steps loss scaling skipped, if any, and the scale reached. */
+void cli_print_skipped(const wgml_trainer *tr);
 
 /* Checks that the n tensors hold the same bits on every process; rank 0 says so. 0, or -1
    after a message. */
