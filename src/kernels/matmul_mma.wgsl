@@ -7,18 +7,23 @@
 // where SM x SK times SK x SN is the adapter's f16 -> f32 subgroup-matrix shape (queried,
 // never assumed: 8 x 8 x 8 on lavapipe, 16 x 16 x 16 on NVIDIA).
 //
-// The steps (mma_absmax and mma_split only for SPLIT, instead of mma_convert):
+// The steps (F16: mma_convert, gemm_mma; F16X3: mma_absmax, mma_split, gemm_mma_split):
 //   mma_absmax   the largest magnitude of each row of A and each column of B (over k), as
 //                the power of two that brings it into [2^14, 2^15): one workgroup per line.
 //   mma_convert  A into an f16 copy [Mp, Kp] and B into [Kp, Np], row-major whatever the
 //                layout, zero up to Mp, Kp, Np (whole tiles, so the product needs no bounds);
 //   mma_split    (SPLIT) the same with each value first scaled, the copy its high part and
 //                a second copy its low part.
-//   gemm_mma     the product of the copies: every subgroup loads its matrices straight from
-//                them (no workgroup staging: a first version staged and converted blocks in
-//                workgroup memory, and those loads cost 20 times the products), then its
-//                results pass through workgroup memory (their layout inside a subgroup is the
-//                implementation's) to be unscaled, bounds-checked and stored or added (ACC).
+//   gemm_mma     the product of the f16 copies: per step of 2 SK values of k, the workgroup
+//                copies its blocks of A and B into workgroup memory in 16-byte loads, then
+//                each subgroup multiplies 4 x 4 result matrices from there.
+//   gemm_mma_split  the product of the high and low parts: each subgroup loads its matrices
+//                straight from the copies (2 x 2 result matrices and their low parts).
+//   In both the results pass through workgroup memory (their layout inside a subgroup is the
+//   implementation's) to be unscaled, bounds-checked and stored or added to out (ACC).
+// Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
+// by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
+// them directly at 74; staged in 16-byte loads, as gemm_mma does, at 83.
 //
 // SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
 //   range +-inf, as a cast in PyTorch), the products are summed in f32.
@@ -29,11 +34,10 @@
 //   dropping Alo Blo (about 2^-21 of each product): each element carried to about 22 bits.
 
 struct Params {
-    M: u32, N: u32, K: u32, tiles_n: u32,   // the product (K: of the sources)
-    lda: u32, ldb: u32, tiles: u32, Kp: u32,
-    Np: u32, rows: u32, cols: u32, ld: u32, // mma_convert / mma_absmax: the source's valid
-    rows_p: u32, cols_p: u32, sr: u32, sc: u32,   // rows x cols, padded size, strides
-    scale_at: u32, by_row: u32, pad0: u32, pad1: u32,
+    M: u32, N: u32, K: u32, tiles_n: u32,   // the product (K: the operands'), its tiles
+    tiles: u32, Kp: u32, Np: u32, by_row: u32,   // the copies' padded K and N
+    rows: u32, cols: u32, rows_p: u32, cols_p: u32,   // a conversion: the source's rows x cols,
+    sr: u32, sc: u32, scale_at: u32, pad: u32,        // the copy's, strides, where its scales go
 }
 
 @group(0) @binding(0) var<uniform> u: Params;
@@ -123,84 +127,146 @@ fn mma_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
     lo[i] = f16((x - f32(h)) * LO);
 }
 
-// ---- gemm_mma ----------------------------------------------------------------------------
+// ---- the products ---------------------------------------------------------------------------
 
-@group(0) @binding(1) var<storage, read> Ah: array<f16>;   // [Mp, Kp]
+@group(0) @binding(1) var<storage, read> Ah: array<f16>;   // [Mp, Kp] (gemm_mma_split)
 @group(0) @binding(2) var<storage, read> Bh: array<f16>;   // [Kp, Np]
-@group(0) @binding(3) var<storage, read> Al: array<f16>;   // SPLIT: the low parts
+@group(0) @binding(3) var<storage, read> Al: array<f16>;   // their low parts
 @group(0) @binding(4) var<storage, read> Bl: array<f16>;
-@group(0) @binding(5) var<storage, read> sc: array<f32>;   // SPLIT: ra [M], then rb [N]
+@group(0) @binding(5) var<storage, read> sc: array<f32>;   // ra [M], then rb [N]
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> Av: array<vec4<u32>>;   // [Mp, Kp] as 8 f16 per vec4 (gemm_mma)
+@group(0) @binding(2) var<storage, read> Bv: array<vec4<u32>>;   // [Kp, Np]
 
 alias LM = subgroup_matrix_left<f16, SK, SM>;
 alias RMB = subgroup_matrix_right<f16, SN, SK>;
 alias RM = subgroup_matrix_result<f32, SN, SM>;
 
 // A workgroup of 2 x 2 subgroups of SG lanes (SG: the adapter's largest subgroup size, which
-// a workgroup using subgroup matrices must be a multiple of) owns a BM x BN tile of out, each
-// subgroup a TS x TS block of result matrices (4 x 4; 2 x 2 with SPLIT, whose low parts
-// double the accumulators). A device whose subgroups are smaller than SG runs more
-// subgroups than 4; the extra ones only wait at the barriers.
-override TS: u32 = select(4u, 2u, SPLIT);   // result matrices per subgroup along M and N
-override BM: u32 = 2u * TS * SM;
-override BN: u32 = 2u * TS * SN;
+// a workgroup using subgroup matrices must be a multiple of) owns a tile of out, each
+// subgroup a block of result matrices: 4 x 4 in gemm_mma (a BM x BN tile), 2 x 2 in
+// gemm_mma_split (whose low parts double the accumulators: a BM / 2 x BN / 2 tile). A device
+// whose subgroups are smaller than SG runs more subgroups than 4; the extra ones only load
+// and wait at the barriers. Kp is a multiple of BK, Np of BN, Mp of BM.
+const BM = 8u * SM;
+const BN = 8u * SN;
+const BK = 2u * SK;
 override WG: u32 = 4u * SG;
+var<workgroup> As: array<f16, BM * BK>;        // gemm_mma's blocks: [BM][BK]
+var<workgroup> Bs: array<f16, BK * BN>;        // [BK][BN]
 var<workgroup> Cs: array<f32, 4u * SM * SN>;   // one result matrix per subgroup
 var<workgroup> Cl: array<f32, 4u * SM * SN>;   // and its low part (SPLIT)
 
+// The 8 f16 of w into As (or Bs) from index at.
+fn put8(into_a: bool, at: u32, w: vec4<u32>) {
+    for (var j = 0u; j < 4u; j++) {
+        let h = bitcast<vec2<f16>>(w[j]);
+        if (into_a) {
+            As[at + 2u * j] = h.x;
+            As[at + 2u * j + 1u] = h.y;
+        } else {
+            Bs[at + 2u * j] = h.x;
+            Bs[at + 2u * j + 1u] = h.y;
+        }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-            @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32,
-            @builtin(subgroup_size) sgsize: u32) {
+            @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sgid: u32,
+            @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sgsize: u32) {
     let tile = wid.x + wid.y * nwg.x;
     if (tile >= u.tiles) { return; }
     let m0 = (tile / u.tiles_n) * BM;
     let n0 = (tile % u.tiles_n) * BN;
     let busy = sgid < 4u;
-    let mb = m0 + (sgid % 2u) * TS * SM;
-    let nb = n0 + (sgid / 2u % 2u) * TS * SN;
-
-    // the results (4 x 4; 2 x 2 and their low parts with SPLIT) in named variables: an
-    // array of matrices indexed in a loop is kept in local memory by some compilers
+    let sm = sgid % 2u;
+    let sn = sgid / 2u % 2u;
+    // the 4 x 4 results in named variables: an array of matrices indexed in a loop is kept
+    // in local memory by some compilers
     var c00: RM; var c01: RM; var c02: RM; var c03: RM;
     var c10: RM; var c11: RM; var c12: RM; var c13: RM;
     var c20: RM; var c21: RM; var c22: RM; var c23: RM;
     var c30: RM; var c31: RM; var c32: RM; var c33: RM;
-    var l00: RM; var l01: RM; var l10: RM; var l11: RM;
-    if (busy && !SPLIT) {
-        // 4 x 4 result matrices per subgroup: each k-step loads 8 matrices for 16 products
-        // (the loads come from memory through the caches; loading the next step's before
-        // this step's products, or unrolling two steps, measured no faster on an H100)
-        let a0 = mb * u.Kp;
-        for (var k = 0u; k < u.Kp; k += SK) {
-            let b0 = k * u.Np + nb;
-            let x0 = subgroupMatrixLoad<LM>(&Ah, a0 + 0u * SM * u.Kp + k, false, u.Kp);
-            let x1 = subgroupMatrixLoad<LM>(&Ah, a0 + 1u * SM * u.Kp + k, false, u.Kp);
-            let x2 = subgroupMatrixLoad<LM>(&Ah, a0 + 2u * SM * u.Kp + k, false, u.Kp);
-            let x3 = subgroupMatrixLoad<LM>(&Ah, a0 + 3u * SM * u.Kp + k, false, u.Kp);
-            let y0 = subgroupMatrixLoad<RMB>(&Bh, b0 + 0u * SN, false, u.Np);
-            let y1 = subgroupMatrixLoad<RMB>(&Bh, b0 + 1u * SN, false, u.Np);
-            let y2 = subgroupMatrixLoad<RMB>(&Bh, b0 + 2u * SN, false, u.Np);
-            let y3 = subgroupMatrixLoad<RMB>(&Bh, b0 + 3u * SN, false, u.Np);
-            c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
-            c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
-            c02 = subgroupMatrixMultiplyAccumulate(x0, y2, c02);
-            c03 = subgroupMatrixMultiplyAccumulate(x0, y3, c03);
-            c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
-            c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
-            c12 = subgroupMatrixMultiplyAccumulate(x1, y2, c12);
-            c13 = subgroupMatrixMultiplyAccumulate(x1, y3, c13);
-            c20 = subgroupMatrixMultiplyAccumulate(x2, y0, c20);
-            c21 = subgroupMatrixMultiplyAccumulate(x2, y1, c21);
-            c22 = subgroupMatrixMultiplyAccumulate(x2, y2, c22);
-            c23 = subgroupMatrixMultiplyAccumulate(x2, y3, c23);
-            c30 = subgroupMatrixMultiplyAccumulate(x3, y0, c30);
-            c31 = subgroupMatrixMultiplyAccumulate(x3, y1, c31);
-            c32 = subgroupMatrixMultiplyAccumulate(x3, y2, c32);
-            c33 = subgroupMatrixMultiplyAccumulate(x3, y3, c33);
+    for (var k0 = 0u; k0 < u.Kp; k0 += BK) {
+        for (var c = lid; c < BM * BK / 8u; c += WG) {
+            let r = c / (BK / 8u);
+            let k8 = c % (BK / 8u);
+            put8(true, r * BK + k8 * 8u, Av[((m0 + r) * u.Kp + k0) / 8u + k8]);
         }
+        for (var c = lid; c < BK * BN / 8u; c += WG) {
+            let k = c / (BN / 8u);
+            let n8 = c % (BN / 8u);
+            put8(false, k * BN + n8 * 8u, Bv[((k0 + k) * u.Np + n0) / 8u + n8]);
+        }
+        workgroupBarrier();
+        if (busy) {
+            for (var ks = 0u; ks < BK; ks += SK) {
+                let a0 = sm * 4u * SM * BK + ks;
+                let b0 = ks * BN + sn * 4u * SN;
+                let x0 = subgroupMatrixLoad<LM>(&As, a0 + 0u * SM * BK, false, BK);
+                let x1 = subgroupMatrixLoad<LM>(&As, a0 + 1u * SM * BK, false, BK);
+                let x2 = subgroupMatrixLoad<LM>(&As, a0 + 2u * SM * BK, false, BK);
+                let x3 = subgroupMatrixLoad<LM>(&As, a0 + 3u * SM * BK, false, BK);
+                let y0 = subgroupMatrixLoad<RMB>(&Bs, b0 + 0u * SN, false, BN);
+                let y1 = subgroupMatrixLoad<RMB>(&Bs, b0 + 1u * SN, false, BN);
+                let y2 = subgroupMatrixLoad<RMB>(&Bs, b0 + 2u * SN, false, BN);
+                let y3 = subgroupMatrixLoad<RMB>(&Bs, b0 + 3u * SN, false, BN);
+                c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
+                c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
+                c02 = subgroupMatrixMultiplyAccumulate(x0, y2, c02);
+                c03 = subgroupMatrixMultiplyAccumulate(x0, y3, c03);
+                c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
+                c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
+                c12 = subgroupMatrixMultiplyAccumulate(x1, y2, c12);
+                c13 = subgroupMatrixMultiplyAccumulate(x1, y3, c13);
+                c20 = subgroupMatrixMultiplyAccumulate(x2, y0, c20);
+                c21 = subgroupMatrixMultiplyAccumulate(x2, y1, c21);
+                c22 = subgroupMatrixMultiplyAccumulate(x2, y2, c22);
+                c23 = subgroupMatrixMultiplyAccumulate(x2, y3, c23);
+                c30 = subgroupMatrixMultiplyAccumulate(x3, y0, c30);
+                c31 = subgroupMatrixMultiplyAccumulate(x3, y1, c31);
+                c32 = subgroupMatrixMultiplyAccumulate(x3, y2, c32);
+                c33 = subgroupMatrixMultiplyAccumulate(x3, y3, c33);
+            }
+        }
+        workgroupBarrier();
     }
-    if (busy && SPLIT) {
+    let cb = min(sgid, 3u) * SM * SN;
+    let mb = m0 + sm * 4u * SM;
+    let nb = n0 + sn * 4u * SN;
+    emit(busy, cb, mb + 0u * SM, nb + 0u * SN, lane, sgsize, c00, c00);
+    emit(busy, cb, mb + 0u * SM, nb + 1u * SN, lane, sgsize, c01, c01);
+    emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02, c02);
+    emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03, c03);
+    emit(busy, cb, mb + 1u * SM, nb + 0u * SN, lane, sgsize, c10, c10);
+    emit(busy, cb, mb + 1u * SM, nb + 1u * SN, lane, sgsize, c11, c11);
+    emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12, c12);
+    emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13, c13);
+    emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20, c20);
+    emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21, c21);
+    emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22, c22);
+    emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23, c23);
+    emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30, c30);
+    emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31, c31);
+    emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32, c32);
+    emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33, c33);
+}
+
+@compute @workgroup_size(WG)
+fn gemm_mma_split(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                  @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32,
+                  @builtin(subgroup_size) sgsize: u32) {
+    let tile = wid.x + wid.y * nwg.x;
+    if (tile >= u.tiles) { return; }
+    let m0 = (tile / u.tiles_n) * (BM / 2u);
+    let n0 = (tile % u.tiles_n) * (BN / 2u);
+    let busy = sgid < 4u;
+    let mb = m0 + (sgid % 2u) * 2u * SM;
+    let nb = n0 + (sgid / 2u % 2u) * 2u * SN;
+    var c00: RM; var c01: RM; var c10: RM; var c11: RM;
+    var l00: RM; var l01: RM; var l10: RM; var l11: RM;
+    if (busy) {
         let a0 = mb * u.Kp;
         let a1 = a0 + SM * u.Kp;
         for (var k = 0u; k < u.Kp; k += SK) {
@@ -209,20 +275,18 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
             let x1 = subgroupMatrixLoad<LM>(&Ah, a1 + k, false, u.Kp);
             let y0 = subgroupMatrixLoad<RMB>(&Bh, b0, false, u.Np);
             let y1 = subgroupMatrixLoad<RMB>(&Bh, b0 + SN, false, u.Np);
+            let p0 = subgroupMatrixLoad<LM>(&Al, a0 + k, false, u.Kp);
+            let p1 = subgroupMatrixLoad<LM>(&Al, a1 + k, false, u.Kp);
+            let q0 = subgroupMatrixLoad<RMB>(&Bl, b0, false, u.Np);
+            let q1 = subgroupMatrixLoad<RMB>(&Bl, b0 + SN, false, u.Np);
             c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
             c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
             c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
             c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
-            {
-                let p0 = subgroupMatrixLoad<LM>(&Al, a0 + k, false, u.Kp);
-                let p1 = subgroupMatrixLoad<LM>(&Al, a1 + k, false, u.Kp);
-                let q0 = subgroupMatrixLoad<RMB>(&Bl, b0, false, u.Np);
-                let q1 = subgroupMatrixLoad<RMB>(&Bl, b0 + SN, false, u.Np);
-                l00 = subgroupMatrixMultiplyAccumulate(x0, q0, subgroupMatrixMultiplyAccumulate(p0, y0, l00));
-                l01 = subgroupMatrixMultiplyAccumulate(x0, q1, subgroupMatrixMultiplyAccumulate(p0, y1, l01));
-                l10 = subgroupMatrixMultiplyAccumulate(x1, q0, subgroupMatrixMultiplyAccumulate(p1, y0, l10));
-                l11 = subgroupMatrixMultiplyAccumulate(x1, q1, subgroupMatrixMultiplyAccumulate(p1, y1, l11));
-            }
+            l00 = subgroupMatrixMultiplyAccumulate(x0, q0, subgroupMatrixMultiplyAccumulate(p0, y0, l00));
+            l01 = subgroupMatrixMultiplyAccumulate(x0, q1, subgroupMatrixMultiplyAccumulate(p0, y1, l01));
+            l10 = subgroupMatrixMultiplyAccumulate(x1, q0, subgroupMatrixMultiplyAccumulate(p1, y0, l10));
+            l11 = subgroupMatrixMultiplyAccumulate(x1, q1, subgroupMatrixMultiplyAccumulate(p1, y1, l11));
         }
     }
     let cb = min(sgid, 3u) * SM * SN;
@@ -230,25 +294,11 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     emit(busy, cb, mb, nb + SN, lane, sgsize, c01, l01);
     emit(busy, cb, mb + SM, nb, lane, sgsize, c10, l10);
     emit(busy, cb, mb + SM, nb + SN, lane, sgsize, c11, l11);
-    if (!SPLIT) {
-        emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02, l00);
-        emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03, l00);
-        emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12, l00);
-        emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13, l00);
-        emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20, l00);
-        emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21, l00);
-        emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22, l00);
-        emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23, l00);
-        emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30, l00);
-        emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31, l00);
-        emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32, l00);
-        emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33, l00);
-    }
 }
 
-// The result matrix c (low part l) of rows mb.., columns nb.. through workgroup memory at cb
-// into out: unscaled (SPLIT), bounds-checked, added to out (ACC). Every invocation calls it;
-// busy (the subgroup owns results) is uniform in each subgroup.
+// The result matrix c (low part l, SPLIT) of rows mb.., columns nb.. through workgroup memory
+// at cb into out: unscaled (SPLIT), bounds-checked, added to out (ACC). Every invocation
+// calls it; busy (the subgroup owns results) is uniform in each subgroup.
 fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM, l: RM) {
     if (busy) {
         subgroupMatrixStore(&Cs, cb, c, false, SN);

@@ -14,10 +14,9 @@ enum { LAYOUT_NT = 1, LAYOUT_TN = 2 };
 /* The uniform block of matmul_mma.wgsl (Params there). */
 typedef struct mma_params {
     uint32_t M, N, K, tiles_n;
-    uint32_t lda, ldb, tiles, Kp;
-    uint32_t Np, rows, cols, ld;
-    uint32_t rows_p, cols_p, sr, sc;
-    uint32_t scale_at, by_row, pad0, pad1;
+    uint32_t tiles, Kp, Np, by_row;
+    uint32_t rows, cols, rows_p, cols_p;
+    uint32_t sr, sc, scale_at, pad;
 } mma_params;
 
 wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_options *opts)
@@ -29,21 +28,36 @@ wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_opt
 
 static uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
 
+/* The tile of each product kernel: 2 x 2 subgroups of 4 x 4 result matrices (gemm_mma), of
+   2 x 2 (gemm_mma_split); k in steps of two matrices; and the copies padded to them. */
+static uint32_t tile_m(const wgml_adapter_info *in, bool split) { return (split ? 4u : 8u) * in->matrix_m; }
+static uint32_t tile_n(const wgml_adapter_info *in, bool split) { return (split ? 4u : 8u) * in->matrix_n; }
+static uint32_t step_k(const wgml_adapter_info *in) { return 2u * in->matrix_k; }
+
 /* Bytes of the larger f16 copy (each part): A [Mp, Kp] or B [Kp, Np]. */
-static uint64_t copy_bytes(const wgml_adapter_info *in, uint32_t M, uint32_t N, uint32_t K)
+static uint64_t copy_bytes(const wgml_adapter_info *in, bool split, uint32_t M, uint32_t N, uint32_t K)
 {
-    uint64_t kp = round_up(K, in->matrix_k), a = round_up(M, 8u * in->matrix_m) * kp, b = kp * round_up(N, 8u * in->matrix_n);
+    uint64_t kp = round_up(K, step_k(in)), a = round_up(M, tile_m(in, split)) * kp, b = kp * round_up(N, tile_n(in, split));
     return 2u * (a > b ? a : b);
+}
+
+/* Workgroup memory of the product kernel: gemm_mma's f16 blocks and one result matrix per
+   subgroup; gemm_mma_split's result matrices and their low parts. */
+static uint64_t smem_of(const wgml_adapter_info *in, bool split)
+{
+    uint64_t result = 4u * in->matrix_m * in->matrix_n * 4u;
+    return split ? 2u * result : (uint64_t)(tile_m(in, false) + tile_n(in, false)) * step_k(in) * 2u + result;
 }
 
 bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tensor *b, uint32_t M, uint32_t N, uint32_t K)
 {
     const wgml_adapter_info *in = &ctx->info;
+    bool split = p == WGML_PRECISION_F16X3;
+    /* gemm_mma loads 8 f16 at a time: k-steps of a multiple of 8 */
     return p != WGML_PRECISION_F32 && in->matrix_m && M > 1 && N > 1 && (b->dtype == WGML_F32 || b->dtype == WGML_F16) &&
-           4u * in->subgroup_max_size <= in->max_invocations_per_workgroup &&
-           4u * in->subgroup_max_size <= in->max_workgroup_size_x &&
-           2u * 4u * in->matrix_m * in->matrix_n * 4u <= in->max_workgroup_storage_size &&
-           copy_bytes(in, M, N, K) <= ctx->limits.maxStorageBufferBindingSize;
+           step_k(in) % 8 == 0 && 4u * in->subgroup_max_size <= in->max_invocations_per_workgroup &&
+           4u * in->subgroup_max_size <= in->max_workgroup_size_x && smem_of(in, split) <= in->max_workgroup_storage_size &&
+           copy_bytes(in, split, M, N, K) <= ctx->limits.maxStorageBufferBindingSize;
 }
 
 /* One operand's f16 copy (and low part) [rows_p, cols_p] from t, element (r, c) at
@@ -81,9 +95,8 @@ wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N,
     wgml_context *ctx = e->ctx;
     const wgml_adapter_info *in = &ctx->info;
     bool split = p == WGML_PRECISION_F16X3;
-    /* the tile: 2 x 2 subgroups of 4 x 4 result matrices (2 x 2 for F16X3) */
-    uint32_t ts = split ? 2u : 4u, bm = 2u * ts * in->matrix_m, bn = 2u * ts * in->matrix_n;
-    uint32_t Mp = (uint32_t)round_up(M, bm), Np = (uint32_t)round_up(N, bn), Kp = (uint32_t)round_up(K, in->matrix_k);
+    uint32_t bm = tile_m(in, split), bn = tile_n(in, split);
+    uint32_t Mp = (uint32_t)round_up(M, bm), Np = (uint32_t)round_up(N, bn), Kp = (uint32_t)round_up(K, step_k(in));
     uint32_t lda = layout == LAYOUT_TN ? M : K, ldb = layout == LAYOUT_NT ? K : N;
     wgml__arg ah, bh, al, bl, scales;
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AH, 2ull * Mp * Kp, &ah));
@@ -107,7 +120,8 @@ wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N,
     uint32_t tn = Np / bn;
     uint64_t tiles = (uint64_t)(Mp / bm) * tn;
     mma_params prm = { .M = M, .N = N, .K = K, .tiles_n = tn, .tiles = (uint32_t)tiles, .Kp = Kp, .Np = Np };
-    wgml__kernel k = { .file = "matmul_mma", .entry = "gemm_mma", .layout = "urrrrrw", .matrix = true, .nconst = 3,
+    wgml__kernel k = { .file = "matmul_mma", .entry = split ? "gemm_mma_split" : "gemm_mma", .layout = "urrrrrw", .matrix = true,
+                       .nconst = 3,
                        .constants = { { "SG", in->subgroup_max_size }, { "SPLIT", split }, { "ACC", acc } } };
     uint32_t gx, gy;
     WGML_CHECK(wgml__grid(ctx, tiles, &gx, &gy));
