@@ -277,9 +277,11 @@ WGML_API wgml_status wgml_context_info(const wgml_context *ctx, wgml_adapter_inf
    backend (may be NULL) filters as wgml_context_desc.backend does. The fields of each
    entry are those of wgml_adapter_info that need no device: name, vendor, architecture,
    driver, backend, type, vendor and device ids; the rest are zero. The WebGPU C API has
-   no enumeration: wgml asks for an adapter with each power preference, with and without
-   the fallback adapter, and keeps the distinct ones, so two identical GPUs of one machine
-   appear once (and only the first is reachable).
+   no enumeration; wgml uses Dawn's own (dawn::native::Instance::EnumerateAdapters, which
+   both runtimes export), so two identical GPUs of one machine are two entries, each
+   reachable by its index. Were a runtime to lack it, wgml would ask for an adapter with
+   each power preference, with and without the fallback adapter, and keep the distinct
+   ones (then two identical GPUs appear once).
    On error *count is 0.
    Errors: WGML_ERROR_INVALID_ARGUMENT (count NULL, out NULL with cap > 0, an unknown
            backend), WGML_ERROR_DEVICE (no instance, an adapter request failed),

@@ -203,25 +203,63 @@ static bool ranks_before(const candidate *a, const candidate *b)
     return ta < tb || (ta == tb && backend_rank(a->backend) < backend_rank(b->backend));
 }
 
-/* Asks for adapters with every power preference, with and without the fallback (CPU)
-   adapter, and keeps the distinct ones: the C API has no enumeration. They come back in
-   the one order of device indices: discrete, integrated, CPU, then Vulkan, Metal and
-   D3D12 before other backends; ties keep the order they were found in, so the order is
-   the same on every call. */
+/* Adds adapter to the candidates unless it is Dawn's Null backend not asked for by name, or
+   (dedup) one already there by vendor, device, backend and name; releases it when not kept. */
+static void add_candidate(candidate *c, int *count, WGPUAdapter adapter, WGPUBackendType backend, bool dedup)
+{
+    WGPUAdapterInfo ai = { 0 };
+    if (wgpuAdapterGetInfo(adapter, &ai) != WGPUStatus_Success) {
+        wgpuAdapterRelease(adapter);
+        return;
+    }
+    /* Dawn's Null backend computes nothing (every op "succeeds" with zeros): it is taken
+       only when asked for by name. */
+    if (ai.backendType == WGPUBackendType_Null && backend != WGPUBackendType_Null) {
+        wgpuAdapterInfoFreeMembers(ai);
+        wgpuAdapterRelease(adapter);
+        return;
+    }
+    candidate cand = { .adapter = adapter, .type = ai.adapterType, .backend = ai.backendType, .vendor_id = ai.vendorID,
+                       .device_id = ai.deviceID };
+    copy_sv(cand.name, sizeof cand.name, ai.device);
+    copy_sv(cand.description, sizeof cand.description, ai.description);
+    copy_sv(cand.vendor, sizeof cand.vendor, ai.vendor);
+    copy_sv(cand.architecture, sizeof cand.architecture, ai.architecture);
+    wgpuAdapterInfoFreeMembers(ai);
+    bool dup = false;
+    for (int i = 0; dedup && i < *count; i++)
+        if (c[i].vendor_id == cand.vendor_id && c[i].device_id == cand.device_id && c[i].backend == cand.backend &&
+            strcmp(c[i].name, cand.name) == 0)
+            dup = true;
+    if (dup || *count == MAX_CANDIDATES) {
+        wgpuAdapterRelease(adapter);
+        return;
+    }
+    c[(*count)++] = cand;
+}
+
+/* Every adapter of the runtime: through Dawn's enumeration, one per physical device (two
+   identical GPUs are two), where the runtime offers it (src/webgpu_enum.c); else by asking
+   for an adapter with every power preference, with and without the fallback (CPU) adapter,
+   and keeping the distinct ones. They come back in the one order of device indices:
+   discrete, integrated, CPU, then Vulkan, Metal and D3D12 before other backends; ties keep
+   the order they were found in, so the order is the same on every call. */
 static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, candidate *c, int *count)
 {
     *count = 0;
+    WGPURequestAdapterOptions all = { .nextInChain = (WGPUChainedStruct *)wgml__adapter_toggles(),
+                                      .featureLevel = WGPUFeatureLevel_Core, .backendType = backend };
+    WGPUAdapter listed[MAX_CANDIDATES];
+    int n = wgml__enumerate_adapters(ctx->instance, &all, listed, MAX_CANDIDATES);
+    for (int i = 0; i < n; i++) add_candidate(c, count, listed[i], backend, false);
     const WGPUPowerPreference prefs[] = { WGPUPowerPreference_HighPerformance, WGPUPowerPreference_LowPower };
-    for (int fb = 0; fb < 2; fb++) {
+    bool enumerated = *count > 0;
+    for (int fb = 0; fb < 2 && !enumerated; fb++) {
         for (size_t p = 0; p < 2; p++) {
             adapter_slot slot = { 0 };
-            WGPURequestAdapterOptions opt = {
-                .nextInChain = (WGPUChainedStruct *)wgml__adapter_toggles(),
-                .featureLevel = WGPUFeatureLevel_Core,
-                .powerPreference = prefs[p],
-                .forceFallbackAdapter = fb,
-                .backendType = backend,
-            };
+            WGPURequestAdapterOptions opt = all;
+            opt.powerPreference = prefs[p];
+            opt.forceFallbackAdapter = fb;
             WGPUFuture f = wgpuInstanceRequestAdapter(ctx->instance, &opt,
                 (WGPURequestAdapterCallbackInfo){ .mode = WGPUCallbackMode_WaitAnyOnly, .callback = on_adapter, .userdata1 = &slot });
             wgml_status s = wgml__wait(ctx, f, "requesting an adapter");
@@ -230,30 +268,7 @@ static wgml_status collect_adapters(wgml_context *ctx, WGPUBackendType backend, 
                 *count = 0;
                 return s;
             }
-            if (!slot.adapter) continue;
-            WGPUAdapterInfo ai = { 0 };
-            if (wgpuAdapterGetInfo(slot.adapter, &ai) != WGPUStatus_Success) { wgpuAdapterRelease(slot.adapter); continue; }
-            /* Dawn's Null backend computes nothing (every op "succeeds" with zeros): it is
-               taken only when asked for by name. */
-            if (ai.backendType == WGPUBackendType_Null && backend != WGPUBackendType_Null) {
-                wgpuAdapterInfoFreeMembers(ai);
-                wgpuAdapterRelease(slot.adapter);
-                continue;
-            }
-            candidate cand = { .adapter = slot.adapter, .type = ai.adapterType, .backend = ai.backendType,
-                               .vendor_id = ai.vendorID, .device_id = ai.deviceID };
-            copy_sv(cand.name, sizeof cand.name, ai.device);
-            copy_sv(cand.description, sizeof cand.description, ai.description);
-            copy_sv(cand.vendor, sizeof cand.vendor, ai.vendor);
-            copy_sv(cand.architecture, sizeof cand.architecture, ai.architecture);
-            wgpuAdapterInfoFreeMembers(ai);
-            bool dup = false;
-            for (int i = 0; i < *count; i++)
-                if (c[i].vendor_id == cand.vendor_id && c[i].device_id == cand.device_id && c[i].backend == cand.backend &&
-                    strcmp(c[i].name, cand.name) == 0)
-                    dup = true;
-            if (dup || *count == MAX_CANDIDATES) { wgpuAdapterRelease(slot.adapter); continue; }
-            c[(*count)++] = cand;
+            if (slot.adapter) add_candidate(c, count, slot.adapter, backend, true);
         }
     }
     for (int i = 1; i < *count; i++) {   /* a stable insertion sort */

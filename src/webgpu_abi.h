@@ -35,6 +35,9 @@
 #error "define WGML_RUNTIME_NPM or WGML_RUNTIME_SYSTEM (CMake does)"
 #endif
 
+/* Up to cap adapters of instance, one per physical device, each with a reference of its
+   own (src/webgpu_enum.c): their count, or -1 where the runtime offers no enumeration. */
+int wgml__enumerate_adapters(WGPUInstance instance, const WGPURequestAdapterOptions *options, WGPUAdapter *out, int cap);
 /* Creates an instance with timed waits enabled (wgpuInstanceWaitAny with a timeout). */
 /* The toggles to chain on every adapter request (NULL: none), as this runtime needs them. */
 const WGPUChainedStruct *wgml__adapter_toggles(void);

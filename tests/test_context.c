@@ -1,6 +1,7 @@
 /* Context creation, adapter choice, info, flush/sync, counters, and error routing. */
 #include "harness.h"
 #include "internal.h"
+#include "webgpu_abi.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -120,6 +121,35 @@ static void test_adapter_list(void)
     TH_EXPECT_ERR(wgml_adapter_list(NULL, NULL, 1, &m), WGML_ERROR_INVALID_ARGUMENT, "out is NULL");
     TH_EXPECT_ERR(wgml_adapter_list("glide", list, 8, &m), WGML_ERROR_INVALID_ARGUMENT, "glide");
     TH_CHECK(m == 0, "count %u after an error", m);
+}
+
+/* Dawn's enumeration (src/webgpu_enum.c), which makes two identical GPUs two entries of
+   the adapter list: live on this runtime (not the fallback), the context's adapter among
+   what it returns, one reference per adapter returned (released here without a fault),
+   cap respected. */
+static void test_enumeration(void)
+{
+    wgml_adapter_info in;
+    wgml_context_info(th_ctx, &in);
+    WGPURequestAdapterOptions all = { .featureLevel = WGPUFeatureLevel_Core };
+    WGPUAdapter got[8];
+    int n = wgml__enumerate_adapters(th_ctx->instance, &all, got, 8);
+    TH_CHECK(n >= 1, "the runtime's enumeration returned %d adapters", n);
+    bool found = false;
+    for (int i = 0; i < n; i++) {
+        WGPUAdapterInfo ai = { 0 };
+        TH_CHECK(wgpuAdapterGetInfo(got[i], &ai) == WGPUStatus_Success, "adapter %d has no info", i);
+        found = found || (ai.device.data && strlen(in.name) == ai.device.length &&
+                          memcmp(in.name, ai.device.data, ai.device.length) == 0);
+        wgpuAdapterInfoFreeMembers(ai);
+        wgpuAdapterRelease(got[i]);
+    }
+    TH_CHECK(found, "the context's adapter \"%s\" is not among the %d enumerated", in.name, n);
+    WGPUAdapter one[1];
+    int m = wgml__enumerate_adapters(th_ctx->instance, &all, one, 1);
+    TH_CHECK(m == 1, "with room for 1 the enumeration kept %d", m);
+    if (m == 1) wgpuAdapterRelease(one[0]);
+    TH_CHECK(wgml__enumerate_adapters(NULL, &all, one, 1) == -1, "a NULL instance was enumerated");
 }
 
 /* device_index picks from the list: 0 is the default, one past the end names what there
@@ -452,6 +482,7 @@ static const th_case cases[] = {
     { "choose_by_name", test_choose_by_name },
     { "env_override", test_env_override },
     { "adapter_list", test_adapter_list },
+    { "enumeration", test_enumeration },
     { "device_index", test_device_index },
     { "robust_and_submit_every_op", test_robust_and_submit_every_op },
     { "batching_and_sync", test_batching_and_sync },
