@@ -457,7 +457,7 @@ static wgml_status create_device(wgml_context *ctx, bool robust)
     for (size_t i = 0; i < 3; i++)
         if (wgpuAdapterHasFeature(ctx->adapter, want[i])) feats[nfeat++] = want[i];
     uint32_t mma[3] = { 0, 0, 0 };
-    if (nfeat >= 2 && feats[0] == WGML_FEATURE_SHADER_F16 && feats[1] == WGML_FEATURE_SUBGROUPS &&
+    if (wgpuAdapterHasFeature(ctx->adapter, WGML_FEATURE_SHADER_F16) && wgpuAdapterHasFeature(ctx->adapter, WGML_FEATURE_SUBGROUPS) &&
         matrix_config(ctx->adapter, mma)) {
 #if WGML_HAS_SUBGROUP_MATRIX
         feats[nfeat++] = WGML_FEATURE_SUBGROUP_MATRIX;

@@ -48,19 +48,24 @@ void cli_dist_fail(cli_dist *d, int code)
     }
 }
 
+/* --precision's value as a wgml_precision (NULL: f32); false for a name it does not know. */
+static bool precision_of(const char *name, wgml_precision *out)
+{
+    static const char *const names[] = { "f32", "f16", "f16x3" };
+    static const wgml_precision values[] = { WGML_PRECISION_F32, WGML_PRECISION_F16, WGML_PRECISION_F16X3 };
+    for (int i = 0; i < 3; i++)
+        if (!name || strcmp(name, names[i]) == 0) {
+            *out = values[name ? i : 0];
+            return true;
+        }
+    return false;
+}
+
 int cli_dist_context(const char *who, const cli_dist *d, const char *precision, wgml_context **ctx)
 {
     wgml_context_desc desc = { 0 };
-    static const char *const names[] = { "f32", "f16", "f16x3" };
-    static const wgml_precision values[] = { WGML_PRECISION_F32, WGML_PRECISION_F16, WGML_PRECISION_F16X3 };
-    int p = precision ? -1 : 0;
-    for (int i = 0; i < 3 && p < 0; i++)
-        if (strcmp(precision, names[i]) == 0) p = i;
-    if (p < 0) {
-        fprintf(stderr, "%s: --precision is \"%s\": f32, f16 or f16x3\n", who, precision);
-        return -1;
-    }
-    desc.matmul_precision = values[p];
+    if (cli_check_precision(who, precision, -1) != 0) return -1;
+    precision_of(precision, &desc.matmul_precision);
     if (d->comm && !getenv("WGML_DEVICE")) {
         uint32_t count = 0;
         if (wgml_adapter_list(NULL, NULL, 0, &count) != WGML_OK) {
@@ -79,7 +84,8 @@ int cli_dist_context(const char *who, const cli_dist *d, const char *precision, 
 
 int cli_check_precision(const char *who, const char *precision, double loss_scale)
 {
-    if (precision && strcmp(precision, "f32") && strcmp(precision, "f16") && strcmp(precision, "f16x3")) {
+    wgml_precision p;
+    if (!precision_of(precision, &p)) {
         fprintf(stderr, "%s: --precision is \"%s\": f32, f16 or f16x3\n", who, precision);
         return -1;
     }

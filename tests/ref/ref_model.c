@@ -148,6 +148,19 @@ static void rmsnorm_backward(double *dx, double *dw, const double *dout, const d
     }
 }
 
+/* Gemma's norm of a block's output x (its extra parameter `which` of layer l, rstd its
+   rows'): the gradient before it, given dy after it, into dpost (returned); the norm's
+   weight gradient added to its grads. */
+static const double *post_norm_grad(double *dpost, const ref_model_shape *s, int l, int which, double *const *grads,
+                                    const double *const *P, const double *dy, const double *x, const double *rstd, double off,
+                                    int N, int D)
+{
+    int i = ref_model_extra(s, l, which);
+    memset(dpost, 0, sizeof(double) * (size_t)N * D);
+    rmsnorm_backward(dpost, grads[i], dy, x, rstd, P[i], off, N, D);
+    return dpost;
+}
+
 /* ---- RoPE, rotate-half; sign -1 rotates back (the gradient) ------------------------------ */
 
 static void rope(double *x, int B, int T, int nh, int hd, double theta, double sign)
@@ -550,13 +563,8 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
             layer_params(s, l, P, grads, W, G);
             attn_dims ad = layer_dims(s, l, B, T);
             /* h_out = h2 + a @ Wd^T (gemma: + RMSNorm of it): dh flows to h2 unchanged */
-            const double *df = dh;
-            if (s->gemma) {
-                int i = ref_model_extra(s, l, REF_POST_FFN);
-                memset(dpost, 0, sizeof(double) * (size_t)N * D);
-                rmsnorm_backward(dpost, grads[i], dh, A->fo, A->rstdpf, P[i], off, N, D);
-                df = dpost;
-            }
+            const double *df = s->gemma ? post_norm_grad(dpost, s, l, REF_POST_FFN, grads, P, dh, A->fo, A->rstdpf, off, N, D)
+                                        : dh;
             memset(da, 0, sizeof(double) * (size_t)N * F);
             proj_backward(lr, l, 6, da, G[REF_WD], df, A->a, W[REF_WD], N, F, D);
             for (size_t i = 0; i < (size_t)N * F; i++) {
@@ -575,13 +583,8 @@ static double run(const ref_model_shape *s, const double *const *P, const ref_mo
                 continue;
             }
             /* h2 = hin + att @ Wo^T (gemma: + RMSNorm of it) */
-            const double *dao = dh;
-            if (s->gemma) {
-                int i = ref_model_extra(s, l, REF_POST_ATTN);
-                memset(dpost, 0, sizeof(double) * (size_t)N * D);
-                rmsnorm_backward(dpost, grads[i], dh, A->ao, A->rstdpa, P[i], off, N, D);
-                dao = dpost;
-            }
+            const double *dao = s->gemma ? post_norm_grad(dpost, s, l, REF_POST_ATTN, grads, P, dh, A->ao, A->rstdpa, off, N, D)
+                                         : dh;
             memset(datt, 0, sizeof(double) * (size_t)N * QD);
             proj_backward(lr, l, 3, datt, G[REF_WO], dao, A->att, W[REF_WO], N, QD, D);
             memset(dq, 0, sizeof(double) * (size_t)N * QD);
