@@ -443,6 +443,10 @@ def attn_case(op, shape, B, Sq, H, KVH, D, Sk, causal, window=0, backward=False)
 
 attn_case("flash_attention_v2", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True)
 attn_case("flash_attention_v2", "B4 H32 S4096 D128", 4, 4096, 32, 32, 128, 4096, False)
+# wgml's forward at F16 (f16 products, f32 sums) beside PyTorch's f32 SDPA: the goal
+attn_case("flash_attention_v2", "B4 H32 S4096 D128 causal f16", 4, 4096, 32, 32, 128, 4096, True)
+attn_case("flash_attention_v2", "B4 H32 S4096 D128 f16", 4, 4096, 32, 32, 128, 4096, False)
+attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal f16", 8, 1024, 12, 12, 64, 1024, True)
 attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True, backward=True)
 # wgml keeping the forward's log-sum-exp for the backward (options.lse), as SDPA always does
 attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", 4, 4096, 32, 32, 128, 4096, True, backward=True)

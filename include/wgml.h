@@ -211,8 +211,9 @@ typedef struct wgml_context_desc {
        set it to the process's node-local rank modulo the list's length. */
     bool use_device_index;
     uint32_t device_index;
-    /* The precision of every matrix product whose options leave it at
-       WGML_PRECISION_DEFAULT (see wgml_precision). Default (0): WGML_PRECISION_F32. */
+    /* The precision of every matrix product, and of attention's forward, whose options
+       leave it at WGML_PRECISION_DEFAULT (see wgml_precision and
+       wgml_attention_options.precision). Default (0): WGML_PRECISION_F32. */
     wgml_precision matmul_precision;
 } wgml_context_desc;
 
@@ -1134,6 +1135,17 @@ typedef struct wgml_attention_options {
        max, then out = softmax(scores) v from the stored scores (the same results to
        rounding; B8 H12 S1024 D64 causal on the H200: the forward about 20% faster). */
     wgml_tensor *scores;
+    /* The precision of the forward's two products (wgml_precision; DEFAULT: the context's
+       wgml_context_desc.matmul_precision). F16 runs the forward of seq_q > 1 on the matrix
+       units where the adapter has them (wgml_adapter_info.matrix_m) and head_dim is at most
+       128 (prefill_mma): q * scale, k, v and the softmax's probabilities rounded to f16
+       (beyond its range +-inf), every sum in f32, the log-sum-exp (lse) from those scores.
+       Memory: f16 copies of k and v (k transposed, padded to whole blocks) in the engine's
+       scratch, kept and reused until the engine is destroyed; a call whose copies would
+       exceed maxStorageBufferBindingSize runs the f32 kernels. Elsewhere, with
+       options.scores, and at F32 or F16X3 the f32 kernels run. The backward runs the f32
+       kernels at every precision. A value outside the enum is WGML_ERROR_INVALID_ARGUMENT. */
+    wgml_precision precision;
 } wgml_attention_options;
 
 /* Single head: q, out [seq_q, head_dim]; k, v [seq_k, head_dim] (seq_q may differ from

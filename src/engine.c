@@ -105,12 +105,23 @@ static wgml_status compile(wgml_engine *e, const char *label, const char *code, 
     return WGML_OK;
 }
 
+/* The family prelude of file (see get_module), or NULL. */
+static const wgml__wgsl_source *prelude_of(const char *file, char *name, size_t n)
+{
+    size_t k;
+    const char *us = strchr(file, '_');
+    snprintf(name, n, "%.*s_prelude", us ? (int)(us - file) : 0, file);
+    return us && strcmp(file, name) ? find_wgsl(name, &k) : NULL;
+}
+
 /* The module of a matrix-unit file (wgml__kernel.matrix): its enables and the adapter's
-   subgroup-matrix shape as constants, then the file. */
+   subgroup-matrix shape as constants, then its family prelude where it has one (as
+   get_module), then the file. */
 static wgml_status get_matrix_module(wgml_engine *e, const char *file, WGPUShaderModule *out)
 {
     size_t i;
-    const wgml__wgsl_source *src = find_wgsl(file, &i);
+    char pre[96];
+    const wgml__wgsl_source *src = find_wgsl(file, &i), *prelude = prelude_of(file, pre, sizeof pre);
     const wgml_adapter_info *in = &e->ctx->info;
     if (!src) return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", file);
     if (!in->matrix_m)
@@ -123,13 +134,19 @@ static wgml_status get_matrix_module(wgml_engine *e, const char *file, WGPUShade
                          "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"
                          "const SM: u32 = %uu;\nconst SN: u32 = %uu;\nconst SK: u32 = %uu;\n",
                          in->matrix_m, in->matrix_n, in->matrix_k);
-        char *code = malloc((size_t)h + src->size);
+        size_t np = prelude ? prelude->size + 1 : 0, n = (size_t)h + np + src->size;
+        char *code = malloc(n);
         if (!code) return wgml__fail(e->ctx, WGML_ERROR_OUT_OF_MEMORY, "out of host memory");
         memcpy(code, head, (size_t)h);
-        memcpy(code + h, src->code, src->size);
-        char what[160];
-        snprintf(what, sizeof what, "compiling src/kernels/%s.wgsl", file);
-        wgml_status s = compile(e, file, code, (size_t)h + src->size, what, slot);
+        if (prelude) {
+            memcpy(code + h, prelude->code, prelude->size);
+            code[h + prelude->size] = '\n';
+        }
+        memcpy(code + h + np, src->code, src->size);
+        char what[200];
+        snprintf(what, sizeof what, "compiling %s%s%ssrc/kernels/%s.wgsl", prelude ? "src/kernels/" : "", prelude ? pre : "",
+                 prelude ? ".wgsl + " : "", file);
+        wgml_status s = compile(e, file, code, n, what, slot);
         free(code);
         WGML_CHECK(s);
     }
@@ -151,13 +168,11 @@ static wgml_status get_module(wgml_engine *e, const char *file, bool subgroups, 
 {
     if (matrix) return get_matrix_module(e, file, out);
     static const char enable[] = "enable subgroups;\n";
-    size_t i, j, k;
+    size_t i, j;
     char part[96], pre[96];
     snprintf(part, sizeof part, "%s_subgroups", file);
-    const char *us = strchr(file, '_');
-    snprintf(pre, sizeof pre, "%.*s_prelude", us ? (int)(us - file) : 0, file);
     const wgml__wgsl_source *src = find_wgsl(file, &i), *sub = subgroups ? find_wgsl(part, &j) : NULL;
-    const wgml__wgsl_source *prelude = us && strcmp(file, pre) ? find_wgsl(pre, &k) : NULL;
+    const wgml__wgsl_source *prelude = prelude_of(file, pre, sizeof pre);
     if (!src || (subgroups && !sub))
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "internal: no kernel file %s.wgsl", src ? part : file);
     WGPUShaderModule *slot = &e->modules[i + (subgroups ? wgml__wgsl_count : 0)];

@@ -280,6 +280,13 @@ static wgml_status r_attn_fb(bench_state *b)
     return wgml_flash_attention_v2_backward_with(b->eng, b->t[0], b->t[1], b->t[2], b->t[3], b->t[4], b->t[5], b->t[6], b->t[7],
                                                  &b->attn, NULL);
 }
+/* the forward at wgml_precision F16 (on the matrix units where the adapter has them) */
+static int su_attn_f16(bench_state *b, const uint64_t *d)
+{
+    int r = su_attn(b, d);
+    b->attn.precision = WGML_PRECISION_F16;
+    return r;
+}
 /* forward + backward with the forward's log-sum-exp kept (options.lse, t[8]) */
 static int su_attn_lse(bench_state *b, const uint64_t *d)
 {
@@ -532,6 +539,12 @@ const bench_case bench_cases[] = {
       attn_b, attn_f, su_attn, r_attn, "attention" },
     { "flash_attention_v2", "B4 H32 S4096 D128", { 4, 4096, 32, 32, 128, 4096, 0 }, { 1, 256, 4, 4, 64, 256, 0 },
       attn_b, attn_f, su_attn, r_attn, "attention" },
+    { "flash_attention_v2", "B4 H32 S4096 D128 causal f16", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
+      attn_b, attn_f, su_attn_f16, r_attn, "attention-f16" },
+    { "flash_attention_v2", "B4 H32 S4096 D128 f16", { 4, 4096, 32, 32, 128, 4096, 0 }, { 1, 256, 4, 4, 64, 256, 0 },
+      attn_b, attn_f, su_attn_f16, r_attn, "attention-f16" },
+    { "flash_attention_v2", "B8 H12 S1024 D64 causal f16", { 8, 1024, 12, 12, 64, 1024, 1 }, { 1, 64, 2, 2, 64, 64, 1 },
+      attn_b, attn_f, su_attn_f16, r_attn, "attention-f16" },
     { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_fb_f, su_attn, r_attn_fb, "attention" },
     { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },

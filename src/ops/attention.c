@@ -9,7 +9,9 @@
    two register-tiled products instead, `fwd_s_mm` (the scores and each row's max per
    tile) and `fwd_pv_mm` (out and the log-sum-exp from them); with a mask or dropout, or
    head_dim % 4 == 2, `prefill_lse` stores the scores (WRITE_S). seq_q == 1 runs `decode`
-   over splits of the keys, then `decode_combine` merges them.
+   over splits of the keys, then `decode_combine` merges them. At wgml_precision F16 on an
+   adapter with f16 subgroup matrices the forward of seq_q > 1 (without kept scores) runs
+   `prefill_mma` (src/kernels/attention_mma.wgsl) on f16 copies of k and v instead.
 
    The backward first forms each query row's statistics (log-sum-exp, D = rowsum(dO * O)):
    from the kept log-sum-exp (`bwd_prep`), else by the forward's scores and softmax again
@@ -188,6 +190,8 @@ static wgml_status check_opts(wgml_engine *e, const char *fn, const wgml_attenti
     if (!isfinite(o->scale))
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: scale is %g; it must be finite (0 means 1/sqrt(head_dim))", fn,
                           (double)o->scale);
+    if ((unsigned)o->precision > WGML_PRECISION_F16X3)
+        return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: precision %d is not a wgml_precision", fn, (int)o->precision);
     if (o->causal_offset > MAX_OFFSET)
         return wgml__fail(e->ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: causal_offset is %u; it must be at most %u", fn,
                           o->causal_offset, MAX_OFFSET);
@@ -562,6 +566,78 @@ static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_t
     return dispatch_tiles(e, &kp, p, heads * m_tiles, pargs, 6);
 }
 
+/* ---- the forward on the matrix units (wgml_precision F16) ---------------------------- */
+
+/* prefill_mma's shape (attention_mma.wgsl): 4 subgroups of the adapter's largest size,
+   SM query rows each, blocks of 4 SN keys, head_dim padded to MA_DP; v first copied into
+   f16 [batch * kv_heads][key blocks * 4 SN][MA_DP] by ma_convert, k transposed. */
+#define MMA_MAX_OC 16u
+
+static uint32_t mma_dp(const wgml_adapter_info *in, uint32_t dim)
+{
+    uint32_t step = in->matrix_k > in->matrix_n ? in->matrix_k : in->matrix_n;
+    if (step < 4) step = 4;
+    return (dim + step - 1) / step * step;
+}
+
+/* Bytes of one f16 copy (k or v). */
+static uint64_t mma_copy_bytes(const wgml_adapter_info *in, const attn_shape *s)
+{
+    uint64_t bc = 4ull * in->matrix_n;
+    return 2ull * s->batch * s->kv_heads * wgml__ceil_div(s->seq_k, bc) * bc * mma_dp(in, s->dim);
+}
+
+/* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most
+   MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, its
+   workgroup memory (q in f16 with rows of GEMM_MAX_DIM, S in f32 and f16, the partial
+   sums) and copies of k and v that one binding holds. */
+static bool mma_fits(const wgml_engine *e, const attn_shape *s)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    if (!in->matrix_m || s->dim > GEMM_MAX_DIM) return false;
+    uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 4 * in->matrix_n, wg = 4 * in->subgroup_max_size;
+    if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || wg % br ||
+        (bc / 4) % (wg / br))
+        return false;
+    uint64_t bytes = 2ull * br * GEMM_MAX_DIM + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 4ull * br;
+    return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
+           mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
+}
+
+/* The forward at F16: k and v into f16 copies (ma_convert, in the engine's matrix-product
+   scratch), then prefill_mma, one workgroup per 4 SM queries of a (batch, head). */
+static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                               wgml_tensor *out, const attn_shape *s, attn_params p, wgml__arg m, wgml_tensor *lse)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    uint32_t dp = mma_dp(in, s->dim);
+    p.q_blocks = wgml__ceil_div(s->seq_q, 4 * in->matrix_m);
+    p.k_blocks = wgml__ceil_div(s->seq_k, 4 * in->matrix_n);
+    uint64_t bytes = mma_copy_bytes(in, s);
+    wgml__arg k16, v16;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AH, bytes, &k16));
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_BH, bytes, &v16));
+    wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 2,
+                        .constants = { { "MA_DP", dp }, { "TRANSPOSE", 1 } } };
+    uint64_t vec4s = bytes / 8;
+    wgml__arg cargs[] = { wgml__t(q), wgml__t(k), k16 };
+    WGML_CHECK(dispatch_tiles(e, &kc, p, wgml__ceil_div(vec4s, 256), cargs, 3));
+    kc.constants[1].value = 0;
+    cargs[1] = wgml__t(v);
+    cargs[2] = v16;
+    WGML_CHECK(dispatch_tiles(e, &kc, p, wgml__ceil_div(vec4s, 256), cargs, 3));
+
+    wgml__kernel kk = { .file = "attention_mma", .entry = "prefill_mma", .layout = "urrrrwwrr", .matrix = true, .nconst = 3,
+                        .constants = { { "MA_SG", in->subgroup_max_size }, { "MA_DP", dp }, { "LSE", lse != NULL } } };
+    uint32_t feat = feat_of(e, &p);
+    if (feat != 3) wgml__add_constant(&kk, "FEAT", feat);
+    wgml__arg l;
+    if (lse) l = wgml__t(lse);
+    else WGML_CHECK(unused_arg(e, &l));
+    wgml__arg args[] = { wgml__t(q), wgml__t(k), wgml__t(v), m, wgml__t(out), l, k16, v16 };
+    return dispatch_tiles(e, &kk, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 8);
+}
+
 /* The tiled forward: fwd in MODE 0; with lse, fwd in MODE 1 for the statistics (its D
    column, from out twice, unused) and lse_export for the public log-sum-exp. */
 static wgml_status forward_tiled(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k,
@@ -629,12 +705,13 @@ static wgml_status forward_decode(wgml_engine *e, const char *fn, const wgml_ten
    prefill_lse with WRITE_S). */
 static wgml_status forward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                            wgml_tensor *out, const attn_shape *s, attn_params p, const wgml_tensor *mask, wgml_tensor *lse,
-                           wgml_tensor *scores)
+                           wgml_tensor *scores, wgml_precision precision)
 {
     WGML_CHECK(check_tuning(e, fn));
     wgml__arg m = wgml__t(mask ? mask : q);
     p.order_heads = order_heads(e, &p, query_head_bytes(s), FWD_ORDER_BYTES);
     if (s->seq_q == 1 && !scores) return forward_decode(e, fn, q, k, v, out, s, p, m, lse);
+    if (precision == WGML_PRECISION_F16 && !scores && mma_fits(e, s)) return forward_mma(e, q, k, v, out, s, p, m, lse);
     if (s->seq_q == 1 || !prefill_fits(e, s->dim)) {
         if (scores)
             return wgml__fail(e->ctx, WGML_ERROR_LIMIT, "%s: options.scores needs the forward's 64 x 64 kernel (prefill), which "
@@ -851,7 +928,8 @@ static wgml_status forward_api(wgml_engine *e, const char *fn, bool single, cons
     const wgml_tensor *ins[] = { q, k, v, out, mask };
     const char *names[] = { "q", "k", "v", "out", "mask" };
     WGML_CHECK(check_scores(e, fn, opts, &s, ins, names, 5));
-    return forward(e, fn, q, k, v, out, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL);
+    wgml_precision pr = opts && opts->precision ? opts->precision : e->ctx->matmul_precision;
+    return forward(e, fn, q, k, v, out, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL, pr);
 }
 
 static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, const wgml_tensor *q, const wgml_tensor *k,

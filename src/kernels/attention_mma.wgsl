@@ -1,0 +1,284 @@
+// Flash attention's forward on the GPU's matrix units (subgroup matrices), for
+// wgml_precision F16: q k^T and P v as f16 x f16 products with f32 sums. Host:
+// forward_mma in src/ops/attention.c. The host compiles this file after the matrix header
+// (enables and the adapter's shape SM x SN x SK, as for matmul_mma.wgsl) and
+// attention_prelude.wgsl (layout, visibility, mask, dropout, log2 units, lse_public), so
+// that masks, windows, dropout and GQA mean exactly what they mean in the f32 kernels.
+//
+// Entry points:
+//   ma_convert   v into an f16 copy [batch * kv_heads][key blocks * MA_BC][MA_DP], k into
+//                one [batch * kv_heads][MA_DP][key blocks * MA_BC] (transposed), zeros past
+//                seq_k and head_dim (whole matrices: the products need no bounds);
+//   prefill_mma  one workgroup per MA_BR queries of one (batch, query head), in two passes
+//                over the visible keys, MA_BC at a time, the matrices of k and v loaded
+//                straight from the copies:
+//     pass 1  S = (q * scale * log2 e) k^T on the matrix units, stored in workgroup memory;
+//             each row's maximum m over its visible (masked) scores.
+//     pass 2  S again, P = exp2(S - m) (0 where hidden), l += P, P (dropped) rounded to f16
+//             into workgroup memory, O += P v on the matrix units.
+//     end     out = O / l (0 for a row without a visible key), and with LSE each row's
+//             log-sum-exp.
+// Why two passes rather than an online softmax: O stays in result matrices for the whole
+// loop, whose layout inside a subgroup is the implementation's, so a per-row rescale of O
+// costs a round trip through workgroup memory. Knowing m first, no rescale is needed; the
+// price is q k^T twice (three products' work where two are needed). A one-pass form (a new
+// reference maximum only when a block's passes the old by 2^8, O rescaled through
+// workgroup memory then) was correct on lavapipe and 1.4x as fast on an H100, but gave
+// wrong results there, with or without the rescale's code: not understood, not kept.
+// What was measured on the way (H100, bench/results/h100-f16.md): k and v converted and
+// staged per workgroup, half the f32 kernels' speed; the copies read straight, 0.85x; k
+// transposed (its matrices loaded row by row rather than column by column), 1.2x.
+//
+// Rounding (the F16 contract): q * scale * log2 e, k, v and P are rounded to f16 (beyond
+// f16's range +-inf), every sum is f32.
+//
+// Shape: MA_NSG subgroups each own SM query rows (MA_BR = MA_NSG * SM), with every column
+// of S (4 result matrices: MA_BC = 4 SN keys) and of O (MA_DP / SN result matrices, at
+// most 16). A workgroup has MA_NSG subgroups of the adapter's largest subgroup size MA_SG;
+// a device running smaller subgroups runs more of them, and those past MA_NSG only stage q
+// and work on the softmax. The softmax gives each row MA_TPR = MA_WG / MA_BR threads,
+// which take its keys 4 at a time in turn, thread t on row t % MA_BR (the host checks
+// MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: q [MA_BR][MA_DP]
+// f16 (in an array sized for head_dim 128), S [MA_BR][MA_BC] f32, P the same in f16, rows
+// padded: 43 KiB at SM = SN = 16 (the host checks the adapter's limit).
+
+override MA_SG: u32 = 32u;            // the adapter's largest subgroup size
+override MA_DP: u32 = 128u;           // head_dim rounded up to a multiple of SK, SN and 4
+override LSE: bool = false;           // also write each row's log-sum-exp (lse_mma)
+const MA_NSG: u32 = 4u;               // subgroups that multiply
+const MA_BR: u32 = MA_NSG * SM;       // query rows per workgroup
+const MA_BC: u32 = 4u * SN;           // keys per block
+override MA_WG: u32 = MA_NSG * MA_SG;
+override MA_TPR: u32 = MA_WG / MA_BR; // softmax threads per row
+override MA_OC: u32 = MA_DP / SN;     // result matrices of O per subgroup (<= 16)
+const MA_SC: u32 = MA_BC / SN;        // result matrices of S per subgroup
+// Row strides of S and P in workgroup memory, padded so that the softmax's threads (one row
+// per lane, consecutive lanes on consecutive rows) spread over the banks; multiples of 16
+// bytes, which matrix loads and stores may need.
+const MA_SS: u32 = MA_BC + 4u;
+const MA_PS: u32 = MA_BC + 8u;
+
+@group(0) @binding(6) var<storage, read_write> lse_mma: array<f32>;
+@group(0) @binding(3) var<storage, read_write> kv_out: array<f16>;   // ma_convert
+@group(0) @binding(7) var<storage, read> k16: array<f16>;            // prefill_mma: the copies
+@group(0) @binding(8) var<storage, read> v16: array<f16>;
+
+// The arrays the matrices are loaded from or stored to take constant sizes (the built-ins
+// accept no array sized by an override expression): rows of MA_DMAX, of which each uses MA_DP.
+const MA_DMAX: u32 = 128u;
+var<workgroup> ma_q: array<f16, MA_BR * MA_DMAX>;
+var<workgroup> ma_s: array<f32, MA_BR * MA_SS>;   // S; at the end O, MA_BC columns at a time
+var<workgroup> ma_p: array<f16, MA_BR * MA_PS>;
+var<workgroup> ma_red: array<f32, MA_WG>;         // per-thread partial maxima and sums
+var<workgroup> ma_row: array<f32, MA_BR>;         // each row's m, then 1 / l
+
+alias MaL = subgroup_matrix_left<f16, SK, SM>;
+alias MaR = subgroup_matrix_right<f16, SN, SK>;
+alias MaC = subgroup_matrix_result<f32, SN, SM>;
+
+const MA_F16_MAX: f32 = 65504.0;
+const MA_F16_OVERFLOW: f32 = 65520.0;   // the smallest magnitude that rounds past MA_F16_MAX
+
+// x rounded to f16, +-inf beyond its range (a conversion out of range is undefined in WGSL)
+fn ma_f16(x: f32) -> f16 {
+    if (abs(x) >= MA_F16_OVERFLOW) { return f16(sign(x) * MA_F16_MAX) * 2.0h; }
+    return f16(x);
+}
+
+// ma_convert: 4 values of a key row per invocation, f16 into the copy at row
+// (b * kv_heads + kvh) * keys + j (v: [keys][MA_DP]) or column j of rows d (k with
+// TRANSPOSE: [MA_DP][keys], so that k^T's matrices load row by row, as v's); keys = k_blocks
+// * MA_BC. Consecutive invocations take consecutive keys, so that the transposed stores
+// are contiguous. The source is binding 2 (k, or v bound there).
+override TRANSPOSE: bool = false;
+@compute @workgroup_size(256)
+fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    let d4p = MA_DP / 4u;
+    let keys = p.k_blocks * MA_BC;
+    if (t >= p.batch * p.kv_heads * keys * d4p) { return; }
+    let j = t % keys;
+    let c = (t / keys) % d4p;
+    let bk = t / keys / d4p;
+    let kvh = bk % p.kv_heads;
+    let b = bk / p.kv_heads;
+    var x = vec4f(0.0);
+    if (j < p.seq_k) { x = ld_k(((b * p.seq_k + j) * p.kv_heads + kvh) * p.dim, c); }
+    let base = bk * keys * MA_DP;
+    for (var e = 0u; e < 4u; e++) {
+        let d = 4u * c + e;
+        kv_out[base + select(j * MA_DP + d, d * keys + j, TRANSPOSE)] = ma_f16(x[e]);
+    }
+}
+
+// S of the subgroup's SM rows with keys kb .. kb + MA_BC into ma_s; kh: the (batch, kv
+// head)'s first element in the copies (every invocation of a busy subgroup calls it).
+fn ma_scores(sg: u32, kh: u32, kb: u32) {
+    let keys = p.k_blocks * MA_BC;
+    var s0 = MaC(); var s1 = MaC(); var s2 = MaC(); var s3 = MaC();   // explicit zeros (see the prelude)
+    let qa = sg * SM * MA_DP;
+    for (var d = 0u; d < MA_DP; d += SK) {
+        let a = subgroupMatrixLoad<MaL>(&ma_q, qa + d, false, MA_DP);
+        let ka = kh + d * keys + kb;   // k^T [MA_DP][keys]: rows d .., columns kb ..
+        s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka, false, keys), s0);
+        s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + SN, false, keys), s1);
+        s2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + 2u * SN, false, keys), s2);
+        s3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + 3u * SN, false, keys), s3);
+    }
+    let sa = sg * SM * MA_SS;
+    subgroupMatrixStore(&ma_s, sa, s0, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + SN, s1, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + 2u * SN, s2, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + 3u * SN, s3, false, MA_SS);
+}
+
+// The 4 scores of row r at keys kb + 4 g .. (log2 units), hidden pairs -inf, the mask added;
+// full: every pair of the block is visible and there is no mask.
+fn ma_row4(r: u32, g: u32, i: u32, kb: u32, b: u32, h: u32, full: bool) -> vec4f {
+    let a = r * MA_SS + 4u * g;
+    let s = vec4f(ma_s[a], ma_s[a + 1u], ma_s[a + 2u], ma_s[a + 3u]);
+    if (full) { return s; }
+    return mask_scores(s, b, h, vec4u(i), vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u));
+}
+
+struct MaPlace { bh: u32, b: u32, h: u32, i0: u32, i1: u32, q_base: u32, q_stride: u32, kh: u32 }
+
+fn ma_place(wg: u32) -> MaPlace {
+    let bo = block_of(wg, p.q_blocks);
+    let qb = p.q_blocks - 1u - bo.x;   // last (longest when causal) blocks first
+    let bh = bo.y;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let i0 = qb * MA_BR;
+    return MaPlace(bh, b, h, i0, min(i0 + MA_BR, p.seq_q), (b * p.seq_q * p.heads + h) * p.dim, p.heads * p.dim,
+                   (b * p.kv_heads + h / p.group) * p.k_blocks * MA_BC * MA_DP);
+}
+
+// The out columns [c0, c0 + MA_BC) of the workgroup's rows from ma_s, times 1 / l.
+fn ma_emit(lid: u32, c0: u32, at: MaPlace) {
+    workgroupBarrier();
+    for (var e = lid; e < MA_BR * MA_BC; e += MA_WG) {
+        let r = e / MA_BC;
+        let d = c0 + e % MA_BC;
+        let i = at.i0 + r;
+        if (i < p.seq_q && d < p.dim) { dst[at.q_base + i * at.q_stride + d] = ma_s[r * MA_SS + e % MA_BC] * ma_row[r]; }
+    }
+    workgroupBarrier();
+}
+
+// Result matrix n of the subgroup's O into ma_s at its column in a group of MA_SC, and the
+// group out when it is complete.
+fn ma_out(lid: u32, sg: u32, n: u32, o: MaC, at: MaPlace) {
+    if (n >= MA_OC) { return; }
+    if (sg < MA_NSG) { subgroupMatrixStore(&ma_s, sg * SM * MA_SS + (n % MA_SC) * SN, o, false, MA_SS); }
+    if ((n + 1u) % MA_SC == 0u || n + 1u == MA_OC) { ma_emit(lid, (n / MA_SC) * MA_BC, at); }
+}
+
+@compute @workgroup_size(MA_WG)
+fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+               @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let at = ma_place(wg);
+    let busy = sg < MA_NSG;
+    let d4p = MA_DP / 4u;
+    for (var t = lid; t < MA_BR * d4p; t += MA_WG) {   // q, pre-scaled into log2 units
+        let r = t / d4p;
+        let c = t % d4p;
+        var x = vec4f(0.0);
+        if (at.i0 + r < p.seq_q) { x = ld_q(at.q_base + (at.i0 + r) * at.q_stride, c) * p.scale_log2; }
+        let a = r * MA_DP + 4u * c;
+        ma_q[a] = ma_f16(x.x);
+        ma_q[a + 1u] = ma_f16(x.y);
+        ma_q[a + 2u] = ma_f16(x.z);
+        ma_q[a + 3u] = ma_f16(x.w);
+    }
+    let r = lid % MA_BR;        // the softmax's row and the thread's turn in it
+    let part = lid / MA_BR;
+    let i = at.i0 + r;
+    let range = key_range(at.i0, at.i1);
+    let kb0 = (u32(max(range.x, 0)) / MA_BC) * MA_BC;
+
+    // pass 1: each row's maximum
+    var mx = p.neg_inf;
+    workgroupBarrier();   // q
+    for (var kb = kb0; i32(kb) < range.y; kb += MA_BC) {
+        if (busy) { ma_scores(sg, at.kh, kb); }
+        workgroupBarrier();
+        let full = !has_mask() && block_visible(at.i0, at.i1, kb, MA_BC);
+        for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
+            let x = ma_row4(r, g, i, kb, at.b, at.h, full);
+            mx = max(mx, max(max(x.x, x.y), max(x.z, x.w)));
+        }
+        workgroupBarrier();   // ma_s read before the next block's scores
+    }
+    ma_red[lid] = mx;
+    workgroupBarrier();
+    if (part == 0u) {
+        var m = ma_red[r];
+        for (var t = 1u; t < MA_TPR; t++) { m = max(m, ma_red[r + t * MA_BR]); }
+        ma_row[r] = m;
+    }
+    workgroupBarrier();
+    let m = ma_row[r];
+    let mu = select(m, 0.0, m == p.neg_inf);   // no visible key: every P is 0
+
+    // pass 2: P and O
+    var rk = 0u;
+    if (has_dropout()) { rk = row_key(at.bh, i); }
+    var l = 0.0;
+    var o0 = MaC(); var o1 = MaC(); var o2 = MaC(); var o3 = MaC(); var o4 = MaC(); var o5 = MaC(); var o6 = MaC(); var o7 = MaC();
+    var o8 = MaC(); var o9 = MaC(); var o10 = MaC(); var o11 = MaC(); var o12 = MaC(); var o13 = MaC(); var o14 = MaC(); var o15 = MaC();
+    for (var kb = kb0; i32(kb) < range.y; kb += MA_BC) {
+        if (busy) { ma_scores(sg, at.kh, kb); }   // after the last barrier: S and P of the block before are read
+        workgroupBarrier();
+        let full = !has_mask() && block_visible(at.i0, at.i1, kb, MA_BC);
+        for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
+            var pe = exp2(ma_row4(r, g, i, kb, at.b, at.h, full) - vec4f(mu));   // hidden: exp2(-inf) = 0
+            l += (pe.x + pe.y) + (pe.z + pe.w);
+            if (has_dropout()) { pe *= keep4(vec4u(rk), key_hashes(vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u))); }
+            let a = r * MA_PS + 4u * g;
+            ma_p[a] = ma_f16(pe.x);
+            ma_p[a + 1u] = ma_f16(pe.y);
+            ma_p[a + 2u] = ma_f16(pe.z);
+            ma_p[a + 3u] = ma_f16(pe.w);
+        }
+        workgroupBarrier();
+        if (busy) {
+            for (var kk = 0u; kk < MA_BC; kk += SK) {
+                let a = subgroupMatrixLoad<MaL>(&ma_p, sg * SM * MA_PS + kk, false, MA_PS);
+                let vb = at.kh + (kb + kk) * MA_DP;
+                o0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb, false, MA_DP), o0);
+                if (MA_OC > 1u) { o1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + SN, false, MA_DP), o1); }
+                if (MA_OC > 2u) { o2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 2u * SN, false, MA_DP), o2); }
+                if (MA_OC > 3u) { o3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 3u * SN, false, MA_DP), o3); }
+                if (MA_OC > 4u) { o4 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 4u * SN, false, MA_DP), o4); }
+                if (MA_OC > 5u) { o5 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 5u * SN, false, MA_DP), o5); }
+                if (MA_OC > 6u) { o6 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 6u * SN, false, MA_DP), o6); }
+                if (MA_OC > 7u) { o7 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 7u * SN, false, MA_DP), o7); }
+                if (MA_OC > 8u) { o8 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 8u * SN, false, MA_DP), o8); }
+                if (MA_OC > 9u) { o9 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 9u * SN, false, MA_DP), o9); }
+                if (MA_OC > 10u) { o10 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 10u * SN, false, MA_DP), o10); }
+                if (MA_OC > 11u) { o11 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 11u * SN, false, MA_DP), o11); }
+                if (MA_OC > 12u) { o12 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 12u * SN, false, MA_DP), o12); }
+                if (MA_OC > 13u) { o13 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 13u * SN, false, MA_DP), o13); }
+                if (MA_OC > 14u) { o14 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 14u * SN, false, MA_DP), o14); }
+                if (MA_OC > 15u) { o15 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 15u * SN, false, MA_DP), o15); }
+            }
+        }
+    }
+
+    // l, 1 / l and the log-sum-exp of each row; then out
+    ma_red[lid] = l;
+    workgroupBarrier();
+    if (part == 0u) {
+        var ls = 0.0;
+        for (var t = 0u; t < MA_TPR; t++) { ls += ma_red[r + t * MA_BR]; }
+        ma_row[r] = select(0.0, 1.0 / ls, ls > 0.0);
+        if (LSE && i < p.seq_q) { lse_mma[at.bh * p.seq_q + i] = lse_public(m, ls); }
+    }
+    ma_out(lid, sg, 0u, o0, at); ma_out(lid, sg, 1u, o1, at); ma_out(lid, sg, 2u, o2, at); ma_out(lid, sg, 3u, o3, at);
+    ma_out(lid, sg, 4u, o4, at); ma_out(lid, sg, 5u, o5, at); ma_out(lid, sg, 6u, o6, at); ma_out(lid, sg, 7u, o7, at);
+    ma_out(lid, sg, 8u, o8, at); ma_out(lid, sg, 9u, o9, at); ma_out(lid, sg, 10u, o10, at); ma_out(lid, sg, 11u, o11, at);
+    ma_out(lid, sg, 12u, o12, at); ma_out(lid, sg, 13u, o13, at); ma_out(lid, sg, 14u, o14, at); ma_out(lid, sg, 15u, o15, at);
+}
