@@ -9,25 +9,27 @@
 //   ma_convert   v into an f16 copy [batch * kv_heads][key blocks * MA_BC][MA_DP], k into
 //                one [batch * kv_heads][MA_DP][key blocks * MA_BC] (transposed), zeros past
 //                seq_k and head_dim (whole matrices: the products need no bounds);
-//   prefill_mma  one workgroup per MA_BR queries of one (batch, query head), in two passes
-//                over the visible keys, MA_BC at a time, the matrices of k and v loaded
-//                straight from the copies:
-//     pass 1  S = (q * scale * log2 e) k^T on the matrix units, stored in workgroup memory;
-//             each row's maximum m over its visible (masked) scores.
-//     pass 2  S again, P = exp2(S - m) (0 where hidden), l += P, P (dropped) rounded to f16
-//             into workgroup memory, O += P v on the matrix units.
-//     end     out = O / l (0 for a row without a visible key), and with LSE each row's
-//             log-sum-exp.
-// Why two passes rather than an online softmax: O stays in result matrices for the whole
-// loop, whose layout inside a subgroup is the implementation's, so a per-row rescale of O
-// costs a round trip through workgroup memory. Knowing m first, no rescale is needed; the
-// price is q k^T twice (three products' work where two are needed). A one-pass form (a new
-// reference maximum only when a block's passes the old by 2^8, O rescaled through
-// workgroup memory then) was correct on lavapipe and 1.4x as fast on an H100, but gave
-// wrong results there, with or without the rescale's code: not understood, not kept.
-// What was measured on the way (H100, bench/results/h100-f16.md): k and v converted and
-// staged per workgroup, half the f32 kernels' speed; the copies read straight, 0.85x; k
-// transposed (its matrices loaded row by row rather than column by column), 1.2x.
+//   prefill_mma  one workgroup per MA_BR queries of one (batch, query head), one pass over
+//                the visible keys, MA_BC at a time, the matrices of k and v loaded straight
+//                from the copies. Per block:
+//     S = (q * scale * log2 e) k^T on the matrix units, into workgroup memory;
+//     each row's block maximum; the row's reference maximum m moves up to it only when it
+//       passes m by MA_LAZY (2^8 in P), and then l and O are multiplied by exp2(m_old - m)
+//       (O through workgroup memory: its layout inside a subgroup is the implementation's);
+//     P = exp2(S - m) (0 where hidden, at most 2^MA_LAZY), l += P, P (kept or dropped)
+//       rounded to f16 into workgroup memory, O += P v on the matrix units.
+//   At the end out = O * (dropout scale) / l (0 for a row without a visible key), and with
+//   LSE each row's log-sum-exp. With MA_LAZY, rows rescale O rarely (their first blocks
+//   usually hold a maximum within 2^8 of the row's), so the rescale's round trips cost little.
+//
+// Every workgroup variable is a multiple of 16 bytes (ma_need is a vec4 for one flag): with
+// a 4-byte one among them (an atomic<u32> flag, or a u32) the H100's driver gave wrong
+// results from this kernel's matrix loads and stores, on lavapipe right ones.
+//
+// What was measured on the way (H100, bench/results/h100-f16.md), B4 H32 S4096 D128 causal:
+// k and v converted and staged per workgroup, two passes (the maxima first) 61 ms; read
+// straight from f16 copies 34; rows of S and P padded against bank conflicts 32; k copied
+// transposed (its matrices loaded row by row, as v's) 24; one pass 17.
 //
 // Rounding (the F16 contract): q * scale * log2 e, k, v and P are rounded to f16 (beyond
 // f16's range +-inf), every sum is f32.
@@ -35,12 +37,13 @@
 // Shape: MA_NSG subgroups each own SM query rows (MA_BR = MA_NSG * SM), with every column
 // of S (4 result matrices: MA_BC = 4 SN keys) and of O (MA_DP / SN result matrices, at
 // most 16). A workgroup has MA_NSG subgroups of the adapter's largest subgroup size MA_SG;
-// a device running smaller subgroups runs more of them, and those past MA_NSG only stage q
-// and work on the softmax. The softmax gives each row MA_TPR = MA_WG / MA_BR threads,
-// which take its keys 4 at a time in turn, thread t on row t % MA_BR (the host checks
-// MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: q [MA_BR][MA_DP]
-// f16 (in an array sized for head_dim 128), S [MA_BR][MA_BC] f32, P the same in f16, rows
-// padded: 43 KiB at SM = SN = 16 (the host checks the adapter's limit).
+// a device running smaller subgroups runs more of them (at most 64), and those past MA_NSG
+// only stage q and work on the softmax. The softmax gives each row MA_TPR = MA_WG / MA_BR
+// threads, which take its keys 4 at a time in turn, thread t on row t % MA_BR (the host
+// checks MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: q
+// [MA_BR][MA_DP] f16 (in an array sized for head_dim 128), S [MA_BR][MA_BC] f32, P the same
+// in f16, rows padded, and the rows' and subgroups' small arrays: 44 KiB at SM = SN = 16
+// (the host checks the adapter's limit).
 
 override MA_SG: u32 = 32u;            // the adapter's largest subgroup size
 override MA_DP: u32 = 128u;           // head_dim rounded up to a multiple of SK, SN and 4
@@ -70,7 +73,11 @@ var<workgroup> ma_q: array<f16, MA_BR * MA_DMAX>;
 var<workgroup> ma_s: array<f32, MA_BR * MA_SS>;   // S; at the end O, MA_BC columns at a time
 var<workgroup> ma_p: array<f16, MA_BR * MA_PS>;
 var<workgroup> ma_red: array<f32, MA_WG>;         // per-thread partial maxima and sums
-var<workgroup> ma_row: array<f32, MA_BR>;         // each row's m, then 1 / l
+var<workgroup> ma_row: array<f32, MA_BR>;         // each row's factor of out
+var<workgroup> ma_alpha: array<f32, MA_BR>;       // each row's rescale of O at this block
+var<workgroup> ma_sg_need: array<u32, 64>;        // per subgroup: one of its rows' O needs its rescale
+var<workgroup> ma_need: vec4<u32>;                // x: some row's O needs it (a vec4: see above)
+const MA_LAZY: f32 = 8.0;                         // log2 units (above)
 
 alias MaL = subgroup_matrix_left<f16, SK, SM>;
 alias MaR = subgroup_matrix_right<f16, SN, SK>;
@@ -174,9 +181,29 @@ fn ma_out(lid: u32, sg: u32, n: u32, o: MaC, at: MaPlace) {
     if ((n + 1u) % MA_SC == 0u || n + 1u == MA_OC) { ma_emit(lid, (n / MA_SC) * MA_BC, at); }
 }
 
+// Result matrix n of the subgroup's O (x) times each row's ma_alpha, through its rows of
+// ma_s (free: S is read by then).
+fn ma_rescale(lid: u32, sg: u32, n: u32, x: MaC) -> MaC {
+    if (n >= MA_OC) { return x; }
+    let busy = sg < MA_NSG;
+    let sa = min(sg, MA_NSG - 1u) * SM * MA_SS;
+    if (busy) { subgroupMatrixStore(&ma_s, sa, x, false, MA_SS); }
+    workgroupBarrier();
+    for (var e = lid; e < MA_BR * SN; e += MA_WG) {
+        let r = e / SN;
+        ma_s[r * MA_SS + e % SN] *= ma_alpha[r];
+    }
+    workgroupBarrier();
+    var y = x;
+    if (busy) { y = subgroupMatrixLoad<MaC>(&ma_s, sa, false, MA_SS); }
+    workgroupBarrier();
+    return y;
+}
+
 @compute @workgroup_size(MA_WG)
 fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-               @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32) {
+               @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32,
+               @builtin(num_subgroups) nsg: u32, @builtin(subgroup_invocation_id) lane: u32) {
     let wg = wid.x + wid.y * nwg.x;
     if (wg >= p.total_wg) { return; }
     let at = ma_place(wg);
@@ -198,52 +225,71 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     let i = at.i0 + r;
     let range = key_range(at.i0, at.i1);
     let kb0 = (u32(max(range.x, 0)) / MA_BC) * MA_BC;
-
-    // pass 1: each row's maximum
-    var mx = p.neg_inf;
-    workgroupBarrier();   // q
-    for (var kb = kb0; i32(kb) < range.y; kb += MA_BC) {
-        if (busy) { ma_scores(sg, at.kh, kb); }
-        workgroupBarrier();
-        let full = !has_mask() && block_visible(at.i0, at.i1, kb, MA_BC);
-        for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
-            let x = ma_row4(r, g, i, kb, at.b, at.h, full);
-            mx = max(mx, max(max(x.x, x.y), max(x.z, x.w)));
-        }
-        workgroupBarrier();   // ma_s read before the next block's scores
-    }
-    ma_red[lid] = mx;
-    workgroupBarrier();
-    if (part == 0u) {
-        var m = ma_red[r];
-        for (var t = 1u; t < MA_TPR; t++) { m = max(m, ma_red[r + t * MA_BR]); }
-        ma_row[r] = m;
-    }
-    workgroupBarrier();
-    let m = ma_row[r];
-    let mu = select(m, 0.0, m == p.neg_inf);   // no visible key: every P is 0
-
-    // pass 2: P and O
     var rk = 0u;
     if (has_dropout()) { rk = row_key(at.bh, i); }
-    var l = 0.0;
+    var m = p.neg_inf;   // the row's reference maximum (each of its threads keeps the same)
+    var l = 0.0;         // the thread's part of sum_j exp2(s_j - m)
     var o0 = MaC(); var o1 = MaC(); var o2 = MaC(); var o3 = MaC(); var o4 = MaC(); var o5 = MaC(); var o6 = MaC(); var o7 = MaC();
     var o8 = MaC(); var o9 = MaC(); var o10 = MaC(); var o11 = MaC(); var o12 = MaC(); var o13 = MaC(); var o14 = MaC(); var o15 = MaC();
+    workgroupBarrier();   // q
     for (var kb = kb0; i32(kb) < range.y; kb += MA_BC) {
         if (busy) { ma_scores(sg, at.kh, kb); }   // after the last barrier: S and P of the block before are read
         workgroupBarrier();
         let full = !has_mask() && block_visible(at.i0, at.i1, kb, MA_BC);
+        var bm = p.neg_inf;
+        for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
+            let x = ma_row4(r, g, i, kb, at.b, at.h, full);
+            bm = max(bm, max(max(x.x, x.y), max(x.z, x.w)));
+        }
+        ma_red[lid] = bm;
+        workgroupBarrier();
+        // a new reference only when the block's maximum passes it by MA_LAZY: P stays below
+        // 2^MA_LAZY, and O is rescaled (through workgroup memory) only then. One thread of
+        // each row decides, the others read its decision.
+        var need = false;
+        if (part == 0u) {
+            for (var t = 1u; t < MA_TPR; t++) { bm = max(bm, ma_red[r + t * MA_BR]); }
+            var alpha = 1.0;
+            if (bm > m + MA_LAZY) {
+                alpha = exp2(m - bm);   // 0 for the first visible block
+                need = m != p.neg_inf;
+                m = bm;
+            }
+            ma_alpha[r] = alpha;
+            ma_row[r] = m;
+        }
+        let sg_need = subgroupAny(need);
+        if (lane == 0u) { ma_sg_need[sg] = select(0u, 1u, sg_need); }
+        workgroupBarrier();
+        m = ma_row[r];
+        l *= ma_alpha[r];
+        if (lid == 0u) {
+            var any = 0u;
+            for (var t = 0u; t < nsg; t++) { any |= ma_sg_need[t]; }
+            ma_need = vec4<u32>(any);
+        }
+        let mu = select(m, 0.0, m == p.neg_inf);   // no visible key yet: every P is 0
         for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
             var pe = exp2(ma_row4(r, g, i, kb, at.b, at.h, full) - vec4f(mu));   // hidden: exp2(-inf) = 0
             l += (pe.x + pe.y) + (pe.z + pe.w);
-            if (has_dropout()) { pe *= keep4(vec4u(rk), key_hashes(vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u))); }
+            if (has_dropout()) {   // kept or not; the scale 1 / (1 - p) is applied to out at the end
+                pe = select(vec4f(0.0), pe, mix32v(vec4u(rk) ^ key_hashes(vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u))) >=
+                                             vec4u(p.drop_threshold));
+            }
             let a = r * MA_PS + 4u * g;
-            ma_p[a] = ma_f16(pe.x);
-            ma_p[a + 1u] = ma_f16(pe.y);
-            ma_p[a + 2u] = ma_f16(pe.z);
-            ma_p[a + 3u] = ma_f16(pe.w);
+            ma_p[a] = f16(pe.x);   // below 2^MA_LAZY: in range
+            ma_p[a + 1u] = f16(pe.y);
+            ma_p[a + 2u] = f16(pe.z);
+            ma_p[a + 3u] = f16(pe.w);
         }
-        workgroupBarrier();
+        if (workgroupUniformLoad(&ma_need).x != 0u) {   // (a barrier: P, alpha and the flag written)
+            o0 = ma_rescale(lid, sg, 0u, o0); o1 = ma_rescale(lid, sg, 1u, o1); o2 = ma_rescale(lid, sg, 2u, o2);
+            o3 = ma_rescale(lid, sg, 3u, o3); o4 = ma_rescale(lid, sg, 4u, o4); o5 = ma_rescale(lid, sg, 5u, o5);
+            o6 = ma_rescale(lid, sg, 6u, o6); o7 = ma_rescale(lid, sg, 7u, o7); o8 = ma_rescale(lid, sg, 8u, o8);
+            o9 = ma_rescale(lid, sg, 9u, o9); o10 = ma_rescale(lid, sg, 10u, o10); o11 = ma_rescale(lid, sg, 11u, o11);
+            o12 = ma_rescale(lid, sg, 12u, o12); o13 = ma_rescale(lid, sg, 13u, o13); o14 = ma_rescale(lid, sg, 14u, o14);
+            o15 = ma_rescale(lid, sg, 15u, o15);
+        }
         if (busy) {
             for (var kk = 0u; kk < MA_BC; kk += SK) {
                 let a = subgroupMatrixLoad<MaL>(&ma_p, sg * SM * MA_PS + kk, false, MA_PS);
@@ -268,13 +314,13 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
         }
     }
 
-    // l, 1 / l and the log-sum-exp of each row; then out
+    // l, the factor of out (the dropout scale / l) and the log-sum-exp of each row; then out
     ma_red[lid] = l;
     workgroupBarrier();
     if (part == 0u) {
         var ls = 0.0;
         for (var t = 0u; t < MA_TPR; t++) { ls += ma_red[r + t * MA_BR]; }
-        ma_row[r] = select(0.0, 1.0 / ls, ls > 0.0);
+        ma_row[r] = select(0.0, select(1.0, p.drop_scale, has_dropout()) / ls, ls > 0.0);
         if (LSE && i < p.seq_q) { lse_mma[at.bh * p.seq_q + i] = lse_public(m, ls); }
     }
     ma_out(lid, sg, 0u, o0, at); ma_out(lid, sg, 1u, o1, at); ma_out(lid, sg, 2u, o2, at); ma_out(lid, sg, 3u, o3, at);

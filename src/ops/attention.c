@@ -588,9 +588,10 @@ static uint64_t mma_copy_bytes(const wgml_adapter_info *in, const attn_shape *s)
 }
 
 /* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most
-   MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, its
-   workgroup memory (q in f16 with rows of GEMM_MAX_DIM, S in f32 and f16, the partial
-   sums) and copies of k and v that one binding holds. */
+   MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, at
+   most 64 subgroups per workgroup, its workgroup memory (q in f16 with rows of
+   GEMM_MAX_DIM, S in f32 and f16 with padded rows, the partial sums, the rows' factors and
+   the rescale flags) and copies of k and v that one binding holds. */
 static bool mma_fits(const wgml_engine *e, const attn_shape *s)
 {
     const wgml_adapter_info *in = &e->ctx->info;
@@ -599,13 +600,16 @@ static bool mma_fits(const wgml_engine *e, const attn_shape *s)
     if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || wg % br ||
         (bc / 4) % (wg / br))
         return false;
-    uint64_t bytes = 2ull * br * GEMM_MAX_DIM + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 4ull * br;
+    uint64_t bytes = 2ull * br * GEMM_MAX_DIM + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
+    uint32_t min_sg = in->subgroup_min_size ? in->subgroup_min_size : in->subgroup_max_size;
     return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
+           wg / min_sg <= 64 &&
            mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
 /* The forward at F16: k and v into f16 copies (ma_convert, in the engine's matrix-product
-   scratch), then prefill_mma, one workgroup per 4 SM queries of a (batch, head). */
+   scratch), then prefill_mma, one workgroup per 4 SM queries of a (batch, head), one pass
+   over the keys with an online softmax. */
 static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                                wgml_tensor *out, const attn_shape *s, attn_params p, wgml__arg m, wgml_tensor *lse)
 {
