@@ -263,6 +263,16 @@ absent "$work/f64"
 run 2 "$wgml" finetune --model "$work/gemma" --data "$work/fox.jsonl" --steps 1 --loss-scale 3 --out "$work/ls3"
 said "not a power of two"
 absent "$work/ls3"
+# the model commands take --precision too (products and attention's forward); a wrong
+# value is refused before anything is loaded or written
+run 0 "$wgml" logits --model "$model" --text "This License" --precision f16 --out "$work/l16.bin"
+check '[ "$(stat -c %s "$work/l16.bin")" -eq $((8 + 12 * 4 + 12 * 256 * 4)) ]' "f16 logits file of the wrong size"
+run 0 "$wgml" generate --model "$model" --prompt "This" --tokens 4 --temperature 0 --precision f16x3
+run 2 "$wgml" logits --model "$model" --text "This" --precision bf16 --out "$work/lbf.bin"
+said "f32, f16 or f16x3"
+absent "$work/lbf.bin"
+run 2 "$wgml" generate --model "$model" --prompt "This" --tokens 4 --precision f64
+said "f32, f16 or f16x3"
 
 # ---- 6. output files that cannot be written
 # on_full_disk <command...>: runs it with $work/full a 4 KiB file system of its own (a

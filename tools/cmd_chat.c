@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "dist.h"
 #include "model_files.h"
 #include "wgml.h"
 
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 typedef struct chat_opts {
-    const char *model, *adapter, *system, *chat_template, *dtype, *quantize;
+    const char *model, *adapter, *system, *chat_template, *dtype, *quantize, *precision;
     int max_tokens, context;
     sample_opts sp;
 } chat_opts;
@@ -36,6 +37,7 @@ static const cli_flag chat_flags[] = {
       1 << 24 },
     { "--dtype", CLI_STRING, offsetof(chat_opts, dtype), MODEL_DTYPE_HELP },
     { "--quantize", CLI_STRING, offsetof(chat_opts, quantize), MODEL_QUANTIZE_HELP },
+    { "--precision", CLI_STRING, offsetof(chat_opts, precision), INFER_PRECISION_HELP },
     SAMPLE_FLAGS(chat_opts, sp),
 };
 #define NFLAGS (sizeof chat_flags / sizeof chat_flags[0])
@@ -126,7 +128,7 @@ static size_t stop_ids(const wgml_model_config *cfg, const wgml_tokenizer *tok, 
 int cmd_chat(int argc, char **argv)
 {
     const char *who = "wgml chat";
-    chat_opts o = { .model = "out", .dtype = "auto", .max_tokens = 512, .sp = SAMPLE_DEFAULTS };
+    chat_opts o = { .model = "out", .dtype = "auto", .precision = "f32", .max_tokens = 512, .sp = SAMPLE_DEFAULTS };
     bool given[NFLAGS] = { false };
     int pr = cli_parse_given(argc, argv, chat_flags, NFLAGS, &o, "wgml chat --model DIR [options]",
                              "Talks with a model through its chat template: each line of standard input is a turn, the reply "
@@ -135,7 +137,7 @@ int cmd_chat(int argc, char **argv)
     if (pr <= 0) return -pr;
     if (generation_config(who, o.model, &o.sp, given, chat_flags, NFLAGS) != 0) return 1;
     wgml_weights weights;
-    if (model_weights(who, o.dtype, o.quantize, &weights) != 0) return 2;
+    if (model_weights(who, o.dtype, o.quantize, &weights) != 0 || cli_check_precision(who, o.precision, -1) != 0) return 2;
 
     int rc = 1;
     model_chat mc;
@@ -147,7 +149,7 @@ int cmd_chat(int argc, char **argv)
     size_t ids_cap = 0, nhist = 0;
     char *line = NULL, *text = NULL;
     size_t line_cap = 0;
-    if (model_chat_open(who, o.model, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
+    if (model_chat_open(who, o.model, o.precision, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
     wgml_context *ctx = mc.ctx;
     wgml_engine *eng = mc.eng;
     wgml_model *m = mc.m;

@@ -10,6 +10,7 @@
    one micro-batch, no gradients or optimizer state. */
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "model_files.h"
 #include "wgml.h"
 
@@ -21,7 +22,7 @@
 #include <unistd.h>
 
 typedef struct eval_opts {
-    const char *model, *adapter, *data, *chat_template, *dtype, *quantize;
+    const char *model, *adapter, *data, *chat_template, *dtype, *quantize, *precision;
     int context, batch, packing, loss_on_prompt;
 } eval_opts;
 
@@ -30,6 +31,7 @@ static const cli_flag eval_flags[] = {
     { "--adapter", CLI_STRING, offsetof(eval_opts, adapter), "a LoRA adapter folder (PEFT's files), run unmerged" },
     { "--dtype", CLI_STRING, offsetof(eval_opts, dtype), MODEL_DTYPE_HELP },
     { "--quantize", CLI_STRING, offsetof(eval_opts, quantize), MODEL_QUANTIZE_HELP },
+    { "--precision", CLI_STRING, offsetof(eval_opts, precision), INFER_PRECISION_HELP },
     { "--data", CLI_STRING, offsetof(eval_opts, data), "a text file, or .jsonl of {\"text\"}, {\"prompt\", \"completion\"} or "
       "{\"messages\"} records" },
     { "--context", CLI_INT, offsetof(eval_opts, context), "tokens per sequence (0: the model's max_position_embeddings, at most "
@@ -63,7 +65,7 @@ static uint32_t *token_bytes(const wgml_tokenizer *tok, uint32_t vocab)
 int cmd_eval(int argc, char **argv)
 {
     const char *who = "wgml eval";
-    eval_opts o = { .batch = 4, .packing = -1, .dtype = "auto" };
+    eval_opts o = { .batch = 4, .packing = -1, .dtype = "auto", .precision = "f32" };
     int pr = cli_parse(argc, argv, eval_flags, sizeof eval_flags / sizeof eval_flags[0], &o,
                        "wgml eval --model DIR --data FILE [options]",
                        "The loss, perplexity and bits per byte of a model (and adapter) on a file.");
@@ -84,8 +86,8 @@ int cmd_eval(int argc, char **argv)
     wgml_tensor *loss = NULL;
     uint32_t *ids = NULL, *tg = NULL, *bytes = NULL;
     wgml_weights weights;
-    if (model_weights(who, o.dtype, o.quantize, &weights) != 0) return 2;
-    if (model_device(who, &ctx, &eng) != 0) return 1;
+    if (model_weights(who, o.dtype, o.quantize, &weights) != 0 || cli_check_precision(who, o.precision, -1) != 0) return 2;
+    if (model_device(who, o.precision, &ctx, &eng) != 0) return 1;
     wgml_context_stats st0, st1, st2;
     wgml_context_stats_get(ctx, &st0);
     if (model_open(who, ctx, eng, o.model, weights, o.adapter, false, &m, NULL) != 0) goto done;

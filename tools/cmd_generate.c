@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "dist.h"
 #include "model_files.h"
 #include "wgml.h"
 
@@ -24,13 +25,13 @@
 #include <sys/stat.h>
 
 typedef struct gen_opts {
-    const char *model, *adapter, *prompt, *prompt_file, *stop, *dtype, *quantize;
+    const char *model, *adapter, *prompt, *prompt_file, *stop, *dtype, *quantize, *precision;
     int tokens, context, bos, ignore_eos, n;
     sample_opts sp;
 } gen_opts;
 
 static const gen_opts defaults = { .model = "out", .dtype = "auto", .prompt = "The ", .tokens = 200, .bos = -1, .n = 1,
-                                   .sp = SAMPLE_DEFAULTS };
+                                   .precision = "f32", .sp = SAMPLE_DEFAULTS };
 
 static const cli_flag gen_flags[] = {
     { "--model", CLI_STRING, offsetof(gen_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json) or file" },
@@ -38,6 +39,7 @@ static const cli_flag gen_flags[] = {
       "run unmerged (wgml merge folds one in)" },
     { "--dtype", CLI_STRING, offsetof(gen_opts, dtype), MODEL_DTYPE_HELP },
     { "--quantize", CLI_STRING, offsetof(gen_opts, quantize), MODEL_QUANTIZE_HELP },
+    { "--precision", CLI_STRING, offsetof(gen_opts, precision), INFER_PRECISION_HELP },
     { "--prompt", CLI_STRING, offsetof(gen_opts, prompt), "text to continue" },
     { "--prompt-file", CLI_STRING, offsetof(gen_opts, prompt_file), "read the text to continue from this file (-: standard "
       "input), at most 16 MiB" },
@@ -201,13 +203,14 @@ int cmd_generate(int argc, char **argv)
     }
 
     wgml_weights weights;
-    if (model_weights("wgml generate", o.dtype, o.quantize, &weights) != 0) {
+    if (model_weights("wgml generate", o.dtype, o.quantize, &weights) != 0 ||
+        cli_check_precision("wgml generate", o.precision, -1) != 0) {
         free(prompt_text);
         return 2;
     }
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
-    if (model_device("wgml generate", &ctx, &eng) != 0) {
+    if (model_device("wgml generate", o.precision, &ctx, &eng) != 0) {
         free(prompt_text);
         return 1;
     }

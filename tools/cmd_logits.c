@@ -9,6 +9,7 @@
    f32 logits, row by row. */
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "model_files.h"
 #include "wgml.h"
 
@@ -17,13 +18,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct logits_opts { const char *model, *adapter, *text, *out, *dtype, *quantize; } logits_opts;
+typedef struct logits_opts { const char *model, *adapter, *text, *out, *dtype, *quantize, *precision; } logits_opts;
 
 static const cli_flag logits_flags[] = {
     { "--model", CLI_STRING, offsetof(logits_opts, model), "checkpoint folder (config.json, *.safetensors, tokenizer.json)" },
     { "--adapter", CLI_STRING, offsetof(logits_opts, adapter), "a LoRA adapter folder (PEFT's files), run unmerged" },
     { "--dtype", CLI_STRING, offsetof(logits_opts, dtype), MODEL_DTYPE_HELP },
     { "--quantize", CLI_STRING, offsetof(logits_opts, quantize), MODEL_QUANTIZE_HELP },
+    { "--precision", CLI_STRING, offsetof(logits_opts, precision), INFER_PRECISION_HELP },
     { "--text", CLI_STRING, offsetof(logits_opts, text), "text to run (encoded with the folder's tokenizer.json and the special "
       "tokens its template puts around a text, as Hugging Face's encode; else as bytes for a 256-token model)" },
     { "--out", CLI_STRING, offsetof(logits_opts, out), "output file: u32 n, u32 vocab, n u32 ids, n x vocab f32 logits" },
@@ -31,7 +33,7 @@ static const cli_flag logits_flags[] = {
 
 int cmd_logits(int argc, char **argv)
 {
-    logits_opts o = { .model = "out", .text = "Hello", .out = "logits.bin", .dtype = "auto" };
+    logits_opts o = { .model = "out", .text = "Hello", .out = "logits.bin", .dtype = "auto", .precision = "f32" };
     int pr = cli_parse(argc, argv, logits_flags, sizeof logits_flags / sizeof logits_flags[0], &o, "wgml logits [options]",
                        "Writes the token ids and every position's logits of a text, for comparisons.");
     if (pr <= 0) return -pr;
@@ -51,8 +53,10 @@ int cmd_logits(int argc, char **argv)
     int rc = 1;
     size_t len = strlen(o.text), n = 0;
     wgml_weights weights;
-    if (model_weights("wgml logits", o.dtype, o.quantize, &weights) != 0) return 2;
-    if (model_device("wgml logits", &ctx, &eng) != 0) goto done;
+    if (model_weights("wgml logits", o.dtype, o.quantize, &weights) != 0 ||
+        cli_check_precision("wgml logits", o.precision, -1) != 0)
+        return 2;
+    if (model_device("wgml logits", o.precision, &ctx, &eng) != 0) goto done;
     if (model_open("wgml logits", ctx, eng, o.model, weights, o.adapter, false, &m, &lora) != 0) goto done;
     if (model_tokenizer("wgml logits", o.model, wgml_model_get_config(m), &tok) != 0) goto done;
     /* as Hugging Face's encode(text): the tokenizer's template around the text */

@@ -54,7 +54,7 @@ int cmd_merge(int argc, char **argv)
     wgml_context *ctx = NULL;
     wgml_engine *eng = NULL;
     wgml_model *m = NULL;
-    if (model_device(who, &ctx, &eng) != 0) return 1;
+    if (model_device(who, NULL, &ctx, &eng)   /* merging computes nothing to speak of: f32 */ != 0) return 1;
     if (ckpt_same_folder(o.out, o.adapter)) {
         fprintf(stderr, "%s: --out %s is the adapter's folder: write elsewhere\n", who, o.out);
         goto done;

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "dist.h"
 #include "model_files.h"
 #include "serve.h"
 #include "wgml.h"
@@ -26,7 +27,7 @@
 #define BODY_MAX ((size_t)1 << 20)
 
 typedef struct serve_opts {
-    const char *model, *adapter, *host, *chat_template, *dtype, *quantize, *name;
+    const char *model, *adapter, *host, *chat_template, *dtype, *quantize, *precision, *name;
     int port, slots, queue, context, max_tokens;
     sample_opts sp;
 } serve_opts;
@@ -46,6 +47,7 @@ static const cli_flag serve_flags[] = {
       "recognised from the model's template)" },
     { "--dtype", CLI_STRING, offsetof(serve_opts, dtype), MODEL_DTYPE_HELP },
     { "--quantize", CLI_STRING, offsetof(serve_opts, quantize), MODEL_QUANTIZE_HELP },
+    { "--precision", CLI_STRING, offsetof(serve_opts, precision), INFER_PRECISION_HELP },
     SAMPLE_FLAGS(serve_opts, sp),
 };
 #define NFLAGS (sizeof serve_flags / sizeof serve_flags[0])
@@ -488,7 +490,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *who = "wgml serve";
     serve_opts o = { .model = "out", .host = "127.0.0.1", .port = 8080, .slots = 4, .queue = 64, .max_tokens = 256,
-                     .dtype = "auto", .sp = SAMPLE_DEFAULTS };
+                     .dtype = "auto", .precision = "f32", .sp = SAMPLE_DEFAULTS };
     bool given[NFLAGS] = { false };
     int pr = cli_parse_given(argc, argv, serve_flags, NFLAGS, &o, "wgml serve --model DIR [options]",
                              "Serves a model over HTTP with OpenAI's API (/v1/models, /v1/completions, /v1/chat/completions, "
@@ -497,7 +499,7 @@ int cmd_serve(int argc, char **argv)
     if (pr <= 0) return -pr;
     if (generation_config(who, o.model, &o.sp, given, serve_flags, NFLAGS) != 0) return 1;
     wgml_weights weights;
-    if (model_weights(who, o.dtype, o.quantize, &weights) != 0) return 2;
+    if (model_weights(who, o.dtype, o.quantize, &weights) != 0 || cli_check_precision(who, o.precision, -1) != 0) return 2;
     struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o.port) };
     if (inet_pton(AF_INET, o.host, &addr.sin_addr) != 1) {
         fprintf(stderr, "%s: --host %s is not an IPv4 address\n", who, o.host);
@@ -508,7 +510,7 @@ int cmd_serve(int argc, char **argv)
     struct MHD_Daemon *d = NULL;
     server sv = { .o = &o };
     model_chat mc;
-    if (model_chat_open(who, o.model, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
+    if (model_chat_open(who, o.model, o.precision, weights, o.adapter, o.chat_template, &mc) != 0) return 1;
     wgml_model *m = mc.m;
     sv.cfg = wgml_model_get_config(m);
     sv.chat = mc.chat;

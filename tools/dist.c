@@ -61,11 +61,17 @@ static bool precision_of(const char *name, wgml_precision *out)
     return false;
 }
 
+int cli_precision(const char *who, const char *precision, wgml_precision *out)
+{
+    if (cli_check_precision(who, precision, -1) != 0) return -1;
+    precision_of(precision, out);
+    return 0;
+}
+
 int cli_dist_context(const char *who, const cli_dist *d, const char *precision, wgml_context **ctx)
 {
     wgml_context_desc desc = { 0 };
-    if (cli_check_precision(who, precision, -1) != 0) return -1;
-    precision_of(precision, &desc.matmul_precision);
+    if (cli_precision(who, precision, &desc.matmul_precision) != 0) return -1;
     if (d->comm && !getenv("WGML_DEVICE")) {
         uint32_t count = 0;
         if (wgml_adapter_list(NULL, NULL, 0, &count) != WGML_OK) {

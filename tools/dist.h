@@ -35,6 +35,12 @@ int cli_dist_context(const char *who, const cli_dist *d, const char *precision, 
     "the GPU's matrix units where the runtime offers them, README) or f16x3 (f32 accuracy from three f16 products)"
 #define LOSS_SCALE_HELP "initial dynamic loss scale, a power of two (halved on a step with non-finite gradients, " \
     "which is skipped; doubled after 2000 good steps); -1: 65536 with --precision f16, else none; 0: none"
+/* The help of the model commands' --precision (generate, chat, serve, eval, logits) */
+#define INFER_PRECISION_HELP "matrix products and attention's forward: f32, f16 (f16 inputs, f32 sums; on the GPU's " \
+    "matrix units where the runtime offers them, README) or f16x3 (f32 accuracy from three f16 products)"
+/* --precision's value (NULL: f32) as a wgml_precision: 0, or -1 after a message naming the
+   values there are. */
+int cli_precision(const char *who, const char *precision, wgml_precision *out);
 /* Checks --precision (f32, f16 or f16x3) and --loss-scale (-1, 0 or a power of two in
    [2^-24, 2^24]) before anything is written: 0, or -1 after a message. */
 int cli_check_precision(const char *who, const char *precision, double loss_scale);

@@ -1,16 +1,20 @@
 /* See model_files.h. */
 #include "model_files.h"
 
+#include "dist.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-int model_device(const char *who, wgml_context **ctx, wgml_engine **eng)
+int model_device(const char *who, const char *precision, wgml_context **ctx, wgml_engine **eng)
 {
     *ctx = NULL;
     *eng = NULL;
-    if (wgml_context_create(NULL, ctx) != WGML_OK) {
+    wgml_context_desc desc = { 0 };
+    if (cli_precision(who, precision, &desc.matmul_precision) != 0) return -1;
+    if (wgml_context_create(&desc, ctx) != WGML_OK) {
         fprintf(stderr, "%s: %s\n", who, wgml_last_error(NULL));
         return -1;
     }
@@ -166,11 +170,11 @@ int model_tokenizer(const char *who, const char *model, const wgml_model_config 
     return 0;
 }
 
-int model_chat_open(const char *who, const char *model, wgml_weights weights, const char *adapter, const char *chat_template,
-                    model_chat *mc)
+int model_chat_open(const char *who, const char *model, const char *precision, wgml_weights weights, const char *adapter,
+                    const char *chat_template, model_chat *mc)
 {
     *mc = (model_chat){ 0 };
-    if (model_device(who, &mc->ctx, &mc->eng) != 0) return -1;
+    if (model_device(who, precision, &mc->ctx, &mc->eng) != 0) return -1;
     wgml_dataset_options dopt;
     if (model_open(who, mc->ctx, mc->eng, model, weights, adapter, false, &mc->m, NULL) != 0 ||
         model_tokenizer(who, model, wgml_model_get_config(mc->m), &mc->tok) != 0 ||

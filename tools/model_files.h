@@ -8,9 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A context on the chosen adapter and an engine on it. 0, or -1 after a message that
+/* A context on the chosen adapter, its products and attention at precision (--precision:
+   "f32", "f16" or "f16x3"; NULL: f32), and an engine on it. 0, or -1 after a message that
    starts with who (then nothing is left allocated). */
-int model_device(const char *who, wgml_context **ctx, wgml_engine **eng);
+int model_device(const char *who, const char *precision, wgml_context **ctx, wgml_engine **eng);
 
 /* The folder of model: model itself when it is a folder, else the folder of the file. */
 const char *model_folder(const char *model, char *dir, size_t size);
@@ -56,8 +57,8 @@ typedef struct model_chat {
     wgml_chat_options chat_opts;
 } model_chat;
 /* 0, or -1 after a message that starts with who (mc then holds nothing: no close needed). */
-int model_chat_open(const char *who, const char *model, wgml_weights weights, const char *adapter, const char *chat_template,
-                    model_chat *mc);
+int model_chat_open(const char *who, const char *model, const char *precision, wgml_weights weights, const char *adapter,
+                    const char *chat_template, model_chat *mc);
 void model_chat_close(model_chat *mc);
 
 /* The positions of a --context flag: requested, or 0 for max_position_embeddings up to
