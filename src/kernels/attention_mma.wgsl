@@ -73,7 +73,7 @@ var<workgroup> ma_q: array<f16, MA_BR * MA_DMAX>;
 var<workgroup> ma_s: array<f32, MA_BR * MA_SS>;   // S; at the end O, MA_BC columns at a time
 var<workgroup> ma_p: array<f16, MA_BR * MA_PS>;
 var<workgroup> ma_red: array<f32, MA_WG>;         // per-thread partial maxima and sums
-var<workgroup> ma_row: array<f32, MA_BR>;         // each row's factor of out
+var<workgroup> ma_row: array<f32, MA_BR>;         // each row's reference maximum, at the end its factor of out
 var<workgroup> ma_alpha: array<f32, MA_BR>;       // each row's rescale of O at this block
 var<workgroup> ma_sg_need: array<u32, 64>;        // per subgroup: one of its rows' O needs its rescale
 var<workgroup> ma_need: vec4<u32>;                // x: some row's O needs it (a vec4: see above)
@@ -161,7 +161,7 @@ fn ma_place(wg: u32) -> MaPlace {
                    (b * p.kv_heads + h / p.group) * p.k_blocks * MA_BC * MA_DP);
 }
 
-// The out columns [c0, c0 + MA_BC) of the workgroup's rows from ma_s, times 1 / l.
+// The out columns [c0, c0 + MA_BC) of the workgroup's rows from ma_s, times each row's factor.
 fn ma_emit(lid: u32, c0: u32, at: MaPlace) {
     workgroupBarrier();
     for (var e = lid; e < MA_BR * MA_BC; e += MA_WG) {
@@ -273,8 +273,7 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
             var pe = exp2(ma_row4(r, g, i, kb, at.b, at.h, full) - vec4f(mu));   // hidden: exp2(-inf) = 0
             l += (pe.x + pe.y) + (pe.z + pe.w);
             if (has_dropout()) {   // kept or not; the scale 1 / (1 - p) is applied to out at the end
-                pe = select(vec4f(0.0), pe, mix32v(vec4u(rk) ^ key_hashes(vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u))) >=
-                                             vec4u(p.drop_threshold));
+                pe = select(vec4f(0.0), pe, kept4(vec4u(rk), key_hashes(vec4u(kb + 4u * g) + vec4u(0u, 1u, 2u, 3u))));
             }
             let a = r * MA_PS + 4u * g;
             ma_p[a] = f16(pe.x);   // below 2^MA_LAZY: in range

@@ -85,10 +85,9 @@ fn row_keys(bh: u32, i: vec4u) -> vec4u { return mix32v(vec4u(mix32(p.seed_key ^
 fn key_hash(j: u32) -> u32 { return mix32(p.seed_key2 ^ j); }
 fn key_hashes(j: vec4u) -> vec4u { return mix32v(vec4u(p.seed_key2) ^ j); }
 fn kept(rk: u32, kh: u32) -> bool { return mix32(rk ^ kh) >= p.drop_threshold; }
-// Dropout factor (0 or 1/(1-p)) of 4 (row key, key hash) pairs.
-fn keep4(rk: vec4u, kh: vec4u) -> vec4f {
-    return select(vec4f(0.0), vec4f(p.drop_scale), mix32v(rk ^ kh) >= vec4u(p.drop_threshold));
-}
+// Whether 4 (row key, key hash) pairs are kept, and their dropout factor (0 or 1/(1-p)).
+fn kept4(rk: vec4u, kh: vec4u) -> vec4<bool> { return mix32v(rk ^ kh) >= vec4u(p.drop_threshold); }
+fn keep4(rk: vec4u, kh: vec4u) -> vec4f { return select(vec4f(0.0), vec4f(p.drop_scale), kept4(rk, kh)); }
 
 // The features a pipeline is built for (1 mask, 2 dropout). On GPUs the host sets FEAT to
 // the call's flags for the prefill and 64 x 64 entries, so that the common call (neither)
