@@ -450,6 +450,9 @@ attn_case("flash_attention_v2", "B8 H12 S1024 D64 causal f16", 8, 1024, 12, 12, 
 attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", 4, 4096, 32, 32, 128, 4096, True, backward=True)
 # wgml keeping the forward's log-sum-exp for the backward (options.lse), as SDPA always does
 attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", 4, 4096, 32, 32, 128, 4096, True, backward=True)
+# ... at F16 in both directions, beside PyTorch's f32 SDPA
+attn_case("flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse f16", 4, 4096, 32, 32, 128, 4096, True, backward=True)
+attn_case("flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse f16", 8, 1024, 12, 12, 64, 1024, True, backward=True)
 attn_case("flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", 1, 4096, 32, 8, 128, 4096, True)
 attn_case("flash_attention_v2", "B1 H32 S4096 D128 causal w1024", 1, 4096, 32, 32, 128, 4096, True, window=1024)
 attn_case("flash_attention_v2", "decode H32 KV8 D128 ctx4096", 1, 1, 32, 8, 128, 4096, True)

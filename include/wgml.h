@@ -211,7 +211,7 @@ typedef struct wgml_context_desc {
        set it to the process's node-local rank modulo the list's length. */
     bool use_device_index;
     uint32_t device_index;
-    /* The precision of every matrix product, and of attention's forward, whose options
+    /* The precision of every matrix product, and of attention (both directions), whose options
        leave it at WGML_PRECISION_DEFAULT (see wgml_precision and
        wgml_attention_options.precision). Default (0): WGML_PRECISION_F32. */
     wgml_precision matmul_precision;
@@ -1135,16 +1135,22 @@ typedef struct wgml_attention_options {
        max, then out = softmax(scores) v from the stored scores (the same results to
        rounding; B8 H12 S1024 D64 causal on the H200: the forward about 20% faster). */
     wgml_tensor *scores;
-    /* The precision of the forward's two products (wgml_precision; DEFAULT: the context's
+    /* The precision of attention's products (wgml_precision; DEFAULT: the context's
        wgml_context_desc.matmul_precision). F16 runs the forward of seq_q > 1 on the matrix
        units where the adapter has them (wgml_adapter_info.matrix_m) and head_dim is at most
        128 (prefill_mma): q * scale, k, v and the softmax's probabilities rounded to f16
        (beyond its range +-inf), every sum in f32, the log-sum-exp (lse) from those scores.
-       Memory: f16 copies of k and v (k transposed, padded to whole blocks) in the engine's
-       scratch, kept and reused until the engine is destroyed; a call whose copies would
-       exceed maxStorageBufferBindingSize runs the f32 kernels. Elsewhere, with
-       options.scores, and at F32 or F16X3 the f32 kernels run. The backward runs the f32
-       kernels at every precision. A value outside the enum is WGML_ERROR_INVALID_ARGUMENT. */
+       The backward at F16 runs its four products there too (mb_dkdv, mb_dq) where head_dim
+       fills at most 8 of the adapter's result matrices (128 with 16 x 16 matrices, 64 with
+       8 x 8): q * scale, k, v, dout, the kept probabilities and dS rounded to f16, the
+       probabilities, dP and every sum in f32; its statistics pass (lse given, or
+       recomputed) is f32. Memory: f16 copies of k and v (forward; k transposed), and of q,
+       dout, k and v, each also transposed (backward), padded to whole blocks, in the
+       engine's scratch, kept and
+       reused until the engine is destroyed; a call whose copies would exceed
+       maxStorageBufferBindingSize runs the f32 kernels. Elsewhere, with options.scores,
+       and at F32 or F16X3 the f32 kernels run. A value outside the enum is
+       WGML_ERROR_INVALID_ARGUMENT. */
     wgml_precision precision;
 } wgml_attention_options;
 

@@ -1,8 +1,7 @@
 /* The matrix products' precisions (wgml_precision): F16 and F16X3 against the double
    reference (tests/ref/ref_matmul.c) in every layout, at awkward shapes, with accumulate,
-   with b an f16 tensor, per call and as a context's default; their refusals. Attention's
-   forward at F16 (wgml_attention_options.precision) against tests/ref/ref_attention.c, with
-   the tolerance derived at test_attention_f16.
+   with b an f16 tensor, per call and as a context's default; their refusals (attention at
+   F16: tests/test_precision_attention.c).
 
    Where the device has f16 subgroup matrices (wgml_adapter_info.matrix_m) these products
    run on them (src/kernels/matmul_mma.wgsl); elsewhere on the f32 kernels, and the same
@@ -25,7 +24,6 @@
      parts are f16 subnormals (an absolute error of 2^-34 in scaled units each). Within a
      factor (K + 51) / (K + 2) of the f32 bound: under 2 from K = 49 on. */
 #include "harness.h"
-#include "ref_attention.h"
 #include "ref_matmul.h"
 #include "ref_quant.h"
 
@@ -239,197 +237,11 @@ static void test_refusals(void)
     wgml_tensor_release(ta), wgml_tensor_release(tb), wgml_tensor_release(tc);
 }
 
-/* ---- attention at F16 ------------------------------------------------------------------ */
-
-/* One problem of test_attention_f16: shape, options (mask: a 2-D [seq_q, seq_k] mask with
-   some entries -inf; lse: the log-sum-exp too). */
-typedef struct f16_attn {
-    size_t b, sq, sk, h, kvh, d;
-    bool causal;
-    uint32_t offset, window;
-    float p;
-    bool mask, lse;
-    bool ramp;   /* k of key j scaled by 1 + j / 4: the scores grow along the keys, so that each
-                    row's maximum lies in its last block and the earlier blocks' P are tiny */
-} f16_attn;
-
-/* The bound of query row (bh, i) of attention at F16 (see test_attention_f16): E, the
-   largest error of its visible scores in natural units (exp2's own included). */
-static double score_bound(const f16_attn *c, const ref_attn *a, const float *q, const float *k, const double *mask, size_t bb,
-                          size_t h, size_t i)
-{
-    double e = 0;
-    size_t kvh = h / (c->h / c->kvh);
-    for (size_t j = 0; j < c->sk; j++) {
-        double s = 0;
-        for (size_t d = 0; d < c->d; d++)
-            s += fabs((double)q[((bb * c->sq + i) * c->h + h) * c->d + d] * k[((bb * c->sk + j) * c->kvh + kvh) * c->d + d]);
-        double mk = mask ? fabs(mask[i * c->sk + j]) : 0;
-        if (isinf(mk)) mk = 0;
-        double x = (ldexp(1, -9) + ldexp(1, -19) + (double)(c->d + 4) * U) * a->scale * s + 2 * U * mk;
-        if (x > e) e = x;
-    }
-    return e + ldexp(1, -16);
-}
-
-/* Attention's forward at F16 against the double reference. Where the device has f16
-   subgroup matrices it runs prefill_mma (src/kernels/attention_mma.wgsl): q * scale, k, v
-   and the probabilities P rounded to f16 (each to either neighbour, 2^-10 relative),
-   f32 sums. Tolerance per output row, with u = 2^-24, V = max|v| and ds the dropout scale:
-   - a score's error is at most E = (2^-9 + 2^-19 + (d + 4) u) scale sum_d |q_d k_d| (the
-     rounding of q * scale and k, the f32 dot product) + 2 u |mask| (its addition), plus
-     2^-16 for exp2's relative error (3 + 2|x| ulp over the range where P is not 0);
-   - scores off by at most E change each softmax weight by a factor within e^(+-2E), so the
-     weighted sum of v moves by at most (e^(2E) - 1) V ds;
-   - rounding P and v to f16 and the f32 sums of P v and of l (seq_k terms each) add
-     ((1 + 2^-10)^2 (1 + (2 seq_k + 2) u) - 1) V ds, and P below f16's normal range an
-     absolute 2^-25 per key (l >= 1: its largest P is 1);
-   the log-sum-exp moves by at most E + (seq_k + 8) u (1 + |lse|). The same bounds hold on
-   the f32 kernels (another device, or the npm runtime), which are far more accurate. */
-static void check_f16_attention(const f16_attn *c)
-{
-    size_t nq = c->b * c->sq * c->h * c->d, nk = c->b * c->sk * c->kvh * c->d, nl = c->b * c->h * c->sq;
-    float *q = th_random(nq, -2, 2), *k = th_random(nk, -2, 2), *v = th_random(nk, -1, 1);
-    float *mask = NULL;
-    double *mask_d = NULL;
-    if (c->ramp)
-        for (size_t x = 0; x < nk; x++) k[x] *= 1.0f + (float)(x / (c->kvh * c->d) % c->sk) / 4.0f;
-    if (c->mask) {
-        mask = th_random(c->sq * c->sk, -3, 3);
-        mask_d = th_alloc_d(c->sq * c->sk);
-        for (size_t x = 0; x < c->sq * c->sk; x++) {
-            if (th_uniform(0, 1) < 0.1) mask[x] = -INFINITY;
-            mask_d[x] = mask[x];
-        }
-        for (size_t j = 0; j < c->sk; j++) mask[j] = mask_d[j] = -INFINITY;   /* row 0 sees no key */
-    }
-    wgml_tensor *tq = th_tensor(WGML_F32, q, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *tk = th_tensor(WGML_F32, k, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    wgml_tensor *tv = th_tensor(WGML_F32, v, TH_SHAPE(c->b, c->sk, c->kvh, c->d));
-    wgml_tensor *tm = mask ? th_tensor(WGML_F32, mask, TH_SHAPE(c->sq, c->sk)) : NULL;
-    wgml_tensor *to = th_poisoned(WGML_F32, TH_SHAPE(c->b, c->sq, c->h, c->d));
-    wgml_tensor *tl = c->lse ? th_poisoned(WGML_F32, TH_SHAPE(c->b, c->h, c->sq)) : NULL;
-    uint64_t seed = 0x5eed0001;
-    wgml_attention_options o = { .causal = c->causal, .causal_offset = c->offset, .window = c->window, .dropout_prob = c->p,
-                                 .seed = seed, .lse = tl, .precision = WGML_PRECISION_F16 };
-    TH_EXPECT(wgml_flash_attention_v2_with(th_eng, tq, tk, tv, to, &o, tm), WGML_OK);
-    float *got = th_read(to), *got_l = tl ? th_read(tl) : NULL;
-
-    ref_attn a = { .batch = c->b, .seq_q = c->sq, .seq_k = c->sk, .heads = c->h, .kv_heads = c->kvh, .dim = c->d,
-                   .causal = c->causal, .offset = c->offset, .window = c->window, .dropout = c->p, .seed = seed,
-                   .scale = 1.0 / sqrt((double)c->d), .mask = mask_d, .mask_shape = { 1, 1, c->sq, c->sk } };
-    double *qd = th_alloc_d(nq), *kd = th_alloc_d(nk), *vd = th_alloc_d(nk), *want = th_alloc_d(nq), *want_l = th_alloc_d(nl);
-    double vmax = 0;
-    for (size_t x = 0; x < nq; x++) qd[x] = q[x];
-    for (size_t x = 0; x < nk; x++) kd[x] = k[x], vd[x] = v[x], vmax = fmax(vmax, fabs(v[x]));
-    ref_attn_forward(&a, qd, kd, vd, want);
-    ref_attn_lse(&a, qd, kd, want_l);
-    double ds = 1.0 / (1.0 - (double)c->p), worst = 0;
-    size_t bad = 0, bad_l = 0;
-    for (size_t bb = 0; bb < c->b; bb++)
-        for (size_t h = 0; h < c->h; h++)
-            for (size_t i = 0; i < c->sq; i++) {
-                double e = score_bound(c, &a, q, k, mask_d, bb, h, i);
-                double tol = vmax * ds * (expm1(2 * e) + pow(1 + ldexp(1, -10), 2) * (1 + (2.0 * c->sk + 2) * U) - 1 +
-                                          (double)c->sk * ldexp(1, -25));
-                for (size_t d = 0; d < c->d; d++) {
-                    size_t x = ((bb * c->sq + i) * c->h + h) * c->d + d;
-                    double err = fabs((double)got[x] - want[x]);
-                    if (!(err <= tol)) {
-                        if (bad++ < 5) printf("out (%zu, %zu, %zu, %zu): %.9g, want %.9g, tol %.3g\n", bb, i, h, d, got[x], want[x], tol);
-                    }
-                    if (tol > 0 && err / tol > worst) worst = err / tol;
-                }
-                if (got_l) {
-                    size_t x = (bb * c->h + h) * c->sq + i;
-                    double w = want_l[x], g = got_l[x];
-                    bool ok = isinf(w) ? g == w : fabs(g - w) <= e + (c->sk + 8.0) * U * (1 + fabs(w));
-                    if (!ok && bad_l++ < 5) printf("lse (%zu, %zu, %zu): %.9g, want %.9g\n", bb, h, i, g, w);
-                }
-            }
-    TH_CHECK(bad == 0 && bad_l == 0, "attention F16 b%zu sq%zu sk%zu h%zu/%zu d%zu: %zu outputs and %zu lse out of bounds", c->b,
-             c->sq, c->sk, c->h, c->kvh, c->d, bad, bad_l);
-    printf("attention F16 b%zu sq%zu sk%zu h%zu/%zu d%zu: worst error %.3f of its bound\n", c->b, c->sq, c->sk, c->h, c->kvh, c->d,
-            worst);
-    free(q), free(k), free(v), free(mask), free(mask_d), free(got), free(got_l);
-    free(qd), free(kd), free(vd), free(want), free(want_l);
-    wgml_tensor_release(tq), wgml_tensor_release(tk), wgml_tensor_release(tv), wgml_tensor_release(tm);
-    wgml_tensor_release(to), wgml_tensor_release(tl);
-}
-
-static void test_attention_f16(void)
-{
-    static const f16_attn cases[] = {
-        { 2, 37, 53, 4, 2, 24, true, 16, 0, 0, false, true },      /* GQA, causal with an offset, ragged blocks */
-        { 1, 70, 70, 2, 1, 30, true, 0, 20, 0.2f, true, true },   /* head_dim % 4 == 2, window, mask, dropout */
-        { 1, 5, 100, 3, 3, 64, false, 0, 0, 0, false, false },    /* few queries, many keys */
-        { 1, 33, 41, 1, 1, 128, false, 0, 0, 0, true, false },    /* the widest head */
-        { 3, 9, 9, 2, 2, 2, true, 0, 0, 0, false, true },         /* the narrowest head */
-        { 1, 40, 200, 2, 1, 32, false, 0, 0, 0, false, true, true },    /* scores rising along the keys */
-        { 1, 70, 150, 2, 2, 16, true, 80, 0, 0.3f, true, true, true },  /* the same, causal, masked, dropped */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_f16_attention(&cases[i]);
-}
-
-/* The path of attention at F16 and its precision's sources: v holding 70000 (beyond f16's
-   range) is inf on the matrix units, so every output row that weighs that key is inf or
-   NaN in that column, and finite on the f32 kernels; the context's default (F16 here)
-   applies to options left at DEFAULT, a call's F32 overrides it; an out-of-enum precision
-   is refused with nothing written. */
-static void test_attention_path(void)
-{
-    size_t S = 11, D = 8;
-    float *q = th_random(S * D, -1, 1), *k = th_random(S * D, -1, 1), *v = th_random(S * D, -1, 1);
-    v[0] = 70000.0f;   /* key 0, column 0 */
-    wgml_context *ctx;
-    wgml_engine *e;
-    TH_EXPECT(wgml_context_create(&(wgml_context_desc){ .matmul_precision = WGML_PRECISION_F16 }, &ctx), WGML_OK);
-    TH_EXPECT(wgml_engine_create(ctx, &e), WGML_OK);
-    wgml_tensor *tq, *tk, *tv, *to;
-    TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 4, TH_SHAPE(1, S, 1, D), q, &tq), WGML_OK);
-    TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 4, TH_SHAPE(1, S, 1, D), k, &tk), WGML_OK);
-    TH_EXPECT(wgml_tensor_from_data(ctx, WGML_F32, 4, TH_SHAPE(1, S, 1, D), v, &tv), WGML_OK);
-    TH_EXPECT(wgml_tensor_create(ctx, WGML_F32, 4, TH_SHAPE(1, S, 1, D), &to), WGML_OK);
-    bool mma = has_matrices();
-    float *got = th_alloc_f(S * D);
-    const wgml_precision ps[3] = { WGML_PRECISION_DEFAULT, WGML_PRECISION_F32, WGML_PRECISION_F16X3 };
-    for (int x = 0; x < 3; x++) {
-        wgml_attention_options o = { .precision = ps[x] };
-        TH_EXPECT(wgml_flash_attention_v2_with(e, tq, tk, tv, to, &o, NULL), WGML_OK);
-        TH_EXPECT(wgml_tensor_read(to, 0, got, S * D * sizeof *got), WGML_OK);
-        size_t bad = 0;
-        for (size_t i = 0; i < S; i++)
-            for (size_t d = 0; d < D; d++) {
-                float g = got[i * D + d];
-                bool ok = x == 0 && mma && d == 0 ? !isfinite(g) : isfinite(g);
-                bad += !ok;
-            }
-        TH_CHECK(bad == 0, "precision %d (matrices %s): %zu outputs on the wrong path", (int)ps[x], mma ? "yes" : "no", bad);
-    }
-    wgml_tensor_release(tq), wgml_tensor_release(tk), wgml_tensor_release(tv), wgml_tensor_release(to);
-    wgml_engine_destroy(e);
-    wgml_context_destroy(ctx);
-
-    tq = th_tensor(WGML_F32, q, TH_SHAPE(1, S, 1, D));
-    tk = th_tensor(WGML_F32, k, TH_SHAPE(1, S, 1, D));
-    tv = th_tensor(WGML_F32, v, TH_SHAPE(1, S, 1, D));
-    to = th_poisoned(WGML_F32, TH_SHAPE(1, S, 1, D));
-    uint64_t before = th_commands();
-    TH_EXPECT_ERR(wgml_flash_attention_v2_with(th_eng, tq, tk, tv, to, &(wgml_attention_options){ .precision = (wgml_precision)7 },
-                                               NULL),
-                  WGML_ERROR_INVALID_ARGUMENT, "precision");
-    TH_CHECK(th_commands() == before, "a refused call recorded commands");
-    free(q), free(k), free(v), free(got);
-    wgml_tensor_release(tq), wgml_tensor_release(tk), wgml_tensor_release(tv), wgml_tensor_release(to);
-}
-
 static const th_case cases[] = {
     { "shapes", test_shapes },
     { "split_range", test_split_range },
     { "accumulate_and_f16_b", test_accumulate_and_f16_b },
     { "overflow_and_defaults", test_overflow_and_defaults },
     { "refusals", test_refusals },
-    { "attention_f16", test_attention_f16 },
-    { "attention_path", test_attention_path },
 };
 TH_MAIN(cases)

@@ -295,6 +295,13 @@ static int su_attn_lse(bench_state *b, const uint64_t *d)
     b->attn.lse = b->t[8];
     return r;
 }
+/* ... at F16 (the matrix units in both directions where the adapter has them) */
+static int su_attn_lse_f16(bench_state *b, const uint64_t *d)
+{
+    int r = su_attn_lse(b, d);
+    b->attn.precision = WGML_PRECISION_F16;
+    return r;
+}
 /* ... and the forward's scores (options.scores, t[9]) */
 static int su_attn_scores(bench_state *b, const uint64_t *d)
 {
@@ -547,6 +554,10 @@ const bench_case bench_cases[] = {
       attn_b, attn_f, su_attn_f16, r_attn, "attention-f16" },
     { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_fb_f, su_attn, r_attn_fb, "attention" },
+    { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse f16", { 4, 4096, 32, 32, 128, 4096, 1 },
+      { 1, 256, 4, 4, 64, 256, 1 }, attn_b, attn_fb_f, su_attn_lse_f16, r_attn_fb, "attention-f16" },
+    { "flash_attention_v2 fwd+bwd", "B8 H12 S1024 D64 causal lse f16", { 8, 1024, 12, 12, 64, 1024, 1 },
+      { 1, 64, 2, 2, 64, 64, 1 }, attn_b, attn_fb_f, su_attn_lse_f16, r_attn_fb, "attention-f16" },
     { "flash_attention_v2 fwd+bwd", "B4 H32 S4096 D128 causal lse", { 4, 4096, 32, 32, 128, 4096, 1 }, { 1, 256, 4, 4, 64, 256, 1 },
       attn_b, attn_fb_f, su_attn_lse, r_attn_fb, "attention" },
     { "flash_attention_v2", "B1 H32 KV8 S4096 D128 causal", { 1, 4096, 32, 8, 128, 4096, 1 }, { 1, 256, 8, 2, 64, 256, 1 },

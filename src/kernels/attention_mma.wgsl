@@ -1,6 +1,6 @@
-// Flash attention's forward on the GPU's matrix units (subgroup matrices), for
-// wgml_precision F16: q k^T and P v as f16 x f16 products with f32 sums. Host:
-// forward_mma in src/ops/attention.c. The host compiles this file after the matrix header
+// Flash attention on the GPU's matrix units (subgroup matrices), for wgml_precision F16:
+// the forward's q k^T and P v, and the backward's four products, as f16 x f16 products
+// with f32 sums. Host: forward_mma and backward_mma in src/ops/attention.c. The host compiles this file after the matrix header
 // (enables and the adapter's shape SM x SN x SK, as for matmul_mma.wgsl) and
 // attention_prelude.wgsl (layout, visibility, mask, dropout, log2 units, lse_public), so
 // that masks, windows, dropout and GQA mean exactly what they mean in the f32 kernels.
@@ -19,7 +19,8 @@
 //     P = exp2(S - m) (0 where hidden, at most 2^MA_LAZY), l += P, P (kept or dropped)
 //       rounded to f16 into workgroup memory, O += P v on the matrix units.
 //   At the end out = O * (dropout scale) / l (0 for a row without a visible key), and with
-//   LSE each row's log-sum-exp. With MA_LAZY, rows rescale O rarely (their first blocks
+//   LSE each row's log-sum-exp.
+//   mb_dkdv, mb_dq  the backward (its own section below). With MA_LAZY, rows rescale O rarely (their first blocks
 //   usually hold a maximum within 2^8 of the row's), so the rescale's round trips cost little.
 //
 // Every workgroup variable is a multiple of 16 bytes (ma_need is a vec4 for one flag): with
@@ -97,7 +98,11 @@ fn ma_f16(x: f32) -> f16 {
 // TRANSPOSE: [MA_DP][keys], so that k^T's matrices load row by row, as v's); keys = k_blocks
 // * MA_BC. Consecutive invocations take consecutive keys, so that the transposed stores
 // are contiguous. The source is binding 2 (k, or v bound there).
+// MA_SCALE: the values times scale * log2 e (q of the backward, in log2 units as the
+// forward's). The backward converts q and dout too, through a copy of the parameters whose
+// seq_k and kv_heads are seq_q and heads (the rows' layout is then the same).
 override TRANSPOSE: bool = false;
+override MA_SCALE: bool = false;
 @compute @workgroup_size(256)
 fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let t = gid.x + gid.y * nwg.x * 256u;
@@ -111,6 +116,7 @@ fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups
     let b = bk / p.kv_heads;
     var x = vec4f(0.0);
     if (j < p.seq_k) { x = ld_k(((b * p.seq_k + j) * p.kv_heads + kvh) * p.dim, c); }
+    if (MA_SCALE) { x *= p.scale_log2; }
     let base = bk * keys * MA_DP;
     for (var e = 0u; e < 4u; e++) {
         let d = 4u * c + e;
@@ -326,4 +332,270 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     ma_out(lid, sg, 4u, o4, at); ma_out(lid, sg, 5u, o5, at); ma_out(lid, sg, 6u, o6, at); ma_out(lid, sg, 7u, o7, at);
     ma_out(lid, sg, 8u, o8, at); ma_out(lid, sg, 9u, o9, at); ma_out(lid, sg, 10u, o10, at); ma_out(lid, sg, 11u, o11, at);
     ma_out(lid, sg, 12u, o12, at); ma_out(lid, sg, 13u, o13, at); ma_out(lid, sg, 14u, o14, at); ma_out(lid, sg, 15u, o15, at);
+}
+
+// ---- the backward: mb_dkdv and mb_dq ------------------------------------------------------
+//
+// The backward of attention_backward.wgsl (dS = P (Z dP - D), dv = (Z P)^T dout, dk = scale
+// dS^T q, dq = scale dS k, P = exp2(S - lse) from the statistics pass's lse and D), its four
+// products on the matrix units. ma_convert first copies q (times scale log2 e), dout, k and
+// v into f16 [rows of a (batch, head)][MA_DP], their rows padded to whole workgroups
+// (q_blocks or k_blocks times MA_BR: zeros past seq_q, seq_k), and each of them transposed
+// too ([MA_DP][rows]), so that every operand's matrices load row by row (the right
+// operands of S and dP from the transposed copies).
+//   mb_dkdv  one workgroup per MA_BR keys of a (batch, kv head): over the visible queries
+//            of the group's query heads, MB_BC at a time, S^T = k q^T and dP^T = v dout^T
+//            into workgroup memory; P, Z P (f16) and dS^T (f16) from them; then dv +=
+//            (Z P)^T dout and dk += dS^T q, the subgroup owning SM keys.
+//   mb_dq    one workgroup per MA_BR queries of a (batch, query head): over the visible
+//            keys, MB_BC at a time, S = q k^T and dP = dout v^T, then dS (f16), dq += dS k.
+// At the end dk = LN2 * its sum (q carries scale log2 e; dk wants scale), dv = the dropout
+// scale * its sum, dq = scale * its sum.
+//
+// Rounding (the F16 contract): q * scale * log2 e, k, v, dout, Z P and dS are rounded to
+// f16 (dS beyond f16's range +-inf, below it to f16's subnormals), every sum is f32; P, D,
+// lse and dP stay f32.
+//
+// Workgroup memory: S and dP [MA_BR][MB_SS] f32, Z P and dS [MA_BR][MB_PS] f16 (mb_dq keeps
+// dS in mb_p), the block's lse, D and dropout row keys (mb_dkdv: of its queries; mb_dq: of
+// its rows): 29 KiB at SM = SN = 16. Result matrices per subgroup: MB_OC of dk and of dv
+// (mb_dq: of dq), at most 8 each, and 2 of S and of dP.
+
+const MB_BC: u32 = 2u * SN;            // columns (queries of mb_dkdv, keys of mb_dq) per block
+const MB_SS: u32 = MB_BC + 4u;         // row strides, padded as MA_SS and MA_PS
+const MB_PS: u32 = MB_BC + 8u;
+override MB_OC: u32 = MA_DP / SN;      // result matrices of dk, dv or dq per subgroup (<= 8)
+
+@group(0) @binding(1) var<storage, read> bq16: array<f16>;    // the copies of the backward
+@group(0) @binding(2) var<storage, read> bk16: array<f16>;
+@group(0) @binding(3) var<storage, read> bv16: array<f16>;
+@group(0) @binding(6) var<storage, read> bdo16: array<f16>;
+// the transposed copies of the right operands of S and dP: q and dout (mb_dkdv), k and v (mb_dq)
+@group(0) @binding(9) var<storage, read> bst16: array<f16>;
+@group(0) @binding(10) var<storage, read> bpt16: array<f16>;
+
+var<workgroup> mb_s: array<f32, MA_BR * MB_SS>;   // S (S^T); at the end the outputs, MB_BC columns at a time
+var<workgroup> mb_t: array<f32, MA_BR * MB_SS>;   // dP (dP^T)
+var<workgroup> mb_p: array<f16, MA_BR * MB_PS>;   // mb_dkdv: (Z P)^T; mb_dq: dS
+var<workgroup> mb_g: array<f16, MA_BR * MB_PS>;   // mb_dkdv: dS^T
+var<workgroup> mb_lse: array<f32, MA_BR>;         // lse, D and row keys of the block's queries
+var<workgroup> mb_d: array<f32, MA_BR>;
+var<workgroup> mb_rk: array<u32, MA_BR>;
+
+// A left matrix of S's product (second: of dP's) at element `at` of its row-major copy:
+// k (v) in mb_dkdv, q (dout) in mb_dq.
+fn mb_lhs(dkdv: bool, second: bool, at: u32) -> MaL {
+    if (dkdv && second) { return subgroupMatrixLoad<MaL>(&bv16, at, false, MA_DP); }
+    if (dkdv) { return subgroupMatrixLoad<MaL>(&bk16, at, false, MA_DP); }
+    if (second) { return subgroupMatrixLoad<MaL>(&bdo16, at, false, MA_DP); }
+    return subgroupMatrixLoad<MaL>(&bq16, at, false, MA_DP);
+}
+
+// Two result matrices of S (S^T in mb_dkdv) into the subgroup's rows of mb_s and two of dP
+// (dP^T) into mb_t: the left operands' rows from their row-major copies at element x, the
+// right ones from the transposed copies (rows of `cols` columns) at element y of their
+// first row: S^T = k q^T and dP^T = v dout^T, or S = q k^T and dP = dout v^T.
+fn mb_two(x: u32, y: u32, cols: u32, sg: u32, dkdv: bool) {
+    var s0 = MaC(); var s1 = MaC(); var t0 = MaC(); var t1 = MaC();
+    for (var d = 0u; d < MA_DP; d += SK) {
+        let ys = y + d * cols;
+        let a = mb_lhs(dkdv, false, x + d);
+        s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&bst16, ys, false, cols), s0);
+        s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&bst16, ys + SN, false, cols), s1);
+        let b = mb_lhs(dkdv, true, x + d);
+        t0 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&bpt16, ys, false, cols), t0);
+        t1 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&bpt16, ys + SN, false, cols), t1);
+    }
+    let sa = sg * SM * MB_SS;
+    subgroupMatrixStore(&mb_s, sa, s0, false, MB_SS);
+    subgroupMatrixStore(&mb_s, sa + SN, s1, false, MB_SS);
+    subgroupMatrixStore(&mb_t, sa, t0, false, MB_SS);
+    subgroupMatrixStore(&mb_t, sa + SN, t1, false, MB_SS);
+}
+
+// The columns [c0, c0 + MB_BC) of the workgroup's MA_BR output rows from mb_s, times f:
+// rows row0 + r below limit, at base + (row0 + r) * stride, into dst (or dst2).
+fn mb_emit(lid: u32, c0: u32, row0: u32, limit: u32, base: u32, stride: u32, f: f32, second: bool) {
+    workgroupBarrier();
+    for (var e = lid; e < MA_BR * MB_BC; e += MA_WG) {
+        let r = e / MB_BC;
+        let d = c0 + e % MB_BC;
+        if (row0 + r < limit && d < p.dim) {
+            let x = mb_s[r * MB_SS + e % MB_BC] * f;
+            let at = base + (row0 + r) * stride + d;
+            if (second) { dst2[at] = x; } else { dst[at] = x; }
+        }
+    }
+    workgroupBarrier();
+}
+
+// Result matrix n of the subgroup's output into mb_s, and the group of MB_BC / SN out when
+// it is complete (mb_emit's arguments after n and x).
+fn mb_out(lid: u32, sg: u32, n: u32, x: MaC, row0: u32, limit: u32, base: u32, stride: u32, f: f32, second: bool) {
+    if (n >= MB_OC) { return; }
+    if (sg < MA_NSG) { subgroupMatrixStore(&mb_s, sg * SM * MB_SS + (n % 2u) * SN, x, false, MB_SS); }
+    if (n % 2u == 1u || n + 1u == MB_OC) { mb_emit(lid, (n / 2u) * MB_BC, row0, limit, base, stride, f, second); }
+}
+
+// acc_n += (the subgroup's rows of mb_p or mb_g) times rows kb .. kb + MB_BC of a copy (y: its
+// first element of row kb, column 0), n < MB_OC: one step of SK columns (kk) per call.
+fn mb_left(g: bool, sg: u32, kk: u32) -> MaL {
+    if (g) { return subgroupMatrixLoad<MaL>(&mb_g, sg * SM * MB_PS + kk, false, MB_PS); }
+    return subgroupMatrixLoad<MaL>(&mb_p, sg * SM * MB_PS + kk, false, MB_PS);
+}
+fn mb_right(which: u32, y: u32, n: u32) -> MaR {
+    let at = y + n * SN;
+    if (which == 0u) { return subgroupMatrixLoad<MaR>(&bq16, at, false, MA_DP); }
+    if (which == 1u) { return subgroupMatrixLoad<MaR>(&bk16, at, false, MA_DP); }
+    return subgroupMatrixLoad<MaR>(&bdo16, at, false, MA_DP);
+}
+
+struct Mb8 { a0: MaC, a1: MaC, a2: MaC, a3: MaC, a4: MaC, a5: MaC, a6: MaC, a7: MaC }
+
+// x += left times rows kk .. kk + SK of copy `which` (0 q, 1 k, 2 dout) from element y.
+fn mb_mac(x: ptr<function, Mb8>, a: MaL, which: u32, y: u32) {
+    (*x).a0 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 0u), (*x).a0);
+    if (MB_OC > 1u) { (*x).a1 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 1u), (*x).a1); }
+    if (MB_OC > 2u) { (*x).a2 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 2u), (*x).a2); }
+    if (MB_OC > 3u) { (*x).a3 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 3u), (*x).a3); }
+    if (MB_OC > 4u) { (*x).a4 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 4u), (*x).a4); }
+    if (MB_OC > 5u) { (*x).a5 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 5u), (*x).a5); }
+    if (MB_OC > 6u) { (*x).a6 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 6u), (*x).a6); }
+    if (MB_OC > 7u) { (*x).a7 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 7u), (*x).a7); }
+}
+
+// The 8 (at most) result matrices of x out (mb_out's arguments after x).
+fn mb_out8(lid: u32, sg: u32, x: Mb8, row0: u32, limit: u32, base: u32, stride: u32, f: f32, second: bool) {
+    mb_out(lid, sg, 0u, x.a0, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 1u, x.a1, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 2u, x.a2, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 3u, x.a3, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 4u, x.a4, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 5u, x.a5, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 6u, x.a6, row0, limit, base, stride, f, second);
+    mb_out(lid, sg, 7u, x.a7, row0, limit, base, stride, f, second);
+}
+
+// The statistics pass's lse and D, and the dropout row keys, of the queries i0 .. i0 + n of
+// query head bh (counted over batch and heads) into mb_lse, mb_d, mb_rk (+inf and 0 past
+// seq_q, so that their P is 0).
+fn mb_stats(lid: u32, n: u32, bh: u32, i0: u32) {
+    let rows = p.batch * p.heads * p.seq_q;
+    for (var r = lid; r < n; r += MA_WG) {
+        let i = i0 + r;
+        let live = i < p.seq_q;
+        let x = bh * p.seq_q + min(i, p.seq_q - 1u);
+        mb_lse[r] = select(p.pos_inf, stats[x], live);
+        mb_d[r] = select(0.0, stats[rows + x], live);
+        if (has_dropout()) { mb_rk[r] = row_key(bh, i); }
+    }
+}
+
+// Rows of the copies of a (batch, head): q_blocks (k_blocks) times MA_BR.
+fn mb_q_rows() -> u32 { return p.q_blocks * MA_BR; }
+fn mb_k_rows() -> u32 { return p.k_blocks * MA_BR; }
+
+@compute @workgroup_size(MA_WG)
+fn mb_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+           @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let bo = block_of(wg, p.k_blocks);   // key blocks from the first (longest when causal)
+    let pair = bo.y;                      // b * kv_heads + kv head
+    let b = pair / p.kv_heads;
+    let j0 = bo.x * MA_BR;
+    let j1 = min(j0 + MA_BR, p.seq_k);
+    let busy = sg < MA_NSG;
+    let krow = (pair * mb_k_rows() + j0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's keys in k16, v16
+    let range = query_range(j0, j1);
+    let qb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
+    var dk = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    var dv = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    for (var g = 0u; g < p.group; g++) {
+        let h = (pair % p.kv_heads) * p.group + g;
+        let bh = b * p.heads + h;
+        for (var qb = qb0; i32(qb) < range.y; qb += MB_BC) {
+            mb_stats(lid, MB_BC, bh, qb);   // the block's queries (read after the barrier below)
+            let qrow = (bh * mb_q_rows() + qb) * MA_DP;
+            let qcol = bh * mb_q_rows() * MA_DP + qb;   // column qb of the (batch, head)'s transposed copies
+            if (busy) { mb_two(krow, qcol, mb_q_rows(), sg, true); }
+            workgroupBarrier();
+            let full = !has_mask() && block_visible(qb, min(qb + MB_BC, p.seq_q), j0, MA_BR);
+            for (var t = lid; t < MA_BR * MB_BC / 4u; t += MA_WG) {
+                let r = t / (MB_BC / 4u);   // key j0 + r
+                let c = 4u * (t % (MB_BC / 4u));
+                let j = j0 + r;
+                let i4 = vec4u(qb + c) + vec4u(0u, 1u, 2u, 3u);
+                let a = r * MB_SS + c;
+                var s = vec4f(mb_s[a], mb_s[a + 1u], mb_s[a + 2u], mb_s[a + 3u]);
+                if (!full) { s = mask_scores(s, b, h, i4, vec4u(j)); }
+                let pe = exp2(s - vec4f(mb_lse[c], mb_lse[c + 1u], mb_lse[c + 2u], mb_lse[c + 3u]));
+                var z = vec4f(1.0);
+                if (has_dropout()) { z = keep4(vec4u(mb_rk[c], mb_rk[c + 1u], mb_rk[c + 2u], mb_rk[c + 3u]), vec4u(key_hash(j))); }
+                let dp = vec4f(mb_t[a], mb_t[a + 1u], mb_t[a + 2u], mb_t[a + 3u]);
+                let ds = pe * (dp * z - vec4f(mb_d[c], mb_d[c + 1u], mb_d[c + 2u], mb_d[c + 3u]));
+                let zp = select(vec4f(0.0), pe, z != vec4f(0.0));   // the dropout scale comes at the end
+                let o = r * MB_PS + c;
+                mb_p[o] = f16(zp.x); mb_p[o + 1u] = f16(zp.y); mb_p[o + 2u] = f16(zp.z); mb_p[o + 3u] = f16(zp.w);
+                mb_g[o] = ma_f16(ds.x); mb_g[o + 1u] = ma_f16(ds.y); mb_g[o + 2u] = ma_f16(ds.z); mb_g[o + 3u] = ma_f16(ds.w);
+            }
+            workgroupBarrier();
+            if (busy) {
+                for (var kk = 0u; kk < MB_BC; kk += SK) {
+                    let y = qrow + kk * MA_DP;
+                    mb_mac(&dv, mb_left(false, sg, kk), 2u, y);
+                    mb_mac(&dk, mb_left(true, sg, kk), 0u, y);
+                }
+            }
+        }
+    }
+    let base = (b * p.seq_k * p.kv_heads + pair % p.kv_heads) * p.dim;
+    let stride = p.kv_heads * p.dim;
+    mb_out8(lid, sg, dk, j0, p.seq_k, base, stride, LN2, false);
+    mb_out8(lid, sg, dv, j0, p.seq_k, base, stride, select(1.0, p.drop_scale, has_dropout()), true);
+}
+
+@compute @workgroup_size(MA_WG)
+fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+         @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32) {
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= p.total_wg) { return; }
+    let bo = block_of(wg, p.q_blocks);
+    let i0 = (p.q_blocks - 1u - bo.x) * MA_BR;   // last (longest when causal) blocks first
+    let i1 = min(i0 + MA_BR, p.seq_q);
+    let bh = bo.y;
+    let h = bh % p.heads;
+    let b = bh / p.heads;
+    let busy = sg < MA_NSG;
+    mb_stats(lid, MA_BR, bh, i0);
+    let qrow = (bh * mb_q_rows() + i0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's rows in q16, dout16
+    let kh = (b * p.kv_heads + h / p.group) * mb_k_rows() * MA_DP;
+    let range = key_range(i0, i1);
+    let kb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
+    var dq = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    for (var kb = kb0; i32(kb) < range.y; kb += MB_BC) {
+        let krow = kh + kb * MA_DP;
+        if (busy) { mb_two(qrow, kh + kb, mb_k_rows(), sg, false); }
+        workgroupBarrier();   // (also: the rows' statistics)
+        let full = !has_mask() && block_visible(i0, i1, kb, MB_BC);
+        for (var t = lid; t < MA_BR * MB_BC / 4u; t += MA_WG) {
+            let r = t / (MB_BC / 4u);
+            let c = 4u * (t % (MB_BC / 4u));
+            let j4 = vec4u(kb + c) + vec4u(0u, 1u, 2u, 3u);
+            let a = r * MB_SS + c;
+            var s = vec4f(mb_s[a], mb_s[a + 1u], mb_s[a + 2u], mb_s[a + 3u]);
+            if (!full) { s = mask_scores(s, b, h, vec4u(i0 + r), j4); }
+            let pe = exp2(s - vec4f(mb_lse[r]));
+            var dp = vec4f(mb_t[a], mb_t[a + 1u], mb_t[a + 2u], mb_t[a + 3u]);
+            if (has_dropout()) { dp *= keep4(vec4u(mb_rk[r]), key_hashes(j4)); }
+            let ds = pe * (dp - vec4f(mb_d[r]));
+            let o = r * MB_PS + c;
+            mb_p[o] = ma_f16(ds.x); mb_p[o + 1u] = ma_f16(ds.y); mb_p[o + 2u] = ma_f16(ds.z); mb_p[o + 3u] = ma_f16(ds.w);
+        }
+        workgroupBarrier();
+        if (busy) {
+            for (var kk = 0u; kk < MB_BC; kk += SK) { mb_mac(&dq, mb_left(false, sg, kk), 1u, krow + kk * MA_DP); }
+        }
+    }
+    mb_out8(lid, sg, dq, i0, p.seq_q, (b * p.seq_q * p.heads + h) * p.dim, p.heads * p.dim, p.scale, false);
 }

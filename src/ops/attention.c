@@ -11,7 +11,9 @@
    head_dim % 4 == 2, `prefill_lse` stores the scores (WRITE_S). seq_q == 1 runs `decode`
    over splits of the keys, then `decode_combine` merges them. At wgml_precision F16 on an
    adapter with f16 subgroup matrices the forward of seq_q > 1 (without kept scores) runs
-   `prefill_mma` (src/kernels/attention_mma.wgsl) on f16 copies of k and v instead.
+   `prefill_mma` (src/kernels/attention_mma.wgsl) on f16 copies of k and v instead, and
+   the backward's products `mb_dkdv` and `mb_dq` (same file) on f16 copies of q, dout, k
+   and v (and of each transposed) after the statistics pass.
 
    The backward first forms each query row's statistics (log-sum-exp, D = rowsum(dO * O)):
    from the kept log-sum-exp (`bwd_prep`), else by the forward's scores and softmax again
@@ -642,6 +644,89 @@ static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_
     return dispatch_tiles(e, &kk, p, (uint64_t)s->batch * s->heads * p.q_blocks, args, 8);
 }
 
+/* ---- the backward on the matrix units (wgml_precision F16) ---------------------------- */
+
+/* mb_dkdv and mb_dq (attention_mma.wgsl): 4 subgroups of SM rows per workgroup, blocks of
+   2 SN columns, at most MB_MAX_OC result matrices of each output per subgroup, on f16
+   copies of q, dout, k and v whose rows are padded to whole workgroups. */
+#define MB_MAX_OC 8u
+
+/* Rows of a (batch, head)'s copy: seq rounded up to whole workgroups of 4 SM. */
+static uint64_t mb_rows(const wgml_adapter_info *in, uint32_t seq)
+{
+    uint64_t br = 4ull * in->matrix_m;
+    return wgml__ceil_div(seq, br) * br;
+}
+
+/* Whether the backward's products run on the matrix units for this call on this adapter:
+   f16 subgroup matrices, head_dim at most 128 in at most MB_MAX_OC result matrices, rows
+   of whole blocks of columns and of ma_convert's blocks, at most 64 subgroups per
+   workgroup, the workgroup memory (S and dP in f32, Z P and dS in f16, rows padded, three
+   arrays of the rows' statistics), 10 storage buffers and copies that one binding holds. */
+static bool mb_fits(const wgml_engine *e, const attn_shape *s)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    if (!in->matrix_m || s->dim > GEMM_MAX_DIM) return false;
+    uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 2 * in->matrix_n, wg = 4 * in->subgroup_max_size;
+    if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || br % (4 * in->matrix_n))
+        return false;
+    uint64_t bytes = 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
+    uint64_t q_rows = (uint64_t)s->batch * s->heads * mb_rows(in, s->seq_q),
+             k_rows = (uint64_t)s->batch * s->kv_heads * mb_rows(in, s->seq_k);
+    uint64_t copy = 2ull * dp * (q_rows > k_rows ? q_rows : k_rows);
+    uint32_t min_sg = in->subgroup_min_size ? in->subgroup_min_size : in->subgroup_max_size;
+    return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
+           wg / min_sg <= 64 && storage_buffers(e) >= 10 && copy <= e->ctx->limits.maxStorageBufferBindingSize;
+}
+
+/* The backward's products at F16, after the statistics pass (st): q (times scale log2 e),
+   dout, k and v into f16 copies, each also transposed (ma_convert, into the engine's four
+   matrix-product scratch slots and four of attention's), then mb_dkdv per 4 SM keys of a
+   (batch, kv head) and mb_dq per 4 SM queries of a (batch, head). */
+static wgml_status backward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
+                                const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
+                                const attn_shape *s, attn_params p, wgml__arg m, wgml__arg st)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m;
+    p.q_blocks = wgml__ceil_div(s->seq_q, br);
+    p.k_blocks = wgml__ceil_div(s->seq_k, br);
+    /* c16: q, dout, k, v, then the same transposed */
+    const wgml_tensor *src[4] = { q, dout, k, v };
+    static const int slot[8] = { WGML__SCRATCH_MMA_AL, WGML__SCRATCH_MMA_BL, WGML__SCRATCH_MMA_AH, WGML__SCRATCH_MMA_BH,
+                                 WGML__SCRATCH_ATTN_T0, WGML__SCRATCH_ATTN_T1, WGML__SCRATCH_ATTN_T2, WGML__SCRATCH_ATTN_T3 };
+    wgml__arg c16[8];
+    for (int x = 0; x < 8; x++) {
+        /* ma_convert reads rows of seq_k keys of kv_heads heads: q and dout pass as such */
+        attn_params pc = p;
+        bool qs = x % 4 < 2;
+        uint64_t rows = qs ? mb_rows(in, s->seq_q) : mb_rows(in, s->seq_k);
+        if (qs) pc.seq_k = s->seq_q, pc.kv_heads = s->heads;
+        pc.k_blocks = (uint32_t)(rows / (4 * in->matrix_n));
+        uint64_t bytes = 2ull * s->batch * pc.kv_heads * rows * dp;
+        WGML_CHECK(wgml__scratch(e, slot[x], bytes, &c16[x]));
+        wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 3,
+                            .constants = { { "MA_DP", dp }, { "MA_SCALE", x % 4 == 0 }, { "TRANSPOSE", x >= 4 } } };
+        wgml__arg cargs[] = { wgml__t(q), wgml__t(src[x % 4]), c16[x] };
+        WGML_CHECK(dispatch_tiles(e, &kc, pc, wgml__ceil_div(bytes / 8, 256), cargs, 3));
+    }
+    uint32_t feat = feat_of(e, &p);
+    wgml__kernel kk = { .file = "attention_mma", .entry = "mb_dkdv", .layout = "urrrrwrrwrr", .matrix = true, .nconst = 2,
+                        .constants = { { "MA_SG", in->subgroup_max_size }, { "MA_DP", dp } } };
+    if (feat != 3) wgml__add_constant(&kk, "FEAT", feat);
+    wgml__kernel kq = kk;   /* mb_dq binds dv's place too (its output code is mb_dkdv's) */
+    kq.entry = "mb_dq";
+    attn_params pk = p;
+    /* a kv head's workgroups re-read the q and dout rows of its query heads */
+    pk.order_heads = order_heads(e, &p, 2ull * 2 * s->seq_q * dp * (s->heads / s->kv_heads), BWD_ORDER_BYTES);
+    wgml__arg kargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dk), c16[1], st, wgml__t(dv), c16[4], c16[5] };
+    WGML_CHECK(dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * p.k_blocks, kargs, 10));
+    wgml__arg un;
+    WGML_CHECK(unused_arg(e, &un));
+    wgml__arg qargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dq), c16[1], st, un, c16[6], c16[7] };
+    return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 10);
+}
+
 /* The tiled forward: fwd in MODE 0; with lse, fwd in MODE 1 for the statistics (its D
    column, from out twice, unused) and lse_export for the public log-sum-exp. */
 static wgml_status forward_tiled(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k,
@@ -770,20 +855,49 @@ static wgml_status backward_dq(wgml_engine *e, const wgml_tensor *q, const wgml_
     return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 7);
 }
 
+/* The backward's statistics (lse and D per query row, into st): from the given log-sum-exp
+   (bwd_prep), else prefill_stats (prefill's scores and softmax, no P v) where prefill fits,
+   else fwd in MODE 1. */
+static wgml_status backward_stats(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k,
+                                  const wgml_tensor *out, const wgml_tensor *dout, const attn_shape *s, attn_params p,
+                                  wgml__arg m, const wgml_tensor *lse, wgml__arg *st)
+{
+    WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, st));
+    if (lse) {
+        wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, *st, wgml__t(dout), wgml__t(lse) };
+        return dispatch_rows(e, &prep_kernel, p, s, pargs);
+    }
+    tiles ts = { 0 };
+    bool tiled = !prefill_fits(e, s->dim);
+    if (tiled) WGML_CHECK(pick_tiles(e, fn, K_STATS, s->dim, &ts));
+    attn_params ps = p;
+    ps.q_blocks = wgml__ceil_div(s->seq_q, tiled ? ts.br : 64);
+    wgml__kernel kst = tiled ? tile_kernel("attention_forward", "fwd", "urrrrwr", s->dim, ts, 1)
+                             : prefill_kernel(e, "prefill_stats", "urrrrwrw", s->dim, &ps);
+    wgml__arg un = { 0 };
+    if (!tiled) WGML_CHECK(unused_arg(e, &un));
+    wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, *st, wgml__t(dout), un };
+    return dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, tiled ? 6 : 7);
+}
+
 /* lse (may be NULL): the forward's log-sum-exp, read instead of the statistics pass;
    scores (may be NULL, then lse is set): the forward's scores, read by bwd_dkdv64 (READ_S)
-   instead of its product S = k q^T. */
+   instead of its product S = k q^T. At F16 without scores, where mb_fits, the products run
+   on the matrix units (backward_mma). */
 static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                             const wgml_tensor *out, const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
                             const attn_shape *s, attn_params p, const wgml_tensor *mask, const wgml_tensor *lse,
-                            const wgml_tensor *scores)
+                            const wgml_tensor *scores, wgml_precision precision)
 {
     WGML_CHECK(check_tuning(e, fn));
+    wgml__arg m = wgml__t(mask ? mask : q), st;
+    p.order_heads = order_heads(e, &p, query_head_bytes(s), BWD_ORDER_BYTES);
+    if (precision == WGML_PRECISION_F16 && !scores && mb_fits(e, s)) {
+        WGML_CHECK(backward_stats(e, fn, q, k, out, dout, s, p, m, lse, &st));
+        return backward_mma(e, q, k, v, dout, dq, dk, dv, s, p, m, st);
+    }
     uint32_t dim = s->dim;
     bwd_choice cq, ck;
-    tiles ts = { 0 };
-    bool stats_tiled = !lse && !prefill_fits(e, dim);
-    if (stats_tiled) WGML_CHECK(pick_tiles(e, fn, K_STATS, dim, &ts));
     WGML_CHECK(pick_bwd(e, fn, K_DQ, dim, &cq));
     WGML_CHECK(pick_bwd(e, fn, K_DKDV, dim, &ck));
     if (scores && !ck.gemm)
@@ -794,30 +908,10 @@ static wgml_status backward(wgml_engine *e, const char *fn, const wgml_tensor *q
     uint64_t pair_bytes = 0;
     uint32_t chunk = ds_pairs(e, cq, ck, s, &pair_bytes);
     bool dq_mm = chunk && dim % 4 == 0;   /* dS^T dense and bwd_dq_mm: rows of whole vec4 */
-    wgml__arg st, ds = { 0 };
-    WGML_CHECK(attn_scratch(e, 2ull * s->batch * s->heads * s->seq_q, &st));
+    wgml__arg ds = { 0 };
     /* bwd_dkdv64 binds a dS output either way (unwritten without WRITE_DS) */
     if (ck.gemm) WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_ATTN_DS, chunk ? chunk * pair_bytes : 16, &ds));
-    wgml__arg m = wgml__t(mask ? mask : q);
-    p.order_heads = order_heads(e, &p, query_head_bytes(s), BWD_ORDER_BYTES);
-
-    /* statistics: from the given log-sum-exp (bwd_prep), else prefill_stats (prefill's
-       scores and softmax, no P v) where prefill fits, else fwd in MODE 1 */
-    wgml_status r;
-    if (lse) {
-        wgml__arg pargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), wgml__t(lse) };
-        r = dispatch_rows(e, &prep_kernel, p, s, pargs);
-    } else {
-        attn_params ps = p;
-        ps.q_blocks = wgml__ceil_div(s->seq_q, stats_tiled ? ts.br : 64);
-        wgml__kernel kst = stats_tiled ? tile_kernel("attention_forward", "fwd", "urrrrwr", dim, ts, 1)
-                                       : prefill_kernel(e, "prefill_stats", "urrrrwrw", dim, &ps);
-        wgml__arg un = { 0 };
-        r = stats_tiled ? WGML_OK : unused_arg(e, &un);
-        wgml__arg sargs[] = { wgml__t(q), wgml__t(k), wgml__t(out), m, st, wgml__t(dout), un };
-        if (r == WGML_OK)
-            r = dispatch_tiles(e, &kst, ps, (uint64_t)s->batch * s->heads * ps.q_blocks, sargs, stats_tiled ? 6 : 7);
-    }
+    wgml_status r = backward_stats(e, fn, q, k, out, dout, s, p, m, lse, &st);
 
     /* without dS: dq first, then dk, dv; with dS, per range of (batch, kv head) pairs:
        dk, dv first (they write its dS), then dq */
@@ -972,7 +1066,8 @@ static wgml_status backward_api(wgml_engine *e, const char *fn, bool single, con
     const wgml_tensor *all[] = { q, k, v, out, dout, mask, dq, dk, dv };
     const char *all_names[] = { "q", "k", "v", "out", "grad_out", "mask", "grad_q", "grad_k", "grad_v" };
     WGML_CHECK(check_scores(e, fn, opts, &s, all, all_names, 9));
-    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL);
+    wgml_precision pr = opts && opts->precision ? opts->precision : e->ctx->matmul_precision;
+    return backward(e, fn, q, k, v, out, dout, dq, dk, dv, &s, p, mask, opts ? opts->lse : NULL, opts ? opts->scores : NULL, pr);
 }
 
 wgml_status wgml_flash_attention(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
