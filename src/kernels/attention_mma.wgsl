@@ -336,9 +336,9 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 
 // ---- the backward: mb_dkdv and mb_dq ------------------------------------------------------
 //
-// The backward of attention_backward.wgsl (dS = P (Z dP - D), dv = (Z P)^T dout, dk = scale
-// dS^T q, dq = scale dS k, P = exp2(S - lse) from the statistics pass's lse and D), its four
-// products on the matrix units. ma_convert first copies q (times scale log2 e), dout, k and
+// The backward as attention_backward.wgsl computes it (dS = P (Z dP - D), dv = (Z P)^T
+// dout, dk = scale dS^T q, dq = scale dS k, P = exp2(S - lse) from the statistics pass's
+// lse and D), its products on the matrix units. ma_convert first copies q (times scale log2 e), dout, k and
 // v into f16 [rows of a (batch, head)][MA_DP], their rows padded to whole workgroups
 // (q_blocks or k_blocks times MA_BR: zeros past seq_q, seq_k), and each of them transposed
 // too ([MA_DP][rows]), so that every operand's matrices load row by row (the right
