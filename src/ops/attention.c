@@ -589,6 +589,29 @@ static uint64_t mma_copy_bytes(const wgml_adapter_info *in, const attn_shape *s)
     return 2ull * s->batch * s->kv_heads * wgml__ceil_div(s->seq_k, bc) * bc * mma_dp(in, s->dim);
 }
 
+/* The workgroup of the matrix-unit kernels (4 subgroups of the adapter's largest size, at
+   most 64 of its smallest) with `bytes` of workgroup memory fits this adapter. */
+static bool mma_workgroup_fits(const wgml_engine *e, uint64_t bytes)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    uint32_t wg = 4 * in->subgroup_max_size, min_sg = in->subgroup_min_size ? in->subgroup_min_size : in->subgroup_max_size;
+    return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
+           wg / min_sg <= 64;
+}
+
+/* f16 copy `out` of `src` by ma_convert (rows of seq_k keys of kv_heads heads in p; scale:
+   times scale log2 e; transpose: [MA_DP][rows]), `bytes` long. */
+static wgml_status mma_convert(wgml_engine *e, attn_params p, uint32_t dp, bool scale, bool transpose, const wgml_tensor *q,
+                               const wgml_tensor *src, wgml__arg out, uint64_t bytes)
+{
+    wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 1,
+                        .constants = { { "MA_DP", dp } } };
+    if (scale) wgml__add_constant(&kc, "MA_SCALE", 1);
+    if (transpose) wgml__add_constant(&kc, "TRANSPOSE", 1);
+    wgml__arg args[] = { wgml__t(q), wgml__t(src), out };
+    return dispatch_tiles(e, &kc, p, wgml__ceil_div(bytes / 8, 256), args, 3);
+}
+
 /* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most
    MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, at
    most 64 subgroups per workgroup, its workgroup memory (q in f16 with rows of
@@ -603,10 +626,7 @@ static bool mma_fits(const wgml_engine *e, const attn_shape *s)
         (bc / 4) % (wg / br))
         return false;
     uint64_t bytes = 2ull * br * GEMM_MAX_DIM + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
-    uint32_t min_sg = in->subgroup_min_size ? in->subgroup_min_size : in->subgroup_max_size;
-    return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
-           wg / min_sg <= 64 &&
-           mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
+    return mma_workgroup_fits(e, bytes) && mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
 /* The forward at F16: k and v into f16 copies (ma_convert, in the engine's matrix-product
@@ -623,15 +643,8 @@ static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_
     wgml__arg k16, v16;
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AH, bytes, &k16));
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_BH, bytes, &v16));
-    wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 2,
-                        .constants = { { "MA_DP", dp }, { "TRANSPOSE", 1 } } };
-    uint64_t vec4s = bytes / 8;
-    wgml__arg cargs[] = { wgml__t(q), wgml__t(k), k16 };
-    WGML_CHECK(dispatch_tiles(e, &kc, p, wgml__ceil_div(vec4s, 256), cargs, 3));
-    kc.constants[1].value = 0;
-    cargs[1] = wgml__t(v);
-    cargs[2] = v16;
-    WGML_CHECK(dispatch_tiles(e, &kc, p, wgml__ceil_div(vec4s, 256), cargs, 3));
+    WGML_CHECK(mma_convert(e, p, dp, false, true, q, k, k16, bytes));
+    WGML_CHECK(mma_convert(e, p, dp, false, false, q, v, v16, bytes));
 
     wgml__kernel kk = { .file = "attention_mma", .entry = "prefill_mma", .layout = "urrrrwwrr", .matrix = true, .nconst = 3,
                         .constants = { { "MA_SG", in->subgroup_max_size }, { "MA_DP", dp }, { "LSE", lse != NULL } } };
@@ -667,16 +680,14 @@ static bool mb_fits(const wgml_engine *e, const attn_shape *s)
 {
     const wgml_adapter_info *in = &e->ctx->info;
     if (!in->matrix_m || s->dim > GEMM_MAX_DIM) return false;
-    uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 2 * in->matrix_n, wg = 4 * in->subgroup_max_size;
+    uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 2 * in->matrix_n;
     if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || br % (4 * in->matrix_n))
         return false;
     uint64_t bytes = 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
     uint64_t q_rows = (uint64_t)s->batch * s->heads * mb_rows(in, s->seq_q),
              k_rows = (uint64_t)s->batch * s->kv_heads * mb_rows(in, s->seq_k);
     uint64_t copy = 2ull * dp * (q_rows > k_rows ? q_rows : k_rows);
-    uint32_t min_sg = in->subgroup_min_size ? in->subgroup_min_size : in->subgroup_max_size;
-    return wg <= in->max_invocations_per_workgroup && wg <= in->max_workgroup_size_x && bytes <= wg_storage(e) &&
-           wg / min_sg <= 64 && storage_buffers(e) >= 10 && copy <= e->ctx->limits.maxStorageBufferBindingSize;
+    return mma_workgroup_fits(e, bytes) && storage_buffers(e) >= 10 && copy <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
 /* The backward's products at F16, after the statistics pass (st): q (times scale log2 e),
@@ -705,10 +716,7 @@ static wgml_status backward_mma(wgml_engine *e, const wgml_tensor *q, const wgml
         pc.k_blocks = (uint32_t)(rows / (4 * in->matrix_n));
         uint64_t bytes = 2ull * s->batch * pc.kv_heads * rows * dp;
         WGML_CHECK(wgml__scratch(e, slot[x], bytes, &c16[x]));
-        wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 3,
-                            .constants = { { "MA_DP", dp }, { "MA_SCALE", x % 4 == 0 }, { "TRANSPOSE", x >= 4 } } };
-        wgml__arg cargs[] = { wgml__t(q), wgml__t(src[x % 4]), c16[x] };
-        WGML_CHECK(dispatch_tiles(e, &kc, pc, wgml__ceil_div(bytes / 8, 256), cargs, 3));
+        WGML_CHECK(mma_convert(e, pc, dp, x % 4 == 0, x >= 4, q, src[x % 4], c16[x], bytes));
     }
     uint32_t feat = feat_of(e, &p);
     wgml__kernel kk = { .file = "attention_mma", .entry = "mb_dkdv", .layout = "urrrrwrrwrr", .matrix = true, .nconst = 2,
