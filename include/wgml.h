@@ -160,8 +160,9 @@ typedef struct wgml_context wgml_context;
             becomes +-inf, so the product is inf or NaN.
      F16X3  f32 accuracy from three f16 products: each row of A and column of B scaled by
             a power of two that puts its largest magnitude just under 2^15, each element
-            split into an f16 high part and an f16 low part (its rest, times 2^10), and
-            hi*hi + hi*lo + lo*hi summed in f32, then unscaled. Each element is carried to
+            split into an f16 high part and an f16 low part (its rest, times 2^10); the
+            sum of hi*lo + lo*hi and that of hi*hi, each in f32 and unscaled, are added
+            (with accumulate, out is added to the first). Each element is carried to
             about 22 bits: the error stays within a small factor of the f32 bound (the
             measured factor is in the README); an element so much smaller than its row's
             (column's) largest that its scaled parts are f16 subnormals adds at most 2^-46
@@ -169,11 +170,10 @@ typedef struct wgml_context wgml_context;
             the F16 work, plus a pass over each operand for its scales.
    Memory: on the matrix units a and b are first converted into f16 copies in the engine's
    scratch (2 bytes per element each, padded with zeros to whole tiles of 8 x 8 subgroup
-   matrices, 128 on NVIDIA's 16 x 16 x 16; with F16X3 a low part of each too, tiles of
-   4 x 4 matrices, and 4 bytes per row of a and column of b), kept and reused until the
-   engine is destroyed; a product whose larger copy would exceed
-   maxStorageBufferBindingSize runs the f32 kernels. Results are deterministic, as the f32
-   kernels' are.
+   matrices, 128 on NVIDIA's 16 x 16 x 16; with F16X3 a low part of each too, and 4 bytes
+   per row of a and column of b), kept and reused until the engine is destroyed; a product
+   whose larger copy would exceed maxStorageBufferBindingSize runs the f32 kernels.
+   Results are deterministic, as the f32 kernels' are.
    DEFAULT in wgml_matmul_options means the context's wgml_context_desc.matmul_precision,
    whose own default is F32. */
 typedef enum wgml_precision {

@@ -7,20 +7,21 @@
 // where SM x SK times SK x SN is the adapter's f16 -> f32 subgroup-matrix shape (queried,
 // never assumed: 8 x 8 x 8 on lavapipe, 16 x 16 x 16 on NVIDIA).
 //
-// The steps (F16: mma_convert, gemm_mma; F16X3: mma_absmax, mma_split, gemm_mma_split):
+// The steps (F16: mma_convert, gemm_mma; F16X3: mma_absmax, mma_split, gemm_mma twice):
 //   mma_absmax   the largest magnitude of each row of A and each column of B (over k), as
 //                the power of two that brings it into [2^14, 2^15): one workgroup per line.
 //   mma_convert  A into an f16 copy [Mp, Kp] and B into [Kp, Np], row-major whatever the
 //                layout, zero up to Mp, Kp, Np (whole tiles, so the product needs no bounds);
-//   mma_split    (SPLIT) the same with each value first scaled, the copy its high part and
-//                a second copy its low part.
-//   gemm_mma     the product of the f16 copies: per step of 2 SK values of k, the workgroup
+//   mma_split    (F16X3) the same with each value first scaled, into a high and a low part
+//                laid out so that one product of the copies is the low terms' sum:
+//                A [Mp, 2 Kp] = [Ahi | Alo], B [2 Kp, Np] = [Blo ; Bhi].
+//   gemm_mma     a product of the f16 copies: per step of 2 SK values of k, the workgroup
 //                copies its blocks of A and B into workgroup memory in 16-byte loads, then
-//                each subgroup multiplies 4 x 4 result matrices from there.
-//   gemm_mma_split  the product of the high and low parts: each subgroup loads its matrices
-//                straight from the copies (2 x 2 result matrices and their low parts).
-//   In both the results pass through workgroup memory (their layout inside a subgroup is the
-//   implementation's) to be unscaled, bounds-checked and stored or added to out (ACC).
+//                each subgroup multiplies 4 x 4 result matrices from there. The results pass
+//                through workgroup memory (their layout inside a subgroup is the
+//                implementation's) to be unscaled (SPLIT), bounds-checked and stored or added
+//                to out (ACC). F16X3 runs it twice: over all 2 Kp columns of the copies
+//                (Ahi Blo + Alo Bhi, LOW), then over Ahi and Bhi alone, added to that.
 // Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
 // by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
 // them directly at 74; staged in 16-byte loads, as gemm_mma does, at 83.
@@ -30,22 +31,25 @@
 // SPLIT true (F16X3): row m of A is scaled by its power of two ra[m], column n of B by
 //   rb[n]; each scaled x is split into hi = f16(x) and lo = f16((x - hi) * 2^10) (x - hi is
 //   at most one f16 ulp of hi, so lo stays in range), and
-//       out = (Ahi Bhi + (Ahi Blo + Alo Bhi) / 2^10) / ra[m] / rb[n],
+//       out = (Ahi Blo + Alo Bhi) / 2^10 / ra[m] / rb[n]  (+ out with ACC), then
+//       out += Ahi Bhi / ra[m] / rb[n],
 //   dropping Alo Blo (about 2^-21 of each product): each element carried to about 22 bits.
 
 struct Params {
     M: u32, N: u32, K: u32, tiles_n: u32,   // the product (K: the operands'), its tiles
-    tiles: u32, Kp: u32, Np: u32, by_row: u32,   // the copies' padded K and N
+    tiles: u32, Kp: u32, Np: u32, by_row: u32,   // the values of k it sums, B's row stride
     rows: u32, cols: u32, rows_p: u32, cols_p: u32,   // a conversion: the source's rows x cols,
-    sr: u32, sc: u32, scale_at: u32, pad: u32,        // the copy's, strides, where its scales go
-}
+    sr: u32, sc: u32, scale_at: u32, lda: u32,        // the copy's, strides, where its scales go;
+    b_at: u32, ld: u32, hi_at: u32, lo_at: u32,       // a product: A's row stride, B's start;
+}                                                     // a conversion: the copy's row stride, parts' starts
 
 @group(0) @binding(0) var<uniform> u: Params;
 
 override LAYOUT: u32 = 0u;
 override SG: u32 = 32u;
 override SRC16: bool = false;   // the source of mma_absmax / mma_convert / mma_split is f16
-override SPLIT: bool = false;
+override SPLIT: bool = false;   // gemm_mma: unscale by ra and rb
+override LOW: bool = false;     // and by 2^10 (the low terms)
 override ACC: bool = false;
 
 // ---- mma_absmax, mma_convert ------------------------------------------------------------
@@ -102,19 +106,21 @@ fn mma_absmax(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
 }
 
 @group(0) @binding(2) var<storage, read_write> hi: array<f16>;
-@group(0) @binding(3) var<storage, read_write> lo: array<f16>;
-@group(0) @binding(4) var<storage, read> line_scale: array<f32>;
+@group(0) @binding(3) var<storage, read> line_scale: array<f32>;   // ra [M], then rb [N]
 
-// hi [rows_p, cols_p] row-major: the source rounded to f16. One invocation per element.
+// hi [rows_p, cols_p] at hi_at, row stride ld: the source rounded to f16. One invocation
+// per element.
 @compute @workgroup_size(256)
 fn mma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let i = gid.x + gid.y * nwg.x * 256u;
     if (i >= u.rows_p * u.cols_p) { return; }
-    hi[i] = to_f16(src_at(i / u.cols_p, i % u.cols_p));
+    let r = i / u.cols_p;
+    let c = i % u.cols_p;
+    hi[u.hi_at + r * u.ld + c] = to_f16(src_at(r, c));
 }
 
-// hi and lo [rows_p, cols_p]: the source scaled by line_scale[scale_at + r] (by_row) or
-// [scale_at + c], split into its high and low f16 parts.
+// The same for the source scaled by line_scale[scale_at + r] (by_row) or [scale_at + c],
+// its high part at hi_at, its low part at lo_at (both in hi, row stride ld).
 @compute @workgroup_size(256)
 fn mma_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let i = gid.x + gid.y * nwg.x * 256u;
@@ -123,20 +129,15 @@ fn mma_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups)
     let c = i % u.cols_p;
     let x = src_at(r, c) * line_scale[u.scale_at + select(c, r, u.by_row != 0u)];
     let h = to_f16(x);
-    hi[i] = h;
-    lo[i] = f16((x - f32(h)) * LO);
+    hi[u.hi_at + r * u.ld + c] = h;
+    hi[u.lo_at + r * u.ld + c] = f16((x - f32(h)) * LO);
 }
 
 // ---- the products ---------------------------------------------------------------------------
 
-@group(0) @binding(1) var<storage, read> Ah: array<f16>;   // [Mp, Kp] (gemm_mma_split)
-@group(0) @binding(2) var<storage, read> Bh: array<f16>;   // [Kp, Np]
-@group(0) @binding(3) var<storage, read> Al: array<f16>;   // their low parts
-@group(0) @binding(4) var<storage, read> Bl: array<f16>;
-@group(0) @binding(5) var<storage, read> sc: array<f32>;   // ra [M], then rb [N]
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
-@group(0) @binding(1) var<storage, read> Av: array<vec4<u32>>;   // [Mp, Kp] as 8 f16 per vec4 (gemm_mma)
-@group(0) @binding(2) var<storage, read> Bv: array<vec4<u32>>;   // [Kp, Np]
+@group(0) @binding(1) var<storage, read> Av: array<vec4<u32>>;   // [Mp, lda] as 8 f16 per vec4
+@group(0) @binding(2) var<storage, read> Bv: array<vec4<u32>>;   // [Kp, Np] from b_at
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 alias LM = subgroup_matrix_left<f16, SK, SM>;
 alias RMB = subgroup_matrix_right<f16, SN, SK>;
@@ -144,10 +145,9 @@ alias RM = subgroup_matrix_result<f32, SN, SM>;
 
 // A workgroup of 2 x 2 subgroups of SG lanes (SG: the adapter's largest subgroup size, which
 // a workgroup using subgroup matrices must be a multiple of) owns a tile of out, each
-// subgroup a block of result matrices: 4 x 4 in gemm_mma (a BM x BN tile), 2 x 2 in
-// gemm_mma_split (whose low parts double the accumulators: a BM / 2 x BN / 2 tile). A device
-// whose subgroups are smaller than SG runs more subgroups than 4; the extra ones only load
-// and wait at the barriers. Kp is a multiple of BK, Np of BN, Mp of BM.
+// subgroup 4 x 4 result matrices (a BM x BN tile). A device whose subgroups are smaller
+// than SG runs more subgroups than 4; the extra ones only load and wait at the barriers.
+// Kp and lda are multiples of BK, Np of BN, Mp of BM.
 const BM = 8u * SM;
 const BN = 8u * SN;
 const BK = 2u * SK;
@@ -155,7 +155,6 @@ override WG: u32 = 4u * SG;
 var<workgroup> As: array<f16, BM * BK>;        // gemm_mma's blocks: [BM][BK]
 var<workgroup> Bs: array<f16, BK * BN>;        // [BK][BN]
 var<workgroup> Cs: array<f32, 4u * SM * SN>;   // one result matrix per subgroup
-var<workgroup> Cl: array<f32, 4u * SM * SN>;   // and its low part (SPLIT)
 
 // The 8 f16 of w into As (or Bs) from index at.
 fn put8(into_a: bool, at: u32, w: vec4<u32>) {
@@ -192,12 +191,12 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
         for (var c = lid; c < BM * BK / 8u; c += WG) {
             let r = c / (BK / 8u);
             let k8 = c % (BK / 8u);
-            put8(true, r * BK + k8 * 8u, Av[((m0 + r) * u.Kp + k0) / 8u + k8]);
+            put8(true, r * BK + k8 * 8u, Av[((m0 + r) * u.lda + k0) / 8u + k8]);
         }
         for (var c = lid; c < BK * BN / 8u; c += WG) {
             let k = c / (BN / 8u);
             let n8 = c % (BN / 8u);
-            put8(false, k * BN + n8 * 8u, Bv[((k0 + k) * u.Np + n0) / 8u + n8]);
+            put8(false, k * BN + n8 * 8u, Bv[(u.b_at + (k0 + k) * u.Np + n0) / 8u + n8]);
         }
         workgroupBarrier();
         if (busy) {
@@ -235,75 +234,29 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let cb = min(sgid, 3u) * SM * SN;
     let mb = m0 + sm * 4u * SM;
     let nb = n0 + sn * 4u * SN;
-    emit(busy, cb, mb + 0u * SM, nb + 0u * SN, lane, sgsize, c00, c00);
-    emit(busy, cb, mb + 0u * SM, nb + 1u * SN, lane, sgsize, c01, c01);
-    emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02, c02);
-    emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03, c03);
-    emit(busy, cb, mb + 1u * SM, nb + 0u * SN, lane, sgsize, c10, c10);
-    emit(busy, cb, mb + 1u * SM, nb + 1u * SN, lane, sgsize, c11, c11);
-    emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12, c12);
-    emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13, c13);
-    emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20, c20);
-    emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21, c21);
-    emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22, c22);
-    emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23, c23);
-    emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30, c30);
-    emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31, c31);
-    emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32, c32);
-    emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33, c33);
+    emit(busy, cb, mb + 0u * SM, nb + 0u * SN, lane, sgsize, c00);
+    emit(busy, cb, mb + 0u * SM, nb + 1u * SN, lane, sgsize, c01);
+    emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02);
+    emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03);
+    emit(busy, cb, mb + 1u * SM, nb + 0u * SN, lane, sgsize, c10);
+    emit(busy, cb, mb + 1u * SM, nb + 1u * SN, lane, sgsize, c11);
+    emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12);
+    emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13);
+    emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20);
+    emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21);
+    emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22);
+    emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23);
+    emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30);
+    emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31);
+    emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32);
+    emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33);
 }
 
-@compute @workgroup_size(WG)
-fn gemm_mma_split(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
-                  @builtin(subgroup_id) sgid: u32, @builtin(subgroup_invocation_id) lane: u32,
-                  @builtin(subgroup_size) sgsize: u32) {
-    let tile = wid.x + wid.y * nwg.x;
-    if (tile >= u.tiles) { return; }
-    let m0 = (tile / u.tiles_n) * (BM / 2u);
-    let n0 = (tile % u.tiles_n) * (BN / 2u);
-    let busy = sgid < 4u;
-    let mb = m0 + (sgid % 2u) * 2u * SM;
-    let nb = n0 + (sgid / 2u % 2u) * 2u * SN;
-    var c00: RM; var c01: RM; var c10: RM; var c11: RM;
-    var l00: RM; var l01: RM; var l10: RM; var l11: RM;
-    if (busy) {
-        let a0 = mb * u.Kp;
-        let a1 = a0 + SM * u.Kp;
-        for (var k = 0u; k < u.Kp; k += SK) {
-            let b0 = k * u.Np + nb;
-            let x0 = subgroupMatrixLoad<LM>(&Ah, a0 + k, false, u.Kp);
-            let x1 = subgroupMatrixLoad<LM>(&Ah, a1 + k, false, u.Kp);
-            let y0 = subgroupMatrixLoad<RMB>(&Bh, b0, false, u.Np);
-            let y1 = subgroupMatrixLoad<RMB>(&Bh, b0 + SN, false, u.Np);
-            let p0 = subgroupMatrixLoad<LM>(&Al, a0 + k, false, u.Kp);
-            let p1 = subgroupMatrixLoad<LM>(&Al, a1 + k, false, u.Kp);
-            let q0 = subgroupMatrixLoad<RMB>(&Bl, b0, false, u.Np);
-            let q1 = subgroupMatrixLoad<RMB>(&Bl, b0 + SN, false, u.Np);
-            c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
-            c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
-            c10 = subgroupMatrixMultiplyAccumulate(x1, y0, c10);
-            c11 = subgroupMatrixMultiplyAccumulate(x1, y1, c11);
-            l00 = subgroupMatrixMultiplyAccumulate(x0, q0, subgroupMatrixMultiplyAccumulate(p0, y0, l00));
-            l01 = subgroupMatrixMultiplyAccumulate(x0, q1, subgroupMatrixMultiplyAccumulate(p0, y1, l01));
-            l10 = subgroupMatrixMultiplyAccumulate(x1, q0, subgroupMatrixMultiplyAccumulate(p1, y0, l10));
-            l11 = subgroupMatrixMultiplyAccumulate(x1, q1, subgroupMatrixMultiplyAccumulate(p1, y1, l11));
-        }
-    }
-    let cb = min(sgid, 3u) * SM * SN;
-    emit(busy, cb, mb, nb, lane, sgsize, c00, l00);
-    emit(busy, cb, mb, nb + SN, lane, sgsize, c01, l01);
-    emit(busy, cb, mb + SM, nb, lane, sgsize, c10, l10);
-    emit(busy, cb, mb + SM, nb + SN, lane, sgsize, c11, l11);
-}
-
-// The result matrix c (low part l, SPLIT) of rows mb.., columns nb.. through workgroup memory
-// at cb into out: unscaled (SPLIT), bounds-checked, added to out (ACC). Every invocation
-// calls it; busy (the subgroup owns results) is uniform in each subgroup.
-fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM, l: RM) {
-    if (busy) {
-        subgroupMatrixStore(&Cs, cb, c, false, SN);
-        if (SPLIT) { subgroupMatrixStore(&Cl, cb, l, false, SN); }
-    }
+// The result matrix c of rows mb.., columns nb.. through workgroup memory at cb into out:
+// unscaled (SPLIT, LOW), bounds-checked, added to out (ACC). Every invocation calls it; busy
+// (the subgroup owns results) is uniform in each subgroup.
+fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM) {
+    if (busy) { subgroupMatrixStore(&Cs, cb, c, false, SN); }
     workgroupBarrier();
     if (busy) {
         for (var e = lane; e < SM * SN; e += sgsize) {
@@ -311,7 +264,8 @@ fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM, l:
             let n = nb + e % SN;
             if (m < u.M && n < u.N) {
                 var v = Cs[cb + e];
-                if (SPLIT) { v = (v + Cl[cb + e] / LO) / sc[m] / sc[u.M + n]; }
+                if (LOW) { v /= LO; }
+                if (SPLIT) { v = v / line_scale[m] / line_scale[u.M + n]; }
                 let o = m * u.N + n;
                 if (ACC) { v += out[o]; }
                 out[o] = v;

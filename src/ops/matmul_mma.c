@@ -5,8 +5,9 @@
    products this file takes (wgml__mma_takes); every other product runs its f32 kernels.
 
    A product converts its operands into f16 copies in the engine's scratch, whole tiles
-   with zero padding (A [Mp, Kp], B [Kp, Np]; with F16X3 a low part of each too, after the
-   rows' and columns' scales are found), then multiplies the copies. */
+   with zero padding (A [Mp, Kp], B [Kp, Np]; with F16X3 a low part of each beside it,
+   after the rows' and columns' scales are found), then multiplies the copies: once for
+   F16, twice for F16X3 (the low terms, then the high ones). */
 #include "internal.h"
 
 enum { LAYOUT_NT = 1, LAYOUT_TN = 2 };
@@ -16,7 +17,8 @@ typedef struct mma_params {
     uint32_t M, N, K, tiles_n;
     uint32_t tiles, Kp, Np, by_row;
     uint32_t rows, cols, rows_p, cols_p;
-    uint32_t sr, sc, scale_at, pad;
+    uint32_t sr, sc, scale_at, lda;
+    uint32_t b_at, ld, hi_at, lo_at;
 } mma_params;
 
 wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_options *opts)
@@ -28,25 +30,24 @@ wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_opt
 
 static uint64_t round_up(uint64_t n, uint64_t m) { return (n + m - 1) / m * m; }
 
-/* The tile of each product kernel: 2 x 2 subgroups of 4 x 4 result matrices (gemm_mma), of
-   2 x 2 (gemm_mma_split); k in steps of two matrices; and the copies padded to them. */
-static uint32_t tile_m(const wgml_adapter_info *in, bool split) { return (split ? 4u : 8u) * in->matrix_m; }
-static uint32_t tile_n(const wgml_adapter_info *in, bool split) { return (split ? 4u : 8u) * in->matrix_n; }
+/* gemm_mma's tile: 2 x 2 subgroups of 4 x 4 result matrices; k in steps of two matrices;
+   and the copies padded to them. */
+static uint32_t tile_m(const wgml_adapter_info *in) { return 8u * in->matrix_m; }
+static uint32_t tile_n(const wgml_adapter_info *in) { return 8u * in->matrix_n; }
 static uint32_t step_k(const wgml_adapter_info *in) { return 2u * in->matrix_k; }
 
-/* Bytes of the larger f16 copy (each part): A [Mp, Kp] or B [Kp, Np]. */
+/* Bytes of the larger f16 copy: A [Mp, Kp] or B [Kp, Np], twice that with F16X3 (the low
+   parts beside the high ones). */
 static uint64_t copy_bytes(const wgml_adapter_info *in, bool split, uint32_t M, uint32_t N, uint32_t K)
 {
-    uint64_t kp = round_up(K, step_k(in)), a = round_up(M, tile_m(in, split)) * kp, b = kp * round_up(N, tile_n(in, split));
-    return 2u * (a > b ? a : b);
+    uint64_t kp = round_up(K, step_k(in)), a = round_up(M, tile_m(in)) * kp, b = kp * round_up(N, tile_n(in));
+    return (split ? 4u : 2u) * (a > b ? a : b);
 }
 
-/* Workgroup memory of the product kernel: gemm_mma's f16 blocks and one result matrix per
-   subgroup; gemm_mma_split's result matrices and their low parts. */
-static uint64_t smem_of(const wgml_adapter_info *in, bool split)
+/* Workgroup memory of gemm_mma: its f16 blocks and one result matrix per subgroup. */
+static uint64_t smem_of(const wgml_adapter_info *in)
 {
-    uint64_t result = 4u * in->matrix_m * in->matrix_n * 4u;
-    return split ? 2u * result : (uint64_t)(tile_m(in, false) + tile_n(in, false)) * step_k(in) * 2u + result;
+    return (uint64_t)(tile_m(in) + tile_n(in)) * step_k(in) * 2u + 4u * in->matrix_m * in->matrix_n * 4u;
 }
 
 bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tensor *b, uint32_t M, uint32_t N, uint32_t K)
@@ -56,14 +57,14 @@ bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tenso
     /* gemm_mma loads 8 f16 at a time: k-steps of a multiple of 8 */
     return p != WGML_PRECISION_F32 && in->matrix_m && M > 1 && N > 1 && (b->dtype == WGML_F32 || b->dtype == WGML_F16) &&
            step_k(in) % 8 == 0 && 4u * in->subgroup_max_size <= in->max_invocations_per_workgroup &&
-           4u * in->subgroup_max_size <= in->max_workgroup_size_x && smem_of(in, split) <= in->max_workgroup_storage_size &&
+           4u * in->subgroup_max_size <= in->max_workgroup_size_x && smem_of(in) <= in->max_workgroup_storage_size &&
            copy_bytes(in, split, M, N, K) <= ctx->limits.maxStorageBufferBindingSize;
 }
 
-/* One operand's f16 copy (and low part) [rows_p, cols_p] from t, element (r, c) at
-   r * sr + c * sc; with split its lines' scales first into scales[scale_at ..]. */
-static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm, bool split, wgml__arg hi, wgml__arg lo,
-                           wgml__arg scales)
+/* One operand's f16 copy [rows_p, cols_p] from t, element (r, c) at r * sr + c * sc, into
+   copy at prm.hi_at with row stride prm.ld; with split its lines' scales first into
+   scales[scale_at ..], and its low part at prm.lo_at. */
+static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm, bool split, wgml__arg copy, wgml__arg scales)
 {
     wgml_context *ctx = e->ctx;
     double src16 = t->dtype == WGML_F16;
@@ -75,56 +76,54 @@ static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm,
         wgml__arg args[2] = { wgml__t(t), scales };
         WGML_CHECK(wgml__dispatch(e, &k, &prm, sizeof prm, args, 2, gx, gy, 1));
     }
-    if (!split) {
-        wgml__kernel k = { .file = "matmul_mma", .entry = "mma_convert", .layout = "urw", .matrix = true, .nconst = 1,
-                           .constants = { { "SRC16", src16 } } };
-        WGML_CHECK(wgml__grid(ctx, wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p, 256), &gx, &gy));
-        wgml__arg args[2] = { wgml__t(t), hi };
-        return wgml__dispatch(e, &k, &prm, sizeof prm, args, 2, gx, gy, 1);
-    }
-    wgml__kernel k = { .file = "matmul_mma", .entry = "mma_split", .layout = "urwwr", .matrix = true, .nconst = 1,
-                       .constants = { { "SRC16", src16 } } };
+    wgml__kernel k = { .file = "matmul_mma", .entry = split ? "mma_split" : "mma_convert", .layout = split ? "urwr" : "urw",
+                       .matrix = true, .nconst = 1, .constants = { { "SRC16", src16 } } };
     WGML_CHECK(wgml__grid(ctx, wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p, 256), &gx, &gy));
-    wgml__arg args[4] = { wgml__t(t), hi, lo, scales };
+    wgml__arg args[3] = { wgml__t(t), copy, scales };
+    return wgml__dispatch(e, &k, &prm, sizeof prm, args, split ? 3 : 2, gx, gy, 1);
+}
+
+/* One gemm_mma over the copies: the first kp values of k of A's rows (row stride lda) and
+   of B's rows from b_at; split: unscaled, low: the low terms (also divided by 2^10). */
+static wgml_status product(wgml_engine *e, mma_params prm, uint32_t kp, uint32_t lda, uint32_t b_at, bool split, bool low,
+                           bool acc, wgml__arg a, wgml__arg b, wgml__arg scales, const wgml_tensor *out)
+{
+    const wgml_adapter_info *in = &e->ctx->info;
+    prm.Kp = kp, prm.lda = lda, prm.b_at = b_at;
+    wgml__kernel k = { .file = "matmul_mma", .entry = "gemm_mma", .layout = "urrrw", .matrix = true, .nconst = 4,
+                       .constants = { { "SG", in->subgroup_max_size }, { "SPLIT", split }, { "LOW", low }, { "ACC", acc } } };
+    uint32_t gx, gy;
+    WGML_CHECK(wgml__grid(e->ctx, prm.tiles, &gx, &gy));
+    wgml__arg args[4] = { a, b, scales, wgml__t(out) };
     return wgml__dispatch(e, &k, &prm, sizeof prm, args, 4, gx, gy, 1);
 }
 
 wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
                              const wgml_tensor *b, wgml_tensor *out, bool acc, wgml_precision p)
 {
-    wgml_context *ctx = e->ctx;
-    const wgml_adapter_info *in = &ctx->info;
+    const wgml_adapter_info *in = &e->ctx->info;
     bool split = p == WGML_PRECISION_F16X3;
-    uint32_t bm = tile_m(in, split), bn = tile_n(in, split);
+    uint32_t bm = tile_m(in), bn = tile_n(in);
     uint32_t Mp = (uint32_t)round_up(M, bm), Np = (uint32_t)round_up(N, bn), Kp = (uint32_t)round_up(K, step_k(in));
     uint32_t lda = layout == LAYOUT_TN ? M : K, ldb = layout == LAYOUT_NT ? K : N;
-    wgml__arg ah, bh, al, bl, scales;
-    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AH, 2ull * Mp * Kp, &ah));
-    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_BH, 2ull * Kp * Np, &bh));
+    /* F16X3: A [Mp, 2 Kp] = [Ahi | Alo] and B [2 Kp, Np] = [Blo ; Bhi] */
+    uint32_t parts = split ? 2 : 1;
+    wgml__arg ah, bh, scales;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AH, 2ull * parts * Mp * Kp, &ah));
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_BH, 2ull * parts * Kp * Np, &bh));
     WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_SCALES, 4ull * (M + N), &scales));
-    if (split) {
-        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_AL, 2ull * Mp * Kp, &al));
-        WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MMA_BL, 2ull * Kp * Np, &bl));
-    } else {
-        al = ah;   /* bound read-only beside the high parts, never read */
-        bl = bh;
-    }
-    /* A [Mp, Kp]: row m, column k; B [Kp, Np]: row k, column n (scaled per column) */
+    /* A: row m, column k (scaled per row); B: row k, column n (scaled per column) */
     mma_params pa = { .rows = M, .cols = K, .rows_p = Mp, .cols_p = Kp, .sr = layout == LAYOUT_TN ? 1 : lda,
-                      .sc = layout == LAYOUT_TN ? lda : 1, .scale_at = 0, .by_row = 1 };
+                      .sc = layout == LAYOUT_TN ? lda : 1, .scale_at = 0, .by_row = 1, .ld = parts * Kp, .hi_at = 0,
+                      .lo_at = Kp };
     mma_params pb = { .rows = K, .cols = N, .rows_p = Kp, .cols_p = Np, .sr = layout == LAYOUT_NT ? 1 : ldb,
-                      .sc = layout == LAYOUT_NT ? ldb : 1, .scale_at = M, .by_row = 0 };
-    WGML_CHECK(convert(e, a, pa, split, ah, al, scales));
-    WGML_CHECK(convert(e, b, pb, split, bh, bl, scales));
+                      .sc = layout == LAYOUT_NT ? ldb : 1, .scale_at = M, .by_row = 0, .ld = Np,
+                      .hi_at = split ? Kp * Np : 0, .lo_at = 0 };
+    WGML_CHECK(convert(e, a, pa, split, ah, scales));
+    WGML_CHECK(convert(e, b, pb, split, bh, scales));
 
-    uint32_t tn = Np / bn;
-    uint64_t tiles = (uint64_t)(Mp / bm) * tn;
-    mma_params prm = { .M = M, .N = N, .K = K, .tiles_n = tn, .tiles = (uint32_t)tiles, .Kp = Kp, .Np = Np };
-    wgml__kernel k = { .file = "matmul_mma", .entry = split ? "gemm_mma_split" : "gemm_mma", .layout = "urrrrrw", .matrix = true,
-                       .nconst = 3,
-                       .constants = { { "SG", in->subgroup_max_size }, { "SPLIT", split }, { "ACC", acc } } };
-    uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(ctx, tiles, &gx, &gy));
-    wgml__arg args[6] = { ah, bh, al, bl, scales, wgml__t(out) };
-    return wgml__dispatch(e, &k, &prm, sizeof prm, args, 6, gx, gy, 1);
+    mma_params prm = { .M = M, .N = N, .K = K, .tiles_n = Np / bn, .tiles = (Mp / bm) * (Np / bn), .Np = Np };
+    if (!split) return product(e, prm, Kp, Kp, 0, false, false, acc, ah, bh, scales, out);
+    WGML_CHECK(product(e, prm, 2 * Kp, 2 * Kp, 0, true, true, acc, ah, bh, scales, out));
+    return product(e, prm, Kp, 2 * Kp, Kp * Np, true, false, true, ah, bh, scales, out);
 }
