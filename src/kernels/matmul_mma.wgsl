@@ -16,7 +16,8 @@
 //                laid out so that one product of the copies is the low terms' sum:
 //                A [Mp, 2 Kp] = [Ahi | Alo], B [2 Kp, Np] = [Blo ; Bhi].
 //   gemm_mma     a product of the f16 copies: per step of 2 SK values of k, the workgroup
-//                copies its blocks of A and B into workgroup memory in 16-byte loads, then
+//                copies its blocks of A and B into workgroup memory in 16-byte loads (each
+//                step's loaded into registers during the products of the step before), then
 //                each subgroup multiplies 4 x 4 result matrices from there. The results pass
 //                through workgroup memory (their layout inside a subgroup is the
 //                implementation's) to be unscaled (SPLIT), bounds-checked and stored or added
@@ -24,7 +25,8 @@
 //                (Ahi Blo + Alo Bhi, LOW), then over Ahi and Bhi alone, added to that.
 // Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
 // by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
-// them directly at 74; staged in 16-byte loads, as gemm_mma does, at 83.
+// them directly at 74; staged in 16-byte loads at 82, with the next step's loads issued
+// before this step's products (as now) at 106.
 //
 // SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
 //   range +-inf, as a cast in PyTorch), the products are summed in f32.
@@ -170,6 +172,35 @@ fn put8(into_a: bool, at: u32, w: vec4<u32>) {
     }
 }
 
+// Staging: the blocks of a step are BM * BK / 8 and BK * BN / 8 words of 16 bytes, word
+// lid + j WG (j < 4) of each the invocation's (the host checks that 4 WG cover them). The
+// next step's words are loaded into registers before this step's products and stored after
+// them, so that the loads' latency overlaps the products.
+
+// Word j of the invocation in A's block of step k0 (zero past Kp or the block).
+fn word_a(k0: u32, m0: u32, j: u32, lid: u32) -> vec4<u32> {
+    let c = lid + j * WG;
+    if (c >= BM * BK / 8u || k0 >= u.Kp) { return vec4<u32>(); }
+    return Av[((m0 + c / (BK / 8u)) * u.lda + k0) / 8u + c % (BK / 8u)];
+}
+
+fn word_b(k0: u32, n0: u32, j: u32, lid: u32) -> vec4<u32> {
+    let c = lid + j * WG;
+    if (c >= BK * BN / 8u || k0 >= u.Kp) { return vec4<u32>(); }
+    return Bv[(u.b_at + (k0 + c / (BN / 8u)) * u.Np + n0) / 8u + c % (BN / 8u)];
+}
+
+// Word j of the invocation into As (Bs): row c / (BK / 8), f16 (c % (BK / 8)) * 8 on.
+fn stage_a(j: u32, lid: u32, w: vec4<u32>) {
+    let c = lid + j * WG;
+    if (c < BM * BK / 8u) { put8(true, (c / (BK / 8u)) * BK + (c % (BK / 8u)) * 8u, w); }
+}
+
+fn stage_b(j: u32, lid: u32, w: vec4<u32>) {
+    let c = lid + j * WG;
+    if (c < BK * BN / 8u) { put8(false, (c / (BN / 8u)) * BN + (c % (BN / 8u)) * 8u, w); }
+}
+
 @compute @workgroup_size(WG)
 fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sgid: u32,
@@ -181,36 +212,37 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let busy = sgid < 4u;
     let sm = sgid % 2u;
     let sn = sgid / 2u % 2u;
-    // the 4 x 4 results in named variables: an array of matrices indexed in a loop is kept
-    // in local memory by some compilers
+    // the 4 x 4 results (and the staged words) in named variables: an array of matrices
+    // indexed in a loop is kept in local memory by some compilers
     var c00: RM; var c01: RM; var c02: RM; var c03: RM;
     var c10: RM; var c11: RM; var c12: RM; var c13: RM;
     var c20: RM; var c21: RM; var c22: RM; var c23: RM;
     var c30: RM; var c31: RM; var c32: RM; var c33: RM;
+    var a0 = word_a(0u, m0, 0u, lid); var a1 = word_a(0u, m0, 1u, lid);
+    var a2 = word_a(0u, m0, 2u, lid); var a3 = word_a(0u, m0, 3u, lid);
+    var b0 = word_b(0u, n0, 0u, lid); var b1 = word_b(0u, n0, 1u, lid);
+    var b2 = word_b(0u, n0, 2u, lid); var b3 = word_b(0u, n0, 3u, lid);
     for (var k0 = 0u; k0 < u.Kp; k0 += BK) {
-        for (var c = lid; c < BM * BK / 8u; c += WG) {
-            let r = c / (BK / 8u);
-            let k8 = c % (BK / 8u);
-            put8(true, r * BK + k8 * 8u, Av[((m0 + r) * u.lda + k0) / 8u + k8]);
-        }
-        for (var c = lid; c < BK * BN / 8u; c += WG) {
-            let k = c / (BN / 8u);
-            let n8 = c % (BN / 8u);
-            put8(false, k * BN + n8 * 8u, Bv[(u.b_at + (k0 + k) * u.Np + n0) / 8u + n8]);
-        }
+        stage_a(0u, lid, a0); stage_a(1u, lid, a1); stage_a(2u, lid, a2); stage_a(3u, lid, a3);
+        stage_b(0u, lid, b0); stage_b(1u, lid, b1); stage_b(2u, lid, b2); stage_b(3u, lid, b3);
         workgroupBarrier();
+        let kn = k0 + BK;
+        a0 = word_a(kn, m0, 0u, lid); a1 = word_a(kn, m0, 1u, lid);
+        a2 = word_a(kn, m0, 2u, lid); a3 = word_a(kn, m0, 3u, lid);
+        b0 = word_b(kn, n0, 0u, lid); b1 = word_b(kn, n0, 1u, lid);
+        b2 = word_b(kn, n0, 2u, lid); b3 = word_b(kn, n0, 3u, lid);
         if (busy) {
             for (var ks = 0u; ks < BK; ks += SK) {
-                let a0 = sm * 4u * SM * BK + ks;
-                let b0 = ks * BN + sn * 4u * SN;
-                let x0 = subgroupMatrixLoad<LM>(&As, a0 + 0u * SM * BK, false, BK);
-                let x1 = subgroupMatrixLoad<LM>(&As, a0 + 1u * SM * BK, false, BK);
-                let x2 = subgroupMatrixLoad<LM>(&As, a0 + 2u * SM * BK, false, BK);
-                let x3 = subgroupMatrixLoad<LM>(&As, a0 + 3u * SM * BK, false, BK);
-                let y0 = subgroupMatrixLoad<RMB>(&Bs, b0 + 0u * SN, false, BN);
-                let y1 = subgroupMatrixLoad<RMB>(&Bs, b0 + 1u * SN, false, BN);
-                let y2 = subgroupMatrixLoad<RMB>(&Bs, b0 + 2u * SN, false, BN);
-                let y3 = subgroupMatrixLoad<RMB>(&Bs, b0 + 3u * SN, false, BN);
+                let ao = sm * 4u * SM * BK + ks;
+                let bo = ks * BN + sn * 4u * SN;
+                let x0 = subgroupMatrixLoad<LM>(&As, ao + 0u * SM * BK, false, BK);
+                let x1 = subgroupMatrixLoad<LM>(&As, ao + 1u * SM * BK, false, BK);
+                let x2 = subgroupMatrixLoad<LM>(&As, ao + 2u * SM * BK, false, BK);
+                let x3 = subgroupMatrixLoad<LM>(&As, ao + 3u * SM * BK, false, BK);
+                let y0 = subgroupMatrixLoad<RMB>(&Bs, bo + 0u * SN, false, BN);
+                let y1 = subgroupMatrixLoad<RMB>(&Bs, bo + 1u * SN, false, BN);
+                let y2 = subgroupMatrixLoad<RMB>(&Bs, bo + 2u * SN, false, BN);
+                let y3 = subgroupMatrixLoad<RMB>(&Bs, bo + 3u * SN, false, BN);
                 c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
                 c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
                 c02 = subgroupMatrixMultiplyAccumulate(x0, y2, c02);
