@@ -163,8 +163,8 @@ typedef struct wgml_context wgml_context;
             split into an f16 high part and an f16 low part (its rest, times 2^10); the
             sum of hi*lo + lo*hi and that of hi*hi, each in f32 and unscaled, are added
             (with accumulate, out is added to the first). Each element is carried to
-            about 22 bits: the error stays within a small factor of the f32 bound (the
-            measured factor is in the README); an element so much smaller than its row's
+            about 22 bits: the error stays within (K + 51) / (K + 2) of the f32 bound
+            (tests/test_precision.c derives it); an element so much smaller than its row's
             (column's) largest that its scaled parts are f16 subnormals adds at most 2^-46
             of (the row's largest |A|) x (the column's largest |B|) per product. About 3x
             the F16 work, plus a pass over each operand for its scales.
