@@ -7,14 +7,15 @@
 // where SM x SK times SK x SN is the adapter's f16 -> f32 subgroup-matrix shape (queried,
 // never assumed: 8 x 8 x 8 on lavapipe, 16 x 16 x 16 on NVIDIA).
 //
-// The steps (F16: mma_convert, gemm_mma; F16X3: mma_absmax, mma_split, gemm_mma twice):
+// The steps (F16: mma_convert, gemm_mma; F16X3: mma_absmax, mma_convert, gemm_mma twice):
 //   mma_absmax   the largest magnitude of each row of A and each column of B (over k), as
 //                the power of two that brings it into [2^14, 2^15): one workgroup per line.
 //   mma_convert  A into an f16 copy [Mp, Kp] and B into [Kp, Np], row-major whatever the
 //                layout, zero up to Mp, Kp, Np (whole tiles, so the product needs no bounds);
-//   mma_split    (F16X3) the same with each value first scaled, into a high and a low part
+//                with SPLIT (F16X3) each value first scaled, into a high and a low part
 //                laid out so that one product of the copies is the low terms' sum:
-//                A [Mp, 2 Kp] = [Ahi | Alo], B [2 Kp, Np] = [Blo ; Bhi].
+//                A [Mp, 2 Kp] = [Ahi | Alo], B [2 Kp, Np] = [Blo ; Bhi]. A transposed
+//                operand (read along the copy's columns) goes through mma_convert_t.
 //   gemm_mma     a product of the f16 copies: per step of 2 SK values of k, the workgroup
 //                copies its blocks of A and B into workgroup memory in 16-byte loads (each
 //                step's loaded into registers during the products of the step before), then
@@ -50,7 +51,7 @@ struct Params {
 override LAYOUT: u32 = 0u;
 override SG: u32 = 32u;
 override SRC16: bool = false;   // the source of mma_absmax / mma_convert / mma_split is f16
-override SPLIT: bool = false;   // gemm_mma: unscale by ra and rb
+override SPLIT: bool = false;   // mma_convert: high and low parts; gemm_mma: unscaled by ra, rb
 override LOW: bool = false;     // and by 2^10 (the low terms)
 override ACC: bool = false;
 
@@ -110,29 +111,56 @@ fn mma_absmax(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
 @group(0) @binding(2) var<storage, read_write> hi: array<f16>;
 @group(0) @binding(3) var<storage, read> line_scale: array<f32>;   // ra [M], then rb [N]
 
-// hi [rows_p, cols_p] at hi_at, row stride ld: the source rounded to f16. One invocation
-// per element.
+// Element (r, c) of the copy, from the source's x: rounded to f16 into hi at hi_at, row
+// stride ld; SPLIT: x scaled by line_scale[scale_at + r] (by_row) or [scale_at + c] first,
+// its high part at hi_at, its low part at lo_at.
+fn put_copy(r: u32, c: u32, x: f32) {
+    let at = r * u.ld + c;
+    if (!SPLIT) {
+        hi[u.hi_at + at] = to_f16(x);
+        return;
+    }
+    let y = x * line_scale[u.scale_at + select(c, r, u.by_row != 0u)];
+    let h = to_f16(y);
+    hi[u.hi_at + at] = h;
+    hi[u.lo_at + at] = f16((y - f32(h)) * LO);
+}
+
+// The copy [rows_p, cols_p] of a source whose elements follow each other along c (sc = 1,
+// or SRC16): one invocation per element.
 @compute @workgroup_size(256)
 fn mma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let i = gid.x + gid.y * nwg.x * 256u;
     if (i >= u.rows_p * u.cols_p) { return; }
     let r = i / u.cols_p;
     let c = i % u.cols_p;
-    hi[u.hi_at + r * u.ld + c] = to_f16(src_at(r, c));
+    put_copy(r, c, src_at(r, c));
 }
 
-// The same for the source scaled by line_scale[scale_at + r] (by_row) or [scale_at + c],
-// its high part at hi_at, its low part at lo_at (both in hi, row stride ld).
+// The same for a source whose elements follow each other along r (a transposed operand):
+// one workgroup per TT x TT block, read along r into workgroup memory and written along c,
+// so that both the reads and the writes of neighbouring invocations are neighbours.
+const TT = 32u;
+var<workgroup> block: array<f32, TT * (TT + 1u)>;   // [c][r], rows padded against bank conflicts
+
 @compute @workgroup_size(256)
-fn mma_split(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
-    let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= u.rows_p * u.cols_p) { return; }
-    let r = i / u.cols_p;
-    let c = i % u.cols_p;
-    let x = src_at(r, c) * line_scale[u.scale_at + select(c, r, u.by_row != 0u)];
-    let h = to_f16(x);
-    hi[u.hi_at + r * u.ld + c] = h;
-    hi[u.lo_at + r * u.ld + c] = f16((x - f32(h)) * LO);
+fn mma_convert_t(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                 @builtin(local_invocation_index) lid: u32) {
+    let t = wid.x + wid.y * nwg.x;
+    let blocks_c = (u.cols_p + TT - 1u) / TT;
+    if (t >= blocks_c * ((u.rows_p + TT - 1u) / TT)) { return; }
+    let r0 = (t / blocks_c) * TT;
+    let c0 = (t % blocks_c) * TT;
+    let x = lid % TT;
+    for (var y = lid / TT; y < TT; y += 256u / TT) {
+        block[y * (TT + 1u) + x] = src_at(r0 + x, c0 + y);
+    }
+    workgroupBarrier();
+    for (var y = lid / TT; y < TT; y += 256u / TT) {
+        let r = r0 + y;
+        let c = c0 + x;
+        if (r < u.rows_p && c < u.cols_p) { put_copy(r, c, block[x * (TT + 1u) + y]); }
+    }
 }
 
 // ---- the products ---------------------------------------------------------------------------

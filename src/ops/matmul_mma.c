@@ -66,9 +66,11 @@ bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tenso
 
 /* One operand's f16 copy [rows_p, cols_p] from t, element (r, c) at r * sr + c * sc, into
    copy at prm.hi_at with row stride prm.ld; with split its lines' scales first into
-   scales[scale_at ..], and its low part at prm.lo_at. */
+   scales[scale_at ..], and its low part at prm.lo_at. A source read along r (sc != 1)
+   goes through blocks of TT x TT (mma_convert_t), so that its reads are neighbours. */
 static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm, bool split, wgml__arg copy, wgml__arg scales)
 {
+    enum { TT = 32 };
     wgml_context *ctx = e->ctx;
     double src16 = t->dtype == WGML_F16;
     uint32_t gx, gy;
@@ -79,11 +81,14 @@ static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm,
         wgml__arg args[2] = { wgml__t(t), scales };
         WGML_CHECK(wgml__dispatch(e, &k, &prm, sizeof prm, args, 2, gx, gy, 1));
     }
-    wgml__kernel k = { .file = "matmul_mma", .entry = split ? "mma_split" : "mma_convert", .layout = split ? "urwr" : "urw",
-                       .matrix = true, .nconst = 1, .constants = { { "SRC16", src16 } } };
-    WGML_CHECK(wgml__grid(ctx, wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p, 256), &gx, &gy));
+    bool across = prm.sc != 1;
+    wgml__kernel k = { .file = "matmul_mma", .entry = across ? "mma_convert_t" : "mma_convert", .layout = "urwr", .matrix = true,
+                       .nconst = 2, .constants = { { "SRC16", src16 }, { "SPLIT", split } } };
+    uint64_t groups = across ? wgml__ceil_div(prm.rows_p, TT) * wgml__ceil_div(prm.cols_p, TT)
+                             : wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p, 256);
+    WGML_CHECK(wgml__grid(ctx, groups, &gx, &gy));
     wgml__arg args[3] = { wgml__t(t), copy, scales };
-    return wgml__dispatch(e, &k, &prm, sizeof prm, args, split ? 3 : 2, gx, gy, 1);
+    return wgml__dispatch(e, &k, &prm, sizeof prm, args, 3, gx, gy, 1);
 }
 
 /* One gemm_mma over the copies: the first kp values of k of A's rows (row stride lda) and
