@@ -48,9 +48,8 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> u: Params;
 
-override LAYOUT: u32 = 0u;
 override SG: u32 = 32u;
-override SRC16: bool = false;   // the source of mma_absmax / mma_convert / mma_split is f16
+override SRC16: bool = false;   // the source of mma_absmax / mma_convert(_t) is f16
 override SPLIT: bool = false;   // mma_convert: high and low parts; gemm_mma: unscaled by ra, rb
 override LOW: bool = false;     // and by 2^10 (the low terms)
 override ACC: bool = false;
@@ -126,8 +125,8 @@ fn put_copy(r: u32, c: u32, x: f32) {
     hi[u.lo_at + at] = f16((y - f32(h)) * LO);
 }
 
-// The copy [rows_p, cols_p] of a source whose elements follow each other along c (sc = 1,
-// or SRC16): one invocation per element.
+// The copy [rows_p, cols_p] of a source whose elements follow each other along c (sc = 1):
+// one invocation per element.
 @compute @workgroup_size(256)
 fn mma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let i = gid.x + gid.y * nwg.x * 256u;

@@ -54,8 +54,9 @@ bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tenso
 {
     const wgml_adapter_info *in = &ctx->info;
     bool split = p == WGML_PRECISION_F16X3;
-    /* gemm_mma loads 8 f16 at a time: k-steps of a multiple of 8; each of its 4 subgroup_max_size
-       invocations stages 4 such words of each block (of tile_m x step_k and step_k x tile_n) */
+    /* gemm_mma loads 8 f16 at a time (a word): k-steps of a multiple of 8; each of its
+       4 x subgroup_max_size invocations stages at most 4 words of each block (A's tile_m x
+       step_k, B's step_k x tile_n) */
     uint64_t words = (uint64_t)tile_m(in) * step_k(in) / 8, words_b = (uint64_t)step_k(in) * tile_n(in) / 8;
     return p != WGML_PRECISION_F32 && in->matrix_m && M > 1 && N > 1 && (b->dtype == WGML_F32 || b->dtype == WGML_F16) &&
            step_k(in) % 8 == 0 && words <= 16u * in->subgroup_max_size && words_b <= 16u * in->subgroup_max_size &&
