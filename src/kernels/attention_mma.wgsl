@@ -30,7 +30,7 @@
 // What was measured on the way (H100, bench/results/h100-f16.md), B4 H32 S4096 D128 causal:
 // k and v converted and staged per workgroup, two passes (the maxima first) 61 ms; read
 // straight from f16 copies 34; rows of S and P padded against bank conflicts 32; k copied
-// transposed (its matrices loaded row by row, as v's) 24; one pass 17.
+// transposed (its matrices loaded row by row, as v's) 24; one pass 17; q's rows padded 16.6.
 //
 // Rounding (the F16 contract): q * scale * log2 e, k, v and P are rounded to f16 (beyond
 // f16's range +-inf), every sum is f32.
@@ -43,7 +43,7 @@
 // threads, which take its keys 4 at a time in turn, thread t on row t % MA_BR (the host
 // checks MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: q
 // [MA_BR][MA_DP] f16 (in an array sized for head_dim 128), S [MA_BR][MA_BC] f32, P the same
-// in f16, rows padded, and the rows' and subgroups' small arrays: 44 KiB at SM = SN = 16
+// in f16, rows padded, and the rows' and subgroups' small arrays: 45 KiB at SM = SN = 16
 // (the host checks the adapter's limit).
 
 override MA_SG: u32 = 32u;            // the adapter's largest subgroup size
@@ -70,7 +70,10 @@ const MA_PS: u32 = MA_BC + 8u;
 // The arrays the matrices are loaded from or stored to take constant sizes (the built-ins
 // accept no array sized by an override expression): rows of MA_DMAX, of which each uses MA_DP.
 const MA_DMAX: u32 = 128u;
-var<workgroup> ma_q: array<f16, MA_BR * MA_DMAX>;
+// q's rows padded by 16 bytes, so that a matrix load's 8 rows of 16 bytes fall into
+// different banks (a row stride of 128 or 256 bytes puts them into the same ones)
+override MA_QS: u32 = MA_DP + 8u;
+var<workgroup> ma_q: array<f16, MA_BR * (MA_DMAX + 8u)>;
 var<workgroup> ma_s: array<f32, MA_BR * MA_SS>;   // S; at the end O, MA_BC columns at a time
 var<workgroup> ma_p: array<f16, MA_BR * MA_PS>;
 var<workgroup> ma_red: array<f32, MA_WG>;         // per-thread partial maxima and sums
@@ -129,9 +132,9 @@ fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups
 fn ma_scores(sg: u32, kh: u32, kb: u32) {
     let keys = p.k_blocks * MA_BC;
     var s0 = MaC(); var s1 = MaC(); var s2 = MaC(); var s3 = MaC();   // explicit zeros (see the prelude)
-    let qa = sg * SM * MA_DP;
+    let qa = sg * SM * MA_QS;
     for (var d = 0u; d < MA_DP; d += SK) {
-        let a = subgroupMatrixLoad<MaL>(&ma_q, qa + d, false, MA_DP);
+        let a = subgroupMatrixLoad<MaL>(&ma_q, qa + d, false, MA_QS);
         let ka = kh + d * keys + kb;   // k^T [MA_DP][keys]: rows d .., columns kb ..
         s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka, false, keys), s0);
         s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + SN, false, keys), s1);
@@ -220,7 +223,7 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
         let c = t % d4p;
         var x = vec4f(0.0);
         if (at.i0 + r < p.seq_q) { x = ld_q(at.q_base + (at.i0 + r) * at.q_stride, c) * p.scale_log2; }
-        let a = r * MA_DP + 4u * c;
+        let a = r * MA_QS + 4u * c;
         ma_q[a] = ma_f16(x.x);
         ma_q[a + 1u] = ma_f16(x.y);
         ma_q[a + 2u] = ma_f16(x.z);

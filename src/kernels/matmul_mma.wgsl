@@ -18,7 +18,8 @@
 //                operand (read along the copy's columns) goes through mma_convert_t.
 //   gemm_mma     a product of the f16 copies: per step of 2 SK values of k, the workgroup
 //                copies its blocks of A and B into workgroup memory in 16-byte loads (each
-//                step's loaded into registers during the products of the step before), then
+//                step's loaded into registers during the products of the step before; rows
+//                padded so that the matrix loads meet no bank conflicts), then
 //                each subgroup multiplies 4 x 4 result matrices from there. The results pass
 //                through workgroup memory (their layout inside a subgroup is the
 //                implementation's) to be unscaled (SPLIT), bounds-checked and stored or added
@@ -27,7 +28,8 @@
 // Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
 // by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
 // them directly at 74; staged in 16-byte loads at 82, with the next step's loads issued
-// before this step's products (as now) at 106.
+// before this step's products at 106, with the blocks' rows padded against bank conflicts
+// (as now) at 180; reading the f32 operands straight into the staging (no copies) at 47.
 //
 // SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
 //   range +-inf, as a cast in PyTorch), the products are summed in f32.
@@ -181,8 +183,13 @@ const BM = 8u * SM;
 const BN = 8u * SN;
 const BK = 2u * SK;
 override WG: u32 = 4u * SG;
-var<workgroup> As: array<f16, BM * BK>;        // gemm_mma's blocks: [BM][BK]
-var<workgroup> Bs: array<f16, BK * BN>;        // [BK][BN]
+// The blocks' rows are padded by 16 bytes: a matrix load reads 16 bytes of each of 8 rows at
+// once, which fall into different banks only when the row stride is an odd multiple of 16
+// bytes (unpadded, A's rows of 64 bytes put 4 of the 8 into one bank, B's of 256 all 8).
+const SA = BK + 8u;   // row strides of the blocks in f16
+const SB = BN + 8u;
+var<workgroup> As: array<f16, BM * SA>;        // gemm_mma's blocks: [BM][BK] (row stride SA)
+var<workgroup> Bs: array<f16, BK * SB>;        // [BK][BN] (row stride SB)
 var<workgroup> Cs: array<f32, 4u * SM * SN>;   // one result matrix per subgroup
 
 // The 8 f16 of w into As (or Bs) from index at.
@@ -220,12 +227,12 @@ fn word_b(k0: u32, n0: u32, j: u32, lid: u32) -> vec4<u32> {
 // Word j of the invocation into As (Bs): row c / (BK / 8), f16 (c % (BK / 8)) * 8 on.
 fn stage_a(j: u32, lid: u32, w: vec4<u32>) {
     let c = lid + j * WG;
-    if (c < BM * BK / 8u) { put8(true, (c / (BK / 8u)) * BK + (c % (BK / 8u)) * 8u, w); }
+    if (c < BM * BK / 8u) { put8(true, (c / (BK / 8u)) * SA + (c % (BK / 8u)) * 8u, w); }
 }
 
 fn stage_b(j: u32, lid: u32, w: vec4<u32>) {
     let c = lid + j * WG;
-    if (c < BK * BN / 8u) { put8(false, (c / (BN / 8u)) * BN + (c % (BN / 8u)) * 8u, w); }
+    if (c < BK * BN / 8u) { put8(false, (c / (BN / 8u)) * SB + (c % (BN / 8u)) * 8u, w); }
 }
 
 @compute @workgroup_size(WG)
@@ -260,16 +267,16 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
         b2 = word_b(kn, n0, 2u, lid); b3 = word_b(kn, n0, 3u, lid);
         if (busy) {
             for (var ks = 0u; ks < BK; ks += SK) {
-                let ao = sm * 4u * SM * BK + ks;
-                let bo = ks * BN + sn * 4u * SN;
-                let x0 = subgroupMatrixLoad<LM>(&As, ao + 0u * SM * BK, false, BK);
-                let x1 = subgroupMatrixLoad<LM>(&As, ao + 1u * SM * BK, false, BK);
-                let x2 = subgroupMatrixLoad<LM>(&As, ao + 2u * SM * BK, false, BK);
-                let x3 = subgroupMatrixLoad<LM>(&As, ao + 3u * SM * BK, false, BK);
-                let y0 = subgroupMatrixLoad<RMB>(&Bs, bo + 0u * SN, false, BN);
-                let y1 = subgroupMatrixLoad<RMB>(&Bs, bo + 1u * SN, false, BN);
-                let y2 = subgroupMatrixLoad<RMB>(&Bs, bo + 2u * SN, false, BN);
-                let y3 = subgroupMatrixLoad<RMB>(&Bs, bo + 3u * SN, false, BN);
+                let ao = sm * 4u * SM * SA + ks;
+                let bo = ks * SB + sn * 4u * SN;
+                let x0 = subgroupMatrixLoad<LM>(&As, ao + 0u * SM * SA, false, SA);
+                let x1 = subgroupMatrixLoad<LM>(&As, ao + 1u * SM * SA, false, SA);
+                let x2 = subgroupMatrixLoad<LM>(&As, ao + 2u * SM * SA, false, SA);
+                let x3 = subgroupMatrixLoad<LM>(&As, ao + 3u * SM * SA, false, SA);
+                let y0 = subgroupMatrixLoad<RMB>(&Bs, bo + 0u * SN, false, SB);
+                let y1 = subgroupMatrixLoad<RMB>(&Bs, bo + 1u * SN, false, SB);
+                let y2 = subgroupMatrixLoad<RMB>(&Bs, bo + 2u * SN, false, SB);
+                let y3 = subgroupMatrixLoad<RMB>(&Bs, bo + 3u * SN, false, SB);
                 c00 = subgroupMatrixMultiplyAccumulate(x0, y0, c00);
                 c01 = subgroupMatrixMultiplyAccumulate(x0, y1, c01);
                 c02 = subgroupMatrixMultiplyAccumulate(x0, y2, c02);

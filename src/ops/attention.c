@@ -615,7 +615,7 @@ static wgml_status mma_convert(wgml_engine *e, attn_params p, uint32_t dp, bool 
 /* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most
    MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, at
    most 64 subgroups per workgroup, its workgroup memory (q in f16 with rows of
-   GEMM_MAX_DIM, S in f32 and f16 with padded rows, the partial sums, the rows' factors and
+   GEMM_MAX_DIM + 8, S in f32 and f16 with padded rows, the partial sums, the rows' factors and
    the rescale flags) and copies of k and v that one binding holds. */
 static bool mma_fits(const wgml_engine *e, const attn_shape *s)
 {
@@ -625,7 +625,7 @@ static bool mma_fits(const wgml_engine *e, const attn_shape *s)
     if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || wg % br ||
         (bc / 4) % (wg / br))
         return false;
-    uint64_t bytes = 2ull * br * GEMM_MAX_DIM + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
+    uint64_t bytes = 2ull * br * (GEMM_MAX_DIM + 8) + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
     return mma_workgroup_fits(e, bytes) && mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 

@@ -44,10 +44,12 @@ static uint64_t copy_bytes(const wgml_adapter_info *in, bool split, uint32_t M, 
     return (split ? 4u : 2u) * (a > b ? a : b);
 }
 
-/* Workgroup memory of gemm_mma: its f16 blocks and one result matrix per subgroup. */
+/* Workgroup memory of gemm_mma: its f16 blocks (rows padded by 8 f16) and one result
+   matrix per subgroup. */
 static uint64_t smem_of(const wgml_adapter_info *in)
 {
-    return (uint64_t)(tile_m(in) + tile_n(in)) * step_k(in) * 2u + 4u * in->matrix_m * in->matrix_n * 4u;
+    return ((uint64_t)tile_m(in) * (step_k(in) + 8u) + (uint64_t)step_k(in) * (tile_n(in) + 8u)) * 2u +
+           4u * in->matrix_m * in->matrix_n * 4u;
 }
 
 bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tensor *b, uint32_t M, uint32_t N, uint32_t K)
