@@ -172,7 +172,10 @@ typedef struct wgml_context wgml_context;
    scratch (2 bytes per element each, padded with zeros to whole tiles of 8 x 8 subgroup
    matrices, 128 on NVIDIA's 16 x 16 x 16; with F16X3 a low part of each too, and 4 bytes
    per row of a and column of b), kept and reused until the engine is destroyed; a product
-   whose larger copy would exceed maxStorageBufferBindingSize runs the f32 kernels.
+   whose larger copy would exceed maxStorageBufferBindingSize runs the f32 kernels. A
+   product of few output tiles and a long K (a weight gradient) runs in slices of K, their
+   partial results (4 bytes per element of out per slice, at most 256 MiB) in the engine's
+   scratch too, summed in a fixed order.
    Results are deterministic, as the f32 kernels' are.
    DEFAULT in wgml_matmul_options means the context's wgml_context_desc.matmul_precision,
    whose own default is F32. */

@@ -150,6 +150,18 @@ static void test_split_range(void)
     }
 }
 
+/* Products of few tiles and a long K, which run split over k (slices of at least 512
+   values, each slice's partial result summed into out afterwards): every layout at both
+   precisions, with and without accumulate, an uneven last slice in the second shape. */
+static void test_split_k(void)
+{
+    for (int p = WGML_PRECISION_F16; p <= WGML_PRECISION_F16X3; p++)
+        for (int o = 0; o < 3; o++) {
+            check_one(o, 40, 24, 2100, (wgml_precision)p, false, o == 1, 0);
+            check_one(o, 130, 70, 1700, (wgml_precision)p, false, o != 1, 0);
+        }
+}
+
 /* out += A @ B, and b as an f16 tensor (a weight kept in f16), at both precisions. */
 static void test_accumulate_and_f16_b(void)
 {
@@ -240,6 +252,7 @@ static void test_refusals(void)
 
 static const th_case cases[] = {
     { "shapes", test_shapes },
+    { "split k", test_split_k },
     { "split_range", test_split_range },
     { "accumulate_and_f16_b", test_accumulate_and_f16_b },
     { "overflow_and_defaults", test_overflow_and_defaults },

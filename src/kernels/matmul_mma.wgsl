@@ -25,6 +25,9 @@
 //                implementation's) to be unscaled (SPLIT), bounds-checked and stored or added
 //                to out (ACC). F16X3 runs it twice: over all 2 Kp columns of the copies
 //                (Ahi Blo + Alo Bhi, LOW), then over Ahi and Bhi alone, added to that.
+//                A product of few tiles and a long k runs in slices of k (SPLITK, the
+//                host's plan_split), each slice's result into partial [splits][M][N];
+//   mma_reduce   then sums the slices in order into out (adding out with ACC).
 // Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
 // by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
 // them directly at 74; staged in 16-byte loads at 82, with the next step's loads issued
@@ -46,7 +49,9 @@ struct Params {
     rows: u32, cols: u32, rows_p: u32, cols_p: u32,   // a conversion: the source's rows x cols,
     sr: u32, sc: u32, scale_at: u32, lda: u32,        // the copy's, strides, where its scales go;
     b_at: u32, ld: u32, hi_at: u32, lo_at: u32,       // a product: A's row stride, B's start;
-}                                                     // a conversion: the copy's row stride, parts' starts
+                                                      // a conversion: the copy's row stride, parts' starts
+    splits: u32, kchunk: u32, pad0: u32, pad1: u32,   // a product split over k: slices, values of k in each
+}
 
 @group(0) @binding(0) var<uniform> u: Params;
 
@@ -55,6 +60,7 @@ override SRC16: bool = false;   // the source of mma_absmax / mma_convert(_t) is
 override SPLIT: bool = false;   // mma_convert: high and low parts; gemm_mma: unscaled by ra, rb
 override LOW: bool = false;     // and by 2^10 (the low terms)
 override ACC: bool = false;
+override SPLITK: bool = false;  // gemm_mma: each slice of k writes its own partial result (mma_reduce sums them)
 
 // ---- mma_absmax, mma_convert ------------------------------------------------------------
 
@@ -169,6 +175,7 @@ fn mma_convert_t(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
 @group(0) @binding(1) var<storage, read> Av: array<vec4<u32>>;   // [Mp, lda] as 8 f16 per vec4
 @group(0) @binding(2) var<storage, read> Bv: array<vec4<u32>>;   // [Kp, Np] from b_at
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> partial: array<f32>;   // SPLITK: [splits][M][N]
 
 alias LM = subgroup_matrix_left<f16, SK, SM>;
 alias RMB = subgroup_matrix_right<f16, SN, SK>;
@@ -211,16 +218,16 @@ fn put8(into_a: bool, at: u32, w: vec4<u32>) {
 // next step's words are loaded into registers before this step's products and stored after
 // them, so that the loads' latency overlaps the products.
 
-// Word j of the invocation in A's block of step k0 (zero past Kp or the block).
-fn word_a(k0: u32, m0: u32, j: u32, lid: u32) -> vec4<u32> {
+// Word j of the invocation in A's block of step k0 (zero from k end on, or past the block).
+fn word_a(k0: u32, kend: u32, m0: u32, j: u32, lid: u32) -> vec4<u32> {
     let c = lid + j * WG;
-    if (c >= BM * BK / 8u || k0 >= u.Kp) { return vec4<u32>(); }
+    if (c >= BM * BK / 8u || k0 >= kend) { return vec4<u32>(); }
     return Av[((m0 + c / (BK / 8u)) * u.lda + k0) / 8u + c % (BK / 8u)];
 }
 
-fn word_b(k0: u32, n0: u32, j: u32, lid: u32) -> vec4<u32> {
+fn word_b(k0: u32, kend: u32, n0: u32, j: u32, lid: u32) -> vec4<u32> {
     let c = lid + j * WG;
-    if (c >= BK * BN / 8u || k0 >= u.Kp) { return vec4<u32>(); }
+    if (c >= BK * BN / 8u || k0 >= kend) { return vec4<u32>(); }
     return Bv[(u.b_at + (k0 + c / (BN / 8u)) * u.Np + n0) / 8u + c % (BN / 8u)];
 }
 
@@ -239,8 +246,12 @@ fn stage_b(j: u32, lid: u32, w: vec4<u32>) {
 fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sgid: u32,
             @builtin(subgroup_invocation_id) lane: u32, @builtin(subgroup_size) sgsize: u32) {
-    let tile = wid.x + wid.y * nwg.x;
-    if (tile >= u.tiles) { return; }
+    let t = wid.x + wid.y * nwg.x;
+    if (t >= u.tiles * u.splits) { return; }
+    let tile = t % u.tiles;
+    let slice = t / u.tiles;   // k from slice * kchunk, at most kchunk of it
+    let kbeg = slice * u.kchunk;
+    let kend = min(kbeg + u.kchunk, u.Kp);
     let m0 = (tile / u.tiles_n) * BM;
     let n0 = (tile % u.tiles_n) * BN;
     let busy = sgid < 4u;
@@ -252,19 +263,19 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     var c10: RM; var c11: RM; var c12: RM; var c13: RM;
     var c20: RM; var c21: RM; var c22: RM; var c23: RM;
     var c30: RM; var c31: RM; var c32: RM; var c33: RM;
-    var a0 = word_a(0u, m0, 0u, lid); var a1 = word_a(0u, m0, 1u, lid);
-    var a2 = word_a(0u, m0, 2u, lid); var a3 = word_a(0u, m0, 3u, lid);
-    var b0 = word_b(0u, n0, 0u, lid); var b1 = word_b(0u, n0, 1u, lid);
-    var b2 = word_b(0u, n0, 2u, lid); var b3 = word_b(0u, n0, 3u, lid);
-    for (var k0 = 0u; k0 < u.Kp; k0 += BK) {
+    var a0 = word_a(kbeg, kend, m0, 0u, lid); var a1 = word_a(kbeg, kend, m0, 1u, lid);
+    var a2 = word_a(kbeg, kend, m0, 2u, lid); var a3 = word_a(kbeg, kend, m0, 3u, lid);
+    var b0 = word_b(kbeg, kend, n0, 0u, lid); var b1 = word_b(kbeg, kend, n0, 1u, lid);
+    var b2 = word_b(kbeg, kend, n0, 2u, lid); var b3 = word_b(kbeg, kend, n0, 3u, lid);
+    for (var k0 = kbeg; k0 < kend; k0 += BK) {
         stage_a(0u, lid, a0); stage_a(1u, lid, a1); stage_a(2u, lid, a2); stage_a(3u, lid, a3);
         stage_b(0u, lid, b0); stage_b(1u, lid, b1); stage_b(2u, lid, b2); stage_b(3u, lid, b3);
         workgroupBarrier();
         let kn = k0 + BK;
-        a0 = word_a(kn, m0, 0u, lid); a1 = word_a(kn, m0, 1u, lid);
-        a2 = word_a(kn, m0, 2u, lid); a3 = word_a(kn, m0, 3u, lid);
-        b0 = word_b(kn, n0, 0u, lid); b1 = word_b(kn, n0, 1u, lid);
-        b2 = word_b(kn, n0, 2u, lid); b3 = word_b(kn, n0, 3u, lid);
+        a0 = word_a(kn, kend, m0, 0u, lid); a1 = word_a(kn, kend, m0, 1u, lid);
+        a2 = word_a(kn, kend, m0, 2u, lid); a3 = word_a(kn, kend, m0, 3u, lid);
+        b0 = word_b(kn, kend, n0, 0u, lid); b1 = word_b(kn, kend, n0, 1u, lid);
+        b2 = word_b(kn, kend, n0, 2u, lid); b3 = word_b(kn, kend, n0, 3u, lid);
         if (busy) {
             for (var ks = 0u; ks < BK; ks += SK) {
                 let ao = sm * 4u * SM * SA + ks;
@@ -300,28 +311,28 @@ fn gemm_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
     let cb = min(sgid, 3u) * SM * SN;
     let mb = m0 + sm * 4u * SM;
     let nb = n0 + sn * 4u * SN;
-    emit(busy, cb, mb + 0u * SM, nb + 0u * SN, lane, sgsize, c00);
-    emit(busy, cb, mb + 0u * SM, nb + 1u * SN, lane, sgsize, c01);
-    emit(busy, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02);
-    emit(busy, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03);
-    emit(busy, cb, mb + 1u * SM, nb + 0u * SN, lane, sgsize, c10);
-    emit(busy, cb, mb + 1u * SM, nb + 1u * SN, lane, sgsize, c11);
-    emit(busy, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12);
-    emit(busy, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13);
-    emit(busy, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20);
-    emit(busy, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21);
-    emit(busy, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22);
-    emit(busy, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23);
-    emit(busy, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30);
-    emit(busy, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31);
-    emit(busy, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32);
-    emit(busy, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33);
+    emit(busy, slice, cb, mb + 0u * SM, nb + 0u * SN, lane, sgsize, c00);
+    emit(busy, slice, cb, mb + 0u * SM, nb + 1u * SN, lane, sgsize, c01);
+    emit(busy, slice, cb, mb + 0u * SM, nb + 2u * SN, lane, sgsize, c02);
+    emit(busy, slice, cb, mb + 0u * SM, nb + 3u * SN, lane, sgsize, c03);
+    emit(busy, slice, cb, mb + 1u * SM, nb + 0u * SN, lane, sgsize, c10);
+    emit(busy, slice, cb, mb + 1u * SM, nb + 1u * SN, lane, sgsize, c11);
+    emit(busy, slice, cb, mb + 1u * SM, nb + 2u * SN, lane, sgsize, c12);
+    emit(busy, slice, cb, mb + 1u * SM, nb + 3u * SN, lane, sgsize, c13);
+    emit(busy, slice, cb, mb + 2u * SM, nb + 0u * SN, lane, sgsize, c20);
+    emit(busy, slice, cb, mb + 2u * SM, nb + 1u * SN, lane, sgsize, c21);
+    emit(busy, slice, cb, mb + 2u * SM, nb + 2u * SN, lane, sgsize, c22);
+    emit(busy, slice, cb, mb + 2u * SM, nb + 3u * SN, lane, sgsize, c23);
+    emit(busy, slice, cb, mb + 3u * SM, nb + 0u * SN, lane, sgsize, c30);
+    emit(busy, slice, cb, mb + 3u * SM, nb + 1u * SN, lane, sgsize, c31);
+    emit(busy, slice, cb, mb + 3u * SM, nb + 2u * SN, lane, sgsize, c32);
+    emit(busy, slice, cb, mb + 3u * SM, nb + 3u * SN, lane, sgsize, c33);
 }
 
 // The result matrix c of rows mb.., columns nb.. through workgroup memory at cb into out:
 // unscaled (SPLIT, LOW), bounds-checked, added to out (ACC). Every invocation calls it; busy
 // (the subgroup owns results) is uniform in each subgroup.
-fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM) {
+fn emit(busy: bool, slice: u32, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM) {
     if (busy) { subgroupMatrixStore(&Cs, cb, c, false, SN); }
     workgroupBarrier();
     if (busy) {
@@ -333,10 +344,29 @@ fn emit(busy: bool, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u32, c: RM) {
                 if (LOW) { v /= LO; }
                 if (SPLIT) { v = v / line_scale[m] / line_scale[u.M + n]; }
                 let o = m * u.N + n;
-                if (ACC) { v += out[o]; }
-                out[o] = v;
+                if (SPLITK) {
+                    partial[slice * u.M * u.N + o] = v;
+                } else {
+                    if (ACC) { v += out[o]; }
+                    out[o] = v;
+                }
             }
         }
     }
     workgroupBarrier();
+}
+
+// out[i] = the sum of the splits' partial results for element i (+ out[i] with ACC), in
+// slice order: part is bound at binding 1 (as src), out at binding 2.
+@group(0) @binding(2) var<storage, read_write> sum_out: array<f32>;
+
+@compute @workgroup_size(256)
+fn mma_reduce(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    let n = u.M * u.N;
+    if (i >= n) { return; }
+    var v = bitcast<f32>(src[i]);
+    for (var s = 1u; s < u.splits; s++) { v += bitcast<f32>(src[s * n + i]); }
+    if (ACC) { v += sum_out[i]; }
+    sum_out[i] = v;
 }

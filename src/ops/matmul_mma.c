@@ -19,6 +19,7 @@ typedef struct mma_params {
     uint32_t rows, cols, rows_p, cols_p;
     uint32_t sr, sc, scale_at, lda;
     uint32_t b_at, ld, hi_at, lo_at;
+    uint32_t splits, kchunk, pad0, pad1;
 } mma_params;
 
 wgml_precision wgml__precision_of(const wgml_context *ctx, const wgml_matmul_options *opts)
@@ -94,19 +95,62 @@ static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm,
     return wgml__dispatch(e, &k, &prm, sizeof prm, args, 3, gx, gy, 1);
 }
 
+/* Split-K: a product of fewer tiles than SPLIT_WORKGROUPS per compute unit (gemm_mma's
+   registers leave room for two of its workgroups on an NVIDIA SM) runs its k in slices of
+   at least SPLIT_MIN_K values, at most SPLIT_MAX of them, each slice's partial result in
+   the engine's split-K scratch (at most SPLIT_MAX_BYTES), summed by mma_reduce. The
+   weight gradients of a model's linear layers (M and N its widths, K the tokens) are such
+   products: 2048 x 768 x 8192 has 96 tiles of 128 x 128, for 132 SMs. */
+#define SPLIT_WORKGROUPS 2
+#define SPLIT_MIN_K 512
+#define SPLIT_MAX 16
+#define SPLIT_MAX_BYTES (256ull << 20)
+#define MODEL_UNITS 132 /* as src/ops/matmul.c: the H200's where the profile does not know them */
+
+/* The slices of k (prm->splits, prm->kchunk values each) of a product of prm->tiles tiles
+   over kp values of k. */
+static void plan_split(const wgml_context *ctx, mma_params *prm, uint32_t kp)
+{
+    uint32_t units = ctx->profile->compute_units ? ctx->profile->compute_units : MODEL_UNITS, bk = step_k(&ctx->info);
+    uint64_t want = (uint64_t)SPLIT_WORKGROUPS * units, s = 1;
+    uint64_t limit = ctx->limits.maxStorageBufferBindingSize < SPLIT_MAX_BYTES ? ctx->limits.maxStorageBufferBindingSize
+                                                                               : SPLIT_MAX_BYTES;
+    if (prm->tiles < want) {
+        s = wgml__ceil_div(want, prm->tiles);
+        if (s > kp / SPLIT_MIN_K) s = kp / SPLIT_MIN_K;
+        if (s > SPLIT_MAX) s = SPLIT_MAX;
+        while (s > 1 && 4ull * s * prm->M * prm->N > limit) s--;
+        if (s < 1) s = 1;
+    }
+    prm->kchunk = (uint32_t)round_up(wgml__ceil_div(kp, s), bk);
+    prm->splits = (uint32_t)wgml__ceil_div(kp, prm->kchunk);
+}
+
 /* One gemm_mma over the copies: the first kp values of k of A's rows (row stride lda) and
-   of B's rows from b_at; split: unscaled, low: the low terms (also divided by 2^10). */
+   of B's rows from b_at; split: unscaled, low: the low terms (also divided by 2^10). Split
+   over k (plan_split), the slices' partial results are then summed into out. */
 static wgml_status product(wgml_engine *e, mma_params prm, uint32_t kp, uint32_t lda, uint32_t b_at, bool split, bool low,
                            bool acc, wgml__arg a, wgml__arg b, wgml__arg scales, const wgml_tensor *out)
 {
     const wgml_adapter_info *in = &e->ctx->info;
     prm.Kp = kp, prm.lda = lda, prm.b_at = b_at;
-    wgml__kernel k = { .file = "matmul_mma", .entry = "gemm_mma", .layout = "urrrw", .matrix = true, .nconst = 4,
-                       .constants = { { "SG", in->subgroup_max_size }, { "SPLIT", split }, { "LOW", low }, { "ACC", acc } } };
+    plan_split(e->ctx, &prm, kp);
+    bool sliced = prm.splits > 1;
+    wgml__arg part;
+    WGML_CHECK(wgml__scratch(e, WGML__SCRATCH_MATMUL, sliced ? 4ull * prm.splits * prm.M * prm.N : 16, &part));
+    wgml__kernel k = { .file = "matmul_mma", .entry = "gemm_mma", .layout = "urrrww", .matrix = true, .nconst = 5,
+                       .constants = { { "SG", in->subgroup_max_size }, { "SPLIT", split }, { "LOW", low },
+                                      { "ACC", acc && !sliced }, { "SPLITK", sliced } } };
     uint32_t gx, gy;
-    WGML_CHECK(wgml__grid(e->ctx, prm.tiles, &gx, &gy));
-    wgml__arg args[4] = { a, b, scales, wgml__t(out) };
-    return wgml__dispatch(e, &k, &prm, sizeof prm, args, 4, gx, gy, 1);
+    WGML_CHECK(wgml__grid(e->ctx, (uint64_t)prm.tiles * prm.splits, &gx, &gy));
+    wgml__arg args[5] = { a, b, scales, wgml__t(out), part };
+    WGML_CHECK(wgml__dispatch(e, &k, &prm, sizeof prm, args, 5, gx, gy, 1));
+    if (!sliced) return WGML_OK;
+    wgml__kernel r = { .file = "matmul_mma", .entry = "mma_reduce", .layout = "urw", .matrix = true, .nconst = 1,
+                       .constants = { { "ACC", acc } } };
+    WGML_CHECK(wgml__grid(e->ctx, wgml__ceil_div((uint64_t)prm.M * prm.N, 256), &gx, &gy));
+    wgml__arg rargs[2] = { part, wgml__t(out) };
+    return wgml__dispatch(e, &r, &prm, sizeof prm, rargs, 2, gx, gy, 1);
 }
 
 wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N, uint32_t K, const wgml_tensor *a,
