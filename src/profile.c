@@ -60,3 +60,5 @@ const wgml__profile *wgml__profile_of(const char *name, uint32_t vendor_id, bool
         if (vendor_id == known[i].vendor_id && name && strstr(name, known[i].match)) return &known[i].profile;
     return &generic_gpu;
 }
+
+uint32_t wgml__units_of(const wgml__profile *p) { return p->compute_units ? p->compute_units : 132; }

@@ -70,6 +70,11 @@ typedef struct wgml__profile {
 /* The profile for an adapter (name as it reports it, vendor id, CPU or not). Never NULL. */
 const wgml__profile *wgml__profile_of(const char *name, uint32_t vendor_id, bool cpu);
 
+/* The compute units the products' split rules assume: the profile's, else the H200's 132,
+   on which the rules were fitted, so that an adapter of unknown size gets the plans it
+   always got (a wrong count only tunes them less closely). */
+uint32_t wgml__units_of(const wgml__profile *p);
+
 /* An engine's choices; zero-initialised means every rule decides. */
 typedef struct wgml__tuning {
     wgml__matmul_tuning matmul;         /* src/ops/matmul.c */

@@ -32,7 +32,8 @@
 // by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
 // them directly at 74; staged in 16-byte loads at 82, with the next step's loads issued
 // before this step's products at 106, with the blocks' rows padded against bank conflicts
-// (as now) at 180; reading the f32 operands straight into the staging (no copies) at 47.
+// (as now) at 206 - 213; reading the f32 operands straight into the staging instead of the
+// copies at most 103.
 //
 // SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
 //   range +-inf, as a cast in PyTorch), the products are summed in f32.
@@ -356,8 +357,8 @@ fn emit(busy: bool, slice: u32, cb: u32, mb: u32, nb: u32, lane: u32, sgsize: u3
     workgroupBarrier();
 }
 
-// out[i] = the sum of the splits' partial results for element i (+ out[i] with ACC), in
-// slice order: part is bound at binding 1 (as src), out at binding 2.
+// out[i] = the sum of the slices' partial results for element i (+ out[i] with ACC), in
+// slice order: gemm_mma's partial is bound at binding 1 (read as src), out at binding 2.
 @group(0) @binding(2) var<storage, read_write> sum_out: array<f32>;
 
 @compute @workgroup_size(256)

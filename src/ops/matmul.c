@@ -88,15 +88,7 @@ static const tile_cfg TILES[NTILES] = {
 #define SPLIT_MAX_COST 0.98
 #define SPLIT_NEAR_BEST 1.03
 #define TAIL_MIN_GAIN 0.005
-/* The compute units the models assume where the profile does not know them: the H200's,
-   on which they were fitted, so that such an adapter gets the plans it always got (a wrong
-   count only tunes them less closely). */
-#define MODEL_UNITS 132
-
-static uint32_t units_of(const wgml_context *ctx)
-{
-    return ctx->profile->compute_units ? ctx->profile->compute_units : MODEL_UNITS;
-}
+static uint32_t units_of(const wgml_context *ctx) { return wgml__units_of(ctx->profile); }
 
 /* A yes-or-no choice: forced by the tuning, else the rule's. */
 static bool decide(uint32_t forced, bool rule)

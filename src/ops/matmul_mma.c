@@ -105,13 +105,12 @@ static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm,
 #define SPLIT_MIN_K 512
 #define SPLIT_MAX 16
 #define SPLIT_MAX_BYTES (256ull << 20)
-#define MODEL_UNITS 132 /* as src/ops/matmul.c: the H200's where the profile does not know them */
 
 /* The slices of k (prm->splits, prm->kchunk values each) of a product of prm->tiles tiles
    over kp values of k. */
 static void plan_split(const wgml_context *ctx, mma_params *prm, uint32_t kp)
 {
-    uint32_t units = ctx->profile->compute_units ? ctx->profile->compute_units : MODEL_UNITS, bk = step_k(&ctx->info);
+    uint32_t units = wgml__units_of(ctx->profile), bk = step_k(&ctx->info);
     uint64_t want = (uint64_t)SPLIT_WORKGROUPS * units, s = 1;
     uint64_t limit = ctx->limits.maxStorageBufferBindingSize < SPLIT_MAX_BYTES ? ctx->limits.maxStorageBufferBindingSize
                                                                                : SPLIT_MAX_BYTES;
