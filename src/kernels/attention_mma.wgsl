@@ -10,8 +10,14 @@
 //                one [batch * kv_heads][MA_DP][key blocks * MA_BC] (transposed), zeros past
 //                seq_k and head_dim (whole matrices: the products need no bounds);
 //   prefill_mma  one workgroup per MA_BR queries of one (batch, query head), one pass over
-//                the visible keys, MA_BC at a time, the matrices of k and v loaded straight
-//                from the copies. Per block:
+//                the visible keys, MA_BC at a time. q, rounded to f16, is staged in
+//                workgroup memory once and each subgroup keeps its matrices in registers;
+//                each block of k^T and then of v is staged in workgroup memory (ma_kv, rows
+//                padded against bank conflicts) once per workgroup in 16-byte words, so that
+//                the subgroups' matrix loads read workgroup memory and no subgroup reloads
+//                what another loaded. With MA_PF each invocation loads its words a step
+//                ahead into registers (v's during S's product, the next block's k^T during
+//                the softmax and P v), so that the loads' latency overlaps the work. Per block:
 //     S = (q * scale * log2 e) k^T on the matrix units, into workgroup memory;
 //     each row's block maximum; the row's reference maximum m moves up to it only when it
 //       passes m by MA_LAZY (2^8 in P), and then l and O are multiplied by exp2(m_old - m)
@@ -27,10 +33,8 @@
 // a 4-byte one among them (an atomic<u32> flag, or a u32) the H100's driver gave wrong
 // results from this kernel's matrix loads and stores, on lavapipe right ones.
 //
-// What was measured on the way (H100, bench/results/h100-f16.md), B4 H32 S4096 D128 causal:
-// k and v converted and staged per workgroup, two passes (the maxima first) 61 ms; read
-// straight from f16 copies 34; rows of S and P padded against bank conflicts 32; k copied
-// transposed (its matrices loaded row by row, as v's) 24; one pass 17; q's rows padded 16.6.
+// The steps that brought the forward to its present shape, each measured, are in
+// bench/notes/attention.md ("The forward on the matrix units").
 //
 // Rounding (the F16 contract): q * scale * log2 e, k, v and P are rounded to f16 (beyond
 // f16's range +-inf), every sum is f32.
@@ -39,12 +43,12 @@
 // of S (4 result matrices: MA_BC = 4 SN keys) and of O (MA_DP / SN result matrices, at
 // most 16). A workgroup has MA_NSG subgroups of the adapter's largest subgroup size MA_SG;
 // a device running smaller subgroups runs more of them (at most 64), and those past MA_NSG
-// only stage q and work on the softmax. The softmax gives each row MA_TPR = MA_WG / MA_BR
-// threads, which take its keys 4 at a time in turn, thread t on row t % MA_BR (the host
-// checks MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: q
-// [MA_BR][MA_DP] f16 (in an array sized for head_dim 128), S [MA_BR][MA_BC] f32, P the same
-// in f16, rows padded, and the rows' and subgroups' small arrays: 45 KiB at SM = SN = 16
-// (the host checks the adapter's limit).
+// only stage q, k and v and work on the softmax. The softmax gives each row MA_TPR =
+// MA_WG / MA_BR threads, which take its keys 4 at a time in turn, thread t on row t % MA_BR
+// (the host checks MA_WG % MA_BR == 0 and (MA_BC / 4) % MA_TPR == 0). Workgroup memory: ma_kv (q
+// [MA_BR][MA_DP], k^T's block [MA_DP][MA_BC], v's [MA_BC][MA_DP], in f16, sized for head_dim
+// 128), S [MA_BR][MA_BC] f32, P the same in f16, rows padded, and the rows' and subgroups'
+// small arrays: 46 KiB at SM = SN = 16 (the host checks the adapter's limit).
 
 override MA_SG: u32 = 32u;            // the adapter's largest subgroup size
 override MA_DP: u32 = 128u;           // head_dim rounded up to a multiple of SK, SN and 4
@@ -64,16 +68,21 @@ const MA_PS: u32 = MA_BC + 8u;
 
 @group(0) @binding(6) var<storage, read_write> lse_mma: array<f32>;
 @group(0) @binding(3) var<storage, read_write> kv_out: array<f16>;   // ma_convert
-@group(0) @binding(7) var<storage, read> k16: array<f16>;            // prefill_mma: the copies
-@group(0) @binding(8) var<storage, read> v16: array<f16>;
+@group(0) @binding(7) var<storage, read> k16: array<vec4<u32>>;      // prefill_mma: the copies,
+@group(0) @binding(8) var<storage, read> v16: array<vec4<u32>>;      // 8 f16 per word
 
 // The arrays the matrices are loaded from or stored to take constant sizes (the built-ins
 // accept no array sized by an override expression): rows of MA_DMAX, of which each uses MA_DP.
 const MA_DMAX: u32 = 128u;
-// q's rows padded by 16 bytes, so that a matrix load's 8 rows of 16 bytes fall into
-// different banks (a row stride of 128 or 256 bytes puts them into the same ones)
+// Rows in ma_kv padded by 16 bytes, so that a matrix load's 8 rows of 16 bytes fall into
+// different banks (a row stride of 128 or 256 bytes puts them into the same ones): q's and
+// v's rows of MA_DP (MA_QS), k^T's rows of MA_BC keys (MA_KS).
 override MA_QS: u32 = MA_DP + 8u;
-var<workgroup> ma_q: array<f16, MA_BR * (MA_DMAX + 8u)>;
+const MA_KS: u32 = MA_BC + 8u;
+// ma_kv holds q (rounded to f16) until its matrices are in the subgroups' registers, then
+// per block of keys k^T's block [MA_DP][MA_BC] and, once S is computed, v's [MA_BC][MA_DP].
+const MA_KV: u32 = max(MA_DMAX * MA_KS, max(MA_BR, MA_BC) * (MA_DMAX + 8u));
+var<workgroup> ma_kv: array<f16, MA_KV>;
 var<workgroup> ma_s: array<f32, MA_BR * MA_SS>;   // S; at the end O, MA_BC columns at a time
 var<workgroup> ma_p: array<f16, MA_BR * MA_PS>;
 var<workgroup> ma_red: array<f32, MA_WG>;         // per-thread partial maxima and sums
@@ -127,25 +136,88 @@ fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups
     }
 }
 
-// S of the subgroup's SM rows with keys kb .. kb + MA_BC into ma_s; kh: the (batch, kv
-// head)'s first element in the copies (every invocation of a busy subgroup calls it).
-fn ma_scores(sg: u32, kh: u32, kb: u32) {
-    let keys = p.k_blocks * MA_BC;
-    var s0 = MaC(); var s1 = MaC(); var s2 = MaC(); var s3 = MaC();   // explicit zeros (see the prelude)
-    let qa = sg * SM * MA_QS;
-    for (var d = 0u; d < MA_DP; d += SK) {
-        let a = subgroupMatrixLoad<MaL>(&ma_q, qa + d, false, MA_QS);
-        let ka = kh + d * keys + kb;   // k^T [MA_DP][keys]: rows d .., columns kb ..
-        s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka, false, keys), s0);
-        s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + SN, false, keys), s1);
-        s2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + 2u * SN, false, keys), s2);
-        s3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&k16, ka + 3u * SN, false, keys), s3);
+// The 8 f16 of w into ma_kv from element at.
+fn ma_put8(at: u32, w: vec4<u32>) {
+    for (var j = 0u; j < 4u; j++) {
+        let h = bitcast<vec2<f16>>(w[j]);
+        ma_kv[at + 2u * j] = h.x;
+        ma_kv[at + 2u * j + 1u] = h.y;
     }
+}
+
+// Word c of k^T's block of keys kb .. kb + MA_BC ([MA_DP][MA_KS] in ma_kv, in 16-byte
+// words): its index in k16 and its first element in ma_kv; kh: the (batch, kv head)'s
+// first element in the copies. The same of v's block ([MA_BC][MA_QS]).
+fn ma_k_src(c: u32, kh: u32, kb: u32) -> u32 { return (kh + (c / (MA_BC / 8u)) * p.k_blocks * MA_BC + kb) / 8u + c % (MA_BC / 8u); }
+fn ma_k_dst(c: u32) -> u32 { return (c / (MA_BC / 8u)) * MA_KS + 8u * (c % (MA_BC / 8u)); }
+fn ma_v_src(c: u32, kh: u32, kb: u32) -> u32 { return (kh + (kb + c / (MA_DP / 8u)) * MA_DP) / 8u + c % (MA_DP / 8u); }
+fn ma_v_dst(c: u32) -> u32 { return (c / (MA_DP / 8u)) * MA_QS + 8u * (c % (MA_DP / 8u)); }
+
+// A block into ma_kv straight from the copies (k^T's when is_k, else v's); every invocation
+// calls it.
+fn ma_stage(lid: u32, is_k: bool, kh: u32, kb: u32) {
+    for (var c = lid; c < MA_DP * MA_BC / 8u; c += MA_WG) {
+        if (is_k) { ma_put8(ma_k_dst(c), k16[ma_k_src(c, kh, kb)]); }
+        else { ma_put8(ma_v_dst(c), v16[ma_v_src(c, kh, kb)]); }
+    }
+}
+
+// MA_PF: a block's words are loaded into registers (8 per invocation cover it: the host
+// checks) one step before they are stored into ma_kv, so that the loads' latency overlaps
+// the products: v's during S's product, the next block's k^T during the softmax and P v.
+override MA_PF: bool = false;
+alias MaWords = array<vec4<u32>, 8>;
+fn ma_fetch(w: ptr<function, MaWords>, lid: u32, is_k: bool, kh: u32, kb: u32) {
+    for (var j = 0u; j < 8u; j++) {
+        let c = lid + j * MA_WG;
+        if (c < MA_DP * MA_BC / 8u) {
+            if (is_k) { (*w)[j] = k16[ma_k_src(c, kh, kb)]; } else { (*w)[j] = v16[ma_v_src(c, kh, kb)]; }
+        }
+    }
+}
+fn ma_put(w: ptr<function, MaWords>, lid: u32, is_k: bool) {
+    for (var j = 0u; j < 8u; j++) {
+        let c = lid + j * MA_WG;
+        if (c < MA_DP * MA_BC / 8u) { ma_put8(select(ma_v_dst(c), ma_k_dst(c), is_k), (*w)[j]); }
+    }
+}
+
+// The subgroup's rows of q (SK columns per matrix, MA_QC <= 16 of them), kept in registers
+// for the whole pass.
+struct MaQ { q0: MaL, q1: MaL, q2: MaL, q3: MaL, q4: MaL, q5: MaL, q6: MaL, q7: MaL,
+             q8: MaL, q9: MaL, q10: MaL, q11: MaL, q12: MaL, q13: MaL, q14: MaL, q15: MaL }
+override MA_QC: u32 = MA_DP / SK;
+
+fn ma_q(sg: u32, n: u32) -> MaL {
+    return subgroupMatrixLoad<MaL>(&ma_kv, sg * SM * MA_QS + min(n, MA_QC - 1u) * SK, false, MA_QS);
+}
+
+// S's 4 result matrices of a subgroup (MA_BC keys)
+struct MaS { s0: MaC, s1: MaC, s2: MaC, s3: MaC }
+
+// s += the left matrix a (q's columns n SK ..) times rows n SK .. of the staged k^T block.
+fn ma_mac(s: ptr<function, MaS>, a: MaL, n: u32) {
+    if (n >= MA_QC) { return; }
+    let ka = n * SK * MA_KS;
+    (*s).s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, ka, false, MA_KS), (*s).s0);
+    (*s).s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, ka + SN, false, MA_KS), (*s).s1);
+    (*s).s2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, ka + 2u * SN, false, MA_KS), (*s).s2);
+    (*s).s3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, ka + 3u * SN, false, MA_KS), (*s).s3);
+}
+
+// S of the subgroup's SM rows with the staged block's keys into ma_s (every invocation of a
+// busy subgroup calls it).
+fn ma_scores(sg: u32, q: MaQ) {
+    var s = MaS(MaC(), MaC(), MaC(), MaC());   // explicit zeros (see the prelude)
+    ma_mac(&s, q.q0, 0u); ma_mac(&s, q.q1, 1u); ma_mac(&s, q.q2, 2u); ma_mac(&s, q.q3, 3u);
+    ma_mac(&s, q.q4, 4u); ma_mac(&s, q.q5, 5u); ma_mac(&s, q.q6, 6u); ma_mac(&s, q.q7, 7u);
+    ma_mac(&s, q.q8, 8u); ma_mac(&s, q.q9, 9u); ma_mac(&s, q.q10, 10u); ma_mac(&s, q.q11, 11u);
+    ma_mac(&s, q.q12, 12u); ma_mac(&s, q.q13, 13u); ma_mac(&s, q.q14, 14u); ma_mac(&s, q.q15, 15u);
     let sa = sg * SM * MA_SS;
-    subgroupMatrixStore(&ma_s, sa, s0, false, MA_SS);
-    subgroupMatrixStore(&ma_s, sa + SN, s1, false, MA_SS);
-    subgroupMatrixStore(&ma_s, sa + 2u * SN, s2, false, MA_SS);
-    subgroupMatrixStore(&ma_s, sa + 3u * SN, s3, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa, s.s0, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + SN, s.s1, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + 2u * SN, s.s2, false, MA_SS);
+    subgroupMatrixStore(&ma_s, sa + 3u * SN, s.s3, false, MA_SS);
 }
 
 // The 4 scores of row r at keys kb + 4 g .. (log2 units), hidden pairs -inf, the mask added;
@@ -224,11 +296,17 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
         var x = vec4f(0.0);
         if (at.i0 + r < p.seq_q) { x = ld_q(at.q_base + (at.i0 + r) * at.q_stride, c) * p.scale_log2; }
         let a = r * MA_QS + 4u * c;
-        ma_q[a] = ma_f16(x.x);
-        ma_q[a + 1u] = ma_f16(x.y);
-        ma_q[a + 2u] = ma_f16(x.z);
-        ma_q[a + 3u] = ma_f16(x.w);
+        ma_kv[a] = ma_f16(x.x);
+        ma_kv[a + 1u] = ma_f16(x.y);
+        ma_kv[a + 2u] = ma_f16(x.z);
+        ma_kv[a + 3u] = ma_f16(x.w);
     }
+    workgroupBarrier();
+    // q's matrices into registers (the subgroups past MA_NSG load a busy one's, unused)
+    let qs = min(sg, MA_NSG - 1u);
+    let q = MaQ(ma_q(qs, 0u), ma_q(qs, 1u), ma_q(qs, 2u), ma_q(qs, 3u), ma_q(qs, 4u), ma_q(qs, 5u), ma_q(qs, 6u),
+                ma_q(qs, 7u), ma_q(qs, 8u), ma_q(qs, 9u), ma_q(qs, 10u), ma_q(qs, 11u), ma_q(qs, 12u), ma_q(qs, 13u),
+                ma_q(qs, 14u), ma_q(qs, 15u));
     let r = lid % MA_BR;        // the softmax's row and the thread's turn in it
     let part = lid / MA_BR;
     let i = at.i0 + r;
@@ -240,10 +318,22 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
     var l = 0.0;         // the thread's part of sum_j exp2(s_j - m)
     var o0 = MaC(); var o1 = MaC(); var o2 = MaC(); var o3 = MaC(); var o4 = MaC(); var o5 = MaC(); var o6 = MaC(); var o7 = MaC();
     var o8 = MaC(); var o9 = MaC(); var o10 = MaC(); var o11 = MaC(); var o12 = MaC(); var o13 = MaC(); var o14 = MaC(); var o15 = MaC();
-    workgroupBarrier();   // q
+    var w: MaWords;
+    if (MA_PF && i32(kb0) < range.y) { ma_fetch(&w, lid, true, at.kh, kb0); }
     for (var kb = kb0; i32(kb) < range.y; kb += MA_BC) {
-        if (busy) { ma_scores(sg, at.kh, kb); }   // after the last barrier: S and P of the block before are read
+        workgroupBarrier();   // q's matrices, or the block before's v, read
+        if (MA_PF) { ma_put(&w, lid, true); } else { ma_stage(lid, true, at.kh, kb); }
         workgroupBarrier();
+        if (MA_PF) { ma_fetch(&w, lid, false, at.kh, kb); }
+        if (busy) { ma_scores(sg, q); }   // S and P of the block before are read by now
+        workgroupBarrier();
+        // k^T's block is read; P v reads v after the barriers below
+        if (MA_PF) {
+            ma_put(&w, lid, false);
+            if (i32(kb + MA_BC) < range.y) { ma_fetch(&w, lid, true, at.kh, kb + MA_BC); }
+        } else {
+            ma_stage(lid, false, at.kh, kb);
+        }
         let full = !has_mask() && block_visible(at.i0, at.i1, kb, MA_BC);
         var bm = p.neg_inf;
         for (var g = part; g < MA_BC / 4u; g += MA_TPR) {
@@ -301,23 +391,23 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
         if (busy) {
             for (var kk = 0u; kk < MA_BC; kk += SK) {
                 let a = subgroupMatrixLoad<MaL>(&ma_p, sg * SM * MA_PS + kk, false, MA_PS);
-                let vb = at.kh + (kb + kk) * MA_DP;
-                o0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb, false, MA_DP), o0);
-                if (MA_OC > 1u) { o1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + SN, false, MA_DP), o1); }
-                if (MA_OC > 2u) { o2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 2u * SN, false, MA_DP), o2); }
-                if (MA_OC > 3u) { o3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 3u * SN, false, MA_DP), o3); }
-                if (MA_OC > 4u) { o4 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 4u * SN, false, MA_DP), o4); }
-                if (MA_OC > 5u) { o5 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 5u * SN, false, MA_DP), o5); }
-                if (MA_OC > 6u) { o6 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 6u * SN, false, MA_DP), o6); }
-                if (MA_OC > 7u) { o7 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 7u * SN, false, MA_DP), o7); }
-                if (MA_OC > 8u) { o8 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 8u * SN, false, MA_DP), o8); }
-                if (MA_OC > 9u) { o9 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 9u * SN, false, MA_DP), o9); }
-                if (MA_OC > 10u) { o10 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 10u * SN, false, MA_DP), o10); }
-                if (MA_OC > 11u) { o11 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 11u * SN, false, MA_DP), o11); }
-                if (MA_OC > 12u) { o12 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 12u * SN, false, MA_DP), o12); }
-                if (MA_OC > 13u) { o13 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 13u * SN, false, MA_DP), o13); }
-                if (MA_OC > 14u) { o14 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 14u * SN, false, MA_DP), o14); }
-                if (MA_OC > 15u) { o15 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&v16, vb + 15u * SN, false, MA_DP), o15); }
+                let vb = kk * MA_QS;
+                o0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb, false, MA_QS), o0);
+                if (MA_OC > 1u) { o1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + SN, false, MA_QS), o1); }
+                if (MA_OC > 2u) { o2 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 2u * SN, false, MA_QS), o2); }
+                if (MA_OC > 3u) { o3 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 3u * SN, false, MA_QS), o3); }
+                if (MA_OC > 4u) { o4 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 4u * SN, false, MA_QS), o4); }
+                if (MA_OC > 5u) { o5 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 5u * SN, false, MA_QS), o5); }
+                if (MA_OC > 6u) { o6 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 6u * SN, false, MA_QS), o6); }
+                if (MA_OC > 7u) { o7 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 7u * SN, false, MA_QS), o7); }
+                if (MA_OC > 8u) { o8 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 8u * SN, false, MA_QS), o8); }
+                if (MA_OC > 9u) { o9 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 9u * SN, false, MA_QS), o9); }
+                if (MA_OC > 10u) { o10 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 10u * SN, false, MA_QS), o10); }
+                if (MA_OC > 11u) { o11 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 11u * SN, false, MA_QS), o11); }
+                if (MA_OC > 12u) { o12 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 12u * SN, false, MA_QS), o12); }
+                if (MA_OC > 13u) { o13 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 13u * SN, false, MA_QS), o13); }
+                if (MA_OC > 14u) { o14 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 14u * SN, false, MA_QS), o14); }
+                if (MA_OC > 15u) { o15 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, vb + 15u * SN, false, MA_QS), o15); }
             }
         }
     }

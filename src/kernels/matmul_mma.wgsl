@@ -28,12 +28,9 @@
 //                A product of few tiles and a long k runs in slices of k (SPLITK, the
 //                host's plan_split), each slice's result into partial [splits][M][N];
 //   mma_reduce   then sums the slices in order into out (adding out with ACC).
-// Measured on an H100 at 4096^3 (bench/results/h100-f16.md): converting f32 blocks element
-// by element in workgroup memory ran at 2.8 TFLOP/s; the copies with matrices loaded from
-// them directly at 74; staged in 16-byte loads at 82, with the next step's loads issued
-// before this step's products at 106, with the blocks' rows padded against bank conflicts
-// (as now) at 206 - 213; reading the f32 operands straight into the staging instead of the
-// copies at most 103.
+// The steps that brought gemm_mma to its present shape (16-byte staging, the next step's
+// loads issued before this step's products, padded rows), each measured, and the variants
+// that lost are in bench/notes/matmul.md ("Products on the matrix units").
 //
 // SPLIT false (wgml_precision F16): each element of A and B is rounded to f16 (beyond f16's
 //   range +-inf, as a cast in PyTorch), the products are summed in f32.

@@ -578,7 +578,7 @@ static wgml_status forward_mm(wgml_engine *e, const wgml_tensor *q, const wgml_t
 static uint32_t mma_dp(const wgml_adapter_info *in, uint32_t dim)
 {
     uint32_t step = in->matrix_k > in->matrix_n ? in->matrix_k : in->matrix_n;
-    if (step < 4) step = 4;
+    if (step < 8) step = 8;   /* whole 16-byte words of f16 (prefill_mma stages them) */
     return (dim + step - 1) / step * step;
 }
 
@@ -613,19 +613,21 @@ static wgml_status mma_convert(wgml_engine *e, attn_params p, uint32_t dp, bool 
 }
 
 /* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most
-   MMA_MAX_OC result matrices of out per subgroup, a softmax of whole rows of threads, at
-   most 64 subgroups per workgroup, its workgroup memory (q in f16 with rows of
-   GEMM_MAX_DIM + 8, S in f32 and f16 with padded rows, the partial sums, the rows' factors and
+   MMA_MAX_OC result matrices of out and of q per subgroup, a softmax of whole rows of
+   threads, blocks of whole 16-byte words of keys, at most 64 subgroups per workgroup, its
+   workgroup memory (q, then the blocks of k^T and v, in f16 with padded rows of at most
+   GEMM_MAX_DIM, S in f32 and f16 with padded rows, the partial sums, the rows' factors and
    the rescale flags) and copies of k and v that one binding holds. */
 static bool mma_fits(const wgml_engine *e, const attn_shape *s)
 {
     const wgml_adapter_info *in = &e->ctx->info;
     if (!in->matrix_m || s->dim > GEMM_MAX_DIM) return false;
     uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 4 * in->matrix_n, wg = 4 * in->subgroup_max_size;
-    if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || wg % br ||
-        (bc / 4) % (wg / br))
+    if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || dp / in->matrix_k > MMA_MAX_OC ||
+        bc % in->matrix_k || wg % br || (bc / 4) % (wg / br) || bc % 8)
         return false;
-    uint64_t bytes = 2ull * br * (GEMM_MAX_DIM + 8) + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
+    uint64_t rows = br > bc ? br : bc, kv = GEMM_MAX_DIM * (bc + 8ull), qv = rows * (GEMM_MAX_DIM + 8ull);
+    uint64_t bytes = 2 * (kv > qv ? kv : qv) + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
     return mma_workgroup_fits(e, bytes) && mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
@@ -650,6 +652,9 @@ static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_
                         .constants = { { "MA_SG", in->subgroup_max_size }, { "MA_DP", dp }, { "LSE", lse != NULL } } };
     uint32_t feat = feat_of(e, &p);
     if (feat != 3) wgml__add_constant(&kk, "FEAT", feat);
+    /* a block's 16-byte words loaded a step ahead, in 8 registers per invocation (MA_PF),
+       where 8 cover it (bench/notes/attention.md measures both) */
+    if ((uint64_t)dp * 4 * in->matrix_n / 8 <= 8ull * 4 * in->subgroup_max_size) wgml__add_constant(&kk, "MA_PF", 1);
     wgml__arg l;
     if (lse) l = wgml__t(lse);
     else WGML_CHECK(unused_arg(e, &l));
