@@ -568,9 +568,13 @@ static void test_bad_tuning(void)
 
 /* The last round split along K, forced on small products: the last n tiles in launch order
    (edge tiles among them) computed in s slices into blocks of a workspace and added into out
-   by splitk_reduce_tiles (three commands), for all three layouts, N a multiple of 4 (vec4
-   stores) and not, with accumulate, exact on integers; impossible requests are refused with
-   nothing recorded. */
+   by splitk_reduce_tiles (three commands), with accumulate, exact on integers; impossible
+   requests are refused with nothing recorded. The last round's own code is its tile order
+   and its stores into the blocks (vec4 where N is a multiple of 4, else scalar), the same in
+   every layout: the first shape (vec4 stores, a partial last step of K) runs in all three
+   layouts, each other shape (scalar stores; K a multiple of BK or not) in one, in turn, and
+   accumulate in the first layout, so that each kernel variant is built once (the loads'
+   variants are test_fast_tiles'). */
 static void test_last_round(void)
 {
     static const shape shapes[] = { { 300, 260, 517 }, { 300, 261, 203 }, { 129, 385, 64 }, { 257, 131, 1000 } };
@@ -581,9 +585,9 @@ static void test_last_round(void)
         { .tile = WGML__MM_TILE_128, .tail_tiles = 5, .tail_slices = 3, .splitk = 1 },
     };
     for (size_t v = 0; v < COUNT(forced); v++)
-        for (int o = 0; o < 3; o++)
-            for (size_t s = 0; s < COUNT(shapes); s++)
-                for (int acc = 0; acc < (s < 2 ? 2 : 1); acc++)
+        for (size_t s = 0; s < COUNT(shapes); s++)
+            for (int o = s == 0 ? 0 : (int)s % 3; o < (s == 0 ? 3 : (int)s % 3 + 1); o++)
+                for (int acc = 0; acc < (o == 0 ? 2 : 1); acc++)
                     run_mm((mm_case){ .op = o, .M = shapes[s].M, .N = shapes[s].N, .K = shapes[s].K, .ints = s % 2 == 1,
                                       .acc = acc, .forced = forced[v], .commands = 3 });
     /* as many tail tiles as the product has, or K too short for two slices: refused */
