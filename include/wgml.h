@@ -1148,7 +1148,7 @@ typedef struct wgml_attention_options {
        8 x 8): q * scale, k, v, dout, the kept probabilities and dS rounded to f16, the
        probabilities, dP and every sum in f32; its statistics pass (lse given, or
        recomputed) is f32. Memory: f16 copies of k and v (forward; k transposed), and of q,
-       dout, k and v, each also transposed (backward), padded to whole blocks, in the
+       dout, k and v (backward), padded to whole blocks, in the
        engine's scratch, kept and reused until the engine is destroyed; a call whose copies
        would exceed maxStorageBufferBindingSize runs the f32 kernels. Elsewhere, with
        options.scores, and at F32 or F16X3 the f32 kernels run. A value outside the enum is

@@ -290,13 +290,12 @@ typedef struct wgml__pipeline wgml__pipeline;
 #define WGML__FUSE_SLOTS 4
 /* ATTN_UNUSED: 16 bytes bound where an attention kernel declares a writable binding that
    the call does not use (the prefill entries' scores output without options.scores).
-   ATTN_T0 .. T3: attention's backward at F16, its transposed f16 copies of q, dout, k, v
-   (the row-major ones in MMA_AL, MMA_BL, MMA_AH, MMA_BH). */
+   Attention's backward at F16 keeps its f16 copies of q, dout, k, v in MMA_AL, MMA_BL,
+   MMA_AH, MMA_BH. */
 enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__SCRATCH_ATTN, WGML__SCRATCH_MATMUL,
        WGML__SCRATCH_MATMUL_T, WGML__SCRATCH_ATTN_DS, WGML__SCRATCH_MATMUL_A, WGML__SCRATCH_ATTN_UNUSED,
        WGML__SCRATCH_SAMPLE_META, WGML__SCRATCH_SAMPLE_Z, WGML__SCRATCH_SAMPLE_OUT,
        WGML__SCRATCH_MMA_AH, WGML__SCRATCH_MMA_BH, WGML__SCRATCH_MMA_AL, WGML__SCRATCH_MMA_BL, WGML__SCRATCH_MMA_SCALES,
-       WGML__SCRATCH_ATTN_T0, WGML__SCRATCH_ATTN_T1, WGML__SCRATCH_ATTN_T2, WGML__SCRATCH_ATTN_T3,
        WGML__SCRATCH_FUSE_SPARE, WGML__SCRATCH_SLOTS = WGML__SCRATCH_FUSE_SPARE + WGML__FUSE_SLOTS - 1 };
 
 /* What a scratch slot holds when an op may reuse it: a copy of tensor `src` (its id), made

@@ -89,7 +89,8 @@ static const cli_flag ft_flags[] = {
     { "--eval-every", CLI_INT, offsetof(ft_opts, eval_every), "steps between validation losses (0: only at the end)", 0, 1e9 },
     { "--save-every", CLI_INT, offsetof(ft_opts, save_every), "steps between resumable checkpoints (0: none; SIGINT and SIGTERM "
       "write one too)", 0, 1e9 },
-    { "--keep-scores", CLI_INT, offsetof(ft_opts, keep_scores), "keep attention's scores for the backward (-1: on a GPU)", -1, 1 },
+    { "--keep-scores", CLI_INT, offsetof(ft_opts, keep_scores), "keep attention's scores for the backward (-1: on a GPU, unless --precision f16 runs attention on the "
+      "matrix units)", -1, 1 },
     { "--overwrite", CLI_BOOL, offsetof(ft_opts, overwrite), "replace a run already in --out" },
     { "--resume", CLI_STRING, offsetof(ft_opts, resume), "a checkpoint folder, or an --out holding some, to go on from" },
 };
@@ -322,11 +323,10 @@ int cmd_finetune(int argc, char **argv)
     else if (!o.full)
         s = wgml_lora_create(model, &(wgml_lora_desc){ .rank = (uint32_t)o.rank, .alpha = (float)o.alpha, .dropout = (float)o.dropout,
                                                         .targets = targets, .rslora = o.rslora != 0 }, o.seed, &lora);
-    bool gpu = !info.type || strcmp(info.type, "CPU") != 0;
     wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = T, .beta1 = (float)o.beta1, .beta2 = (float)o.beta2,
                              .eps = (float)o.eps, .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f, .lora = lora,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .seed = o.seed,
+                             .keep_attention_scores = cli_keep_scores(o.keep_scores, o.precision, &info), .seed = o.seed,
                              .comm = dist.comm, .loss_scale = cli_loss_scale(o.precision, o.loss_scale) };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     if (s == WGML_OK && o.resume) s = wgml_trainer_load_state(tr, cli_fmt_path(path, sizeof path, ckdir, "optimizer.safetensors"));

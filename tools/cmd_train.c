@@ -77,7 +77,7 @@ static const cli_flag train_flags[] = {
       "itself included (0: all); Gemma 3's sliding layers' window", 0, 1 << 24 },
     { "--keep-scores", CLI_INT, offsetof(train_opts, keep_scores),
       "1: keep attention's scores for the backward (faster; batch*heads*(context/64)^2*16 KiB per layer), 0: recompute "
-      "them; -1: 1 on a GPU, 0 on a CPU adapter", -1, 1 },
+      "them; -1: 1 on a GPU, 0 on a CPU adapter or where --precision f16 runs attention on the matrix units", -1, 1 },
     { "--seed", CLI_U64, offsetof(train_opts, seed), "seed of the initial weights and of the batch order", 0, 0 },
     { "--eval-every", CLI_INT, offsetof(train_opts, eval_every), "steps between validation losses (0: only at the end)", 0, 1e9 },
     { "--save-every", CLI_INT, offsetof(train_opts, save_every), "steps between resumable checkpoints in --out (0: none; "
@@ -309,12 +309,11 @@ int cmd_train(int argc, char **argv)
     if (s == WGML_OK && o.resume) s = wgml_model_load(eng, ckdir, &model);
     else if (s == WGML_OK) s = wgml_model_create(eng, &cfg, &model);
     if (s == WGML_OK && !o.resume) s = wgml_model_init_random(model, o.seed, 0.02f);
-    bool gpu = !info.type || strcmp(info.type, "CPU") != 0;
     wgml_trainer_desc td = { .batch = (uint32_t)o.batch, .seq_len = (uint32_t)o.context,
                              .beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = (float)o.eps,
                              .clip_norm = o.clip > 0 ? (float)o.clip : -1.0f,
                              .weight_decay = o.weight_decay > 0 ? (float)o.weight_decay : -1.0f,
-                             .keep_attention_scores = o.keep_scores < 0 ? gpu : o.keep_scores != 0, .comm = dist.comm,
+                             .keep_attention_scores = cli_keep_scores(o.keep_scores, o.precision, &info), .comm = dist.comm,
                              .loss_scale = cli_loss_scale(o.precision, o.loss_scale) };
     if (s == WGML_OK) s = wgml_trainer_create(model, &td, &tr);
     char path[PATH_MAX];

@@ -111,6 +111,13 @@ float cli_loss_scale(const char *precision, double loss_scale)
     return precision && strcmp(precision, "f16") == 0 ? 65536.0f : 0.0f;
 }
 
+bool cli_keep_scores(int keep_scores, const char *precision, const wgml_adapter_info *info)
+{
+    if (keep_scores >= 0) return keep_scores != 0;
+    bool gpu = !info->type || strcmp(info->type, "CPU") != 0;
+    return gpu && !(precision && strcmp(precision, "f16") == 0 && info->matrix_m);
+}
+
 void cli_print_precision(const char *precision, const wgml_adapter_info *info, const wgml_trainer *tr)
 {
     float scale = wgml_trainer_loss_scale(tr);

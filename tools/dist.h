@@ -46,6 +46,10 @@ int cli_precision(const char *who, const char *precision, wgml_precision *out);
 int cli_check_precision(const char *who, const char *precision, double loss_scale);
 /* desc.loss_scale for --precision and --loss-scale (-1: PyTorch's 65536 with f16, else 0). */
 float cli_loss_scale(const char *precision, double loss_scale);
+/* desc.keep_attention_scores for --keep-scores (-1: on a GPU, unless --precision f16 runs
+   attention on the adapter's matrix units, whose backward recomputes the scores as fast as
+   the f32 kernels use kept ones, without their memory). */
+bool cli_keep_scores(int keep_scores, const char *precision, const wgml_adapter_info *info);
 /* A line saying how the products run and the loss scale, unless both are the defaults. */
 void cli_print_precision(const char *precision, const wgml_adapter_info *info, const wgml_trainer *tr);
 /* A line with the steps loss scaling skipped, if any, and the scale reached. */

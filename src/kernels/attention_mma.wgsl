@@ -1,9 +1,10 @@
 // Flash attention on the GPU's matrix units (subgroup matrices), for wgml_precision F16:
 // the forward's q k^T and P v, and the backward's four products, as f16 x f16 products
-// with f32 sums. Host: forward_mma and backward_mma in src/ops/attention.c. The host compiles this file after the matrix header
-// (enables and the adapter's shape SM x SN x SK, as for matmul_mma.wgsl) and
-// attention_prelude.wgsl (layout, visibility, mask, dropout, log2 units, lse_public), so
-// that masks, windows, dropout and GQA mean exactly what they mean in the f32 kernels.
+// with f32 sums. Host: forward_mma and backward_mma in src/ops/attention.c. The host
+// compiles this file after the matrix header (enables and the adapter's shape SM x SN x SK,
+// as for matmul_mma.wgsl) and attention_prelude.wgsl (layout, visibility, mask, dropout,
+// log2 units, lse_public), so that masks, windows, dropout and GQA mean exactly what they
+// mean in the f32 kernels.
 //
 // Entry points:
 //   ma_convert   v into an f16 copy [batch * kv_heads][key blocks * MA_BC][MA_DP], k into
@@ -26,8 +27,9 @@
 //       rounded to f16 into workgroup memory, O += P v on the matrix units.
 //   At the end out = O * (dropout scale) / l (0 for a row without a visible key), and with
 //   LSE each row's log-sum-exp.
-//   mb_dkdv, mb_dq  the backward (its own section below). With MA_LAZY, rows rescale O rarely (their first blocks
-//   usually hold a maximum within 2^8 of the row's), so the rescale's round trips cost little.
+//   mb_dkdv, mb_dq  the backward (its own section below).
+// With MA_LAZY, rows rescale O rarely (their first blocks usually hold a maximum within 2^8
+// of the row's), so the rescale's round trips cost little.
 //
 // Every workgroup variable is a multiple of 16 bytes (ma_need is a vec4 for one flag): with
 // a 4-byte one among them (an atomic<u32> flag, or a u32) the H100's driver gave wrong
@@ -148,7 +150,9 @@ fn ma_put8(at: u32, w: vec4<u32>) {
 // Word c of k^T's block of keys kb .. kb + MA_BC ([MA_DP][MA_KS] in ma_kv, in 16-byte
 // words): its index in k16 and its first element in ma_kv; kh: the (batch, kv head)'s
 // first element in the copies. The same of v's block ([MA_BC][MA_QS]).
-fn ma_k_src(c: u32, kh: u32, kb: u32) -> u32 { return (kh + (c / (MA_BC / 8u)) * p.k_blocks * MA_BC + kb) / 8u + c % (MA_BC / 8u); }
+fn ma_k_src(c: u32, kh: u32, kb: u32) -> u32 {
+    return (kh + (c / (MA_BC / 8u)) * p.k_blocks * MA_BC + kb) / 8u + c % (MA_BC / 8u);
+}
 fn ma_k_dst(c: u32) -> u32 { return (c / (MA_BC / 8u)) * MA_KS + 8u * (c % (MA_BC / 8u)); }
 fn ma_v_src(c: u32, kh: u32, kb: u32) -> u32 { return (kh + (kb + c / (MA_DP / 8u)) * MA_DP) / 8u + c % (MA_DP / 8u); }
 fn ma_v_dst(c: u32) -> u32 { return (c / (MA_DP / 8u)) * MA_QS + 8u * (c % (MA_DP / 8u)); }
@@ -166,9 +170,10 @@ fn ma_stage(lid: u32, is_k: bool, kh: u32, kb: u32) {
 // checks) one step before they are stored into ma_kv, so that the loads' latency overlaps
 // the products: v's during S's product, the next block's k^T during the softmax and P v.
 override MA_PF: bool = false;
-alias MaWords = array<vec4<u32>, 8>;
+const MA_PFW: u32 = 8u;   // the registers of words per invocation (MaWords)
+alias MaWords = array<vec4<u32>, MA_PFW>;
 fn ma_fetch(w: ptr<function, MaWords>, lid: u32, is_k: bool, kh: u32, kb: u32) {
-    for (var j = 0u; j < 8u; j++) {
+    for (var j = 0u; j < MA_PFW; j++) {
         let c = lid + j * MA_WG;
         if (c < MA_DP * MA_BC / 8u) {
             if (is_k) { (*w)[j] = k16[ma_k_src(c, kh, kb)]; } else { (*w)[j] = v16[ma_v_src(c, kh, kb)]; }
@@ -176,7 +181,7 @@ fn ma_fetch(w: ptr<function, MaWords>, lid: u32, is_k: bool, kh: u32, kb: u32) {
     }
 }
 fn ma_put(w: ptr<function, MaWords>, lid: u32, is_k: bool) {
-    for (var j = 0u; j < 8u; j++) {
+    for (var j = 0u; j < MA_PFW; j++) {
         let c = lid + j * MA_WG;
         if (c < MA_DP * MA_BC / 8u) { ma_put8(select(ma_v_dst(c), ma_k_dst(c), is_k), (*w)[j]); }
     }
@@ -431,17 +436,21 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 //
 // The backward as attention_backward.wgsl computes it (dS = P (Z dP - D), dv = (Z P)^T
 // dout, dk = scale dS^T q, dq = scale dS k, P = exp2(S - lse) from the statistics pass's
-// lse and D), its products on the matrix units. ma_convert first copies q (times scale log2 e), dout, k and
-// v into f16 [rows of a (batch, head)][MA_DP], their rows padded to whole workgroups
-// (q_blocks or k_blocks times MA_BR: zeros past seq_q, seq_k), and each of them transposed
-// too ([MA_DP][rows]), so that every operand's matrices load row by row (the right
-// operands of S and dP from the transposed copies).
+// lse and D), its products on the matrix units. ma_convert first copies q (times scale
+// log2 e), dout, k and v into f16 [rows of a (batch, head)][MA_DP], their rows padded to
+// whole workgroups (q_blocks or k_blocks times MA_BR: zeros past seq_q, seq_k).
 //   mb_dkdv  one workgroup per MA_BR keys of a (batch, kv head): over the visible queries
 //            of the group's query heads, MB_BC at a time, S^T = k q^T and dP^T = v dout^T
 //            into workgroup memory; P, Z P (f16) and dS^T (f16) from them; then dv +=
 //            (Z P)^T dout and dk += dS^T q, the subgroup owning SM keys.
 //   mb_dq    one workgroup per MA_BR queries of a (batch, query head): over the visible
 //            keys, MB_BC at a time, S = q k^T and dP = dout v^T, then dS (f16), dq += dS k.
+// Each subgroup loads the left operands of S and dP (its own rows of k and v, or q and
+// dout) from the copies. The block's rows of the other two (q and dout, or k and v), which
+// every subgroup multiplies, are staged in workgroup memory once per workgroup (ma_kv, rows
+// padded), their 16-byte words loaded into registers a block ahead: S's and dP's right
+// operands load from them column by column (q^T, dout^T, k^T, v^T), those of dv, dk and dq
+// row by row.
 // At the end dk = LN2 * its sum (q carries scale log2 e; dk wants scale), dv = the dropout
 // scale * its sum, dq = scale * its sum.
 //
@@ -449,10 +458,10 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 // f16 (dS beyond f16's range +-inf, below it to f16's subnormals), every sum is f32; P, D,
 // lse and dP stay f32.
 //
-// Workgroup memory: S and dP [MA_BR][MB_SS] f32, Z P and dS [MA_BR][MB_PS] f16 (mb_dq keeps
-// dS in mb_p), the block's lse, D and dropout row keys (mb_dkdv: of its queries; mb_dq: of
-// its rows): 29 KiB at SM = SN = 16. Result matrices per subgroup: MB_OC of dk and of dv
-// (mb_dq: of dq), at most 8 each, and 2 of S and of dP.
+// Workgroup memory: the staged blocks (in ma_kv), S and dP [MA_BR][MB_SS] f32, Z P and dS
+// [MA_BR][MB_PS] f16 (mb_dq keeps dS in mb_p), the block's lse, D and dropout row keys
+// (mb_dkdv: of its queries; mb_dq: of its rows): 47 KiB at SM = SN = 16. Result matrices
+// per subgroup: MB_OC of dk and of dv (mb_dq: of dq), at most 8 each, and 2 of S and of dP.
 
 const MB_BC: u32 = 2u * SN;            // columns (queries of mb_dkdv, keys of mb_dq) per block
 const MB_SS: u32 = MB_BC + 4u;         // row strides, padded as MA_SS and MA_PS
@@ -463,9 +472,11 @@ override MB_OC: u32 = MA_DP / SN;      // result matrices of dk, dv or dq per su
 @group(0) @binding(2) var<storage, read> bk16: array<f16>;
 @group(0) @binding(3) var<storage, read> bv16: array<f16>;
 @group(0) @binding(6) var<storage, read> bdo16: array<f16>;
-// the transposed copies of the right operands of S and dP: q and dout (mb_dkdv), k and v (mb_dq)
-@group(0) @binding(9) var<storage, read> bst16: array<f16>;
-@group(0) @binding(10) var<storage, read> bpt16: array<f16>;
+// the same copies in 16-byte words, staged: q's and dout's by mb_dkdv, k's and v's by mb_dq
+@group(0) @binding(1) var<storage, read> bq_w: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read> bdo_w: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> bk_w: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> bv_w: array<vec4<u32>>;
 
 var<workgroup> mb_s: array<f32, MA_BR * MB_SS>;   // S (S^T); at the end the outputs, MB_BC columns at a time
 var<workgroup> mb_t: array<f32, MA_BR * MB_SS>;   // dP (dP^T)
@@ -474,36 +485,72 @@ var<workgroup> mb_g: array<f16, MA_BR * MB_PS>;   // mb_dkdv: dS^T
 var<workgroup> mb_lse: array<f32, MA_BR>;         // lse, D and row keys of the block's queries
 var<workgroup> mb_d: array<f32, MA_BR>;
 var<workgroup> mb_rk: array<u32, MA_BR>;
+// ma_kv holds the block's MB_BC rows of two copies (mb_dkdv: q and dout; mb_dq: k and v),
+// [MB_BC][MA_QS] each, the second from MB_SECOND on (2 MB_BC = MA_BC rows fit): their
+// matrices load row by row (the right operands of dv, dk and dq) and column by column (those
+// of S and dP: q^T, dout^T, k^T, v^T).
+override MB_SECOND: u32 = MB_BC * MA_QS;
 
-// A left matrix of S's product (second: of dP's) at element `at` of its row-major copy:
-// k (v) in mb_dkdv, q (dout) in mb_dq.
-fn mb_lhs(dkdv: bool, second: bool, at: u32) -> MaL {
-    if (dkdv && second) { return subgroupMatrixLoad<MaL>(&bv16, at, false, MA_DP); }
-    if (dkdv) { return subgroupMatrixLoad<MaL>(&bk16, at, false, MA_DP); }
-    if (second) { return subgroupMatrixLoad<MaL>(&bdo16, at, false, MA_DP); }
-    return subgroupMatrixLoad<MaL>(&bq16, at, false, MA_DP);
+// S's (S^T's) 2 result matrices of a subgroup and dP's (dP^T's)
+struct MbST { s0: MaC, s1: MaC, t0: MaC, t1: MaC }
+
+// One step of SK values of d: st += a (the subgroup's rows of k or q at d) times the staged
+// first block's columns d .. (q^T or k^T, loaded column by column), and b (of v or dout)
+// times the second's (dout^T or v^T).
+fn mb_step(st: ptr<function, MbST>, a: MaL, b: MaL, d: u32) {
+    (*st).s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, d, true, MA_QS), (*st).s0);
+    (*st).s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&ma_kv, SN * MA_QS + d, true, MA_QS), (*st).s1);
+    let y = MB_SECOND + d;
+    (*st).t0 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&ma_kv, y, true, MA_QS), (*st).t0);
+    (*st).t1 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&ma_kv, SN * MA_QS + y, true, MA_QS), (*st).t1);
 }
 
-// Two result matrices of S (S^T in mb_dkdv) into the subgroup's rows of mb_s and two of dP
-// (dP^T) into mb_t: the left operands' rows from their row-major copies at element x, the
-// right ones from the transposed copies (rows of `cols` columns) at element y of their
-// first row: S^T = k q^T and dP^T = v dout^T, or S = q k^T and dP = dout v^T.
-fn mb_two(x: u32, y: u32, cols: u32, sg: u32, dkdv: bool) {
-    var s0 = MaC(); var s1 = MaC(); var t0 = MaC(); var t1 = MaC();
-    for (var d = 0u; d < MA_DP; d += SK) {
-        let ys = y + d * cols;
-        let a = mb_lhs(dkdv, false, x + d);
-        s0 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&bst16, ys, false, cols), s0);
-        s1 = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<MaR>(&bst16, ys + SN, false, cols), s1);
-        let b = mb_lhs(dkdv, true, x + d);
-        t0 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&bpt16, ys, false, cols), t0);
-        t1 = subgroupMatrixMultiplyAccumulate(b, subgroupMatrixLoad<MaR>(&bpt16, ys + SN, false, cols), t1);
-    }
+// S (S^T) into the subgroup's rows of mb_s and dP (dP^T) into mb_t.
+fn mb_store(sg: u32, st: MbST) {
     let sa = sg * SM * MB_SS;
-    subgroupMatrixStore(&mb_s, sa, s0, false, MB_SS);
-    subgroupMatrixStore(&mb_s, sa + SN, s1, false, MB_SS);
-    subgroupMatrixStore(&mb_t, sa, t0, false, MB_SS);
-    subgroupMatrixStore(&mb_t, sa + SN, t1, false, MB_SS);
+    subgroupMatrixStore(&mb_s, sa, st.s0, false, MB_SS);
+    subgroupMatrixStore(&mb_s, sa + SN, st.s1, false, MB_SS);
+    subgroupMatrixStore(&mb_t, sa, st.t0, false, MB_SS);
+    subgroupMatrixStore(&mb_t, sa + SN, st.t1, false, MB_SS);
+}
+
+// Staging: the block's 2 MB_BC MA_DP / 8 words (the host checks that 8 per invocation cover
+// them), loaded into registers during the block before (its products and softmax) and
+// stored into ma_kv at the start of the block. Word c: row c / (MA_DP / 8) of the first
+// copy's block, or past MB_BC rows of the second's.
+fn mb_words() -> u32 { return 2u * MB_BC * (MA_DP / 8u); }
+fn mb_src(c: u32, row0: u32) -> u32 {
+    return (row0 + (c % (MB_BC * MA_DP / 8u)) / (MA_DP / 8u)) * (MA_DP / 8u) + c % (MA_DP / 8u);
+}
+fn mb_second(c: u32) -> bool { return c >= MB_BC * MA_DP / 8u; }
+fn mb_put(w: ptr<function, MaWords>, lid: u32) {
+    for (var j = 0u; j < MA_PFW; j++) {
+        let c = lid + j * MA_WG;
+        if (c < mb_words()) {
+            let r = (c % (MB_BC * MA_DP / 8u)) / (MA_DP / 8u);
+            ma_put8(select(0u, MB_SECOND, mb_second(c)) + r * MA_QS + 8u * (c % (MA_DP / 8u)), (*w)[j]);
+        }
+    }
+}
+// mb_dkdv's block: q's and dout's rows row0 .. row0 + MB_BC of their copies. (mb_dkdv and
+// mb_dq each have their own fetch and left operands: an entry point may not use two
+// variables of one binding, and bq16 and bq_w, say, share theirs.)
+fn mb_fetch_qd(w: ptr<function, MaWords>, lid: u32, row0: u32) {
+    for (var j = 0u; j < MA_PFW; j++) {
+        let c = lid + j * MA_WG;
+        if (c < mb_words()) {
+            if (mb_second(c)) { (*w)[j] = bdo_w[mb_src(c, row0)]; } else { (*w)[j] = bq_w[mb_src(c, row0)]; }
+        }
+    }
+}
+// mb_dq's block: k's and v's rows
+fn mb_fetch_kv(w: ptr<function, MaWords>, lid: u32, row0: u32) {
+    for (var j = 0u; j < MA_PFW; j++) {
+        let c = lid + j * MA_WG;
+        if (c < mb_words()) {
+            if (mb_second(c)) { (*w)[j] = bv_w[mb_src(c, row0)]; } else { (*w)[j] = bk_w[mb_src(c, row0)]; }
+        }
+    }
 }
 
 // The columns [c0, c0 + MB_BC) of the workgroup's MA_BR output rows from mb_s, times f:
@@ -530,31 +577,26 @@ fn mb_out(lid: u32, sg: u32, n: u32, x: MaC, row0: u32, limit: u32, base: u32, s
     if (n % 2u == 1u || n + 1u == MB_OC) { mb_emit(lid, (n / 2u) * MB_BC, row0, limit, base, stride, f, second); }
 }
 
-// acc_n += (the subgroup's rows of mb_p or mb_g) times rows kb .. kb + MB_BC of a copy (y: its
-// first element of row kb, column 0), n < MB_OC: one step of SK columns (kk) per call.
+// acc_n += (the subgroup's rows of mb_p or mb_g) times the staged rows kk .. kk + SK of the
+// first block (at = kk MA_QS) or the second (at = MB_SECOND + kk MA_QS), n < MB_OC: one step
+// of SK columns (kk) per call.
 fn mb_left(g: bool, sg: u32, kk: u32) -> MaL {
     if (g) { return subgroupMatrixLoad<MaL>(&mb_g, sg * SM * MB_PS + kk, false, MB_PS); }
     return subgroupMatrixLoad<MaL>(&mb_p, sg * SM * MB_PS + kk, false, MB_PS);
 }
-fn mb_right(which: u32, y: u32, n: u32) -> MaR {
-    let at = y + n * SN;
-    if (which == 0u) { return subgroupMatrixLoad<MaR>(&bq16, at, false, MA_DP); }
-    if (which == 1u) { return subgroupMatrixLoad<MaR>(&bk16, at, false, MA_DP); }
-    return subgroupMatrixLoad<MaR>(&bdo16, at, false, MA_DP);
-}
+fn mb_right(at: u32, n: u32) -> MaR { return subgroupMatrixLoad<MaR>(&ma_kv, at + n * SN, false, MA_QS); }
 
 struct Mb8 { a0: MaC, a1: MaC, a2: MaC, a3: MaC, a4: MaC, a5: MaC, a6: MaC, a7: MaC }
 
-// x += left times rows kk .. kk + SK of copy `which` (0 q, 1 k, 2 dout) from element y.
-fn mb_mac(x: ptr<function, Mb8>, a: MaL, which: u32, y: u32) {
-    (*x).a0 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 0u), (*x).a0);
-    if (MB_OC > 1u) { (*x).a1 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 1u), (*x).a1); }
-    if (MB_OC > 2u) { (*x).a2 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 2u), (*x).a2); }
-    if (MB_OC > 3u) { (*x).a3 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 3u), (*x).a3); }
-    if (MB_OC > 4u) { (*x).a4 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 4u), (*x).a4); }
-    if (MB_OC > 5u) { (*x).a5 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 5u), (*x).a5); }
-    if (MB_OC > 6u) { (*x).a6 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 6u), (*x).a6); }
-    if (MB_OC > 7u) { (*x).a7 = subgroupMatrixMultiplyAccumulate(a, mb_right(which, y, 7u), (*x).a7); }
+fn mb_mac(x: ptr<function, Mb8>, a: MaL, at: u32) {
+    (*x).a0 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 0u), (*x).a0);
+    if (MB_OC > 1u) { (*x).a1 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 1u), (*x).a1); }
+    if (MB_OC > 2u) { (*x).a2 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 2u), (*x).a2); }
+    if (MB_OC > 3u) { (*x).a3 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 3u), (*x).a3); }
+    if (MB_OC > 4u) { (*x).a4 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 4u), (*x).a4); }
+    if (MB_OC > 5u) { (*x).a5 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 5u), (*x).a5); }
+    if (MB_OC > 6u) { (*x).a6 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 6u), (*x).a6); }
+    if (MB_OC > 7u) { (*x).a7 = subgroupMatrixMultiplyAccumulate(a, mb_right(at, 7u), (*x).a7); }
 }
 
 // The 8 (at most) result matrices of x out (mb_out's arguments after x).
@@ -599,46 +641,63 @@ fn mb_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let j0 = bo.x * MA_BR;
     let j1 = min(j0 + MA_BR, p.seq_k);
     let busy = sg < MA_NSG;
-    let krow = (pair * mb_k_rows() + j0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's keys in k16, v16
+    let krow = (pair * mb_k_rows() + j0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's keys in bk16, bv16
     let range = query_range(j0, j1);
     let qb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
+    // blocks of MB_BC queries of each of the group's heads in turn: block n is head
+    // (pair % kv_heads) group + n / per_head, queries qb0 + (n % per_head) MB_BC ..
+    let per_head = select(0u, (u32(range.y) - qb0 + MB_BC - 1u) / MB_BC, range.y > i32(qb0));
+    let blocks = p.group * per_head;
+    let h0 = (pair % p.kv_heads) * p.group;
     var dk = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
     var dv = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
-    for (var g = 0u; g < p.group; g++) {
-        let h = (pair % p.kv_heads) * p.group + g;
+    var w: MaWords;
+    if (blocks > 0u) { mb_fetch_qd(&w, lid, (b * p.heads + h0) * mb_q_rows() + qb0); }
+    for (var n = 0u; n < blocks; n++) {
+        let h = h0 + n / per_head;
         let bh = b * p.heads + h;
-        for (var qb = qb0; i32(qb) < range.y; qb += MB_BC) {
-            mb_stats(lid, MB_BC, bh, qb);   // the block's queries (read after the barrier below)
-            let qrow = (bh * mb_q_rows() + qb) * MA_DP;
-            let qcol = bh * mb_q_rows() * MA_DP + qb;   // column qb of the (batch, head)'s transposed copies
-            if (busy) { mb_two(krow, qcol, mb_q_rows(), sg, true); }
-            workgroupBarrier();
-            let full = !has_mask() && block_visible(qb, min(qb + MB_BC, p.seq_q), j0, MA_BR);
-            for (var t = lid; t < MA_BR * MB_BC / 4u; t += MA_WG) {
-                let r = t / (MB_BC / 4u);   // key j0 + r
-                let c = 4u * (t % (MB_BC / 4u));
-                let j = j0 + r;
-                let i4 = vec4u(qb + c) + vec4u(0u, 1u, 2u, 3u);
-                let a = r * MB_SS + c;
-                var s = vec4f(mb_s[a], mb_s[a + 1u], mb_s[a + 2u], mb_s[a + 3u]);
-                if (!full) { s = mask_scores(s, b, h, i4, vec4u(j)); }
-                let pe = exp2(s - vec4f(mb_lse[c], mb_lse[c + 1u], mb_lse[c + 2u], mb_lse[c + 3u]));
-                var z = vec4f(1.0);
-                if (has_dropout()) { z = keep4(vec4u(mb_rk[c], mb_rk[c + 1u], mb_rk[c + 2u], mb_rk[c + 3u]), vec4u(key_hash(j))); }
-                let dp = vec4f(mb_t[a], mb_t[a + 1u], mb_t[a + 2u], mb_t[a + 3u]);
-                let ds = pe * (dp * z - vec4f(mb_d[c], mb_d[c + 1u], mb_d[c + 2u], mb_d[c + 3u]));
-                let zp = select(vec4f(0.0), pe, z != vec4f(0.0));   // the dropout scale comes at the end
-                let o = r * MB_PS + c;
-                mb_p[o] = f16(zp.x); mb_p[o + 1u] = f16(zp.y); mb_p[o + 2u] = f16(zp.z); mb_p[o + 3u] = f16(zp.w);
-                mb_g[o] = ma_f16(ds.x); mb_g[o + 1u] = ma_f16(ds.y); mb_g[o + 2u] = ma_f16(ds.z); mb_g[o + 3u] = ma_f16(ds.w);
+        let qb = qb0 + (n % per_head) * MB_BC;
+        workgroupBarrier();   // the block before's staged rows and statistics are read
+        mb_put(&w, lid);
+        mb_stats(lid, MB_BC, bh, qb);   // the block's queries
+        workgroupBarrier();
+        if (n + 1u < blocks) {
+            let hn = h0 + (n + 1u) / per_head;
+            mb_fetch_qd(&w, lid, (b * p.heads + hn) * mb_q_rows() + qb0 + ((n + 1u) % per_head) * MB_BC);
+        }
+        if (busy) {   // S^T = k q^T and dP^T = v dout^T
+            var st = MbST(MaC(), MaC(), MaC(), MaC());
+            for (var d = 0u; d < MA_DP; d += SK) {
+                mb_step(&st, subgroupMatrixLoad<MaL>(&bk16, krow + d, false, MA_DP),
+                        subgroupMatrixLoad<MaL>(&bv16, krow + d, false, MA_DP), d);
             }
-            workgroupBarrier();
-            if (busy) {
-                for (var kk = 0u; kk < MB_BC; kk += SK) {
-                    let y = qrow + kk * MA_DP;
-                    mb_mac(&dv, mb_left(false, sg, kk), 2u, y);
-                    mb_mac(&dk, mb_left(true, sg, kk), 0u, y);
-                }
+            mb_store(sg, st);
+        }
+        workgroupBarrier();
+        let full = !has_mask() && block_visible(qb, min(qb + MB_BC, p.seq_q), j0, MA_BR);
+        for (var t = lid; t < MA_BR * MB_BC / 4u; t += MA_WG) {
+            let r = t / (MB_BC / 4u);   // key j0 + r
+            let c = 4u * (t % (MB_BC / 4u));
+            let j = j0 + r;
+            let i4 = vec4u(qb + c) + vec4u(0u, 1u, 2u, 3u);
+            let a = r * MB_SS + c;
+            var s = vec4f(mb_s[a], mb_s[a + 1u], mb_s[a + 2u], mb_s[a + 3u]);
+            if (!full) { s = mask_scores(s, b, h, i4, vec4u(j)); }
+            let pe = exp2(s - vec4f(mb_lse[c], mb_lse[c + 1u], mb_lse[c + 2u], mb_lse[c + 3u]));
+            var z = vec4f(1.0);
+            if (has_dropout()) { z = keep4(vec4u(mb_rk[c], mb_rk[c + 1u], mb_rk[c + 2u], mb_rk[c + 3u]), vec4u(key_hash(j))); }
+            let dp = vec4f(mb_t[a], mb_t[a + 1u], mb_t[a + 2u], mb_t[a + 3u]);
+            let ds = pe * (dp * z - vec4f(mb_d[c], mb_d[c + 1u], mb_d[c + 2u], mb_d[c + 3u]));
+            let zp = select(vec4f(0.0), pe, z != vec4f(0.0));   // the dropout scale comes at the end
+            let o = r * MB_PS + c;
+            mb_p[o] = f16(zp.x); mb_p[o + 1u] = f16(zp.y); mb_p[o + 2u] = f16(zp.z); mb_p[o + 3u] = f16(zp.w);
+            mb_g[o] = ma_f16(ds.x); mb_g[o + 1u] = ma_f16(ds.y); mb_g[o + 2u] = ma_f16(ds.z); mb_g[o + 3u] = ma_f16(ds.w);
+        }
+        workgroupBarrier();
+        if (busy) {   // dv += (Z P)^T dout, dk += dS^T q
+            for (var kk = 0u; kk < MB_BC; kk += SK) {
+                mb_mac(&dv, mb_left(false, sg, kk), MB_SECOND + kk * MA_QS);
+                mb_mac(&dk, mb_left(true, sg, kk), kk * MA_QS);
             }
         }
     }
@@ -661,15 +720,27 @@ fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let b = bh / p.heads;
     let busy = sg < MA_NSG;
     mb_stats(lid, MA_BR, bh, i0);
-    let qrow = (bh * mb_q_rows() + i0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's rows in q16, dout16
-    let kh = (b * p.kv_heads + h / p.group) * mb_k_rows() * MA_DP;
+    let qrow = (bh * mb_q_rows() + i0 + min(sg, MA_NSG - 1u) * SM) * MA_DP;   // the subgroup's rows in bq16, bdo16
+    let krow0 = (b * p.kv_heads + h / p.group) * mb_k_rows();   // the (batch, kv head)'s first row in the copies
     let range = key_range(i0, i1);
     let kb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
     var dq = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    var w: MaWords;
+    if (i32(kb0) < range.y) { mb_fetch_kv(&w, lid, krow0 + kb0); }
     for (var kb = kb0; i32(kb) < range.y; kb += MB_BC) {
-        let krow = kh + kb * MA_DP;
-        if (busy) { mb_two(qrow, kh + kb, mb_k_rows(), sg, false); }
-        workgroupBarrier();   // (also: the rows' statistics)
+        workgroupBarrier();   // the block before's staged rows are read
+        mb_put(&w, lid);
+        workgroupBarrier();   // (also: the rows' statistics, the first time)
+        if (i32(kb + MB_BC) < range.y) { mb_fetch_kv(&w, lid, krow0 + kb + MB_BC); }
+        if (busy) {   // S = q k^T and dP = dout v^T
+            var st = MbST(MaC(), MaC(), MaC(), MaC());
+            for (var d = 0u; d < MA_DP; d += SK) {
+                mb_step(&st, subgroupMatrixLoad<MaL>(&bq16, qrow + d, false, MA_DP),
+                        subgroupMatrixLoad<MaL>(&bdo16, qrow + d, false, MA_DP), d);
+            }
+            mb_store(sg, st);
+        }
+        workgroupBarrier();
         let full = !has_mask() && block_visible(i0, i1, kb, MB_BC);
         for (var t = lid; t < MA_BR * MB_BC / 4u; t += MA_WG) {
             let r = t / (MB_BC / 4u);
@@ -686,8 +757,8 @@ fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
             mb_p[o] = ma_f16(ds.x); mb_p[o + 1u] = ma_f16(ds.y); mb_p[o + 2u] = ma_f16(ds.z); mb_p[o + 3u] = ma_f16(ds.w);
         }
         workgroupBarrier();
-        if (busy) {
-            for (var kk = 0u; kk < MB_BC; kk += SK) { mb_mac(&dq, mb_left(false, sg, kk), 1u, krow + kk * MA_DP); }
+        if (busy) {   // dq += dS k
+            for (var kk = 0u; kk < MB_BC; kk += SK) { mb_mac(&dq, mb_left(false, sg, kk), kk * MA_QS); }
         }
     }
     mb_out8(lid, sg, dq, i0, p.seq_q, (b * p.seq_q * p.heads + h) * p.dim, p.heads * p.dim, p.scale, false);

@@ -589,6 +589,16 @@ static uint64_t mma_copy_bytes(const wgml_adapter_info *in, const attn_shape *s)
     return 2ull * s->batch * s->kv_heads * wgml__ceil_div(s->seq_k, bc) * bc * mma_dp(in, s->dim);
 }
 
+/* Bytes of ma_kv, the staged blocks of every matrix-unit attention kernel: f16 rows of
+   head_dim up to GEMM_MAX_DIM padded by 8, or k^T's block of 4 SN keys (padded by 8) per row
+   of head_dim. */
+static uint64_t mma_stage_bytes(const wgml_adapter_info *in)
+{
+    uint64_t br = 4ull * in->matrix_m, bc = 4ull * in->matrix_n, rows = br > bc ? br : bc;
+    uint64_t kt = GEMM_MAX_DIM * (bc + 8), qv = rows * (GEMM_MAX_DIM + 8);
+    return 2 * (kt > qv ? kt : qv);
+}
+
 /* The workgroup of the matrix-unit kernels (4 subgroups of the adapter's largest size, at
    most 64 of its smallest) with `bytes` of workgroup memory fits this adapter. */
 static bool mma_workgroup_fits(const wgml_engine *e, uint64_t bytes)
@@ -626,8 +636,7 @@ static bool mma_fits(const wgml_engine *e, const attn_shape *s)
     if (dp % in->matrix_n || dp / in->matrix_n > MMA_MAX_OC || dp % in->matrix_k || dp / in->matrix_k > MMA_MAX_OC ||
         bc % in->matrix_k || wg % br || (bc / 4) % (wg / br) || bc % 8)
         return false;
-    uint64_t rows = br > bc ? br : bc, kv = GEMM_MAX_DIM * (bc + 8ull), qv = rows * (GEMM_MAX_DIM + 8ull);
-    uint64_t bytes = 2 * (kv > qv ? kv : qv) + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
+    uint64_t bytes = mma_stage_bytes(in) + 4ull * br * (bc + 4) + 2ull * br * (bc + 8) + 4ull * wg + 8ull * br + 256 + 16;
     return mma_workgroup_fits(e, bytes) && mma_copy_bytes(in, s) <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
@@ -679,8 +688,10 @@ static uint64_t mb_rows(const wgml_adapter_info *in, uint32_t seq)
 /* Whether the backward's products run on the matrix units for this call on this adapter:
    f16 subgroup matrices, head_dim at most 128 in at most MB_MAX_OC result matrices, rows
    of whole blocks of columns and of ma_convert's blocks, at most 64 subgroups per
-   workgroup, the workgroup memory (S and dP in f32, Z P and dS in f16, rows padded, three
-   arrays of the rows' statistics), 10 storage buffers and copies that one binding holds. */
+   workgroup, a block's two staged row blocks in 8 16-byte words per invocation, the
+   workgroup memory (the staged blocks, S and dP in f32, Z P and dS in f16, rows padded,
+   three arrays of the rows' statistics), 8 storage buffers and copies that one binding
+   holds. */
 static bool mb_fits(const wgml_engine *e, const attn_shape *s)
 {
     const wgml_adapter_info *in = &e->ctx->info;
@@ -688,17 +699,18 @@ static bool mb_fits(const wgml_engine *e, const attn_shape *s)
     uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 2 * in->matrix_n;
     if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || br % (4 * in->matrix_n))
         return false;
-    uint64_t bytes = 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
+    if (2ull * bc * dp / 8 > 8ull * 4 * in->subgroup_max_size) return false;   /* 8 staged words per invocation */
+    uint64_t bytes = mma_stage_bytes(in) + 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
     uint64_t q_rows = (uint64_t)s->batch * s->heads * mb_rows(in, s->seq_q),
              k_rows = (uint64_t)s->batch * s->kv_heads * mb_rows(in, s->seq_k);
     uint64_t copy = 2ull * dp * (q_rows > k_rows ? q_rows : k_rows);
-    return mma_workgroup_fits(e, bytes) && storage_buffers(e) >= 10 && copy <= e->ctx->limits.maxStorageBufferBindingSize;
+    return mma_workgroup_fits(e, bytes) && storage_buffers(e) >= 8 && copy <= e->ctx->limits.maxStorageBufferBindingSize;
 }
 
 /* The backward's products at F16, after the statistics pass (st): q (times scale log2 e),
-   dout, k and v into f16 copies, each also transposed (ma_convert, into the engine's four
-   matrix-product scratch slots and four of attention's), then mb_dkdv per 4 SM keys of a
-   (batch, kv head) and mb_dq per 4 SM queries of a (batch, head). */
+   dout, k and v into f16 copies (ma_convert, into the engine's four matrix-product scratch
+   slots), then mb_dkdv per 4 SM keys of a (batch, kv head) and mb_dq per 4 SM queries of a
+   (batch, head). */
 static wgml_status backward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_tensor *k, const wgml_tensor *v,
                                 const wgml_tensor *dout, wgml_tensor *dq, wgml_tensor *dk, wgml_tensor *dv,
                                 const attn_shape *s, attn_params p, wgml__arg m, wgml__arg st)
@@ -707,24 +719,23 @@ static wgml_status backward_mma(wgml_engine *e, const wgml_tensor *q, const wgml
     uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m;
     p.q_blocks = wgml__ceil_div(s->seq_q, br);
     p.k_blocks = wgml__ceil_div(s->seq_k, br);
-    /* c16: q, dout, k, v, then the same transposed */
+    /* c16: q, dout, k, v */
     const wgml_tensor *src[4] = { q, dout, k, v };
-    static const int slot[8] = { WGML__SCRATCH_MMA_AL, WGML__SCRATCH_MMA_BL, WGML__SCRATCH_MMA_AH, WGML__SCRATCH_MMA_BH,
-                                 WGML__SCRATCH_ATTN_T0, WGML__SCRATCH_ATTN_T1, WGML__SCRATCH_ATTN_T2, WGML__SCRATCH_ATTN_T3 };
-    wgml__arg c16[8];
-    for (int x = 0; x < 8; x++) {
+    static const int slot[4] = { WGML__SCRATCH_MMA_AL, WGML__SCRATCH_MMA_BL, WGML__SCRATCH_MMA_AH, WGML__SCRATCH_MMA_BH };
+    wgml__arg c16[4];
+    for (int x = 0; x < 4; x++) {
         /* ma_convert reads rows of seq_k keys of kv_heads heads: q and dout pass as such */
         attn_params pc = p;
-        bool qs = x % 4 < 2;
+        bool qs = x < 2;
         uint64_t rows = qs ? mb_rows(in, s->seq_q) : mb_rows(in, s->seq_k);
         if (qs) pc.seq_k = s->seq_q, pc.kv_heads = s->heads;
         pc.k_blocks = (uint32_t)(rows / (4 * in->matrix_n));
         uint64_t bytes = 2ull * s->batch * pc.kv_heads * rows * dp;
         WGML_CHECK(wgml__scratch(e, slot[x], bytes, &c16[x]));
-        WGML_CHECK(mma_convert(e, pc, dp, x % 4 == 0, x >= 4, q, src[x % 4], c16[x], bytes));
+        WGML_CHECK(mma_convert(e, pc, dp, x == 0, false, q, src[x], c16[x], bytes));
     }
     uint32_t feat = feat_of(e, &p);
-    wgml__kernel kk = { .file = "attention_mma", .entry = "mb_dkdv", .layout = "urrrrwrrwrr", .matrix = true, .nconst = 2,
+    wgml__kernel kk = { .file = "attention_mma", .entry = "mb_dkdv", .layout = "urrrrwrrw", .matrix = true, .nconst = 2,
                         .constants = { { "MA_SG", in->subgroup_max_size }, { "MA_DP", dp } } };
     if (feat != 3) wgml__add_constant(&kk, "FEAT", feat);
     wgml__kernel kq = kk;   /* mb_dq binds dv's place too (its output code is mb_dkdv's) */
@@ -732,12 +743,12 @@ static wgml_status backward_mma(wgml_engine *e, const wgml_tensor *q, const wgml
     attn_params pk = p;
     /* a kv head's workgroups re-read the q and dout rows of its query heads */
     pk.order_heads = order_heads(e, &p, 2ull * 2 * s->seq_q * dp * (s->heads / s->kv_heads), BWD_ORDER_BYTES);
-    wgml__arg kargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dk), c16[1], st, wgml__t(dv), c16[4], c16[5] };
-    WGML_CHECK(dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * p.k_blocks, kargs, 10));
+    wgml__arg kargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dk), c16[1], st, wgml__t(dv) };
+    WGML_CHECK(dispatch_tiles(e, &kk, pk, (uint64_t)s->batch * s->kv_heads * p.k_blocks, kargs, 8));
     wgml__arg un;
     WGML_CHECK(unused_arg(e, &un));
-    wgml__arg qargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dq), c16[1], st, un, c16[6], c16[7] };
-    return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 10);
+    wgml__arg qargs[] = { c16[0], c16[2], c16[3], m, wgml__t(dq), c16[1], st, un };
+    return dispatch_tiles(e, &kq, p, (uint64_t)s->batch * s->heads * p.q_blocks, qargs, 8);
 }
 
 /* The tiled forward: fwd in MODE 0; with lse, fwd in MODE 1 for the statistics (its D
