@@ -446,7 +446,7 @@ fn prefill_mma(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: 
 //   mb_dq    one workgroup per MA_BR queries of a (batch, query head): over the visible
 //            keys, MB_BC at a time, S = q k^T and dP = dout v^T, then dS (f16), dq += dS k.
 // Each subgroup loads the left operands of S and dP (its own rows of k and v, or q and
-// dout) from the copies. The block's rows of the other two (q and dout, or k and v), which
+// dout) from the copies once, into registers. The block's rows of the other two (q and dout, or k and v), which
 // every subgroup multiplies, are staged in workgroup memory once per workgroup (ma_kv, rows
 // padded), their 16-byte words loaded into registers a block ahead: S's and dP's right
 // operands load from them column by column (q^T, dout^T, k^T, v^T), those of dv, dk and dq
@@ -512,6 +512,24 @@ fn mb_store(sg: u32, st: MbST) {
     subgroupMatrixStore(&mb_s, sa + SN, st.s1, false, MB_SS);
     subgroupMatrixStore(&mb_t, sa, st.t0, false, MB_SS);
     subgroupMatrixStore(&mb_t, sa + SN, st.t1, false, MB_SS);
+}
+
+// The subgroup's left operands of S and dP, held in registers across the blocks: its rows
+// of k and v (mb_dkdv), or q and dout (mb_dq), at element row of their copies, MA_QC <= 8
+// matrices each (the host checks).
+fn mb_lk(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bk16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
+fn mb_lv(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bv16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
+fn mb_lq(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bq16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
+fn mb_ld(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bdo16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
+fn mb_steps(st: ptr<function, MbST>, a: MaQ, b: MaQ) {
+    mb_step(st, a.q0, b.q0, 0u);
+    if (MA_QC > 1u) { mb_step(st, a.q1, b.q1, SK); }
+    if (MA_QC > 2u) { mb_step(st, a.q2, b.q2, 2u * SK); }
+    if (MA_QC > 3u) { mb_step(st, a.q3, b.q3, 3u * SK); }
+    if (MA_QC > 4u) { mb_step(st, a.q4, b.q4, 4u * SK); }
+    if (MA_QC > 5u) { mb_step(st, a.q5, b.q5, 5u * SK); }
+    if (MA_QC > 6u) { mb_step(st, a.q6, b.q6, 6u * SK); }
+    if (MA_QC > 7u) { mb_step(st, a.q7, b.q7, 7u * SK); }
 }
 
 // Staging: the block's 2 MB_BC MA_DP / 8 words (the host checks that 8 per invocation cover
@@ -651,6 +669,12 @@ fn mb_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let h0 = (pair % p.kv_heads) * p.group;
     var dk = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
     var dv = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    let km = MaQ(mb_lk(krow, 0u), mb_lk(krow, 1u), mb_lk(krow, 2u), mb_lk(krow, 3u), mb_lk(krow, 4u), mb_lk(krow, 5u),
+                 mb_lk(krow, 6u), mb_lk(krow, 7u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u),
+                 mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u));   // (the last 8 unused)
+    let vm = MaQ(mb_lv(krow, 0u), mb_lv(krow, 1u), mb_lv(krow, 2u), mb_lv(krow, 3u), mb_lv(krow, 4u), mb_lv(krow, 5u),
+                 mb_lv(krow, 6u), mb_lv(krow, 7u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u),
+                 mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u));
     var w: MaWords;
     if (blocks > 0u) { mb_fetch_qd(&w, lid, (b * p.heads + h0) * mb_q_rows() + qb0); }
     for (var n = 0u; n < blocks; n++) {
@@ -667,10 +691,7 @@ fn mb_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
         }
         if (busy) {   // S^T = k q^T and dP^T = v dout^T
             var st = MbST(MaC(), MaC(), MaC(), MaC());
-            for (var d = 0u; d < MA_DP; d += SK) {
-                mb_step(&st, subgroupMatrixLoad<MaL>(&bk16, krow + d, false, MA_DP),
-                        subgroupMatrixLoad<MaL>(&bv16, krow + d, false, MA_DP), d);
-            }
+            mb_steps(&st, km, vm);
             mb_store(sg, st);
         }
         workgroupBarrier();
@@ -725,6 +746,12 @@ fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let range = key_range(i0, i1);
     let kb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
     var dq = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
+    let qm = MaQ(mb_lq(qrow, 0u), mb_lq(qrow, 1u), mb_lq(qrow, 2u), mb_lq(qrow, 3u), mb_lq(qrow, 4u), mb_lq(qrow, 5u),
+                 mb_lq(qrow, 6u), mb_lq(qrow, 7u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u),
+                 mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u));   // (the last 8 unused)
+    let dm = MaQ(mb_ld(qrow, 0u), mb_ld(qrow, 1u), mb_ld(qrow, 2u), mb_ld(qrow, 3u), mb_ld(qrow, 4u), mb_ld(qrow, 5u),
+                 mb_ld(qrow, 6u), mb_ld(qrow, 7u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u),
+                 mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u));
     var w: MaWords;
     if (i32(kb0) < range.y) { mb_fetch_kv(&w, lid, krow0 + kb0); }
     for (var kb = kb0; i32(kb) < range.y; kb += MB_BC) {
@@ -734,10 +761,7 @@ fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
         if (i32(kb + MB_BC) < range.y) { mb_fetch_kv(&w, lid, krow0 + kb + MB_BC); }
         if (busy) {   // S = q k^T and dP = dout v^T
             var st = MbST(MaC(), MaC(), MaC(), MaC());
-            for (var d = 0u; d < MA_DP; d += SK) {
-                mb_step(&st, subgroupMatrixLoad<MaL>(&bq16, qrow + d, false, MA_DP),
-                        subgroupMatrixLoad<MaL>(&bdo16, qrow + d, false, MA_DP), d);
-            }
+            mb_steps(&st, qm, dm);
             mb_store(sg, st);
         }
         workgroupBarrier();

@@ -686,7 +686,8 @@ static uint64_t mb_rows(const wgml_adapter_info *in, uint32_t seq)
 }
 
 /* Whether the backward's products run on the matrix units for this call on this adapter:
-   f16 subgroup matrices, head_dim at most 128 in at most MB_MAX_OC result matrices, rows
+   f16 subgroup matrices, head_dim at most 128 in at most MB_MAX_OC result matrices and
+   MB_MAX_OC left matrices (held in registers: k's and v's, q's and dout's), rows
    of whole blocks of columns and of ma_convert's blocks, at most 64 subgroups per
    workgroup, a block's two staged row blocks in 8 16-byte words per invocation, the
    workgroup memory (the staged blocks, S and dP in f32, Z P and dS in f16, rows padded,
@@ -697,7 +698,8 @@ static bool mb_fits(const wgml_engine *e, const attn_shape *s)
     const wgml_adapter_info *in = &e->ctx->info;
     if (!in->matrix_m || s->dim > GEMM_MAX_DIM) return false;
     uint32_t dp = mma_dp(in, s->dim), br = 4 * in->matrix_m, bc = 2 * in->matrix_n;
-    if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || bc % in->matrix_k || br % (4 * in->matrix_n))
+    if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || dp / in->matrix_k > MB_MAX_OC ||
+        bc % in->matrix_k || br % (4 * in->matrix_n))
         return false;
     if (2ull * bc * dp / 8 > 8ull * 4 * in->subgroup_max_size) return false;   /* 8 staged words per invocation */
     uint64_t bytes = mma_stage_bytes(in) + 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
