@@ -517,19 +517,38 @@ fn mb_store(sg: u32, st: MbST) {
 // The subgroup's left operands of S and dP, held in registers across the blocks: its rows
 // of k and v (mb_dkdv), or q and dout (mb_dq), at element row of their copies, MA_QC <= 8
 // matrices each (the host checks).
+// (one loader per copy: an entry point may not use two variables of one binding, see
+// mb_fetch_qd)
+struct MbL8 { l0: MaL, l1: MaL, l2: MaL, l3: MaL, l4: MaL, l5: MaL, l6: MaL, l7: MaL }
 fn mb_lk(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bk16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
 fn mb_lv(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bv16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
 fn mb_lq(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bq16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
 fn mb_ld(row: u32, n: u32) -> MaL { return subgroupMatrixLoad<MaL>(&bdo16, row + min(n, MA_QC - 1u) * SK, false, MA_DP); }
-fn mb_steps(st: ptr<function, MbST>, a: MaQ, b: MaQ) {
-    mb_step(st, a.q0, b.q0, 0u);
-    if (MA_QC > 1u) { mb_step(st, a.q1, b.q1, SK); }
-    if (MA_QC > 2u) { mb_step(st, a.q2, b.q2, 2u * SK); }
-    if (MA_QC > 3u) { mb_step(st, a.q3, b.q3, 3u * SK); }
-    if (MA_QC > 4u) { mb_step(st, a.q4, b.q4, 4u * SK); }
-    if (MA_QC > 5u) { mb_step(st, a.q5, b.q5, 5u * SK); }
-    if (MA_QC > 6u) { mb_step(st, a.q6, b.q6, 6u * SK); }
-    if (MA_QC > 7u) { mb_step(st, a.q7, b.q7, 7u * SK); }
+fn mb_k8(r: u32) -> MbL8 {
+    return MbL8(mb_lk(r, 0u), mb_lk(r, 1u), mb_lk(r, 2u), mb_lk(r, 3u),
+                mb_lk(r, 4u), mb_lk(r, 5u), mb_lk(r, 6u), mb_lk(r, 7u));
+}
+fn mb_v8(r: u32) -> MbL8 {
+    return MbL8(mb_lv(r, 0u), mb_lv(r, 1u), mb_lv(r, 2u), mb_lv(r, 3u),
+                mb_lv(r, 4u), mb_lv(r, 5u), mb_lv(r, 6u), mb_lv(r, 7u));
+}
+fn mb_q8(r: u32) -> MbL8 {
+    return MbL8(mb_lq(r, 0u), mb_lq(r, 1u), mb_lq(r, 2u), mb_lq(r, 3u),
+                mb_lq(r, 4u), mb_lq(r, 5u), mb_lq(r, 6u), mb_lq(r, 7u));
+}
+fn mb_d8(r: u32) -> MbL8 {
+    return MbL8(mb_ld(r, 0u), mb_ld(r, 1u), mb_ld(r, 2u), mb_ld(r, 3u),
+                mb_ld(r, 4u), mb_ld(r, 5u), mb_ld(r, 6u), mb_ld(r, 7u));
+}
+fn mb_steps(st: ptr<function, MbST>, a: MbL8, b: MbL8) {
+    mb_step(st, a.l0, b.l0, 0u);
+    if (MA_QC > 1u) { mb_step(st, a.l1, b.l1, SK); }
+    if (MA_QC > 2u) { mb_step(st, a.l2, b.l2, 2u * SK); }
+    if (MA_QC > 3u) { mb_step(st, a.l3, b.l3, 3u * SK); }
+    if (MA_QC > 4u) { mb_step(st, a.l4, b.l4, 4u * SK); }
+    if (MA_QC > 5u) { mb_step(st, a.l5, b.l5, 5u * SK); }
+    if (MA_QC > 6u) { mb_step(st, a.l6, b.l6, 6u * SK); }
+    if (MA_QC > 7u) { mb_step(st, a.l7, b.l7, 7u * SK); }
 }
 
 // Staging: the block's 2 MB_BC MA_DP / 8 words (the host checks that 8 per invocation cover
@@ -669,12 +688,8 @@ fn mb_dkdv(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
     let h0 = (pair % p.kv_heads) * p.group;
     var dk = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
     var dv = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
-    let km = MaQ(mb_lk(krow, 0u), mb_lk(krow, 1u), mb_lk(krow, 2u), mb_lk(krow, 3u), mb_lk(krow, 4u), mb_lk(krow, 5u),
-                 mb_lk(krow, 6u), mb_lk(krow, 7u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u),
-                 mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u), mb_lk(krow, 0u));   // (the last 8 unused)
-    let vm = MaQ(mb_lv(krow, 0u), mb_lv(krow, 1u), mb_lv(krow, 2u), mb_lv(krow, 3u), mb_lv(krow, 4u), mb_lv(krow, 5u),
-                 mb_lv(krow, 6u), mb_lv(krow, 7u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u),
-                 mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u), mb_lv(krow, 0u));
+    let km = mb_k8(krow);
+    let vm = mb_v8(krow);
     var w: MaWords;
     if (blocks > 0u) { mb_fetch_qd(&w, lid, (b * p.heads + h0) * mb_q_rows() + qb0); }
     for (var n = 0u; n < blocks; n++) {
@@ -746,12 +761,8 @@ fn mb_dq(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
     let range = key_range(i0, i1);
     let kb0 = (u32(max(range.x, 0)) / MB_BC) * MB_BC;
     var dq = Mb8(MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC(), MaC());
-    let qm = MaQ(mb_lq(qrow, 0u), mb_lq(qrow, 1u), mb_lq(qrow, 2u), mb_lq(qrow, 3u), mb_lq(qrow, 4u), mb_lq(qrow, 5u),
-                 mb_lq(qrow, 6u), mb_lq(qrow, 7u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u),
-                 mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u), mb_lq(qrow, 0u));   // (the last 8 unused)
-    let dm = MaQ(mb_ld(qrow, 0u), mb_ld(qrow, 1u), mb_ld(qrow, 2u), mb_ld(qrow, 3u), mb_ld(qrow, 4u), mb_ld(qrow, 5u),
-                 mb_ld(qrow, 6u), mb_ld(qrow, 7u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u),
-                 mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u), mb_ld(qrow, 0u));
+    let qm = mb_q8(qrow);
+    let dm = mb_d8(qrow);
     var w: MaWords;
     if (i32(kb0) < range.y) { mb_fetch_kv(&w, lid, krow0 + kb0); }
     for (var kb = kb0; i32(kb) < range.y; kb += MB_BC) {
