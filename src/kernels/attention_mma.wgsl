@@ -170,7 +170,7 @@ fn ma_stage(lid: u32, is_k: bool, kh: u32, kb: u32) {
 // checks) one step before they are stored into ma_kv, so that the loads' latency overlaps
 // the products: v's during S's product, the next block's k^T during the softmax and P v.
 override MA_PF: bool = false;
-const MA_PFW: u32 = 8u;   // the registers of words per invocation (MaWords)
+const MA_PFW: u32 = 8u;   // the registers of words per invocation (MaWords; MMA_PF_WORDS on the host)
 alias MaWords = array<vec4<u32>, MA_PFW>;
 fn ma_fetch(w: ptr<function, MaWords>, lid: u32, is_k: bool, kh: u32, kb: u32) {
     for (var j = 0u; j < MA_PFW; j++) {

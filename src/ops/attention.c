@@ -599,6 +599,15 @@ static uint64_t mma_stage_bytes(const wgml_adapter_info *in)
     return 2 * (kt > qv ? kt : qv);
 }
 
+/* Whether `words` 16-byte words of a staged block fit MMA_PF_WORDS registers per invocation
+   of a matrix-unit workgroup (4 subgroups of the adapter's largest size): MA_PFW in
+   attention_mma.wgsl. */
+#define MMA_PF_WORDS 8u
+static bool mma_prefetch_fits(const wgml_adapter_info *in, uint64_t words)
+{
+    return words <= (uint64_t)MMA_PF_WORDS * 4 * in->subgroup_max_size;
+}
+
 /* The workgroup of the matrix-unit kernels (4 subgroups of the adapter's largest size, at
    most 64 of its smallest) with `bytes` of workgroup memory fits this adapter. */
 static bool mma_workgroup_fits(const wgml_engine *e, uint64_t bytes)
@@ -662,8 +671,8 @@ static wgml_status forward_mma(wgml_engine *e, const wgml_tensor *q, const wgml_
     uint32_t feat = feat_of(e, &p);
     if (feat != 3) wgml__add_constant(&kk, "FEAT", feat);
     /* a block's 16-byte words loaded a step ahead, in 8 registers per invocation (MA_PF),
-       where 8 cover it (bench/notes/attention.md measures both) */
-    if ((uint64_t)dp * 4 * in->matrix_n / 8 <= 8ull * 4 * in->subgroup_max_size) wgml__add_constant(&kk, "MA_PF", 1);
+       where they cover it (bench/notes/attention.md measures both) */
+    if (mma_prefetch_fits(in, (uint64_t)dp * 4 * in->matrix_n / 8)) wgml__add_constant(&kk, "MA_PF", 1);
     wgml__arg l;
     if (lse) l = wgml__t(lse);
     else WGML_CHECK(unused_arg(e, &l));
@@ -701,7 +710,7 @@ static bool mb_fits(const wgml_engine *e, const attn_shape *s)
     if (dp % in->matrix_n || dp / in->matrix_n > MB_MAX_OC || dp % in->matrix_k || dp / in->matrix_k > MB_MAX_OC ||
         bc % in->matrix_k || br % (4 * in->matrix_n))
         return false;
-    if (2ull * bc * dp / 8 > 8ull * 4 * in->subgroup_max_size) return false;   /* 8 staged words per invocation */
+    if (!mma_prefetch_fits(in, 2ull * bc * dp / 8)) return false;   /* the block's two staged row blocks */
     uint64_t bytes = mma_stage_bytes(in) + 2ull * 4 * br * (bc + 4) + 2ull * 2 * br * (bc + 8) + 3ull * 4 * br;
     uint64_t q_rows = (uint64_t)s->batch * s->heads * mb_rows(in, s->seq_q),
              k_rows = (uint64_t)s->batch * s->kv_heads * mb_rows(in, s->seq_k);
