@@ -171,9 +171,14 @@ typedef struct wgml_context wgml_context;
    Memory: on the matrix units a and b are first converted into f16 copies in the engine's
    scratch (2 bytes per element each, padded with zeros to whole tiles of 8 x 8 subgroup
    matrices, 128 on NVIDIA's 16 x 16 x 16; with F16X3 a low part of each too, and 4 bytes
-   per row of a and column of b), kept and reused until the engine is destroyed; a product
+   per row of a and column of b), kept and reused until the engine is destroyed; at F16 a
+   copy stays current until its source is written (by any op of the context,
+   wgml_tensor_write or wgml_tensor_zero) or another product or attention call takes its
+   place, so that consecutive products of one unchanged tensor in one layout convert it once
+   (q, k and v of one x). A product
    whose larger copy would exceed maxStorageBufferBindingSize runs the f32 kernels. A
-   product of few output tiles and a long K (a weight gradient) runs in slices of K, their
+   product of few output tiles or a part-full last round of them and a long K (a weight
+   gradient) may run in slices of K, their
    partial results (4 bytes per element of out per slice, at most 256 MiB) in the engine's
    scratch too, summed in a fixed order.
    Results are deterministic, as the f32 kernels' are.

@@ -301,11 +301,15 @@ enum { WGML__SCRATCH_SELECT = 0, WGML__SCRATCH_TRAIN, WGML__SCRATCH_NORM, WGML__
 /* What a scratch slot holds when an op may reuse it: a copy of tensor `src` (its id), made
    when src was last written at `written`, in the slot's tensor `slot_id`; with `transposed`
    the copy is [cols, rows] of an src [rows, cols], else src [cols, rows] with padded rows.
-   Valid while all three still match. */
+   Valid while all three still match. The f16 copies of the matrix units
+   (src/ops/matmul_mma.c) also keep the slot's own write count after the copy (valid while
+   no other op wrote the slot) and the copy's layout in `form`. */
 typedef struct wgml__derived {
     uint64_t src, written, slot_id;
     uint32_t rows, cols;
     bool transposed;
+    uint64_t slot_written;
+    uint32_t form[6];
 } wgml__derived;
 
 struct wgml_engine {

@@ -71,6 +71,9 @@ static void maxima(ref_mm_layout l, const float *a, const float *b, size_t M, si
     }
 }
 
+/* The F16 bound of an element whose |a_k b_k| sum to s over K values of k (above). */
+static double f16_tol(size_t K, double s) { return (ldexp(1, -9) + ldexp(1, -20) + (double)(K + 2) * U * (1 + ldexp(1, -8))) * s; }
+
 /* One product at precision p: op o, M x N x K, inputs uniform in [-1, 1] times 2^e with e
    uniform in [-spread, spread] per element; b stored as f16 when b16 (its values rounded
    first, so the reference sees what the device reads); with acc, out starts random and
@@ -106,7 +109,7 @@ static void check_one(int o, size_t M, size_t N, size_t K, wgml_precision p, boo
     double worst_ratio = -1;
     for (size_t i = 0; i < M * N; i++) {
         double s = bound[i], tol;
-        if (p == WGML_PRECISION_F16) tol = (ldexp(1, -9) + ldexp(1, -20) + (double)(K + 2) * U * (1 + ldexp(1, -8))) * s;
+        if (p == WGML_PRECISION_F16) tol = f16_tol(K, s);
         else tol = (double)(K + 51) * U * (1 + ldexp(1, -8)) * s + (double)K * ldexp(1, -46) * ma[i / N] * mb[i % N];
         if (acc) {
             want[i] += c0[i];
@@ -229,6 +232,68 @@ static void test_overflow_and_defaults(void)
     free(a), free(b), free(want);
 }
 
+/* out = op o of (ta, tb) at F16 into a poisoned tensor, against the reference of a and b
+   (the values the tensors hold). */
+static void f16_product_ok(int o, wgml_tensor *ta, const float *a, wgml_tensor *tb, const float *b, size_t M, size_t N,
+                           size_t K, const char *what)
+{
+    wgml_tensor *tc = th_poisoned(WGML_F32, TH_SHAPE(M, N));
+    TH_EXPECT(ops[o].with(th_eng, ta, tb, tc, &(wgml_matmul_options){ .precision = WGML_PRECISION_F16 }), WGML_OK);
+    float *got = th_read(tc);
+    double *want = th_alloc_d(M * N), *bound = th_alloc_d(M * N);
+    ref_matmul(ops[o].layout, a, b, M, N, K, want, bound);
+    size_t bad = 0;
+    for (size_t i = 0; i < M * N; i++) bad += !(fabs((double)got[i] - want[i]) <= f16_tol(K, bound[i]) + 1e-30);
+    TH_CHECK(bad == 0, "%s: %zu of %zu elements out of tolerance", what, bad, M * N);
+    free(got), free(want), free(bound);
+    wgml_tensor_release(tc);
+}
+
+/* An operand's f16 copy serves the next product of the same tensor in the same layout
+   (q, k and v of one x) and is made anew when the tensor was written in between (by
+   wgml_tensor_write, by an op in place), when another tensor's copy took its place, when
+   the layout differs, and when another op (attention's backward at F16) wrote the copy's
+   scratch. */
+static void test_copy_reuse(void)
+{
+    const size_t M = 37, N = 45, K = 37, S = 16, D = 8;   /* a square: its transposed reading has its shape */
+    float *a = th_random(M * K, -1, 1), *a2 = th_random(M * K, -1, 1), *c = th_random(M * K, -1, 1);
+    float *b1 = th_random(K * N, -1, 1), *b2 = th_random(K * N, -1, 1), *b3 = th_random(M * N, -1, 1);
+    wgml_tensor *ta = th_tensor(WGML_F32, a, TH_SHAPE(M, K)), *tc = th_tensor(WGML_F32, c, TH_SHAPE(M, K));
+    wgml_tensor *tb1 = th_tensor(WGML_F32, b1, TH_SHAPE(K, N)), *tb2 = th_tensor(WGML_F32, b2, TH_SHAPE(K, N));
+    wgml_tensor *tb3 = th_tensor(WGML_F32, b3, TH_SHAPE(M, N));
+    uint64_t c0 = th_commands();
+    f16_product_ok(0, ta, a, tb1, b1, M, N, K, "a b1");
+    uint64_t c1 = th_commands();
+    f16_product_ok(0, ta, a, tb2, b2, M, N, K, "a b2 (a's copy again)");
+    uint64_t c2 = th_commands();
+    /* on the matrix units the second product converts b2 only */
+    TH_CHECK(!has_matrices() || c2 - c1 == c1 - c0 - 1, "a b2 recorded %llu commands, a b1 %llu: a's copy was made again",
+             (unsigned long long)(c2 - c1), (unsigned long long)(c1 - c0));
+    f16_product_ok(0, tc, c, tb2, b2, M, N, K, "c b2 (b2's copy again)");
+    f16_product_ok(0, ta, a, tb2, b2, M, N, K, "a b2 after c took a's place");
+    TH_EXPECT(wgml_tensor_write(ta, 0, a2, M * K * sizeof *a2), WGML_OK);
+    f16_product_ok(0, ta, a2, tb2, b2, M, N, K, "a b2 after a was written");
+    TH_EXPECT(wgml_add(th_eng, ta, ta, ta), WGML_OK);
+    for (size_t i = 0; i < M * K; i++) a2[i] *= 2;
+    f16_product_ok(0, ta, a2, tb2, b2, M, N, K, "a b2 after a += a in place");
+    /* attention's backward at F16 converts k and v into the same scratch as a's and b's */
+    float *qkv = th_random(S * D, -1, 1);
+    wgml_tensor *tq = th_tensor(WGML_F32, qkv, TH_SHAPE(1, S, 1, D)), *tg = th_poisoned(WGML_F32, TH_SHAPE(1, S, 1, D));
+    wgml_tensor *tgk = th_poisoned(WGML_F32, TH_SHAPE(1, S, 1, D)), *tgv = th_poisoned(WGML_F32, TH_SHAPE(1, S, 1, D));
+    TH_EXPECT(wgml_flash_attention_v2_backward_with(th_eng, tq, tq, tq, tq, tq, tg, tgk, tgv,
+                                                    &(wgml_attention_options){ .precision = WGML_PRECISION_F16 }, NULL),
+              WGML_OK);
+    f16_product_ok(0, ta, a2, tb2, b2, M, N, K, "a b2 after attention's backward");
+    /* a read as [K', M'] = [M, K]: another layout of the same tensor */
+    f16_product_ok(2, ta, a2, tb3, b3, K, N, M, "a^T b3 (a in another layout)");
+    f16_product_ok(0, ta, a2, tb1, b1, M, N, K, "a b1 after a^T");
+    free(a), free(a2), free(c), free(b1), free(b2), free(b3), free(qkv);
+    wgml_tensor_release(ta), wgml_tensor_release(tc), wgml_tensor_release(tb1), wgml_tensor_release(tb2);
+    wgml_tensor_release(tb3), wgml_tensor_release(tq), wgml_tensor_release(tg), wgml_tensor_release(tgk);
+    wgml_tensor_release(tgv);
+}
+
 /* A precision outside the enum, per call or per context, is refused; nothing is written. */
 static void test_refusals(void)
 {
@@ -256,6 +321,7 @@ static const th_case cases[] = {
     { "split_range", test_split_range },
     { "accumulate_and_f16_b", test_accumulate_and_f16_b },
     { "overflow_and_defaults", test_overflow_and_defaults },
+    { "copy_reuse", test_copy_reuse },
     { "refusals", test_refusals },
 };
 TH_MAIN(cases)

@@ -7,9 +7,10 @@
 // mean in the f32 kernels.
 //
 // Entry points:
-//   ma_convert   v into an f16 copy [batch * kv_heads][key blocks * MA_BC][MA_DP], k into
-//                one [batch * kv_heads][MA_DP][key blocks * MA_BC] (transposed), zeros past
-//                seq_k and head_dim (whole matrices: the products need no bounds);
+//   ma_convert   v into an f16 copy [batch * kv_heads][key blocks * MA_BC][MA_DP] (and
+//                ma_convert_t k into one [batch * kv_heads][MA_DP][key blocks * MA_BC],
+//                transposed), zeros past seq_k and head_dim (whole matrices: the products
+//                need no bounds);
 //   prefill_mma  one workgroup per MA_BR queries of one (batch, query head), one pass over
 //                the visible keys, MA_BC at a time. q, rounded to f16, is staged in
 //                workgroup memory once and each subgroup keeps its matrices in registers;
@@ -69,7 +70,6 @@ const MA_SS: u32 = MA_BC + 4u;
 const MA_PS: u32 = MA_BC + 8u;
 
 @group(0) @binding(6) var<storage, read_write> lse_mma: array<f32>;
-@group(0) @binding(3) var<storage, read_write> kv_out: array<f16>;   // ma_convert
 @group(0) @binding(7) var<storage, read> k16: array<vec4<u32>>;      // prefill_mma: the copies,
 @group(0) @binding(8) var<storage, read> v16: array<vec4<u32>>;      // 8 f16 per word
 
@@ -107,34 +107,75 @@ fn ma_f16(x: f32) -> f16 {
     return f16(x);
 }
 
-// ma_convert: 4 values of a key row per invocation, f16 into the copy at row
-// (b * kv_heads + kvh) * keys + j (v: [keys][MA_DP]) or column j of rows d (k with
-// TRANSPOSE: [MA_DP][keys], so that k^T's matrices load row by row, as v's); keys = k_blocks
-// * MA_BC. Consecutive invocations take consecutive keys, so that the transposed stores
-// are contiguous. The source is binding 2 (k, or v bound there).
+// ma_convert: a copy [rows][MA_DP] (v, or q and dout in the backward): 8 values of a key row
+// per invocation, consecutive invocations along the row, so that both the reads and the
+// 16-byte stores of neighbours are neighbours; the row of key j of (b, kvh) is
+// (b * kv_heads + kvh) * keys + j, keys = k_blocks * MA_BC. The source is binding 2 (k, or
+// v bound there).
 // MA_SCALE: the values times scale * log2 e (q of the backward, in log2 units as the
 // forward's). The backward converts q and dout too, through a copy of the parameters whose
 // seq_k and kv_heads are seq_q and heads (the rows' layout is then the same).
-override TRANSPOSE: bool = false;
 override MA_SCALE: bool = false;
+@group(0) @binding(3) var<storage, read_write> kv_out: array<vec4<u32>>;   // 8 f16 per element
+
+// x and y rounded to f16 (ma_f16), as 8 f16 in four words.
+fn ma_pack8(x: vec4f, y: vec4f) -> vec4<u32> {
+    return vec4<u32>(bitcast<u32>(vec2<f16>(ma_f16(x.x), ma_f16(x.y))), bitcast<u32>(vec2<f16>(ma_f16(x.z), ma_f16(x.w))),
+                     bitcast<u32>(vec2<f16>(ma_f16(y.x), ma_f16(y.y))), bitcast<u32>(vec2<f16>(ma_f16(y.z), ma_f16(y.w))));
+}
+
+// The (batch, kv head) bk's key j, values 4 c .. 4 c + 3 (0 past seq_k and head_dim).
+fn ma_src4(bk: u32, j: u32, c: u32) -> vec4f {
+    if (j >= p.seq_k) { return vec4f(0.0); }
+    let kvh = bk % p.kv_heads;
+    let b = bk / p.kv_heads;
+    return ld_k(((b * p.seq_k + j) * p.kv_heads + kvh) * p.dim, c);
+}
+
 @compute @workgroup_size(256)
 fn ma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let t = gid.x + gid.y * nwg.x * 256u;
-    let d4p = MA_DP / 4u;
+    let d8p = MA_DP / 8u;
     let keys = p.k_blocks * MA_BC;
-    if (t >= p.batch * p.kv_heads * keys * d4p) { return; }
-    let j = t % keys;
-    let c = (t / keys) % d4p;
-    let bk = t / keys / d4p;
-    let kvh = bk % p.kv_heads;
-    let b = bk / p.kv_heads;
-    var x = vec4f(0.0);
-    if (j < p.seq_k) { x = ld_k(((b * p.seq_k + j) * p.kv_heads + kvh) * p.dim, c); }
-    if (MA_SCALE) { x *= p.scale_log2; }
-    let base = bk * keys * MA_DP;
-    for (var e = 0u; e < 4u; e++) {
-        let d = 4u * c + e;
-        kv_out[base + select(j * MA_DP + d, d * keys + j, TRANSPOSE)] = ma_f16(x[e]);
+    if (t >= p.batch * p.kv_heads * keys * d8p) { return; }
+    let bk = t / d8p / keys;
+    let j = (t / d8p) % keys;
+    let c = 2u * (t % d8p);
+    var s = 1.0;
+    if (MA_SCALE) { s = p.scale_log2; }
+    kv_out[t] = ma_pack8(ma_src4(bk, j, c) * s, ma_src4(bk, j, c + 1u) * s);   // row (bk * keys + j), values 8 (t % d8p) ..
+}
+
+// ma_convert_t: k transposed into [MA_DP][keys] per (batch, kv head) (so that k^T's
+// matrices load row by row, as v's), one workgroup per MA_CT keys x MA_CT values through
+// workgroup memory: read along the keys' rows (4 values per invocation), written along the
+// copy's (8 keys per invocation, the first MA_CT * MA_CT / 8 invocations).
+const MA_CT = 32u;
+var<workgroup> ma_ct: array<f32, MA_CT * (MA_CT + 1u)>;   // [value][key], rows padded against bank conflicts
+
+@compute @workgroup_size(256)
+fn ma_convert_t(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u,
+                @builtin(local_invocation_index) lid: u32) {
+    let keys = p.k_blocks * MA_BC;
+    let tk = (keys + MA_CT - 1u) / MA_CT;
+    let td = (MA_DP + MA_CT - 1u) / MA_CT;
+    let w = wid.x + wid.y * nwg.x;
+    if (w >= p.batch * p.kv_heads * tk * td) { return; }
+    let j0 = (w % tk) * MA_CT;
+    let d0 = (w / tk) % td * MA_CT;
+    let bk = w / tk / td;
+    let x = ma_src4(bk, j0 + lid / 8u, d0 / 4u + lid % 8u);
+    for (var e = 0u; e < 4u; e++) { ma_ct[(4u * (lid % 8u) + e) * (MA_CT + 1u) + lid / 8u] = x[e]; }
+    workgroupBarrier();
+    let r = lid / 4u;          // the value written
+    let q = 8u * (lid % 4u);   // its first key
+    let d = d0 + r;
+    let j = j0 + q;
+    if (lid < MA_CT * MA_CT / 8u && d < MA_DP && j < keys) {
+        let b = r * (MA_CT + 1u) + q;
+        let y0 = vec4f(ma_ct[b], ma_ct[b + 1u], ma_ct[b + 2u], ma_ct[b + 3u]);
+        let y1 = vec4f(ma_ct[b + 4u], ma_ct[b + 5u], ma_ct[b + 6u], ma_ct[b + 7u]);
+        kv_out[((bk * MA_DP + d) * keys + j) / 8u] = ma_pack8(y0, y1);
     }
 }
 

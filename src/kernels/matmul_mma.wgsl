@@ -113,38 +113,62 @@ fn mma_absmax(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: v
     if (lid == 0u) { scales[u.scale_at + line] = scale_of(part[0]); }
 }
 
-@group(0) @binding(2) var<storage, read_write> hi: array<f16>;
+@group(0) @binding(2) var<storage, read_write> hi: array<vec4<u32>>;   // 8 f16 per element
 @group(0) @binding(3) var<storage, read> line_scale: array<f32>;   // ra [M], then rb [N]
 
-// Element (r, c) of the copy, from the source's x: rounded to f16 into hi at hi_at, row
-// stride ld; SPLIT: x scaled by line_scale[scale_at + r] (by_row) or [scale_at + c] first,
-// its high part at hi_at, its low part at lo_at.
-fn put_copy(r: u32, c: u32, x: f32) {
-    let at = r * u.ld + c;
-    if (!SPLIT) {
-        hi[u.hi_at + at] = to_f16(x);
-        return;
-    }
-    let y = x * line_scale[u.scale_at + select(c, r, u.by_row != 0u)];
-    let h = to_f16(y);
-    hi[u.hi_at + at] = h;
-    hi[u.lo_at + at] = f16((y - f32(h)) * LO);
+// x rounded to f16 (to_f16), as 4 f16 in two words.
+fn pack4(x: vec4f) -> vec2<u32> {
+    return vec2<u32>(bitcast<u32>(vec2<f16>(to_f16(x.x), to_f16(x.y))), bitcast<u32>(vec2<f16>(to_f16(x.z), to_f16(x.w))));
 }
 
+// Line `at` (a row r when by_row, else the columns c ..) of x: x scaled by line_scale.
+fn scaled4(r: u32, c: u32, x: vec4f) -> vec4f {
+    if (u.by_row != 0u) { return x * line_scale[u.scale_at + r]; }
+    let s = u.scale_at + c;
+    return x * vec4f(line_scale[s], line_scale[s + 1u], line_scale[s + 2u], line_scale[s + 3u]);
+}
+
+// Elements (r, c .. c + 7) of the copy (c a multiple of 8, as cols_p, ld, hi_at and lo_at),
+// from the source's x and y (c .. c + 3, c + 4 .. c + 7): rounded to f16 into hi at hi_at,
+// row stride ld; SPLIT: scaled by line_scale[scale_at + r] (by_row) or [scale_at + c ..]
+// first, the high part at hi_at, the low part at lo_at.
+fn put_copy8(r: u32, c: u32, x: vec4f, y: vec4f) {
+    let at = (r * u.ld + c) / 8u;
+    if (!SPLIT) {
+        hi[u.hi_at / 8u + at] = vec4<u32>(pack4(x), pack4(y));
+        return;
+    }
+    let xs = scaled4(r, c, x);
+    let ys = scaled4(r, c + 4u, y);
+    var xh: vec4f;
+    var yh: vec4f;
+    for (var e = 0u; e < 4u; e++) {
+        xh[e] = f32(to_f16(xs[e]));
+        yh[e] = f32(to_f16(ys[e]));
+    }
+    hi[u.hi_at / 8u + at] = vec4<u32>(pack4(xh), pack4(yh));
+    hi[u.lo_at / 8u + at] = vec4<u32>(pack4((xs - xh) * LO), pack4((ys - yh) * LO));
+}
+
+// The source's elements (r, c .. c + 3).
+fn src4(r: u32, c: u32) -> vec4f { return vec4f(src_at(r, c), src_at(r, c + 1u), src_at(r, c + 2u), src_at(r, c + 3u)); }
+
 // The copy [rows_p, cols_p] of a source whose elements follow each other along c (sc = 1):
-// one invocation per element.
+// 8 neighbouring elements of a row per invocation (one 16-byte store).
 @compute @workgroup_size(256)
 fn mma_convert(@builtin(global_invocation_id) gid: vec3u, @builtin(num_workgroups) nwg: vec3u) {
     let i = gid.x + gid.y * nwg.x * 256u;
-    if (i >= u.rows_p * u.cols_p) { return; }
-    let r = i / u.cols_p;
-    let c = i % u.cols_p;
-    put_copy(r, c, src_at(r, c));
+    let eights = u.cols_p / 8u;
+    if (i >= u.rows_p * eights) { return; }
+    let r = i / eights;
+    let c = 8u * (i % eights);
+    put_copy8(r, c, src4(r, c), src4(r, c + 4u));
 }
 
 // The same for a source whose elements follow each other along r (a transposed operand):
 // one workgroup per TT x TT block, read along r into workgroup memory and written along c,
-// so that both the reads and the writes of neighbouring invocations are neighbours.
+// 8 elements per invocation, so that both the reads and the writes of neighbouring
+// invocations are neighbours.
 const TT = 32u;
 var<workgroup> block: array<f32, TT * (TT + 1u)>;   // [c][r], rows padded against bank conflicts
 
@@ -161,10 +185,15 @@ fn mma_convert_t(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg
         block[y * (TT + 1u) + x] = src_at(r0 + x, c0 + y);
     }
     workgroupBarrier();
-    for (var y = lid / TT; y < TT; y += 256u / TT) {
-        let r = r0 + y;
-        let c = c0 + x;
-        if (r < u.rows_p && c < u.cols_p) { put_copy(r, c, block[x * (TT + 1u) + y]); }
+    // TT x TT / 8 = 128 runs of 8 along c: the first 128 invocations write one each
+    let r = r0 + lid / (TT / 8u);
+    let q = 8u * (lid % (TT / 8u));
+    let c = c0 + q;
+    if (lid < TT * TT / 8u && r < u.rows_p && c < u.cols_p) {
+        let b = q * (TT + 1u) + r - r0;
+        let w = TT + 1u;
+        put_copy8(r, c, vec4f(block[b], block[b + w], block[b + 2u * w], block[b + 3u * w]),
+                  vec4f(block[b + 4u * w], block[b + 5u * w], block[b + 6u * w], block[b + 7u * w]));
     }
 }
 

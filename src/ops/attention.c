@@ -619,16 +619,20 @@ static bool mma_workgroup_fits(const wgml_engine *e, uint64_t bytes)
 }
 
 /* f16 copy `out` of `src` by ma_convert (rows of seq_k keys of kv_heads heads in p; scale:
-   times scale log2 e; transpose: [MA_DP][rows]), `bytes` long. */
+   times scale log2 e), or by ma_convert_t (transpose: [MA_DP][rows], the rows in blocks of
+   32), `bytes` long (a multiple of 16: MA_DP is whole 16-byte words). */
 static wgml_status mma_convert(wgml_engine *e, attn_params p, uint32_t dp, bool scale, bool transpose, const wgml_tensor *q,
                                const wgml_tensor *src, wgml__arg out, uint64_t bytes)
 {
-    wgml__kernel kc = { .file = "attention_mma", .entry = "ma_convert", .layout = "urrw", .matrix = true, .nconst = 1,
-                        .constants = { { "MA_DP", dp } } };
+    enum { CT = 32 };   /* ma_convert_t's block (MA_CT) */
+    wgml__kernel kc = { .file = "attention_mma", .entry = transpose ? "ma_convert_t" : "ma_convert", .layout = "urrw",
+                        .matrix = true, .nconst = 1, .constants = { { "MA_DP", dp } } };
     if (scale) wgml__add_constant(&kc, "MA_SCALE", 1);
-    if (transpose) wgml__add_constant(&kc, "TRANSPOSE", 1);
+    uint64_t keys = (uint64_t)p.k_blocks * 4 * e->ctx->info.matrix_n;
+    uint64_t groups = transpose ? (uint64_t)p.batch * p.kv_heads * wgml__ceil_div(keys, CT) * wgml__ceil_div(dp, CT)
+                                : wgml__ceil_div(bytes / 16, 256);   /* 8 values per invocation */
     wgml__arg args[] = { wgml__t(q), wgml__t(src), out };
-    return dispatch_tiles(e, &kc, p, wgml__ceil_div(bytes / 8, 256), args, 3);
+    return dispatch_tiles(e, &kc, p, groups, args, 3);
 }
 
 /* Whether prefill_mma runs this call on this adapter: f16 subgroup matrices, at most

@@ -7,8 +7,11 @@
    A product converts its operands into f16 copies in the engine's scratch, whole tiles
    with zero padding (A [Mp, Kp], B [Kp, Np]; with F16X3 a low part of each beside it,
    after the rows' and columns' scales are found), then multiplies the copies: once for
-   F16, twice for F16X3 (the low terms, then the high ones). */
+   F16, twice for F16X3 (the low terms, then the high ones). An F16 operand whose copy is
+   still in its slot from an earlier product (copy_current) is not converted again. */
 #include "internal.h"
+
+#include <string.h>
 
 enum { LAYOUT_NT = 1, LAYOUT_TN = 2 };
 
@@ -68,6 +71,25 @@ bool wgml__mma_takes(const wgml_context *ctx, wgml_precision p, const wgml_tenso
            copy_bytes(in, split, M, N, K) <= ctx->limits.maxStorageBufferBindingSize;
 }
 
+/* What a slot holds after convert made the F16 copy of t that prm describes into `copy`
+   (the slot's write count included: read right after the conversion). */
+static wgml__derived copy_record(const wgml_tensor *t, const mma_params *prm, wgml__arg copy)
+{
+    return (wgml__derived){ .src = t->id, .written = t->written, .slot_id = copy.tensor->id,
+                            .slot_written = copy.tensor->written, .rows = prm->rows, .cols = prm->cols,
+                            .form = { prm->rows_p, prm->cols_p, prm->sr, prm->sc, prm->ld, prm->hi_at } };
+}
+
+/* The slot holds that copy already (neither t nor the slot written since): the products
+   of one input with several weights (q, k and v of x; a gate and an up projection) and
+   the weight gradients of such products convert it once. */
+static bool copy_current(const wgml__derived *d, const wgml__derived *want)
+{
+    return d->src == want->src && d->written == want->written && d->slot_id == want->slot_id &&
+           d->slot_written == want->slot_written && d->rows == want->rows && d->cols == want->cols &&
+           !memcmp(d->form, want->form, sizeof d->form);
+}
+
 /* One operand's f16 copy [rows_p, cols_p] from t, element (r, c) at r * sr + c * sc, into
    copy at prm.hi_at with row stride prm.ld; with split its lines' scales first into
    scales[scale_at ..], and its low part at prm.lo_at. A source read along r (sc != 1)
@@ -89,39 +111,45 @@ static wgml_status convert(wgml_engine *e, const wgml_tensor *t, mma_params prm,
     wgml__kernel k = { .file = "matmul_mma", .entry = across ? "mma_convert_t" : "mma_convert", .layout = "urwr", .matrix = true,
                        .nconst = 2, .constants = { { "SRC16", src16 }, { "SPLIT", split } } };
     uint64_t groups = across ? wgml__ceil_div(prm.rows_p, TT) * wgml__ceil_div(prm.cols_p, TT)
-                             : wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p, 256);
+                             : wgml__ceil_div((uint64_t)prm.rows_p * prm.cols_p / 8, 256);   /* 8 per invocation */
     WGML_CHECK(wgml__grid(ctx, groups, &gx, &gy));
     wgml__arg args[3] = { wgml__t(t), copy, scales };
     return wgml__dispatch(e, &k, &prm, sizeof prm, args, 3, gx, gy, 1);
 }
 
-/* Split-K: a product of fewer tiles than SPLIT_WORKGROUPS per compute unit (gemm_mma's
-   registers leave room for two of its workgroups on an NVIDIA SM) runs its k in slices of
-   at least SPLIT_MIN_K values, at most SPLIT_MAX of them, each slice's partial result in
-   the engine's split-K scratch (at most SPLIT_MAX_BYTES), summed by mma_reduce. The
-   weight gradients of a model's linear layers (M and N its widths, K the tokens) are such
-   products: 2048 x 768 x 8192 has 96 tiles of 128 x 128, for 132 SMs. */
-#define SPLIT_WORKGROUPS 2
+/* Split-K: a product whose tiles leave compute units idle or a last round of them part
+   full runs its k in slices of at least SPLIT_MIN_K values, at most SPLIT_MAX of them, each
+   slice's partial result in the engine's split-K scratch (at most SPLIT_MAX_BYTES), summed
+   by mma_reduce. The weight gradients of a model's linear layers (M and N its widths, K
+   the tokens) are such products: 2048 x 768 x 8192 has 96 tiles of 128 x 128, for 132 SMs.
+   plan_split picks the number of slices by a model of the time, in steps of one value of k
+   of a workgroup alone on a unit: the rounds of one workgroup per unit times a slice's
+   values of k (a unit runs two of gemm_mma's workgroups at about the rate of one), plus,
+   when sliced, the reduction's dispatch (SPLIT_FIXED_K) and each slice's partial result
+   written and read back (SPLIT_BYTES_PER_K bytes costing one step). Fitted on the H100:
+   bench/notes/matmul.md. */
 #define SPLIT_MIN_K 512
 #define SPLIT_MAX 16
 #define SPLIT_MAX_BYTES (256ull << 20)
+#define SPLIT_BYTES_PER_K 80000.0
+#define SPLIT_FIXED_K 128.0
 
 /* The slices of k (prm->splits, prm->kchunk values each) of a product of prm->tiles tiles
    over kp values of k. */
 static void plan_split(const wgml_context *ctx, mma_params *prm, uint32_t kp)
 {
     uint32_t units = wgml__units_of(ctx->profile), bk = step_k(&ctx->info);
-    uint64_t want = (uint64_t)SPLIT_WORKGROUPS * units, s = 1;
+    uint64_t best = 1;
     uint64_t limit = ctx->limits.maxStorageBufferBindingSize < SPLIT_MAX_BYTES ? ctx->limits.maxStorageBufferBindingSize
                                                                                : SPLIT_MAX_BYTES;
-    if (prm->tiles < want) {
-        s = wgml__ceil_div(want, prm->tiles);
-        if (s > kp / SPLIT_MIN_K) s = kp / SPLIT_MIN_K;
-        if (s > SPLIT_MAX) s = SPLIT_MAX;
-        while (s > 1 && 4ull * s * prm->M * prm->N > limit) s--;
-        if (s < 1) s = 1;
+    double best_cost = 0, partial_k = 2.0 * 4.0 * prm->M * prm->N / SPLIT_BYTES_PER_K;
+    for (uint64_t s = 1; s <= SPLIT_MAX && (s == 1 || s <= kp / SPLIT_MIN_K); s++) {
+        if (s > 1 && 4ull * s * prm->M * prm->N > limit) break;
+        uint64_t kchunk = round_up(wgml__ceil_div(kp, s), bk), rounds = wgml__ceil_div((uint64_t)prm->tiles * s, units);
+        double cost = (double)rounds * (double)kchunk + (s > 1 ? SPLIT_FIXED_K + (double)s * partial_k : 0.0);
+        if (s == 1 || cost < best_cost) best = s, best_cost = cost;
     }
-    prm->kchunk = (uint32_t)round_up(wgml__ceil_div(kp, s), bk);
+    prm->kchunk = (uint32_t)round_up(wgml__ceil_div(kp, best), bk);
     prm->splits = (uint32_t)wgml__ceil_div(kp, prm->kchunk);
 }
 
@@ -173,8 +201,17 @@ wgml_status wgml__mma_matmul(wgml_engine *e, int layout, uint32_t M, uint32_t N,
     mma_params pb = { .rows = K, .cols = N, .rows_p = Kp, .cols_p = Np, .sr = layout == LAYOUT_NT ? 1 : ldb,
                       .sc = layout == LAYOUT_NT ? ldb : 1, .scale_at = M, .by_row = 0, .ld = Np,
                       .hi_at = split ? Kp * Np : 0, .lo_at = 0 };
-    WGML_CHECK(convert(e, a, pa, split, ah, scales));
-    WGML_CHECK(convert(e, b, pb, split, bh, scales));
+    /* F16X3's copies depend on both operands' scales: made anew each time */
+    wgml__derived *da = &e->derived[WGML__SCRATCH_MMA_AH], *db = &e->derived[WGML__SCRATCH_MMA_BH];
+    wgml__derived want_a = copy_record(a, &pa, ah), want_b = copy_record(b, &pb, bh);
+    if (split || !copy_current(da, &want_a)) {
+        WGML_CHECK(convert(e, a, pa, split, ah, scales));
+        *da = split ? (wgml__derived){ 0 } : copy_record(a, &pa, ah);
+    }
+    if (split || !copy_current(db, &want_b)) {
+        WGML_CHECK(convert(e, b, pb, split, bh, scales));
+        *db = split ? (wgml__derived){ 0 } : copy_record(b, &pb, bh);
+    }
 
     mma_params prm = { .M = M, .N = N, .K = K, .tiles_n = Np / bn, .tiles = (Mp / bm) * (Np / bn), .Np = Np };
     if (!split) return product(e, prm, Kp, Kp, 0, false, false, acc, ah, bh, scales, out);
