@@ -172,6 +172,11 @@ struct wgml_tensor {
     wgml__packed packed;       /* bytes 0 unless the dtype is packed */
 };
 
+/* wgml_clip_grad_by_global_norm with every gradient also multiplied by pre (a trainer's
+   loss unscaling, folded into the clipping's one pass); a negative max_norm: no clipping,
+   only pre (when pre is not 1). Errors as wgml_clip_grad_by_global_norm's. */
+wgml_status wgml__clip_grads(wgml_engine *e, wgml_tensor *const *grads, size_t count, const wgml_tensor *norm, float max_norm,
+                             float pre);
 /* Creates the packed tensor p describes (the layout already checked) for fn. */
 wgml_status wgml__tensor_create_packed(const char *fn, wgml_context *ctx, const wgml__packed *p, wgml_tensor **out);
 /* LFM2's convolution blocks (src/ops/conv.c; shapes are the caller's to get right, as

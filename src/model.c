@@ -1353,10 +1353,10 @@ wgml_status wgml_trainer_accumulate(wgml_trainer *t, const uint32_t *ids, const 
 }
 
 /* Loss scaling at a step, after the norm of the scaled gradients: a norm that is not
-   finite skips the step and halves the scale; else the gradients and the norm are divided
-   by the scale (exactly: a power of two), which doubles after loss_scale_interval such
-   steps in a row. */
-static wgml_status unscale(wgml_trainer *t, bool *skip)
+   finite skips the step and halves the scale; else the norm is divided by the scale
+   (exactly: a power of two), which doubles after loss_scale_interval such steps in a row,
+   and *pre is 1 / scale, by which the step's clipping pass divides the gradients. */
+static wgml_status unscale(wgml_trainer *t, bool *skip, float *pre)
 {
     wgml_engine *e = t->m->e;
     float norm;
@@ -1368,9 +1368,8 @@ static wgml_status unscale(wgml_trainer *t, bool *skip)
         t->skipped++;
         return WGML_OK;
     }
-    float inv = 1.0f / t->scale;
-    for (size_t i = 0; i < t->nt; i++) TRY(wgml_gradient_scale(e, t->grad[i], inv));
-    TRY(wgml_gradient_scale(e, t->norm, inv));
+    *pre = 1.0f / t->scale;
+    TRY(wgml_gradient_scale(e, t->norm, *pre));
     if (++t->scale_good >= t->d.loss_scale_interval) {
         t->scale_good = 0;
         if (t->scale < SCALE_MAX) t->scale *= 2.0f;
@@ -1406,9 +1405,10 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
         return s;
     }
     TRY(wgml_global_norm(e, (const wgml_tensor *const *)t->grad, t->nt, t->norm));
+    float pre = 1.0f;
     if (t->scale) {
         bool skip;
-        TRY(unscale(t, &skip));
+        TRY(unscale(t, &skip, &pre));
         if (skip) {
             if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
             t->micro = 0;
@@ -1416,7 +1416,8 @@ wgml_status wgml_trainer_step(wgml_trainer *t, float lr, wgml_tensor *grad_norm)
         }
     }
     if (grad_norm) TRY(wgml_copy_tensor(e, t->norm, grad_norm, 0));
-    if (t->d.clip_norm > 0) TRY(wgml_clip_grad_by_global_norm(e, t->grad, t->nt, t->norm, t->d.clip_norm));
+    if (t->d.clip_norm > 0 || pre != 1.0f)
+        TRY(wgml__clip_grads(e, t->grad, t->nt, t->norm, t->d.clip_norm > 0 ? t->d.clip_norm : -1.0f, pre));
     wgml_adam_params ap = { .lr = lr, .beta1 = t->d.beta1, .beta2 = t->d.beta2, .eps = t->d.eps,
                             .weight_decay = t->d.weight_decay, .t = t->steps + 1 };
     TRY(wgml_adamw_update_multi(e, t->w_dec, (const wgml_tensor *const *)t->g_dec, t->m_dec, t->v_dec, t->n_dec, &ap));

@@ -436,33 +436,29 @@ static void test_mark_last_alone(void)
     }
 }
 
-/* Dynamic loss scaling (desc.loss_scale). With the f32 products of this context a power-of-
-   two scale is exact: a scaled model ends with the same weights and gradient norms, bit for
-   bit, as an unscaled one. A micro-batch whose scaled gradient overflows (grad_scale 2^126
-   times the scale) makes its step a skip: weights unchanged, the step not counted, the
-   non-finite norm reported, the scale halved; two good steps (interval 2) double it again.
-   The scaler's state survives wgml_trainer_save_state / load_state; a trainer without
-   scaling ignores it. */
-static void test_loss_scaling(void)
+/* A model trained with loss scaling (scale 2^16, interval 2) beside one trained without, on
+   the same batches, clipped to clip_norm (0: the default): with the f32 products of this
+   context a power-of-two scale is exact, so they end with the same weights and gradient
+   norms, bit for bit (the scaled run divides its gradients by the scale in the clipping
+   pass, which runs for that alone without clipping). norm: the gradient norm's tensor. */
+enum { LS_B = 2, LS_T = 8, LS_STEPS = 3 };
+static bool scaled_pair(float clip_norm, wgml_tensor *norm, wgml_model *m[2], wgml_trainer *t[2])
 {
     wgml_model_config c = config_of(&tiny_a.s);
-    wgml_model *m[2] = { NULL, NULL };
-    wgml_trainer *t[2] = { NULL, NULL };
-    enum { B = 2, T = 8, STEPS = 3 };
     for (int k = 0; k < 2; k++) {
         TH_EXPECT(wgml_model_create(th_eng, &c, &m[k]), WGML_OK);
-        if (!m[k]) return;
+        if (!m[k]) return false;
         TH_EXPECT(wgml_model_init_random(m[k], 7, 0.02f), WGML_OK);
-        wgml_trainer_desc d = { .batch = B, .seq_len = T, .loss_scale = k ? 65536.0f : 0, .loss_scale_interval = 2 };
+        wgml_trainer_desc d = { .batch = LS_B, .seq_len = LS_T, .loss_scale = k ? 65536.0f : 0, .loss_scale_interval = 2,
+                                .clip_norm = clip_norm };
         TH_EXPECT(wgml_trainer_create(m[k], &d, &t[k]), WGML_OK);
-        if (!t[k]) return;
+        if (!t[k]) return false;
     }
     TH_CHECK(wgml_trainer_loss_scale(t[0]) == 0 && wgml_trainer_loss_scale(t[1]) == 65536.0f, "initial scales %g, %g",
              (double)wgml_trainer_loss_scale(t[0]), (double)wgml_trainer_loss_scale(t[1]));
-    wgml_tensor *norm = th_poisoned(WGML_F32, TH_SHAPE(1));
-    float norms[2][STEPS];
-    for (int step = 0; step < STEPS; step++) {
-        uint32_t *ids = random_ids(B * T, tiny_a.s.vocab), *targets = random_ids(B * T, tiny_a.s.vocab);
+    float norms[2][LS_STEPS];
+    for (int step = 0; step < LS_STEPS; step++) {
+        uint32_t *ids = random_ids(LS_B * LS_T, tiny_a.s.vocab), *targets = random_ids(LS_B * LS_T, tiny_a.s.vocab);
         for (int k = 0; k < 2; k++) {
             TH_EXPECT(wgml_trainer_accumulate(t[k], ids, targets, 1.0f, NULL), WGML_OK);
             TH_EXPECT(wgml_trainer_step(t[k], 1e-2f, norm), WGML_OK);
@@ -470,8 +466,8 @@ static void test_loss_scaling(void)
         }
         free(ids);
         free(targets);
-        TH_CHECK(norms[0][step] == norms[1][step], "step %d: gradient norm %.9g unscaled, %.9g scaled", step,
-                 (double)norms[0][step], (double)norms[1][step]);
+        TH_CHECK(norms[0][step] == norms[1][step], "clip %g, step %d: gradient norm %.9g unscaled, %.9g scaled", (double)clip_norm,
+                 step, (double)norms[0][step], (double)norms[1][step]);
     }
     size_t differ = 0;
     for (size_t i = 0; i < wgml_model_param_count(m[0]); i++) {
@@ -480,7 +476,29 @@ static void test_loss_scaling(void)
         free(w0);
         free(w1);
     }
-    TH_CHECK(differ == 0, "%zu parameters differ between the scaled and the unscaled run", differ);
+    TH_CHECK(differ == 0, "clip %g: %zu parameters differ between the scaled and the unscaled run", (double)clip_norm, differ);
+    return true;
+}
+
+/* Dynamic loss scaling (desc.loss_scale): a scaled model matches an unscaled one bit for
+   bit, clipped or not (scaled_pair). A micro-batch whose scaled gradient overflows
+   (grad_scale 2^126 times the scale) makes its step a skip: weights unchanged, the step not
+   counted, the non-finite norm reported, the scale halved; two good steps (interval 2)
+   double it again. The scaler's state survives wgml_trainer_save_state / load_state; a
+   trainer without scaling ignores it. */
+static void test_loss_scaling(void)
+{
+    enum { B = LS_B, T = LS_T, STEPS = LS_STEPS };
+    wgml_model *m[2] = { NULL, NULL };
+    wgml_trainer *t[2] = { NULL, NULL };
+    wgml_tensor *norm = th_poisoned(WGML_F32, TH_SHAPE(1));
+    bool made = scaled_pair(-1.0f, norm, m, t);   /* no clipping */
+    for (int k = 0; k < 2; k++) {
+        wgml_trainer_destroy(t[k]);
+        wgml_model_destroy(m[k]);
+        t[k] = NULL, m[k] = NULL;
+    }
+    if (!made || !scaled_pair(0.0f, norm, m, t)) goto out;
     /* 3 good steps with interval 2: doubled once */
     TH_CHECK(wgml_trainer_loss_scale(t[1]) == 131072.0f && wgml_trainer_steps(t[1]) == STEPS &&
              wgml_trainer_skipped_steps(t[1]) == 0, "after %d good steps: scale %g, %u steps, %u skipped", STEPS,
@@ -537,6 +555,7 @@ static void test_loss_scaling(void)
     unlink(path);
     wgml_trainer_destroy(r);
     wgml_trainer_destroy(plain);
+out:
     wgml_tensor_release(norm);
     for (int k = 0; k < 2; k++) {
         wgml_trainer_destroy(t[k]);

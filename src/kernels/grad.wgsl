@@ -23,9 +23,10 @@
 // tensors (a model's parameter list) cost ceil(count / K) + 1 dispatches, not count + 1.
 //
 //   clip_xK    K = 1, 2, 4 or 8 gradients per dispatch (exactly K: a read-write binding
-//              cannot repeat a buffer to fill a slot): grad *= min(1, max_norm / (norm[0] + 1e-6)), the
-//              factor computed by every thread from norm[0] on the GPU, so clipping needs
-//              no read-back between the norm and the update.
+//              cannot repeat a buffer to fill a slot): grad *= pre * min(1, max_norm /
+//              (norm[0] + 1e-6)) (grad *= pre for a negative max_norm), the factor computed
+//              by every thread from norm[0] on the GPU, so clipping needs no read-back
+//              between the norm and the update.
 //
 // The grid may be 2-D when there are more workgroups than one dimension allows; the
 // linear workgroup index is wid.x + wid.y * nwg.x.
@@ -143,8 +144,8 @@ fn accumulate_self(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_
 struct Multi {
     base: u32,       // sumsq: scratch index of this dispatch's first partial
     nparts: u32,     // sumsq_final: partials to sum
-    max_norm: f32,   // clip
-    _pad: u32,
+    max_norm: f32,   // clip: negative for none (then only pre)
+    pre: f32,        // clip: every gradient also times this (a trainer's loss unscaling)
     slots: array<vec4u, 8>,   // x: cumulative workgroup end, y: numel (sumsq) or vec4 count (clip)
 }
 
@@ -420,7 +421,8 @@ fn sumsq_final(@builtin(local_invocation_id) lid3: vec3u) {
 }
 
 fn clip_factor() -> f32 {
-    return min(1.0, mp.max_norm / (norm_in[0] + 1e-6));
+    if (mp.max_norm < 0.0) { return mp.pre; }
+    return mp.pre * min(1.0, mp.max_norm / (norm_in[0] + 1e-6));
 }
 
 fn clip_index(wid: vec3u, nwg: vec3u, lid: u32, nslots: u32) -> vec2u {

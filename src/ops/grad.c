@@ -15,8 +15,7 @@ typedef struct elem_params { uint32_t n4; float scale; uint32_t pad[2]; } elem_p
 
 typedef struct multi_params {
     uint32_t base, nparts;
-    float max_norm;
-    uint32_t pad;
+    float max_norm, pre;
     uint32_t slots[MAX_SLOTS][4];
 } multi_params;
 
@@ -183,13 +182,19 @@ wgml_status wgml_global_norm(wgml_engine *e, const wgml_tensor *const *tensors, 
 wgml_status wgml_clip_grad_by_global_norm(wgml_engine *e, wgml_tensor *const *grads, size_t count, const wgml_tensor *norm,
                                           float max_norm)
 {
+    return wgml__clip_grads(e, grads, count, norm, max_norm, 1.0f);
+}
+
+wgml_status wgml__clip_grads(wgml_engine *e, wgml_tensor *const *grads, size_t count, const wgml_tensor *norm, float max_norm,
+                             float pre)
+{
     const char *fn = "wgml_clip_grad_by_global_norm";
     wgml_context *ctx;
     WGML_CHECK(wgml__check_engine(e, fn));
     ctx = e->ctx;
     WGML_CHECK(check_list(e, fn, "grads", (const wgml_tensor *const *)grads, count));
     WGML_CHECK(wgml__check_tensor(e, fn, "norm", norm, WGML_F32));
-    if (!isfinite(max_norm) || max_norm < 0)
+    if (!isfinite(max_norm) || (max_norm < 0 && pre == 1.0f))
         return wgml__fail(ctx, WGML_ERROR_INVALID_ARGUMENT, "%s: max_norm is %g; it must be finite and >= 0", fn, (double)max_norm);
     for (size_t i = 0; i < count; i++)
         if (wgml__same(norm, grads[i]))
@@ -212,7 +217,7 @@ wgml_status wgml_clip_grad_by_global_norm(wgml_engine *e, wgml_tensor *const *gr
     uint32_t kmax = slots_per_dispatch(e);
     uint64_t max_wg = (uint64_t)ctx->limits.maxComputeWorkgroupsPerDimension * ctx->limits.maxComputeWorkgroupsPerDimension;
     for (size_t first = 0; first < count;) {
-        multi_params p = { .max_norm = max_norm };
+        multi_params p = { .max_norm = max_norm, .pre = pre };
         wgml__arg args[1 + MAX_SLOTS];
         args[0] = wgml__t(norm);
         uint64_t total = 0;
