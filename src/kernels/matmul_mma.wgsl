@@ -121,7 +121,8 @@ fn pack4(x: vec4f) -> vec2<u32> {
     return vec2<u32>(bitcast<u32>(vec2<f16>(to_f16(x.x), to_f16(x.y))), bitcast<u32>(vec2<f16>(to_f16(x.z), to_f16(x.w))));
 }
 
-// Line `at` (a row r when by_row, else the columns c ..) of x: x scaled by line_scale.
+// x, the source's elements (r, c .. c + 3), times their lines' scales: row r's (by_row),
+// else those of columns c .. c + 3.
 fn scaled4(r: u32, c: u32, x: vec4f) -> vec4f {
     if (u.by_row != 0u) { return x * line_scale[u.scale_at + r]; }
     let s = u.scale_at + c;
